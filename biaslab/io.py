@@ -1,0 +1,102 @@
+"""Atomic, deterministic file I/O shared by the stages.
+
+Every writer writes to a temporary file in the destination directory and renames it into place
+(``os.replace`` is atomic on POSIX), so a killed stage never leaves a half-written artifact.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+
+class InputError(ValueError):
+    """Bad user input: the message names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ""):
+    """Yield a temporary path next to ``path``; rename it to ``path`` if the block succeeds,
+    delete it if the block raises. Parent directories are created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix,
+                               dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON with sorted keys (stable bytes -> DVC cache hits)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    import numpy as np
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
+    """Write a DataFrame as parquet (no index), atomically."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a parquet table; a missing or unreadable file raises ``InputError`` naming it."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "file not found (did the stage that writes it run?)")
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise InputError(path, f"not a readable parquet file ({e})") from e
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read JSON; missing, empty, truncated or invalid files raise ``InputError`` naming the file
+    and the position of the problem."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "file not found")
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise InputError(path, "file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"invalid or truncated JSON at line {e.lineno} column "
+                               f"{e.colno}: {e.msg}") from e
+
+
+def load_params(path: str | os.PathLike = "params.yaml") -> dict:
+    """Load the DVC params file as a dict."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "params file not found (run from the repository root)")
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
