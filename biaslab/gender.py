@@ -25,7 +25,9 @@ it from the next word (see ``_resolve_possessive``): ``her`` followed by a word 
 noun phrase is the possessive determiner (``her hand -> his hand``), otherwise the object pronoun
 (``hands her a cup -> hands him a cup``); ``his`` followed by such a word becomes ``her``, a
 stand-alone ``his`` becomes ``hers``. Words without a counterpart of the other gender (``guy``,
-``dude``) swap one way only (``guy -> woman``) and ``pregnant`` is left as it is.
+``dude``) swap one way only (``guy -> woman``) and ``pregnant`` is left as it is. Some
+counterparts are not in the papers' lists (cowboy -> cowgirl, emperor -> empress,
+queen -> king): a caption swapped through them is no longer gendered under that list.
 """
 from __future__ import annotations
 

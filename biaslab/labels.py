@@ -1,0 +1,114 @@
+"""Gender labels of captions and images, their agreement with crowd-sourced perceived gender,
+and the deterministic gender-stratified split."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import cohen_kappa_score, confusion_matrix
+
+from biaslab import gender as G
+from biaslab.io import InputError
+
+
+def _require(df: pd.DataFrame, cols: list[str], name: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise InputError(name, f"missing column(s) {missing}; has {list(df.columns)}")
+
+
+def label_captions(captions: pd.DataFrame, words: str = "lic") -> pd.DataFrame:
+    """Add ``caption_gender`` (female/male/both/none) to a captions table.
+
+    Args:
+        captions: columns caption_id, image_id, caption.
+        words: word-list name (``biaslab.gender.WORD_LISTS``).
+    """
+    _require(captions, ["caption_id", "image_id", "caption"], "captions table")
+    out = captions[["caption_id", "image_id", "caption"]].copy()
+    out["caption_gender"] = [G.caption_gender(c, words) for c in out["caption"]]
+    return out
+
+
+def label_images(labeled_captions: pd.DataFrame, rule: str = "any_mention",
+                 words: str = "lic", k: int = 2) -> pd.DataFrame:
+    """Image-level gender from its captions (``biaslab.gender.image_gender``).
+
+    Returns one row per image: image_id, gender (female/male/undefined), n_female, n_male,
+    n_both, n_none (caption counts by caption-level label).
+    """
+    _require(labeled_captions, ["image_id", "caption", "caption_gender"], "labelled captions")
+    rows = []
+    for iid, grp in labeled_captions.groupby("image_id", sort=True):
+        counts = grp["caption_gender"].value_counts()
+        rows.append({"image_id": int(iid),
+                     "gender": G.image_gender(list(grp["caption"]), rule=rule, words=words, k=k),
+                     **{f"n_{lab}": int(counts.get(lab, 0))
+                        for lab in (G.FEMALE, G.MALE, G.BOTH, G.NONE)}})
+    return pd.DataFrame(rows, columns=["image_id", "gender", "n_female", "n_male", "n_both",
+                                       "n_none"])
+
+
+def agreement(image_labels: pd.DataFrame, perceived: pd.DataFrame) -> dict:
+    """Agreement of caption-derived image gender with crowd-sourced perceived gender.
+
+    Compared on images where both are female/male. Cohen's kappa (scikit-learn) corrects the
+    accuracy for chance agreement. ``coverage`` is the fraction of images with a binary
+    perceived gender that the caption rule labels (not undefined).
+
+    Returns:
+        dict with n_compared, accuracy (0-1), cohen_kappa (-1..1), confusion (rows: perceived
+        female, male; columns: caption female, male), coverage; values are None when nothing
+        can be compared.
+    """
+    _require(image_labels, ["image_id", "gender"], "image labels")
+    _require(perceived, ["image_id", "perceived_gender"], "perceived gender table")
+    binary = perceived[perceived["perceived_gender"].isin(G.GENDERS)]
+    m = binary.merge(image_labels[["image_id", "gender"]], on="image_id", how="inner")
+    both = m[m["gender"].isin(G.GENDERS)]
+    out = {"n_perceived_binary": int(len(m)), "n_compared": int(len(both)),
+           "coverage": float(len(both) / len(m)) if len(m) else None}
+    if len(both) == 0:
+        return {**out, "accuracy": None, "cohen_kappa": None, "confusion": None}
+    y_true, y_pred = both["perceived_gender"], both["gender"]
+    return {**out,
+            "accuracy": float((y_true == y_pred).mean()),
+            "cohen_kappa": float(cohen_kappa_score(y_true, y_pred, labels=list(G.GENDERS))),
+            "confusion": confusion_matrix(y_true, y_pred, labels=list(G.GENDERS)).tolist()}
+
+
+def stratified_split(image_labels: pd.DataFrame, fractions: dict[str, float],
+                     seed: int) -> pd.DataFrame:
+    """Deterministic train/val/test split stratified by ``gender``.
+
+    Within each gender stratum the image ids are sorted, permuted with
+    ``numpy.random.default_rng(seed)`` and cut at the cumulative fractions (rounded), so the
+    same ids, fractions and seed always give the same split.
+
+    Args:
+        image_labels: columns image_id, gender.
+        fractions: split name -> fraction, e.g. {train: 0.7, val: 0.1, test: 0.2}; each >= 0,
+            summing to 1 (+- 1e-6).
+        seed: permutation seed.
+
+    Returns:
+        DataFrame image_id, split, gender sorted by image_id.
+
+    Raises:
+        ValueError: fractions negative or not summing to 1.
+    """
+    _require(image_labels, ["image_id", "gender"], "image labels")
+    names = list(fractions)
+    fr = np.array([float(fractions[n]) for n in names])
+    if (fr < 0).any() or abs(fr.sum() - 1) > 1e-6:
+        raise ValueError(f"split fractions must be >= 0 and sum to 1, got {fractions}")
+    rng = np.random.default_rng(seed)
+    parts = []
+    for g, grp in image_labels.sort_values("image_id").groupby("gender", sort=True):
+        ids = grp["image_id"].to_numpy()
+        ids = ids[rng.permutation(len(ids))]
+        cuts = np.round(np.cumsum(fr) * len(ids)).astype(int)
+        start = 0
+        for name, end in zip(names, cuts):
+            parts.append(pd.DataFrame({"image_id": ids[start:end], "split": name, "gender": g}))
+            start = end
+    return pd.concat(parts).sort_values("image_id", ignore_index=True)

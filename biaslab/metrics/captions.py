@@ -1,0 +1,218 @@
+"""Gender prediction metrics for captions and classifiers: caption label, Ratio, Error.
+
+* ``caption_label`` -- Burns et al. 2018 ("Women also snowboard") as used in the thesis
+  (paper 002) Table 2.1 and LIBRA (paper 003) Table 2: a caption is ``man`` if it contains a
+  masculine word and no feminine word, ``woman`` the reverse, ``neutral`` otherwise (no gender
+  word, or words of both genders). The words are those of ``biaslab.gender.WORD_LISTS``
+  (thesis appendix 2.9: the orange/olive words "used to calculate Ratio, Error, BA and DBA_G").
+* ``ratio`` -- Burns et al. 2018 / thesis Table 2.1 "Ratio" (#man / #woman captions) and the
+  paper 000 (sec. 3.1, 3.2) form ``max(r, 1/r)``.
+* ``error`` -- Burns et al. 2018 / LIBRA sec. 4 "Error": the gender misclassification rate of
+  generated captions, in percent.
+* ``classification_ratio`` -- paper 000 sec. 3.1 "Ratio" for multi-label classifiers that also
+  predict {woman, man}: persons are masked out of the test images and r = #man / #woman
+  predictions; reported as ``max(r, 1/r)``.
+
+Gender values follow ``biaslab.gender``: images are ``"female"``/``"male"``; anything else
+(``"undefined"``, ``None``, ``"other"``) is unlabelled and ignored where genders are used.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+from biaslab.gender import BOTH, FEMALE, MALE, NONE, caption_gender
+
+MAN = "man"
+WOMAN = "woman"
+NEUTRAL = "neutral"
+
+_TO_LABEL = {MALE: MAN, FEMALE: WOMAN, BOTH: NEUTRAL, NONE: NEUTRAL}
+
+
+def caption_label(caption: str, words: str = "lic") -> Literal["man", "woman", "neutral"]:
+    """Gender predicted by one caption (Burns et al. 2018; thesis Table 2.1; LIBRA Error).
+
+    Args:
+        caption: a (generated) caption; case and punctuation do not matter
+            (``biaslab.gender.tokenize``).
+        words: gender word list name (``lic``, ``libra``, ``gensynth``).
+
+    Returns:
+        ``"man"`` if the caption has masculine words and no feminine word, ``"woman"`` the
+        reverse, ``"neutral"`` if it has no gender word or words of both genders.
+
+    Raises:
+        KeyError: unknown word list.
+
+    Example: ``caption_label("A man and his dog")`` -> ``"man"``;
+    ``caption_label("A man and a woman")`` -> ``"neutral"``.
+    """
+    return _TO_LABEL[caption_gender(caption, words)]
+
+
+def _safe_div(a: float, b: float) -> float:
+    """a / b with a/0 = inf (a > 0) and 0/0 = nan."""
+    if b == 0:
+        return math.inf if a > 0 else math.nan
+    return a / b
+
+
+def _ratio_max(r: float) -> float:
+    """max(r, 1/r) (paper 000 sec. 3.1) with max(0, inf) = inf and nan kept."""
+    if math.isnan(r):
+        return math.nan
+    if r == 0 or math.isinf(r):
+        return math.inf
+    return max(r, 1.0 / r)
+
+
+def _aligned(captions, genders) -> tuple[list[str], list | None]:
+    """Captions and genders as parallel lists (sequences by position, mappings by key)."""
+    if isinstance(captions, Mapping):
+        keys = list(captions)
+        caps = [captions[k] for k in keys]
+        if genders is None:
+            return caps, None
+        if not isinstance(genders, Mapping):
+            raise TypeError("captions is a mapping, so genders must be a mapping (image id -> "
+                            "gender) or None")
+        missing = [k for k in keys if k not in genders]
+        if missing:
+            raise ValueError(f"{len(missing)} caption keys have no gender entry, e.g. "
+                             f"{missing[:3]!r}")
+        return caps, [genders[k] for k in keys]
+    if isinstance(captions, str):
+        raise TypeError("captions must be a sequence or mapping of strings, not one string")
+    caps = list(captions)
+    if genders is None:
+        return caps, None
+    if isinstance(genders, Mapping):
+        raise TypeError("captions is a sequence, so genders must be a sequence or None")
+    gens = list(genders)
+    if len(gens) != len(caps):
+        raise ValueError(f"captions and genders differ in length: {len(caps)} != {len(gens)}")
+    return caps, gens
+
+
+def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None = None,
+          words: str = "lic") -> dict:
+    """Ratio of man to woman captions (Burns et al. 2018; thesis Table 2.1; paper 000 Table 2).
+
+    One generated caption per image. Each caption is labelled with ``caption_label``;
+    ``ratio = n_man / n_woman`` (thesis Table 2.1 reports this directly, e.g. 2.47 for NIC)
+    and ``ratio_max = max(ratio, 1/ratio)`` (paper 000 sec. 3.1: "We report Ratio =
+    max(r, r^-1)"; 1 is unbiased).
+
+    Args:
+        captions: sequence of captions (one per image) or mapping image id -> caption.
+        genders: optional ground-truth image genders aligned with ``captions`` (sequence of
+            the same length, or a mapping with every caption key). When given, only images
+            whose gender is ``"female"`` or ``"male"`` are counted; other values are ignored.
+        words: gender word list name.
+
+    Returns:
+        dict with ``ratio`` (float; ``inf`` if there are man but no woman captions, ``nan`` if
+        neither), ``ratio_max`` (float; ``inf`` when ratio is 0 or inf, ``nan`` when ratio is
+        nan), ``n_man``, ``n_woman``, ``n_neutral`` (ints, over the counted images) and
+        ``n_images`` (counted images).
+
+    Raises:
+        ValueError: genders misaligned with captions.
+        TypeError: captions is a single string or genders of the wrong container type.
+    """
+    caps, gens = _aligned(captions, genders)
+    counts = {MAN: 0, WOMAN: 0, NEUTRAL: 0}
+    for i, c in enumerate(caps):
+        if gens is not None and gens[i] not in (FEMALE, MALE):
+            continue
+        counts[caption_label(c, words)] += 1
+    r = _safe_div(counts[MAN], counts[WOMAN])
+    return {"ratio": r, "ratio_max": _ratio_max(r), "n_man": counts[MAN],
+            "n_woman": counts[WOMAN], "n_neutral": counts[NEUTRAL],
+            "n_images": sum(counts.values())}
+
+
+def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
+          words: str = "lic") -> float:
+    """Gender misclassification rate of captions, in percent (Burns et al. 2018; LIBRA
+    (paper 003) sec. 4 "Error"; thesis Table 2.1).
+
+    ``Error = 100 * (#female images captioned "man" + #male images captioned "woman") /
+    #labelled images``. Neutral captions (no gender word, or both genders) are *not* errors
+    but stay in the denominator.
+
+    Args:
+        captions: one generated caption per image (sequence, or mapping image id -> caption).
+        genders: ground-truth image genders aligned with ``captions``; only images labelled
+            ``"female"``/``"male"`` are counted, other values are ignored.
+        words: gender word list name.
+
+    Returns:
+        Error in [0, 100]; ``nan`` if no image is labelled.
+
+    Raises:
+        ValueError: genders missing or misaligned.
+    """
+    if genders is None:
+        raise ValueError("error() needs the ground-truth image genders")
+    caps, gens = _aligned(captions, genders)
+    n = wrong = 0
+    for c, g in zip(caps, gens):
+        if g not in (FEMALE, MALE):
+            continue
+        n += 1
+        lab = caption_label(c, words)
+        if (g == FEMALE and lab == MAN) or (g == MALE and lab == WOMAN):
+            wrong += 1
+    return 100.0 * wrong / n if n else math.nan
+
+
+def classification_ratio(pred_man, pred_woman, threshold: float | None = None) -> dict:
+    """Ratio of a multi-label classifier's gender predictions (paper 000 sec. 3.1, Table 1).
+
+    Persons are masked out of the test images and the classifier, whose heads include
+    ``man`` and ``woman``, is run on them; ``r = #images predicted man / #images predicted
+    woman`` and paper 000 reports ``max(r, 1/r)``.
+
+    Decision (the paper does not say how an image predicted as both or neither counts): each
+    image is assigned the gender with the *larger* of its two values -- binary predictions
+    (bool/int 0-1) or scores/probabilities (float) alike; an image is *not counted* when the
+    two values are equal (binary: predicted both or neither; scores: an exact tie). For binary
+    inputs this is exactly "man if predicted man and not woman, woman the reverse". With
+    ``threshold`` (scores only), images whose larger score is below ``threshold`` are also not
+    counted (i.e. "neither gender predicted" at that operating point).
+
+    Args:
+        pred_man: array-like (n,) of man predictions or scores.
+        pred_woman: array-like (n,) of woman predictions or scores, same length.
+        threshold: optional minimum score of the winning gender (None: every non-tied image
+            counts).
+
+    Returns:
+        dict with ``ratio`` (float, ``inf``/``nan`` as in ``ratio``), ``ratio_max``, ``n_man``,
+        ``n_woman``, ``n_uncounted`` (ints).
+
+    Raises:
+        ValueError: shapes differ, are not 1-D, or contain NaN.
+    """
+    m = np.asarray(pred_man, dtype=float)
+    w = np.asarray(pred_woman, dtype=float)
+    if m.ndim != 1 or w.shape != m.shape:
+        raise ValueError(f"pred_man and pred_woman must be 1-D of equal length, got {m.shape} "
+                         f"and {w.shape}")
+    if np.isnan(m).any() or np.isnan(w).any():
+        raise ValueError("predictions contain NaN")
+    is_man = m > w
+    is_woman = w > m
+    if threshold is not None:
+        top = np.maximum(m, w)
+        is_man &= top >= threshold
+        is_woman &= top >= threshold
+    n_man, n_woman = int(is_man.sum()), int(is_woman.sum())
+    r = _safe_div(n_man, n_woman)
+    return {"ratio": r, "ratio_max": _ratio_max(r), "n_man": n_man, "n_woman": n_woman,
+            "n_uncounted": int(len(m) - n_man - n_woman)}

@@ -1,0 +1,925 @@
+"""Deterministic synthetic dataset in official COCO layout with a planted gender-context bias.
+
+This is the pipeline's embedded default data source: it needs no network and no pretrained
+weights, and it gives ground truth. With ``bias = 0`` gender is independent of every context
+attribute (objects, scene, colour cast), so bias metrics must read "unbiased"; they must grow
+with ``bias``.
+
+Every image shows exactly one person drawn with PIL. Gender is balanced (``ceil(n/2)`` female,
+``floor(n/2)`` male, seeded shuffle) and visible in the pixels through the body shape only:
+
+* female: long hair framing the face down to the shoulders, a trapezoid dress, thin legs;
+* male: short hair cap, rectangular shirt torso, two separate trouser legs.
+
+Skin, hair and clothing colours, arm pose, position and size are drawn from the *same*
+distributions for both genders. The person's bounding box covers 10-35 % of the image (uniform).
+
+Planted structure, for gender ``g`` and bias ``b`` in [0, 1] (``s = +1`` if the attribute is
+associated with ``g``, ``-1`` if with the other gender, ``0`` if neutral):
+
+(a) **Labeled objects** (real COCO ids and names, boxes + polygons in ``instances_synth.json``):
+    ``P(object present | g) = P_OBJECT * (1 + s * b)`` with ``P_OBJECT = 0.35`` (so at most
+    0.665, the clamp to [0, 1] never triggers), independently per object.
+    Female-associated: handbag, umbrella, cup, cell phone. Male-associated: tie, sports ball,
+    skateboard, baseball bat. Neutral (``s = 0``): bicycle, dog.
+(b) **Scene** (background; named in captions, not in instances):
+    ``P(scene group associated with g | g) = (1 + b) / 2``, split evenly between the two scenes
+    of the group, so each scene has probability ``(1 + s * b) / 4``. Female-associated: kitchen,
+    beach; male-associated: field, street.
+(c) **Unlabeled attribute**: a global colour cast (the whole image is blended with an orange
+    ("warm") or a blue ("cool") tint, ``CAST_STRENGTH``):
+    ``P(warm | female) = (1 + b) / 2``, ``P(warm | male) = (1 - b) / 2``. The cast appears in no
+    annotation and no caption: resampling on labels cannot see it (Hirota et al., "Resampled
+    Datasets Are Not Enough", EMNLP 2024 -- paper 000 -- sec. 2.1). It is recorded only in the
+    returned summary and in ``annotations/synth_truth.csv``.
+
+With ``b = 0`` all three are independent of gender. All draws are independent Bernoulli /
+categorical draws given gender, so e.g. the expected difference
+``P(female-associated object | female) - P(... | male)`` is ``2 * P_OBJECT * b`` and the scene-
+and cast-group differences are ``b``.
+
+Captions (``captions_per_image`` per image, template based, COCO vocabulary) name the scene and
+some of the present objects. Each caption independently uses a gender-neutral subject
+("a person", "someone", possessive "their") with probability ``p_no_gender_word``, otherwise
+words of the person's true gender from ``biaslab.gender.WORD_LISTS["lic"]`` (woman, lady, girl,
+she, her / man, gentleman, boy, guy, he, his). A caption never contains a word of the other
+gender.
+
+Output layout (``out_dir``), readable by ``biaslab.coco.read_coco`` (split name ``synth``)::
+
+    annotations/captions_synth.json          COCO captions
+    annotations/instances_synth.json         COCO instances (person + objects, polygons)
+    annotations/person_keypoints_synth.json  COCO keypoints (17, from the drawn figure)
+    annotations/perceived_gender_skin.csv    image_id,bb_gender,bb_skin (Male/Female, skin empty)
+    annotations/image_labels.json            {"description", "labels": {id: [category names]}}
+    annotations/synth_truth.csv              image_id,gender,scene,cast,objects (';'-joined)
+    images/synth/<12-digit id>.png           the images (ids start at 1)
+    README.md                                what was planted, with the realised counts
+
+Every file is written atomically; the same arguments give byte-identical files.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import operator
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+from pycocotools import mask as mask_utils
+from tqdm import tqdm
+
+from biaslab.io import atomic_path, write_json
+
+FEMALE, MALE = "female", "male"
+
+#: Base presence probability of every object (``p`` in the module docstring).
+P_OBJECT = 0.35
+#: Blend weight of the warm/cool tint (0 = no cast, 1 = flat tint colour).
+CAST_STRENGTH = 0.18
+#: Smallest accepted ``image_size`` (pixels); below it figures and objects become too small.
+MIN_IMAGE_SIZE = 64
+
+#: Objects drawn, with their real COCO category ids.
+COCO_CATEGORY_IDS = {
+    "person": 1, "bicycle": 2, "dog": 18, "umbrella": 28, "handbag": 31, "tie": 32,
+    "sports ball": 37, "baseball bat": 39, "skateboard": 41, "cup": 47, "cell phone": 77,
+}
+_SUPERCATEGORY = {
+    "person": "person", "bicycle": "vehicle", "dog": "animal", "umbrella": "accessory",
+    "handbag": "accessory", "tie": "accessory", "sports ball": "sports",
+    "baseball bat": "sports", "skateboard": "sports", "cup": "kitchen",
+    "cell phone": "electronic",
+}
+FEMALE_OBJECTS = ("handbag", "umbrella", "cup", "cell phone")
+MALE_OBJECTS = ("tie", "sports ball", "skateboard", "baseball bat")
+NEUTRAL_OBJECTS = ("bicycle", "dog")
+#: Object names in COCO-id order (the column order of the presence matrix).
+OBJECTS = tuple(sorted(FEMALE_OBJECTS + MALE_OBJECTS + NEUTRAL_OBJECTS,
+                       key=COCO_CATEGORY_IDS.__getitem__))
+#: object name -> "female" / "male" / "neutral"
+OBJECT_ASSOCIATION = {**{o: FEMALE for o in FEMALE_OBJECTS}, **{o: MALE for o in MALE_OBJECTS},
+                      **{o: "neutral" for o in NEUTRAL_OBJECTS}}
+
+FEMALE_SCENES = ("kitchen", "beach")
+MALE_SCENES = ("field", "street")
+SCENES = FEMALE_SCENES + MALE_SCENES
+SCENE_ASSOCIATION = {**{s: FEMALE for s in FEMALE_SCENES}, **{s: MALE for s in MALE_SCENES}}
+#: Cast -> associated gender.
+CASTS = ("warm", "cool")
+CAST_ASSOCIATION = {"warm": FEMALE, "cool": MALE}
+_CAST_TINT = {"warm": (255, 150, 40), "cool": (40, 130, 255)}
+
+KEYPOINT_NAMES = (
+    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
+    "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip",
+    "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle",
+)
+SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], [6, 7], [6, 8],
+            [7, 9], [8, 10], [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 7]]
+
+SPLIT = "synth"
+_FILE_RE = re.compile(r"^\d{12}\.png$")
+
+# Same palettes for both genders.
+_SKIN = [(255, 224, 189), (241, 194, 125), (224, 172, 105), (198, 134, 66), (141, 85, 36),
+         (92, 58, 30)]
+_HAIR = [(30, 25, 20), (70, 45, 25), (120, 80, 40), (200, 160, 90), (150, 60, 30),
+         (150, 150, 150)]
+_CLOTH = [(200, 40, 40), (40, 90, 200), (40, 150, 70), (230, 190, 40), (120, 60, 160),
+          (240, 240, 240), (40, 40, 40), (230, 120, 30), (90, 170, 200), (160, 110, 80)]
+
+
+# --------------------------------------------------------------------------- geometry helpers
+
+def _ellipse(cx, cy, rx, ry, n=16, a0=0.0, a1=2 * math.pi):
+    """Points on an ellipse arc (angles in radians, y down)."""
+    closed = abs((a1 - a0) - 2 * math.pi) < 1e-9
+    k = n if closed else n + 1
+    return [(cx + rx * math.cos(a0 + (a1 - a0) * i / n), cy + ry * math.sin(a0 + (a1 - a0) * i / n))
+            for i in range(k)]
+
+
+def _segment(p, q, width):
+    """Quadrilateral of a thick segment p-q."""
+    dx, dy = q[0] - p[0], q[1] - p[1]
+    norm = math.hypot(dx, dy) or 1.0
+    nx, ny = -dy / norm * width / 2, dx / norm * width / 2
+    return [(p[0] + nx, p[1] + ny), (q[0] + nx, q[1] + ny), (q[0] - nx, q[1] - ny),
+            (p[0] - nx, p[1] - ny)]
+
+
+def _band(cx, cy, rx, ry, t, a0, a1, n=10):
+    """Closed polygon of an elliptic arc band of thickness t (handles, rings)."""
+    outer = _ellipse(cx, cy, rx, ry, n, a0, a1)
+    inner = _ellipse(cx, cy, max(rx - t, 0.1), max(ry - t, 0.1), n, a0, a1)
+    return outer + inner[::-1]
+
+
+def _rect(x0, y0, x1, y1):
+    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
+
+
+def _rot(points, angle, cx, cy):
+    c, s = math.cos(angle), math.sin(angle)
+    return [(cx + (x - cx) * c - (y - cy) * s, cy + (x - cx) * s + (y - cy) * c)
+            for x, y in points]
+
+
+def _round_poly(points):
+    return [(round(float(x), 2), round(float(y), 2)) for x, y in points]
+
+
+def _flat(points):
+    return [v for p in points for v in p]
+
+
+def _jitter(rng, colour, amount=18):
+    return tuple(int(np.clip(c + rng.integers(-amount, amount + 1), 0, 255)) for c in colour)
+
+
+# --------------------------------------------------------------------------- the person
+
+def _figure(rng, gender):
+    """Person parts in unit coordinates (head top y=0, feet y=1, centre x=0; x to the image
+    right is the person's left, the figure faces the viewer).
+
+    Returns (parts, keypoints): parts = [(polygon, colour)] in drawing order,
+    keypoints = 17 (x, y) in COCO order.
+    """
+    skin = _jitter(rng, _SKIN[rng.integers(len(_SKIN))], 8)
+    hair = _jitter(rng, _HAIR[rng.integers(len(_HAIR))], 10)
+    top = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    bottom = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    female = gender == FEMALE
+    head_c, head_r = (0.0, 0.09), 0.068
+    sx = 0.105 if female else 0.125           # shoulder half-width
+    sy = 0.205
+    hip_y, hx = 0.53, 0.07
+    knee_y, ankle_y = 0.76, 0.965
+    lx = 0.045 if female else 0.05            # leg centre offset
+    parts = []
+    kp = {}
+
+    # legs (drawn first, under the dress / torso)
+    for side in (-1, 1):
+        if female:
+            parts.append((_segment((side * 0.035, 0.66), (side * lx, ankle_y), 0.04), skin))
+            parts.append((_rect(side * lx - 0.03, ankle_y - 0.01, side * lx + 0.03,
+                                1.0), bottom))  # shoes
+        else:
+            parts.append((_segment((side * 0.045, hip_y - 0.02), (side * lx, ankle_y), 0.075),
+                          bottom))
+            parts.append((_rect(side * lx - 0.04, ankle_y - 0.01, side * lx + 0.04, 1.0),
+                          (35, 30, 30)))
+        name = "left" if side > 0 else "right"
+        kp[f"{name}_hip"] = (side * hx, hip_y)
+        kp[f"{name}_knee"] = (side * (lx + 0.005), knee_y)
+        kp[f"{name}_ankle"] = (side * lx, ankle_y)
+
+    # long hair behind the head and shoulders (female)
+    if female:
+        back = _ellipse(head_c[0], head_c[1], 0.088, 0.088, 10, math.pi, 2 * math.pi)
+        back += [(0.095, 0.31), (0.06, 0.33), (-0.06, 0.33), (-0.095, 0.31)]
+        parts.append((back, hair))
+
+    # arms: upper arm in the top colour (short sleeve), forearm + hand in skin colour
+    arm_w = 0.05
+    for side in (-1, 1):
+        a_up = math.radians(rng.uniform(6, 40))
+        a_lo = a_up + math.radians(rng.uniform(-15, 35))
+        sh = (side * (sx - 0.02), sy + 0.015)
+        el = (sh[0] + side * 0.16 * math.sin(a_up), sh[1] + 0.16 * math.cos(a_up))
+        wr = (el[0] + side * 0.15 * math.sin(a_lo), el[1] + 0.15 * math.cos(a_lo))
+        parts.append((_segment(el, wr, arm_w * 0.85), skin))
+        parts.append((_ellipse(wr[0], wr[1], 0.03, 0.03, 8), skin))
+        parts.append((_segment(sh, el, arm_w), top))
+        name = "left" if side > 0 else "right"
+        kp[f"{name}_shoulder"] = (side * sx * 0.85, sy)
+        kp[f"{name}_elbow"] = el
+        kp[f"{name}_wrist"] = wr
+
+    # torso / dress
+    if female:
+        dress = [(-sx, sy - 0.01), (sx, sy - 0.01), (0.075, 0.40), (0.21, 0.70),
+                 (-0.21, 0.70), (-0.075, 0.40)]
+        parts.append((dress, top))
+    else:
+        parts.append(([(-sx, sy - 0.01), (sx, sy - 0.01), (0.095, hip_y + 0.01),
+                       (-0.095, hip_y + 0.01)], top))
+    # neck and head
+    parts.append((_rect(-0.025, head_c[1] + head_r - 0.02, 0.025, sy + 0.005), skin))
+    parts.append((_ellipse(head_c[0], head_c[1], head_r, head_r * 1.1, 16), skin))
+    # hair on top of the head
+    if female:
+        fringe = _ellipse(head_c[0], head_c[1] + 0.005, head_r + 0.012, head_r + 0.015, 10,
+                          math.pi, 2 * math.pi)
+        fringe += [(head_r + 0.012, head_c[1] + 0.06), (head_r - 0.008, head_c[1] + 0.06),
+                   (head_r - 0.012, head_c[1] - 0.01), (-head_r + 0.012, head_c[1] - 0.01),
+                   (-head_r + 0.008, head_c[1] + 0.06), (-head_r - 0.012, head_c[1] + 0.06)]
+        parts.append((fringe, hair))
+    else:
+        cap = _ellipse(head_c[0], head_c[1] - 0.005, head_r + 0.006, head_r + 0.012, 10,
+                       math.pi, 2 * math.pi)
+        cap += [(head_r - 0.012, head_c[1] - 0.025), (-head_r + 0.012, head_c[1] - 0.025)]
+        parts.append((cap, hair))
+
+    kp["nose"] = (0.0, head_c[1] + 0.02)
+    kp["left_eye"], kp["right_eye"] = (0.025, head_c[1] + 0.0), (-0.025, head_c[1] + 0.0)
+    kp["left_ear"], kp["right_ear"] = (head_r, head_c[1] + 0.01), (-head_r, head_c[1] + 0.01)
+    return parts, [kp[k] for k in KEYPOINT_NAMES]
+
+
+def _place_person(rng, size, horizon, parts, kps):
+    """Scale and translate the unit figure so its box covers U(0.10, 0.35) of the image."""
+    pts = np.array([p for poly, _ in parts for p in poly])
+    x0, y0 = pts.min(0)
+    x1, y1 = pts.max(0)
+    uw, uh = x1 - x0, y1 - y0
+    frac = rng.uniform(0.10, 0.35)
+    scale = math.sqrt(frac * size * size / (uw * uh))
+    scale = min(scale, (size - 4) / uh, (size - 4) / uw)
+    w, h = uw * scale, uh * scale
+    # feet on the ground (below the horizon) when there is room
+    lo = max(h + 1, min(horizon + 0.08 * size, size - 2))
+    bottom = rng.uniform(lo, size - 2) if lo < size - 2 else size - 2
+    left = rng.uniform(1, size - 1 - w)
+    ox, oy = left - x0 * scale, bottom - y1 * scale
+
+    def tf(p):
+        return (ox + p[0] * scale, oy + p[1] * scale)
+
+    parts = [(_round_poly([tf(p) for p in poly]), col) for poly, col in parts]
+    kps = [tuple(round(v, 2) for v in tf(p)) for p in kps]
+    return parts, kps, scale
+
+
+# --------------------------------------------------------------------------- objects
+
+# base (w, h) in pixels at 160 px, and whether the object stands on the ground
+_OBJ_SIZE = {
+    "handbag": (22, 20, False), "umbrella": (32, 30, False), "cup": (14, 14, False),
+    "cell phone": (10, 17, False), "tie": (10, 30, False), "sports ball": (18, 18, True),
+    "skateboard": (40, 11, True), "baseball bat": (9, 40, False), "bicycle": (44, 28, True),
+    "dog": (36, 25, True),
+}
+
+
+def _object_shapes(rng, name, x0, y0, w, h):
+    """Polygons (pixels) of one object in box (x0, y0, w, h).
+
+    Returns (mask_polys, drawing): mask_polys = polygons whose union is the object
+    (segmentation), drawing = [(polygon, fill)] in drawing order (details included).
+    """
+    def P(pts):  # unit box -> pixels
+        return [(x0 + u * w, y0 + v * h) for u, v in pts]
+
+    draw = []
+    if name == "handbag":
+        col = _jitter(rng, (190, 40, 110), 25)
+        body = P([(0.08, 0.42), (0.92, 0.42), (1.0, 1.0), (0.0, 1.0)])
+        handle = P(_band(0.5, 0.45, 0.32, 0.42, 0.09, math.pi, 2 * math.pi, 10))
+        flap = P([(0.08, 0.42), (0.92, 0.42), (0.8, 0.62), (0.2, 0.62)])
+        clasp = P(_rect(0.45, 0.55, 0.55, 0.66))
+        draw = [(handle, col), (body, col), (flap, _jitter(rng, (120, 20, 70), 10)),
+                (clasp, (230, 200, 60))]
+        mask = [body, handle]
+    elif name == "umbrella":
+        col = _jitter(rng, (130, 50, 190), 30)
+        canopy = _ellipse(0.5, 0.48, 0.5, 0.46, 12, math.pi, 2 * math.pi)
+        canopy += [(0.75, 0.43), (0.5, 0.48), (0.25, 0.43)]
+        canopy = P(canopy)
+        shaft = P(_rect(0.47, 0.45, 0.53, 0.92))
+        hook = P(_band(0.39, 0.9, 0.14, 0.1, 0.06, 0, math.pi, 6))
+        stripes = [P([(0.5, 0.02), (0.3, 0.44), (0.42, 0.45)]),
+                   P([(0.5, 0.02), (0.7, 0.44), (0.58, 0.45)])]
+        draw = [(canopy, col)] + [(s, _jitter(rng, (240, 220, 250), 10)) for s in stripes] + \
+               [(shaft, (60, 50, 50)), (hook, (60, 50, 50))]
+        mask = [canopy, shaft, hook]
+    elif name == "cup":
+        col = _jitter(rng, (245, 245, 250), 8)
+        body = P(_rect(0.05, 0.1, 0.72, 1.0))
+        handle = P(_band(0.72, 0.55, 0.26, 0.25, 0.1, -math.pi / 2, math.pi / 2, 8))
+        coffee = P(_rect(0.1, 0.12, 0.67, 0.24))
+        rim = P(_rect(0.02, 0.06, 0.75, 0.14))
+        draw = [(handle, (70, 70, 90)), (body, col), (rim, (70, 70, 90)),
+                (coffee, (110, 60, 30))]
+        mask = [body, handle, rim]
+    elif name == "cell phone":
+        body = P(_rect(0.0, 0.0, 1.0, 1.0))
+        screen = P(_rect(0.13, 0.1, 0.87, 0.84))
+        draw = [(body, (25, 25, 30)), (screen, _jitter(rng, (110, 190, 255), 15))]
+        mask = [body]
+    elif name == "tie":
+        col = _jitter(rng, (170, 20, 35), 20)
+        knot = P([(0.2, 0.0), (0.8, 0.0), (0.65, 0.15), (0.35, 0.15)])
+        blade = P([(0.35, 0.15), (0.65, 0.15), (0.95, 0.86), (0.5, 1.0), (0.05, 0.86)])
+        stripe_col = _jitter(rng, (30, 30, 110), 10)
+        stripes = [P([(0.3, 0.3 + k), (0.7, 0.22 + k), (0.74, 0.3 + k), (0.28, 0.38 + k)])
+                   for k in (0.0, 0.22, 0.44)]
+        draw = [(blade, col), (knot, col)] + [(s, stripe_col) for s in stripes]
+        mask = [knot, blade]
+    elif name == "sports ball":
+        ball = P(_ellipse(0.5, 0.5, 0.5, 0.5, 20))
+        draw = [(ball, _jitter(rng, (235, 115, 25), 15)),
+                (P(_rect(0.47, 0.02, 0.53, 0.98)), (30, 20, 10)),
+                (P(_rect(0.02, 0.47, 0.98, 0.53)), (30, 20, 10))]
+        mask = [ball]
+    elif name == "skateboard":
+        deck = P(_ellipse(0.12, 0.3, 0.12, 0.3, 6, math.pi / 2, 3 * math.pi / 2)
+                 + _ellipse(0.88, 0.3, 0.12, 0.3, 6, -math.pi / 2, math.pi / 2))
+        wheels = [P(_ellipse(c, 0.78, 0.07, 0.22, 10)) for c in (0.22, 0.78)]
+        draw = [(deck, _jitter(rng, (60, 160, 90), 40))] + \
+               [(wl, (250, 220, 60)) for wl in wheels]
+        mask = [deck] + wheels
+    elif name == "baseball bat":
+        local = [(0.42, 1.0), (0.58, 1.0), (0.56, 0.93), (0.55, 0.55), (0.72, 0.05),
+                 (0.5, 0.0), (0.28, 0.05), (0.45, 0.55), (0.44, 0.93)]
+        bat = P(local)
+        draw = [(bat, _jitter(rng, (215, 170, 100), 15)),
+                (P(_rect(0.4, 0.94, 0.6, 1.0)), (60, 40, 30))]
+        mask = [bat]
+    elif name == "bicycle":
+        col = _jitter(rng, (30, 90, 210), 30)
+        wheels = [P(_ellipse(c, 0.68, 0.2, 0.31, 16)) for c in (0.2, 0.8)]
+        hubs = [P(_ellipse(c, 0.68, 0.12, 0.19, 12)) for c in (0.2, 0.8)]
+        tubes = [P(_segment(a, b, 0.07)) for a, b in
+                 [((0.2, 0.68), (0.45, 0.35)), ((0.45, 0.35), (0.8, 0.68)),
+                  ((0.45, 0.35), (0.5, 0.68)), ((0.2, 0.68), (0.5, 0.68)),
+                  ((0.45, 0.35), (0.72, 0.3)), ((0.72, 0.3), (0.8, 0.68))]]
+        seat = P(_rect(0.36, 0.2, 0.52, 0.28))
+        bar = P(_rect(0.68, 0.1, 0.82, 0.18))
+        draw = [(wl, (30, 30, 30)) for wl in wheels] + \
+               [(hb, (200, 200, 200)) for hb in hubs] + [(t, col) for t in tubes] + \
+               [(seat, (30, 30, 30)), (bar, (30, 30, 30))]
+        mask = wheels + tubes + [seat, bar]
+    elif name == "dog":
+        col = _jitter(rng, (150, 95, 45), 30)
+        dark = tuple(max(c - 50, 0) for c in col)
+        body = P(_ellipse(0.45, 0.5, 0.32, 0.2, 14))
+        head = P(_ellipse(0.82, 0.28, 0.15, 0.2, 12))
+        ear = P([(0.72, 0.12), (0.8, 0.12), (0.74, 0.42)])
+        snout = P(_rect(0.9, 0.28, 1.0, 0.4))
+        legs = [P(_rect(c, 0.55, c + 0.07, 1.0)) for c in (0.2, 0.3, 0.58, 0.66)]
+        tail = P(_segment((0.15, 0.45), (0.0, 0.2), 0.06))
+        draw = [(tail, col)] + [(lg, col) for lg in legs] + \
+               [(body, col), (head, col), (snout, col), (ear, dark)]
+        mask = [body, head, snout, tail] + legs
+    else:  # pragma: no cover - names come from OBJECTS
+        raise ValueError(f"unknown object {name!r}")
+    return mask, draw
+
+
+def _overlap(a, b, gap=2.0):
+    return not (a[0] + a[2] + gap <= b[0] or b[0] + b[2] + gap <= a[0]
+                or a[1] + a[3] + gap <= b[1] or b[1] + b[3] + gap <= a[1])
+
+
+def _place_box(rng, size, w, h, ground, horizon, person_box, others):
+    """Random box (x, y, w, h) inside the image: avoid the person and other objects if
+    possible (3 relaxation levels, 60 tries each), ground objects below the horizon."""
+    for level in range(3):
+        for _ in range(60):
+            x = rng.uniform(1, size - 1 - w)
+            ylo = max(1.0, horizon - 0.3 * h) if ground and level < 2 else 1.0
+            ylo = min(ylo, size - 1 - h)
+            y = rng.uniform(ylo, size - 1 - h)
+            box = (x, y, w, h)
+            if level < 2 and _overlap(box, person_box):
+                continue
+            if level < 1 and any(_overlap(box, o) for o in others):
+                continue
+            return box
+    return box  # level 2 always returns on its first try
+
+
+# --------------------------------------------------------------------------- scenes
+
+def _scene(rng, draw, size, scene):
+    """Draw the background of ``scene``; returns the horizon y (pixels)."""
+    S = size
+    horizon = rng.uniform(0.38, 0.55) * S
+    R = draw.rectangle
+    if scene == "kitchen":
+        wall = _jitter(rng, (238, 226, 190), 10)
+        R([0, 0, S, horizon], fill=wall)
+        cab = _jitter(rng, (150, 100, 60), 15)
+        n = int(rng.integers(2, 4))
+        for i in range(n):
+            x0 = (i + 0.1) * S / n
+            R([x0, 0.04 * S, x0 + 0.8 * S / n, 0.22 * S], fill=cab)
+            R([x0 + 0.35 * S / n, 0.16 * S, x0 + 0.45 * S / n, 0.18 * S], fill=(200, 200, 200))
+        R([0, horizon - 0.1 * S, S, horizon - 0.07 * S], fill=(190, 190, 200))   # counter top
+        R([0, horizon - 0.07 * S, S, horizon], fill=cab)
+        t = S / 10
+        a, b = _jitter(rng, (245, 245, 240), 5), _jitter(rng, (120, 80, 60), 15)
+        for j in range(int((S - horizon) / t) + 1):
+            for i in range(11):
+                R([i * t, horizon + j * t, (i + 1) * t, horizon + (j + 1) * t],
+                  fill=a if (i + j) % 2 == 0 else b)
+    elif scene == "beach":
+        R([0, 0, S, horizon], fill=_jitter(rng, (150, 205, 245), 10))
+        R([0, horizon - 0.12 * S, S, horizon], fill=_jitter(rng, (30, 110, 185), 12))
+        for k in range(3):
+            y = horizon - (0.03 + 0.035 * k) * S
+            R([0, y, S, y + max(1, 0.006 * S)], fill=(200, 230, 250))
+        R([0, horizon, S, S], fill=_jitter(rng, (236, 214, 160), 8))
+        for _ in range(12):
+            x, y = rng.uniform(0, S), rng.uniform(horizon, S)
+            R([x, y, x + 0.01 * S, y + 0.01 * S], fill=(210, 185, 130))
+    elif scene == "field":
+        R([0, 0, S, horizon], fill=_jitter(rng, (165, 210, 240), 10))
+        R([0, horizon - 0.05 * S, S, horizon], fill=(40, 90, 45))              # tree line
+        g1, g2 = _jitter(rng, (70, 160, 65), 10), _jitter(rng, (95, 180, 80), 10)
+        stripe = (S - horizon) / 5
+        for k in range(5):
+            R([0, horizon + k * stripe, S, horizon + (k + 1) * stripe + 1],
+              fill=g1 if k % 2 == 0 else g2)
+        y = rng.uniform(horizon + 0.1 * S, S - 0.05 * S)
+        R([0, y, S, y + max(1, 0.012 * S)], fill=(245, 245, 245))
+    elif scene == "street":
+        R([0, 0, S, horizon], fill=_jitter(rng, (195, 205, 215), 8))
+        x = 0.0
+        while x < S:
+            bw = rng.uniform(0.18, 0.35) * S
+            top = rng.uniform(0.02, 0.25) * S
+            R([x, top, x + bw, horizon], fill=_jitter(rng, (130, 120, 115), 30))
+            for wy in np.arange(top + 0.04 * S, horizon - 0.08 * S, 0.09 * S):
+                for wx in np.arange(x + 0.03 * S, x + bw - 0.06 * S, 0.08 * S):
+                    R([wx, wy, wx + 0.04 * S, wy + 0.05 * S], fill=(230, 230, 170))
+            x += bw
+        R([0, horizon, S, horizon + 0.1 * S], fill=(175, 175, 170))               # sidewalk
+        R([0, horizon + 0.1 * S, S, S], fill=_jitter(rng, (70, 70, 75), 6))       # road
+        y = horizon + 0.1 * S + (S - horizon - 0.1 * S) * 0.55
+        for k in range(6):
+            R([k * S / 5, y, k * S / 5 + S / 10, y + max(1, 0.015 * S)], fill=(240, 210, 60))
+    else:  # pragma: no cover
+        raise ValueError(f"unknown scene {scene!r}")
+    return horizon
+
+
+# --------------------------------------------------------------------------- captions
+
+_SUBJECT = {
+    FEMALE: ["a woman", "a woman", "a young woman", "a lady", "a girl"],
+    MALE: ["a man", "a man", "a young man", "a gentleman", "a boy", "a guy"],
+    None: ["a person", "a person", "someone", "a young person"],
+}
+_PRONOUN = {FEMALE: "she", MALE: "he", None: "someone"}
+_POSSESSIVE = {FEMALE: "her", MALE: "his", None: "their"}
+_VP = {
+    "handbag": ["carrying a handbag", "holding a purse", "with a handbag"],
+    "umbrella": ["holding an umbrella", "with an umbrella", "carrying an umbrella"],
+    "cup": ["holding a cup", "drinking from a cup", "with a cup of coffee"],
+    "cell phone": ["talking on a cell phone", "looking at a cell phone", "using a phone"],
+    "tie": ["wearing a tie", "in a tie", "with a tie"],
+    "sports ball": ["playing with a ball", "kicking a soccer ball", "with a ball"],
+    "skateboard": ["riding a skateboard", "holding a skateboard", "with a skateboard"],
+    "baseball bat": ["swinging a baseball bat", "holding a baseball bat", "with a bat"],
+    "bicycle": ["next to a bicycle", "with a bike", "standing by a bicycle"],
+    "dog": ["with a dog", "walking a dog", "next to a dog"],
+}
+_NOUN = {
+    "handbag": ["handbag", "purse"], "umbrella": ["umbrella"], "cup": ["cup", "coffee cup"],
+    "cell phone": ["cell phone", "phone"], "tie": ["tie"], "sports ball": ["ball", "soccer ball"],
+    "skateboard": ["skateboard"], "baseball bat": ["baseball bat", "bat"],
+    "bicycle": ["bicycle", "bike"], "dog": ["dog"],
+}
+_SCENE_PP = {
+    "kitchen": ["in a kitchen", "in the kitchen", "inside a kitchen", "in a small kitchen"],
+    "beach": ["on a beach", "on the beach", "on a sandy beach", "near the ocean"],
+    "field": ["in a field", "on a grassy field", "on the field", "on a grass field"],
+    "street": ["on a street", "on a city street", "on the sidewalk", "by the road"],
+}
+_SCENE_NP = {"kitchen": ["a kitchen", "a small kitchen"], "beach": ["a beach", "a sandy beach"],
+             "field": ["a grassy field", "a field"], "street": ["a city street", "a street"]}
+
+
+def _pick(rng, seq):
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _caption(rng, gender, scene, objects, p_neutral):
+    """One template caption. ``gender`` is the true gender; with probability ``p_neutral`` the
+    caption is gender-neutral."""
+    g = None if rng.random() < p_neutral else gender
+    mentioned = []
+    if objects:
+        k = int(rng.choice(3, p=[0.15, 0.6, 0.25]))
+        k = min(k, len(objects))
+        if k:
+            idx = rng.choice(len(objects), size=k, replace=False)
+            mentioned = [objects[i] for i in sorted(idx)]
+    np_ = _pick(rng, _SUBJECT[g])
+    vp = " and ".join(_pick(rng, _VP[o]) for o in mentioned)
+    pp = _pick(rng, _SCENE_PP[scene])
+    t = int(rng.integers(8))
+    if t == 0:
+        text = f"{np_} {vp or 'standing'} {pp}"
+    elif t == 1:
+        text = f"{np_} {pp} {vp}" if vp else f"{np_} standing alone {pp}"
+    elif t == 2:
+        text = f"{_PRONOUN[g]} is {vp or 'standing'} {pp}"
+    elif t == 3:
+        text = f"there is {np_} {vp} {pp}" if vp else f"there is {np_} {pp}"
+    elif t == 4 and mentioned:
+        nouns = " and ".join(_pick(rng, _NOUN[o]) for o in mentioned)
+        text = f"{np_} standing {pp} with {_POSSESSIVE[g]} {nouns}"
+    elif t == 5 and vp:
+        text = f"{_pick(rng, _SCENE_NP[scene])} with {np_} {vp}"
+    elif t == 6:
+        text = f"a photo of {np_} {vp} {pp}" if vp else f"a photo of {np_} {pp}"
+    else:
+        text = f"{np_} posing for a picture {pp}" + (f" {vp}" if vp else "")
+    text = " ".join(text.split())
+    if rng.random() < 0.6:
+        text = text[0].upper() + text[1:]
+    if rng.random() < 0.5:
+        text += "."
+    return text
+
+
+# --------------------------------------------------------------------------- validation
+
+def _as_int(name, value, minimum):
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got a bool ({value!r})")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {type(value).__name__} "
+                         f"({value!r})") from None
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}")
+    return int(v)
+
+
+def _as_prob(name, value):
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number in [0, 1], got a bool ({value!r})")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}") from None
+    if not (0.0 <= v <= 1.0):  # also rejects NaN
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- main entry
+
+def sample_truth(n_images: int, bias: float, seed: int) -> dict[str, np.ndarray]:
+    """Draw the planted ground truth (no rendering).
+
+    Args:
+        n_images: number of images n (>= 2).
+        bias: planted bias b in [0, 1].
+        seed: non-negative integer seed.
+
+    Returns:
+        ``{"gender": (n,) str "female"/"male", "scene": (n,) str, "cast": (n,) str
+        "warm"/"cool", "objects": (n, len(OBJECTS)) bool presence matrix (columns in
+        ``OBJECTS`` order)}``; row i is image id i + 1. Probabilities: see module docstring.
+
+    Raises:
+        ValueError: bad arguments.
+    """
+    n = _as_int("n_images", n_images, 2)
+    b = _as_prob("bias", bias)
+    seed = _as_int("seed", seed, 0)
+    rng = np.random.default_rng(seed)
+    n_f = (n + 1) // 2
+    gender = rng.permutation(np.array([FEMALE] * n_f + [MALE] * (n - n_f)))
+    sign = np.where(gender == FEMALE, 1.0, -1.0)
+    assoc = np.array([{FEMALE: 1.0, MALE: -1.0}.get(OBJECT_ASSOCIATION[o], 0.0)
+                      for o in OBJECTS])
+    p_obj = P_OBJECT * (1.0 + b * sign[:, None] * assoc[None, :])
+    objects = rng.random((n, len(OBJECTS))) < p_obj
+    female_group = rng.random(n) < (1.0 + sign * b) / 2.0
+    within = rng.integers(0, 2, n)
+    scene = np.where(female_group, np.array(FEMALE_SCENES)[within],
+                     np.array(MALE_SCENES)[within])
+    warm = rng.random(n) < (1.0 + sign * b) / 2.0
+    cast = np.where(warm, "warm", "cool")
+    return {"gender": gender, "scene": scene, "cast": cast, "objects": objects}
+
+
+def _render(rng, size, gender, scene, cast, objects):
+    """Draw one image. Returns (PIL image, person dict, [object dicts])."""
+    img = Image.new("RGB", (size, size))
+    d = ImageDraw.Draw(img)
+    horizon = _scene(rng, d, size, scene)
+    parts, kps = _figure(rng, gender)
+    parts, kps, scale = _place_person(rng, size, horizon, parts, kps)
+    for poly, col in parts:
+        d.polygon(poly, fill=col)
+    # eyes (detail, inside the head polygon)
+    eye = max(0.4, 0.008 * scale)
+    for ex, ey in kps[1:3]:
+        d.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=(20, 20, 20))
+    person_polys = [poly for poly, _ in parts]
+    pts = np.array([p for poly in person_polys for p in poly])
+    px0, py0 = pts.min(0)
+    px1, py1 = pts.max(0)
+    person_box = (float(px0), float(py0), float(px1 - px0), float(py1 - py0))
+    person = {"polys": person_polys, "box": person_box, "keypoints": kps}
+
+    u = size / 160.0
+    boxes, objs = [], []
+    for name in objects:
+        bw, bh, ground = _OBJ_SIZE[name]
+        f = rng.uniform(0.85, 1.25) * u
+        w, h = min(bw * f, size - 3), min(bh * f, size - 3)
+        box = _place_box(rng, size, w, h, ground, horizon, person_box, boxes)
+        boxes.append(box)
+        mask, drawing = _object_shapes(rng, name, *box)
+        for poly, col in drawing:
+            d.polygon(_round_poly(poly), fill=col)
+        objs.append({"name": name, "polys": [_round_poly(m) for m in mask]})
+
+    arr = np.asarray(img, dtype=np.float32)
+    tint = np.array(_CAST_TINT[cast], dtype=np.float32)
+    arr = arr * (1.0 - CAST_STRENGTH) + tint * CAST_STRENGTH
+    img = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "RGB")
+    return img, person, objs
+
+
+def _seg_box_area(polys, size):
+    """COCO segmentation (list of flat lists), bbox [x,y,w,h] of the points, mask area (px^2)."""
+    seg = [_flat(p) for p in polys]
+    pts = np.array([p for poly in polys for p in poly])
+    x0, y0 = pts.min(0)
+    x1, y1 = pts.max(0)
+    bbox = [round(float(x0), 2), round(float(y0), 2), round(float(x1 - x0), 2),
+            round(float(y1 - y0), 2)]
+    rles = mask_utils.frPyObjects(seg, size, size)
+    area = float(mask_utils.area(mask_utils.merge(rles)))
+    return seg, bbox, area
+
+
+def _write_csv(path, header, rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    with atomic_path(path) as tmp:
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: int = 0,
+             image_size: int = 160, captions_per_image: int = 5,
+             p_no_gender_word: float = 0.2) -> dict:
+    """Write the synthetic COCO-layout dataset (see the module docstring) into ``out_dir``.
+
+    Args:
+        out_dir: output directory (created; existing files of the layout are replaced, stale
+            ``images/synth/<12 digits>.png`` files from a larger earlier run are removed).
+        n_images: number of images (int >= 2); ids 1..n_images, ``ceil(n/2)`` female.
+        bias: planted bias strength b in [0, 1] for objects, scene and colour cast
+            (0 = gender independent of context). The colour cast is the unlabeled attribute of
+            paper 000 sec. 2.1: it is in no annotation or caption.
+        seed: non-negative integer; the same arguments give byte-identical files.
+        image_size: side of the square RGB images in pixels (int >= 64).
+        captions_per_image: captions per image (int >= 1).
+        p_no_gender_word: probability in [0, 1] that a caption uses a gender-neutral subject.
+
+    Returns:
+        JSON-serialisable summary: ``params``; ``n_images``; ``gender`` {female, male: int};
+        ``objects`` {name: {female, male: int images containing it}}; ``scenes`` {scene:
+        {female, male}}; ``casts`` {warm/cool: {female, male}}; ``captions`` {female, male,
+        none: caption counts by ``biaslab.gender.caption_gender``}; ``object_association``,
+        ``scene_association``, ``cast_association`` {name: "female"/"male"/"neutral"};
+        ``expected`` {probability name: value}; ``files`` {role: path relative to out_dir}.
+
+    Raises:
+        ValueError: an argument out of range or of the wrong type, or ``out_dir`` is a file.
+    """
+    from biaslab.gender import caption_gender  # local: keep import light for the module
+
+    n = _as_int("n_images", n_images, 2)
+    b = _as_prob("bias", bias)
+    seed = _as_int("seed", seed, 0)
+    size = _as_int("image_size", image_size, MIN_IMAGE_SIZE)
+    if size > 4096:
+        raise ValueError(f"image_size must be <= 4096, got {size}")
+    cpi = _as_int("captions_per_image", captions_per_image, 1)
+    p_neutral = _as_prob("p_no_gender_word", p_no_gender_word)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+
+    truth = sample_truth(n, b, seed)
+    ann_dir, img_dir = out / "annotations", out / "images" / SPLIT
+    img_dir.mkdir(parents=True, exist_ok=True)
+    ann_dir.mkdir(parents=True, exist_ok=True)
+
+    info = {"description": f"biaslab synthetic dataset: {n} images, planted bias {b}, seed "
+                           f"{seed}; see README.md", "version": "1",
+            "contributor": "biaslab.synthetic"}
+    licenses = [{"id": 1, "name": "CC0 1.0 (synthetic images generated by biaslab)",
+                 "url": "https://creativecommons.org/publicdomain/zero/1.0/"}]
+    categories = [{"id": COCO_CATEGORY_IDS[c], "name": c, "supercategory": _SUPERCATEGORY[c]}
+                  for c in ("person",) + OBJECTS]
+    kp_category = {"id": 1, "name": "person", "supercategory": "person",
+                   "keypoints": list(KEYPOINT_NAMES), "skeleton": SKELETON}
+
+    images, captions, instances, keypoints = [], [], [], []
+    labels, truth_rows, gender_rows = {}, [], []
+    cap_counts = {FEMALE: 0, MALE: 0, "both": 0, "none": 0}
+    ann_id = 0
+    wanted = set()
+    root_ss = np.random.SeedSequence([seed, 0x5EED])
+    child_ss = root_ss.spawn(n)
+    for i in tqdm(range(n), desc="synthetic images", unit="img", leave=False):
+        iid = i + 1
+        fname = f"{iid:012d}.png"
+        wanted.add(fname)
+        rng = np.random.default_rng(child_ss[i])
+        gender, scene, cast = str(truth["gender"][i]), str(truth["scene"][i]), str(
+            truth["cast"][i])
+        present = [o for o, p in zip(OBJECTS, truth["objects"][i]) if p]
+        order = list(rng.permutation(len(present)))
+        img, person, objs = _render(rng, size, gender, scene, cast,
+                                    [present[k] for k in order])
+        with atomic_path(img_dir / fname) as tmp:
+            img.save(tmp, format="PNG")
+        images.append({"id": iid, "file_name": fname, "width": size, "height": size,
+                       "license": 1})
+        for j in range(cpi):
+            text = _caption(rng, gender, scene, present, p_neutral)
+            cap_counts[caption_gender(text)] += 1
+            captions.append({"id": i * cpi + j + 1, "image_id": iid, "caption": text})
+        ann_id += 1
+        seg, bbox, area = _seg_box_area(person["polys"], size)
+        base = {"id": ann_id, "image_id": iid, "category_id": 1, "bbox": bbox,
+                "area": round(area, 2), "segmentation": seg, "iscrowd": 0}
+        instances.append(base)
+        kp_flat = []
+        for x, y in person["keypoints"]:
+            kp_flat += [x, y, 2]
+        keypoints.append({**base, "keypoints": kp_flat, "num_keypoints": len(KEYPOINT_NAMES)})
+        for o in objs:
+            ann_id += 1
+            seg, bbox, area = _seg_box_area(o["polys"], size)
+            instances.append({"id": ann_id, "image_id": iid,
+                              "category_id": COCO_CATEGORY_IDS[o["name"]], "bbox": bbox,
+                              "area": round(area, 2), "segmentation": seg, "iscrowd": 0})
+        labels[str(iid)] = sorted(["person"] + present)
+        truth_rows.append([iid, gender, scene, cast, ";".join(present)])
+        gender_rows.append([iid, "Female" if gender == FEMALE else "Male", ""])
+
+    for stale in img_dir.iterdir():
+        if _FILE_RE.match(stale.name) and stale.name not in wanted:
+            stale.unlink()
+
+    write_json(ann_dir / f"captions_{SPLIT}.json",
+               {"info": info, "licenses": licenses, "images": images, "annotations": captions})
+    write_json(ann_dir / f"instances_{SPLIT}.json",
+               {"info": info, "licenses": licenses, "images": images,
+                "categories": categories, "annotations": instances})
+    write_json(ann_dir / f"person_keypoints_{SPLIT}.json",
+               {"info": info, "licenses": licenses, "images": images,
+                "categories": [kp_category], "annotations": keypoints})
+    write_json(ann_dir / "image_labels.json",
+               {"description": "Complete image-level category sets of the biaslab synthetic "
+                               "dataset (every drawn object, person included); keys are image "
+                               "ids.", "labels": labels})
+    _write_csv(ann_dir / "perceived_gender_skin.csv", ["image_id", "bb_gender", "bb_skin"],
+               gender_rows)
+    _write_csv(ann_dir / "synth_truth.csv", ["image_id", "gender", "scene", "cast", "objects"],
+               truth_rows)
+
+    summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts)
+    with atomic_path(out / "README.md") as tmp:
+        tmp.write_text(_readme(summary), encoding="utf-8")
+    return summary
+
+
+def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts):
+    g = truth["gender"]
+    is_f, is_m = g == FEMALE, g == MALE
+
+    def by_gender(mask):
+        return {FEMALE: int((mask & is_f).sum()), MALE: int((mask & is_m).sum())}
+
+    return {
+        "params": {"n_images": n, "bias": b, "seed": seed, "image_size": size,
+                   "captions_per_image": cpi, "p_no_gender_word": p_neutral,
+                   "p_object": P_OBJECT, "cast_strength": CAST_STRENGTH},
+        "n_images": n,
+        "gender": {FEMALE: int(is_f.sum()), MALE: int(is_m.sum())},
+        "objects": {o: by_gender(truth["objects"][:, k]) for k, o in enumerate(OBJECTS)},
+        "scenes": {s: by_gender(truth["scene"] == s) for s in SCENES},
+        "casts": {c: by_gender(truth["cast"] == c) for c in CASTS},
+        "captions": {k: int(v) for k, v in cap_counts.items()},
+        "object_association": dict(OBJECT_ASSOCIATION),
+        "scene_association": dict(SCENE_ASSOCIATION),
+        "cast_association": dict(CAST_ASSOCIATION),
+        "expected": {
+            "p_associated_object_given_gender": P_OBJECT * (1 + b),
+            "p_other_gender_object_given_gender": P_OBJECT * (1 - b),
+            "p_neutral_object": P_OBJECT,
+            "p_associated_scene_group_given_gender": (1 + b) / 2,
+            "p_associated_cast_given_gender": (1 + b) / 2,
+            "p_neutral_caption": p_neutral,
+        },
+        "files": {
+            "captions": f"annotations/captions_{SPLIT}.json",
+            "instances": f"annotations/instances_{SPLIT}.json",
+            "keypoints": f"annotations/person_keypoints_{SPLIT}.json",
+            "perceived_gender": "annotations/perceived_gender_skin.csv",
+            "image_labels": "annotations/image_labels.json",
+            "truth": "annotations/synth_truth.csv",
+            "images": f"images/{SPLIT}",
+        },
+    }
+
+
+def _readme(s):
+    p = s["params"]
+    b = p["bias"]
+    lines = [
+        "# biaslab synthetic dataset",
+        "",
+        "Generated by `biaslab.synthetic.generate` (official COCO layout, split `synth`). "
+        "Not real data: for running and testing the pipeline with known ground truth.",
+        "",
+        "Parameters: " + ", ".join(f"{k}={v}" for k, v in p.items()),
+        "",
+        f"One person per image, {s['gender'][FEMALE]} female / {s['gender'][MALE]} male "
+        "(gender visible in the figure's shape: long hair + dress vs short hair + shirt and "
+        "trousers; colours, pose, position and size drawn from the same distributions).",
+        "",
+        f"## Planted correlations (bias b = {b})",
+        "",
+        f"- Objects (COCO instances): P(present | associated gender) = {P_OBJECT} * (1 + b) = "
+        f"{P_OBJECT * (1 + b):.3f}, P(present | other gender) = {P_OBJECT} * (1 - b) = "
+        f"{P_OBJECT * (1 - b):.3f}; neutral objects {P_OBJECT}. Female-associated: "
+        f"{', '.join(FEMALE_OBJECTS)}; male-associated: {', '.join(MALE_OBJECTS)}; neutral: "
+        f"{', '.join(NEUTRAL_OBJECTS)}.",
+        f"- Scene (background, named in captions): P(scene group of the same gender) = "
+        f"(1 + b) / 2 = {(1 + b) / 2:.3f}, split evenly. Female-associated: "
+        f"{', '.join(FEMALE_SCENES)}; male-associated: {', '.join(MALE_SCENES)}.",
+        f"- Colour cast (UNLABELED: in no annotation or caption; Hirota et al. EMNLP 2024 sec. "
+        f"2.1): P(warm | female) = P(cool | male) = (1 + b) / 2 = {(1 + b) / 2:.3f}. Truth in "
+        "`annotations/synth_truth.csv` only.",
+        f"- Captions: {p['captions_per_image']} per image; a caption is gender-neutral with "
+        f"probability {p['p_no_gender_word']}, otherwise it uses words of the true gender only.",
+        "",
+        "## Realised counts (images)",
+        "",
+        "| attribute | association | female | male |",
+        "|---|---|---|---|",
+    ]
+    for o, c in s["objects"].items():
+        lines.append(f"| {o} | {OBJECT_ASSOCIATION[o]} | {c[FEMALE]} | {c[MALE]} |")
+    for sc, c in s["scenes"].items():
+        lines.append(f"| scene: {sc} | {SCENE_ASSOCIATION[sc]} | {c[FEMALE]} | {c[MALE]} |")
+    for ca, c in s["casts"].items():
+        lines.append(f"| cast: {ca} | {CAST_ASSOCIATION[ca]} | {c[FEMALE]} | {c[MALE]} |")
+    lines += ["", "Caption-level gender counts: "
+              + ", ".join(f"{k} {v}" for k, v in s["captions"].items()), ""]
+    return "\n".join(lines)

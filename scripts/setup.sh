@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent set-up: system packages (Java for METEOR, WordNet for NLTK), the .venv with the
+# pinned requirements, the biaslab package, and NLTK's WordNet corpus. Safe to run repeatedly:
+# each step is skipped when already done. Sourced by scripts/repro.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
+[ -f /usr/share/wordnet/data.noun ] || need_apt+=(wordnet-base)
+[ -f /usr/share/wordnet/index.sense ] || need_apt+=(wordnet-sense-index)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing requirements into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r requirements.txt
+  .venv/bin/pip install -q --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+
+# NLTK reads WordNet from <venv>/nltk_data/corpora/wordnet: link Debian's WordNet 3.0 files and
+# generate the `lexnames` file NLTK needs (Debian ships it only as the lexnames(5WN) man page).
+wn=.venv/nltk_data/corpora/wordnet
+if [ ! -f "$wn/lexnames" ]; then
+  mkdir -p "$wn"
+  # copies, not links: NLTK rejects paths that resolve outside its data root
+  find /usr/share/wordnet -maxdepth 1 -type f -exec cp -f {} "$wn/" \;
+  .venv/bin/python scripts/wordnet_lexnames.py /usr/share/man/man5/lexnames.5WN.gz > "$wn/lexnames.tmp"
+  mv "$wn/lexnames.tmp" "$wn/lexnames"
+fi
+export PATH="$PWD/.venv/bin:$PATH"

@@ -1,0 +1,72 @@
+"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.audit).
+
+Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet and
+the `audit:` section of params.yaml; writes metrics/audit.json, the charts
+plots/audit/*.png and the full tables plots/audit/{objects,words,distance}.csv.
+
+Usage (from the repository root): python stages/audit.py [--params params.yaml]
+    [--prepared data/prepared] [--labels data/labels/images.parquet]
+    [--metrics metrics/audit.json] [--plots plots/audit]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from biaslab import audit  # noqa: E402
+from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json  # noqa: E402
+
+DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
+            "area": "largest", "center_norm": "diagonal", "distance_person": "largest",
+            "min_person_px": 0.0}
+
+
+def _write_csv(df, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--prepared", default="data/prepared")
+    ap.add_argument("--labels", default="data/labels/images.parquet")
+    ap.add_argument("--metrics", default="metrics/audit.json")
+    ap.add_argument("--plots", default="plots/audit")
+    args = ap.parse_args(argv)
+
+    given = load_params(args.params).get("audit") or {}
+    unknown = sorted(set(given) - set(DEFAULTS))
+    if unknown:
+        raise SystemExit(f"{args.params}: unknown key(s) in section audit: {unknown}; "
+                         f"known: {sorted(DEFAULTS)}")
+    p = {**DEFAULTS, **given}
+    top_k = int(p.pop("top_k"))
+
+    prep = Path(args.prepared)
+    tables = {n: read_parquet(prep / f"{n}.parquet")
+              for n in ("images", "captions", "persons", "objects")}
+    result = audit.run_audit(**tables, labels=read_parquet(args.labels), **p)
+
+    plots = Path(args.plots)
+    audit.plot_audit(result, plots, top_k=top_k)
+    _write_csv(result.objects, plots / "objects.csv")
+    _write_csv(result.words, plots / "words.csv")
+    _write_csv(result.distance_table, plots / "distance.csv")
+    metrics = audit.audit_metrics(result, top_k=top_k)
+    write_json(args.metrics, metrics)
+    o, w = metrics["objects"], metrics["words"]
+    print(f"audit: {metrics['images']['total']} images; objects {o['n_significant']}/"
+          f"{o['n_tested']} significant, words {w['n_significant']}/{w['n_tested']}; "
+          f"wrote {args.metrics} and {plots}/")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as e:
+        sys.exit(f"audit: {e}")

@@ -1,0 +1,43 @@
+"""Stage `prepare`: any COCO-layout directory (params `data.root`) -> normalised parquet tables
+in data/prepared/ (schema: biaslab/schema.md), drop counts in metrics/prepare.json."""
+import sys
+
+import pandas as pd
+
+from biaslab.coco import read_coco
+from biaslab.io import InputError, load_params, write_json, write_parquet
+
+OUT = "data/prepared"
+
+
+def main() -> None:
+    p = load_params()["data"]
+    tables, drops = read_coco(p["root"], kp_iou=p.get("kp_iou", 0.3))
+    if p.get("max_images"):
+        # Deterministic subsample for small scales: the first n images after a seeded shuffle.
+        keep = tables["images"].sample(frac=1.0, random_state=p.get("seed", 0))
+        keep = set(keep["image_id"].head(int(p["max_images"])))
+        drops["over_max_images"] = len(tables["images"]) - len(keep)
+        tables = {k: v[v["image_id"].isin(keep)].reset_index(drop=True)
+                  for k, v in tables.items()}
+    for name, df in tables.items():
+        write_parquet(f"{OUT}/{name}.parquet", df)
+    objs = tables["objects"].drop_duplicates(["image_id", "category"])
+    write_json("metrics/prepare.json", {
+        "source": p["source"], "images": len(tables["images"]),
+        "captions": len(tables["captions"]), "persons": len(tables["persons"]),
+        "persons_with_polygon": int((tables["persons"]["polygon"] != "[]").sum()),
+        "persons_with_keypoints": int(tables["persons"]["keypoints"].notna().sum()),
+        "images_with_objects": int(objs["image_id"].nunique()),
+        "object_categories": int(objs["category"].nunique()),
+        "perceived_gender_rows": len(tables["perceived_gender"]),
+        "dropped": drops, "dropped_total": int(sum(drops.values())),
+    })
+    print(pd.Series({k: len(v) for k, v in tables.items()}).to_string(), "\ndropped:", drops)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"prepare: {e}")

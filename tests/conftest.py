@@ -1,0 +1,60 @@
+"""Shared fixtures: a tiny COCO-layout directory written from scratch."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+COCO_MINI = REPO.parent / "shared" / "coco-mini"
+
+CAPTIONS = {
+    1: ["A woman holding an umbrella.", "A lady with an umbrella", "A person in the rain"],
+    2: ["A man riding a skateboard", "A guy on a skateboard", "Someone skating"],
+    3: ["A man and a woman at a table", "Two people eating", "A couple at dinner"],
+    4: ["A dog on a couch", "A brown dog", "A dog sleeping"],
+}
+
+
+def write_tiny_coco(root: Path, split: str = "val2017") -> Path:
+    """4 images (female, male, both, none by captions), persons with a polygon or keypoints,
+    one object, a perceived-gender CSV."""
+    (root / "annotations").mkdir(parents=True)
+    (root / "images" / split).mkdir(parents=True)
+    images, caps, anns = [], [], []
+    for iid in CAPTIONS:
+        fn = f"{iid:012d}.jpg"
+        Image.fromarray(np.full((40, 60, 3), iid * 40, np.uint8)).save(root / "images" / split / fn)
+        images.append({"id": iid, "file_name": fn, "width": 60, "height": 40})
+        for j, c in enumerate(CAPTIONS[iid]):
+            caps.append({"id": iid * 10 + j, "image_id": iid, "caption": c})
+    anns = [
+        {"id": 101, "image_id": 1, "category_id": 1, "bbox": [10, 5, 20, 30], "area": 600,
+         "iscrowd": 0, "segmentation": [[10, 5, 30, 5, 30, 35, 10, 35]]},
+        {"id": 102, "image_id": 2, "category_id": 1, "bbox": [5, 5, 20, 30], "area": 600,
+         "iscrowd": 0, "segmentation": []},
+        {"id": 103, "image_id": 1, "category_id": 28, "bbox": [30, 2, 10, 10], "area": 100,
+         "iscrowd": 0, "segmentation": [[30, 2, 40, 2, 40, 12, 30, 12]]},
+    ]
+    cats = [{"id": 1, "name": "person", "supercategory": "person"},
+            {"id": 28, "name": "umbrella", "supercategory": "accessory"},
+            {"id": 41, "name": "skateboard", "supercategory": "sports"}]
+    kp = [{"id": 900, "image_id": 2, "category_id": 1, "bbox": [6, 6, 18, 28], "area": 500,
+           "iscrowd": 0, "num_keypoints": 17, "keypoints": [10, 10, 2] * 17}]
+    (root / "annotations" / f"captions_{split}.json").write_text(
+        json.dumps({"images": images, "annotations": caps}))
+    (root / "annotations" / f"instances_{split}.json").write_text(
+        json.dumps({"images": images, "annotations": anns, "categories": cats}))
+    (root / "annotations" / f"person_keypoints_{split}.json").write_text(
+        json.dumps({"images": images, "annotations": kp, "categories": cats[:1]}))
+    (root / "annotations" / "image_labels.json").write_text(
+        json.dumps({"description": "t", "labels": {"2": ["person", "skateboard"]}}))
+    (root / "annotations" / "perceived_gender_skin.csv").write_text(
+        "image_id,bb_gender,bb_skin\n1,Female,Light\n2,Male,\n3,Both,\n99,Male,\n")
+    return root
+
+
+@pytest.fixture
+def tiny_coco(tmp_path):
+    return write_tiny_coco(tmp_path / "coco")

@@ -1,0 +1,112 @@
+"""COCO-layout reader: tables, keypoint matching, bad inputs (clear errors or counted drops)."""
+import json
+
+import pytest
+
+from biaslab.coco import read_coco
+from biaslab.io import InputError
+from tests.conftest import COCO_MINI
+
+
+def test_reads_tiny_coco(tiny_coco):
+    t, drops = read_coco(tiny_coco, progress=False)
+    assert list(t["images"]["image_id"]) == [1, 2, 3, 4]
+    assert t["images"]["path"][0] == f"{tiny_coco}/images/val2017/000000000001.jpg"
+    assert len(t["captions"]) == 12
+    p = t["persons"].set_index("ann_id")
+    assert json.loads(p.loc[101, "polygon"]) == [[10, 5, 30, 5, 30, 35, 10, 35]]
+    assert p.loc[101, "keypoints"] is None
+    assert len(p.loc[102, "keypoints"]) == 51 and p.loc[102, "num_keypoints"] == 17  # by IoU
+    objs = t["objects"]
+    assert set(zip(objs.image_id, objs.category, objs.source)) == {
+        (1, "umbrella", "instances"), (2, "skateboard", "image_labels")}
+    g = t["perceived_gender"].set_index("image_id")["perceived_gender"].to_dict()
+    assert g == {1: "female", 2: "male", 3: "other"}
+    assert drops == {"perceived_gender_unknown_image": 1}
+
+
+def _edit(path, fn):
+    d = json.loads(path.read_text())
+    fn(d)
+    path.write_text(json.dumps(d))
+
+
+def test_missing_image_file_is_dropped_and_counted(tiny_coco):
+    (tiny_coco / "images/val2017/000000000004.jpg").unlink()
+    t, drops = read_coco(tiny_coco, progress=False)
+    assert 4 not in set(t["images"]["image_id"])
+    assert drops["image_file_missing"] == 1
+    assert drops["caption_of_dropped_image"] == 3
+
+
+def test_caption_for_unknown_image_is_dropped_and_counted(tiny_coco):
+    _edit(tiny_coco / "annotations/captions_val2017.json",
+          lambda d: d["annotations"].append({"id": 5000, "image_id": 77, "caption": "x"}))
+    _, drops = read_coco(tiny_coco, progress=False)
+    assert drops["caption_unknown_or_dropped_image"] == 1
+
+
+def test_annotation_for_unknown_image_is_dropped_and_counted(tiny_coco):
+    _edit(tiny_coco / "annotations/instances_val2017.json",
+          lambda d: d["annotations"].append({"id": 5000, "image_id": 77, "category_id": 1,
+                                             "bbox": [0, 0, 1, 1]}))
+    _, drops = read_coco(tiny_coco, progress=False)
+    assert drops["instance_unknown_or_dropped_image"] == 1
+
+
+def test_duplicate_image_ids_raise_naming_the_file(tiny_coco):
+    path = tiny_coco / "annotations/captions_val2017.json"
+    _edit(path, lambda d: d["images"].append(dict(d["images"][0])))
+    with pytest.raises(InputError, match=r"captions_val2017\.json: duplicate image id\(s\): \[1\]"):
+        read_coco(tiny_coco, progress=False)
+
+
+def test_duplicate_annotation_ids_raise(tiny_coco):
+    path = tiny_coco / "annotations/instances_val2017.json"
+    _edit(path, lambda d: d["annotations"].append(dict(d["annotations"][0])))
+    with pytest.raises(InputError, match=r"instances_val2017\.json: duplicate annotation id"):
+        read_coco(tiny_coco, progress=False)
+
+
+def test_truncated_json_raises_naming_file_and_position(tiny_coco):
+    path = tiny_coco / "annotations/instances_val2017.json"
+    path.write_text(path.read_text()[:-40])
+    with pytest.raises(InputError, match=r"instances_val2017\.json: invalid or truncated JSON at line 1"):
+        read_coco(tiny_coco, progress=False)
+
+
+def test_empty_captions_file_raises(tiny_coco):
+    path = tiny_coco / "annotations/captions_val2017.json"
+    path.write_text("")
+    with pytest.raises(InputError, match="captions_val2017.json: file is empty"):
+        read_coco(tiny_coco, progress=False)
+    path.write_text(json.dumps({"images": [], "annotations": []}))
+    with pytest.raises(InputError, match="has no captions"):
+        read_coco(tiny_coco, progress=False)
+
+
+def test_not_coco_layout_raises(tmp_path):
+    with pytest.raises(InputError, match="annotations directory not found"):
+        read_coco(tmp_path, progress=False)
+    (tmp_path / "annotations").mkdir()
+    with pytest.raises(InputError, match="no captions_<split>.json"):
+        read_coco(tmp_path, progress=False)
+
+
+def test_bad_perceived_gender_csv_raises(tiny_coco):
+    (tiny_coco / "annotations/perceived_gender_skin.csv").write_text("id,sex\n1,Male\n")
+    with pytest.raises(InputError, match="perceived_gender_skin.csv: needs columns image_id"):
+        read_coco(tiny_coco, progress=False)
+
+
+@pytest.mark.skipif(not COCO_MINI.exists(), reason="../shared/coco-mini not present")
+def test_reads_real_coco_mini():
+    t, drops = read_coco(COCO_MINI, progress=False)
+    assert len(t["images"]) == 3004          # 2,874 val2017 + 130 train2017 (MANIFEST.md)
+    assert len(t["captions"]) == 14377 + 650
+    p = t["persons"]
+    assert (p["polygon"] != "[]").sum() >= 444
+    assert p["keypoints"].notna().sum() == 6352   # every keypoint person matched a box
+    assert drops.get("keypoints_unmatched", 0) == 0
+    assert t["objects"]["image_id"].nunique() >= 1500
+    assert set(t["perceived_gender"]["perceived_gender"]) == {"female", "male", "other"}
