@@ -34,6 +34,9 @@ def atomic_path(path: str | os.PathLike, suffix: str = ""):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix,
                                dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; artifacts should be normal files
     try:
         yield Path(tmp)
         os.replace(tmp, path)

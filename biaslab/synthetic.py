@@ -56,6 +56,12 @@ Output layout (``out_dir``), readable by ``biaslab.coco.read_coco`` (split name 
     images/synth/<12-digit id>.png           the images (ids start at 1)
     README.md                                what was planted, with the realised counts
 
+Annotations: one person per image; ``bbox`` = [x, y, w, h] of the polygon points (pixels),
+``segmentation`` = one polygon per drawn body/object part (COCO list of flat lists), ``area`` =
+area of the union mask (pycocotools), ``iscrowd`` 0; the person's 17 keypoints (COCO order, the
+figure faces the viewer so ``left_*`` is on the image right) come from the figure geometry, all
+with visibility 2. Person and keypoint annotations share ids.
+
 Every file is written atomically; the same arguments give byte-identical files.
 """
 from __future__ import annotations
@@ -542,6 +548,10 @@ def _pick(rng, seq):
     return seq[int(rng.integers(len(seq)))]
 
 
+def _article(noun):
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
 def _caption(rng, gender, scene, objects, p_neutral):
     """One template caption. ``gender`` is the true gender; with probability ``p_neutral`` the
     caption is gender-neutral."""
@@ -554,7 +564,12 @@ def _caption(rng, gender, scene, objects, p_neutral):
             idx = rng.choice(len(objects), size=k, replace=False)
             mentioned = [objects[i] for i in sorted(idx)]
     np_ = _pick(rng, _SUBJECT[g])
-    vp = " and ".join(_pick(rng, _VP[o]) for o in mentioned)
+    vps = [_pick(rng, _VP[o]) for o in mentioned]
+    if len(vps) == 2 and not all(v.split()[0].endswith("ing") for v in vps):
+        # "next to a dog and swinging a bat" reads badly: list the objects instead
+        vp = "with " + " and ".join(_article(_pick(rng, _NOUN[o])) for o in mentioned)
+    else:
+        vp = " and ".join(vps)
     pp = _pick(rng, _SCENE_PP[scene])
     t = int(rng.integers(8))
     if t == 0:
@@ -562,7 +577,9 @@ def _caption(rng, gender, scene, objects, p_neutral):
     elif t == 1:
         text = f"{np_} {pp} {vp}" if vp else f"{np_} standing alone {pp}"
     elif t == 2:
-        text = f"{_PRONOUN[g]} is {vp or 'standing'} {pp}"
+        verb = vp if vp.split()[:1] and vp.split()[0].endswith("ing") else \
+            f"standing {vp}".strip()
+        text = f"{_PRONOUN[g]} is {verb} {pp}"
     elif t == 3:
         text = f"there is {np_} {vp} {pp}" if vp else f"there is {np_} {pp}"
     elif t == 4 and mentioned:
@@ -656,10 +673,11 @@ def _render(rng, size, gender, scene, cast, objects):
     parts, kps, scale = _place_person(rng, size, horizon, parts, kps)
     for poly, col in parts:
         d.polygon(poly, fill=col)
-    # eyes (detail, inside the head polygon)
-    eye = max(0.4, 0.008 * scale)
-    for ex, ey in kps[1:3]:
-        d.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=(20, 20, 20))
+    # eyes (detail inside the head polygon), only where the head is big enough to show them
+    eye = 0.008 * scale
+    if eye >= 0.5:
+        for ex, ey in kps[1:3]:
+            d.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=(20, 20, 20))
     person_polys = [poly for poly, _ in parts]
     pts = np.array([p for poly in person_polys for p in poly])
     px0, py0 = pts.min(0)

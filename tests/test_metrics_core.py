@@ -1,0 +1,486 @@
+"""Hand-computed checks of the bias metrics: captions (Ratio, Error, classification Ratio),
+BiasAmp, DBA_G/DBA_O (+ cross-check with the `bias-amplification` package), leakage,
+Bias@K / MaxSkew@K."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from biaslab.metrics import biasamp, captions, leakage, retrieval
+
+# --------------------------------------------------------------------------------------------
+# captions.py
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cap, lab", [
+    ("A man riding a horse.", "man"),
+    ("Two WOMEN, talking", "woman"),
+    ("a man and a woman", "neutral"),        # both genders -> neutral
+    ("a dog on a couch", "neutral"),         # no gender word
+    ("the boy and his dog", "man"),
+    ("a woman's hat", "woman"),              # possessive split by the tokenizer
+    ("a mannequin in a shop", "neutral"),    # substring of "man" is not a gender word
+])
+def test_caption_label(cap, lab):
+    assert captions.caption_label(cap) == lab
+
+
+def test_caption_label_word_list():
+    # "boyfriend" is only in the libra / gensynth lists
+    assert captions.caption_label("her boyfriend", words="lic") == "woman"
+    assert captions.caption_label("her boyfriend", words="libra") == "neutral"
+
+
+def test_ratio_with_and_without_genders():
+    caps = ["A man riding", "a woman cooking", "a man and a woman", "a dog", "two men"]
+    gens = ["male", "female", "female", "undefined", "male"]
+    r = captions.ratio(caps, gens)
+    # counted: 0 (man), 1 (woman), 2 (neutral), 4 (man); 3 is unlabelled
+    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_images"]) == (2, 1, 1, 4)
+    assert r["ratio"] == 2.0 and r["ratio_max"] == 2.0
+    r = captions.ratio(caps)
+    assert (r["n_man"], r["n_woman"], r["n_neutral"]) == (2, 1, 2)
+    # mapping input aligned by key
+    r = captions.ratio({10: "a woman", 11: "a woman", 12: "a man"},
+                       {12: "male", 11: "female", 10: "female"})
+    assert r["ratio"] == 0.5 and r["ratio_max"] == 2.0
+
+
+def test_ratio_division_by_zero():
+    r = captions.ratio(["a man", "a boy"])
+    assert r["ratio"] == math.inf and r["ratio_max"] == math.inf
+    r = captions.ratio(["a dog"])
+    assert math.isnan(r["ratio"]) and math.isnan(r["ratio_max"])
+    r = captions.ratio(["a woman"])
+    assert r["ratio"] == 0.0 and r["ratio_max"] == math.inf
+
+
+def test_ratio_input_errors():
+    with pytest.raises(ValueError):
+        captions.ratio(["a man"], ["male", "female"])
+    with pytest.raises(TypeError):
+        captions.ratio("a man")
+    with pytest.raises(ValueError):
+        captions.ratio({1: "a man"}, {2: "male"})
+
+
+def test_error_neutral_is_not_an_error():
+    caps = ["a man on a bike", "a woman with a dog", "a person cooking", "a man and a woman",
+            "a girl"]
+    gens = ["female", "female", "male", "male", "undefined"]
+    # labelled: 4 images; only image 0 (female captioned man) is an error; 2 and 3 are neutral
+    assert captions.error(caps, gens) == pytest.approx(25.0)
+    assert captions.error(["a woman"], ["male"]) == 100.0
+    assert math.isnan(captions.error(["a woman"], ["undefined"]))
+    with pytest.raises(ValueError):
+        captions.error(["a woman"], None)
+
+
+def test_classification_ratio_binary():
+    man = [1, 1, 0, 1, 0, 1]
+    woman = [0, 0, 1, 1, 0, 0]
+    r = captions.classification_ratio(man, woman)
+    # man-only: 0, 1, 5; woman-only: 2; both (3) and neither (4) are not counted
+    assert (r["n_man"], r["n_woman"], r["n_uncounted"]) == (3, 1, 2)
+    assert r["ratio"] == 3.0 and r["ratio_max"] == 3.0
+    r = captions.classification_ratio(np.array(woman, bool), np.array(man, bool))
+    assert r["ratio"] == pytest.approx(1 / 3) and r["ratio_max"] == pytest.approx(3.0)
+
+
+def test_classification_ratio_scores():
+    man = [0.9, 0.2, 0.6, 0.5]
+    woman = [0.1, 0.7, 0.3, 0.5]
+    r = captions.classification_ratio(man, woman)   # argmax; exact tie (3) uncounted
+    assert (r["n_man"], r["n_woman"], r["n_uncounted"]) == (2, 1, 1)
+    assert r["ratio"] == 2.0
+    r = captions.classification_ratio(man, woman, threshold=0.65)  # image 2 (0.6) drops out
+    assert (r["n_man"], r["n_woman"], r["ratio_max"]) == (1, 1, 1.0)
+    with pytest.raises(ValueError):
+        captions.classification_ratio([1, 0], [1])
+
+
+# --------------------------------------------------------------------------------------------
+# BiasAmp (thesis Eqs. 2.2-2.3)
+# --------------------------------------------------------------------------------------------
+
+def _caps(word, n_f, n_m):
+    return [f"a woman in a {word}"] * n_f + [f"a man in a {word}"] * n_m
+
+
+# Human captions: kitchen 3 female : 1 male (b = 0.75 female), skateboard 1 : 3 (0.75 male).
+HUMAN = _caps("kitchen", 3, 1) + _caps("skateboard", 1, 3)
+
+
+def test_biasamp_exaggerating_model_is_positive():
+    model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4)
+    r = biasamp.bias_amplification(model, HUMAN, min_count=1)
+    assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
+    # (1 - 0.75) for kitchen/female + (1 - 0.75) for skateboard/male, over |L| = 2 -> 0.25
+    assert r["ba"] == pytest.approx(25.0)
+    t = r["table"].set_index("word")
+    assert t.loc["kitchen", "b_female"] == pytest.approx(0.75)
+    assert t.loc["kitchen", "b_hat_female"] == pytest.approx(1.0)
+    assert t.loc["kitchen", "skew"] == "female" and t.loc["skateboard", "skew"] == "male"
+    assert t.loc["skateboard", "amplification"] == pytest.approx(0.25)
+
+
+def test_biasamp_reproducing_model_is_zero_and_reversing_negative():
+    r = biasamp.bias_amplification(list(HUMAN), HUMAN, min_count=1)
+    assert r["ba"] == pytest.approx(0.0)
+    balanced = _caps("kitchen", 2, 2) + _caps("skateboard", 2, 2)
+    r = biasamp.bias_amplification(balanced, HUMAN, min_count=1)
+    assert r["ba"] == pytest.approx(-25.0)   # (0.5 - 0.75) twice / 2
+
+
+def test_biasamp_tie_counts_in_L_and_min_count_filter():
+    human = HUMAN + _caps("dog", 2, 2)             # dog: no skew (b = 0.5 = 1/|A|)
+    model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4) + _caps("dog", 4, 0)
+    r = biasamp.bias_amplification(model, human, min_count=1)
+    # dog contributes nothing but is in |L| (Eq. 2.3 divides by |L|): 0.5 / 3
+    assert r["n_words"] == 3
+    assert r["ba"] == pytest.approx(100 * 0.5 / 3)
+    # min_count=2: kitchen (1 male) and skateboard (1 female) drop out
+    r = biasamp.bias_amplification(model, human, min_count=2)
+    assert r["vocab"] == ["dog"] and r["ba"] == pytest.approx(0.0)
+    r = biasamp.bias_amplification(model, human, min_count=3)
+    assert r["n_words"] == 0 and math.isnan(r["ba"])
+
+
+def test_biasamp_top_k_counts_all_human_captions():
+    # Gender-neutral human captions take part in the top-k ranking (D = all captions):
+    # counts a 26, dog 10, red 10, in 8, then kitchen / skateboard 4 each.
+    human = HUMAN + ["a red dog"] * 10
+    model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4)
+    assert biasamp.bias_amplification(model, human, min_count=1, top_k=4)["n_words"] == 0
+    r = biasamp.bias_amplification(model, human, min_count=1, top_k=1000)
+    assert sorted(r["vocab"]) == ["kitchen", "skateboard"]   # dog/red never co-occur
+
+
+def test_biasamp_word_missing_from_model_is_left_out():
+    model = _caps("kitchen", 4, 0) + ["a dog"]     # model never says skateboard
+    r = biasamp.bias_amplification(model, HUMAN, min_count=1)
+    assert r["vocab"] == ["kitchen"] and r["ba"] == pytest.approx(25.0)
+
+
+def test_biasamp_image_gender_source_and_nested_captions():
+    # Per image: a list of human captions; gender from the image label.
+    human = [["a person in a kitchen"] * 3, ["a person in a kitchen"],
+             ["a person on a skateboard"], ["a person on a skateboard"] * 3]
+    hg = ["female", "male", "female", "male"]
+    model = ["a person in a kitchen", "a person on a skateboard",
+             "a person on a skateboard", "a person on a skateboard"]
+    r = biasamp.bias_amplification(model, human, hg, hg, gender_source="image", min_count=1,
+                                   vocab=["kitchen", "skateboard"])
+    # human: kitchen 3:1 (0.75 f), skateboard 1:3 (0.75 m); model: kitchen 1:0 -> +0.25;
+    # skateboard 1 f : 2 m -> 2/3 - 3/4 = -1/12; BA = (0.25 - 1/12) / 2
+    assert r["ba"] == pytest.approx(100 * (0.25 - 1 / 12) / 2)
+    with pytest.raises(ValueError):
+        biasamp.bias_amplification(model, human, gender_source="image")
+
+
+def test_caption_vocabulary_order_and_filter():
+    caps = ["a woman with a red umbrella", "a man with a red kite", "the red bus"]
+    v = biasamp.caption_vocabulary(caps, top_k=1000)
+    assert v == ["red", "bus", "kite", "umbrella"]   # frequency, then alphabetical
+    # top_k is applied before the content filter: the top 3 tokens are a, red, with
+    assert biasamp.caption_vocabulary(caps, top_k=3) == ["red"]
+    assert biasamp.caption_vocabulary(caps, content_filter=lambda w: w.startswith("u")) == [
+        "umbrella"]
+    assert "woman" not in biasamp.caption_vocabulary(caps, content_filter="none")
+
+
+def test_caption_vocabulary_wordnet_filter():
+    try:
+        from nltk.corpus import wordnet
+        wordnet.ensure_loaded()
+    except LookupError:
+        pytest.skip("NLTK WordNet not installed (scripts/setup.sh)")
+    caps = ["a woman with a red umbrella near the xqzt", "a man with a red kite"]
+    assert biasamp.caption_vocabulary(caps) == ["red", "kite", "umbrella", "xqzt"]
+    # a non-word has no WordNet (noun/verb/adjective/adverb) entry
+    assert biasamp.caption_vocabulary(caps, content_filter="wordnet") == [
+        "red", "kite", "umbrella"]
+
+
+def test_ba_from_counts_matches_eq_2_3():
+    c = np.array([[30, 10, 5], [10, 30, 5]])
+    ch = np.array([[40, 5, 9], [0, 35, 1]])
+    r = biasamp.bias_amplification_from_counts(c, ch)
+    # word 0: 1.0 - 0.75; word 1: 35/40 - 0.75; word 2: tie -> no term; |L| = 3
+    assert r["ba"] == pytest.approx(100 * (0.25 + 0.125) / 3)
+    with pytest.raises(ValueError):
+        biasamp.bias_amplification_from_counts(c, ch[:, :2])
+
+
+# --------------------------------------------------------------------------------------------
+# DBA (thesis Eqs. 2.12-2.14), 4-image example computed by hand
+# --------------------------------------------------------------------------------------------
+#
+# Attributes A = (female, male), objects L = (handbag, skateboard).
+#   image 1: female, {handbag}         image 2: female, {handbag, skateboard}
+#   image 3: male,   {skateboard}      image 4: male,   {handbag, skateboard}
+# p(f) = p(m) = 1/2, p(handbag) = p(skateboard) = 3/4.
+# p(f, handbag) = 2/4 > 1/2 * 3/4  -> y = 1;  p(m, handbag) = 1/4 -> y = 0
+# p(f, skateboard) = 1/4 -> y = 0;            p(m, skateboard) = 2/4 -> y = 1
+#
+# DBA_O (Delta = p_hat(l|a) - p(l|a)); predicted objects: 1 {handbag}, 2 {handbag},
+# 3 {skateboard}, 4 {skateboard}.
+#   p(l|f) = (1, 1/2), p(l|m) = (1/2, 1);  p_hat(l|f) = (1, 0), p_hat(l|m) = (0, 1)
+#   Delta: f (0, -1/2), m (-1/2, 0); terms: y=1 -> Delta, y=0 -> -Delta:
+#   0 + 1/2 + 1/2 + 0 = 1, / (|A||L| = 4) = 0.25 -> 25.0
+#   Package normalisation (divide by sum_l c(a, l)): p(l|f) = (2/3, 1/3), p(l|m) = (1/3, 2/3),
+#   p_hat(l|f) = (1, 0), p_hat(l|m) = (0, 1) -> four terms of 1/3 -> 4/3 / 4 -> 33.33
+#
+# DBA_G (Delta = p_hat(a|l) - p(a|l)); predicted genders: 1 female, 2 female, 3 none (neutral
+# caption), 4 female.
+#   p(f|handbag) = 2/3, p(m|handbag) = 1/3, p(f|skateboard) = 1/3, p(m|skateboard) = 2/3
+#   p_hat(.|handbag) over images 1, 2, 4 = (f, f, f): (1, 0)
+#   p_hat(.|skateboard) over images 2, 3, 4 = (f, none, f): (2/3, 0)
+#   Delta: handbag (+1/3, -1/3), skateboard (+1/3, -2/3)
+#   terms: f,handbag y=1 +1/3; m,handbag y=0 +1/3; f,skate y=0 -1/3; m,skate y=1 -2/3
+#   sum = -1/3, / 4 -> -8.33
+#   Package normalisation (divide by sum_a c_hat(a, l), dropping image 3):
+#   p_hat(.|skateboard) = (1, 0): Delta (+2/3, -2/3) -> sum = 2/3 - 4/3 = -2/3, / 4 -> -16.67
+
+A4 = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
+T4 = np.array([[1, 0], [1, 1], [0, 1], [1, 1]])
+T4_PRED = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
+A4_PRED = np.array([[1, 0], [1, 0], [0, 0], [1, 0]])
+
+
+def test_dba_o_by_hand():
+    r = biasamp.dba_o(A4, T4, T4_PRED)
+    np.testing.assert_array_equal(r["y"], [[1, 0], [0, 1]])
+    np.testing.assert_allclose(r["delta"], [[0, -0.5], [-0.5, 0]])
+    assert r["DBA_O"] == pytest.approx(25.0)
+    assert biasamp.dba_o(A4, T4, T4_PRED, norm="cooccurrence")["DBA_O"] == pytest.approx(
+        100 / 3)
+    assert biasamp.dba_o(A4, T4, T4)["DBA_O"] == 0.0   # perfect predictions
+
+
+def test_dba_g_by_hand():
+    r = biasamp.dba_g(A4, T4, A4_PRED)
+    np.testing.assert_allclose(r["delta"], [[1 / 3, 1 / 3], [-1 / 3, -2 / 3]])
+    assert r["DBA_G"] == pytest.approx(-100 / 12)
+    assert biasamp.dba_g(A4, T4, A4_PRED, norm="cooccurrence")["DBA_G"] == pytest.approx(
+        -100 / 6)
+    both = biasamp.dba(A4, T4, A_pred=A4_PRED, T_pred=T4_PRED)
+    assert both["DBA_G"] == pytest.approx(-100 / 12) and both["DBA_O"] == pytest.approx(25.0)
+
+
+def test_dba_g_sign_amplifying_model():
+    # One object (handbag) on images 1-3; genders f, f, m, m. y(f) = 1, y(m) = 0.
+    # The model calls the man with a handbag (image 3) a woman: p_hat(f|handbag) = 1 (+1/3),
+    # p_hat(m|handbag) = 0 (-1/3) -> terms +1/3, +1/3 -> 2/3 / 2 = 1/3 -> +33.33
+    A = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
+    T = np.array([[1], [1], [1], [0]])
+    A_pred = np.array([[1, 0], [1, 0], [1, 0], [0, 1]])
+    assert biasamp.dba_g(A, T, A_pred)["DBA_G"] == pytest.approx(100 / 3)
+
+
+def test_dba_input_validation():
+    with pytest.raises(ValueError):
+        biasamp.dba(A4, T4)
+    with pytest.raises(ValueError):
+        biasamp.dba_o(A4, T4, T4_PRED[:3])
+    with pytest.raises(ValueError):
+        biasamp.dba_o(A4, T4 * 0.5, T4_PRED)
+    with pytest.raises(ValueError):
+        biasamp.dba_g(A4, T4, A4_PRED, norm="other")
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-check with the MIT-licensed `bias-amplification` package (0.2.1) on random data
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def random_data():
+    rng = np.random.default_rng(123)
+    n, k = 400, 8
+    g = rng.integers(0, 2, n)
+    A = np.eye(2)[g]
+    T = (rng.random((n, k)) < 0.2 + 0.5 * g[:, None] * np.linspace(0, 1, k)).astype(float)
+    T_pred = (rng.random((n, k)) < 0.35).astype(float)
+    A_pred_onehot = np.eye(2)[rng.integers(0, 2, n)]
+    A_pred_neutral = A_pred_onehot * (rng.random((n, 1)) < 0.7)   # ~30% rows all zero
+    cls = rng.integers(0, k, n)                                  # multi-class tasks
+    T_mc = np.eye(k)[np.where(rng.random(n) < 0.5, cls, (cls + g) % k)]
+    T_mc_pred = np.eye(k)[rng.integers(0, k, n)]
+    return dict(A=A, T=T, T_pred=T_pred, A1=A_pred_onehot, A0=A_pred_neutral, T_mc=T_mc,
+                T_mc_pred=T_mc_pred, n=n, k=k)
+
+
+def _pkg():
+    bias_amplification = pytest.importorskip("bias_amplification")
+    return bias_amplification
+
+
+def _t(x):
+    import torch
+    return torch.tensor(np.asarray(x), dtype=torch.float)
+
+
+def test_crosscheck_dba_g_with_package(random_data):
+    pkg = _pkg()
+    d, dba = random_data, pkg.DBA()
+    # T->A direction of the package == DBA_G; identical for one-hot predicted genders
+    ref = dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A1"]))[0].item() * 100
+    assert biasamp.dba_g(d["A"], d["T"], d["A1"])["DBA_G"] == pytest.approx(ref, abs=1e-4)
+    # with gender-neutral predictions (zero rows) the package drops them from the
+    # denominator; norm="cooccurrence" reproduces it and the definition differs
+    ref0 = dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A0"]))[0].item() * 100
+    ours0 = biasamp.dba_g(d["A"], d["T"], d["A0"])["DBA_G"]
+    assert biasamp.dba_g(d["A"], d["T"], d["A0"], norm="cooccurrence")["DBA_G"] == \
+        pytest.approx(ref0, abs=1e-4)
+    assert abs(ours0 - ref0) > 0.1
+
+
+def test_crosscheck_dba_o_with_package(random_data):
+    pkg = _pkg()
+    d, dba = random_data, pkg.DBA()
+    # multi-label objects: the package's P(t|a) divides by sum_t c(a, t), not by n_a
+    ref = dba.computeBiasAmp(_t(d["A"]), _t(d["T"]), _t(d["T_pred"]))[0].item() * 100
+    assert biasamp.dba_o(d["A"], d["T"], d["T_pred"], norm="cooccurrence")["DBA_O"] == \
+        pytest.approx(ref, abs=1e-4)
+    assert abs(biasamp.dba_o(d["A"], d["T"], d["T_pred"])["DBA_O"] - ref) > 0.1
+    # multi-class (one-hot) tasks: both normalisations coincide with the package
+    ref_mc = dba.computeBiasAmp(_t(d["A"]), _t(d["T_mc"]), _t(d["T_mc_pred"]))[0].item() * 100
+    assert biasamp.dba_o(d["A"], d["T_mc"], d["T_mc_pred"])["DBA_O"] == pytest.approx(
+        ref_mc, abs=1e-4)
+    # y_al (Eq. 2.13) is the package's check_bias
+    y_pkg = dba.check_bias(_t(d["A"]), _t(d["T"])).numpy()
+    np.testing.assert_array_equal(biasamp.dba_o(d["A"], d["T"], d["T_pred"])["y"], y_pkg)
+
+
+def test_crosscheck_ba_with_package(random_data):
+    pkg = _pkg()
+    d = random_data
+    rng = np.random.default_rng(7)
+    # Model output that keeps each object's count: shuffle every column of T.
+    T_perm = np.stack([rng.permutation(d["T"][:, j]) for j in range(d["k"])], axis=1)
+    tot, table = pkg.BA_MALS().computeBiasAmp(_t(d["A"]), _t(d["T"]), _t(T_perm))
+    ours = biasamp.bias_amplification_arrays(d["A"], d["T"], T_perm)
+    # same mask 1[b_al > 1/|A|]
+    mask_pkg = pkg.BA_MALS().check_bias(_t(d["A"]), _t(d["T"])).numpy().astype(bool)
+    np.testing.assert_array_equal(ours["mask"], mask_pkg)
+    # package term = mask * (c_hat - c) / N / |L|; ours = mask * (b_hat - b) (Eq. 2.3). With
+    # preserved column counts n_t: package_at * |L| == ours_at * n_t / N
+    n_t = d["T"].sum(axis=0)
+    np.testing.assert_allclose(table.numpy() * d["k"], ours["contrib"] * n_t / d["n"],
+                               atol=1e-6)
+    assert ours["ba"] == pytest.approx(100 * ours["contrib"].sum() / d["k"])
+    assert abs(ours["ba"] - 100 * tot.item()) > 1e-3   # the totals differ in general
+
+
+# --------------------------------------------------------------------------------------------
+# Leakage (paper 000 Eq. 7)
+# --------------------------------------------------------------------------------------------
+
+def test_eq7_score_is_confidence_weighted_accuracy():
+    import torch
+    p = torch.tensor([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7]])
+    lk, acc = leakage._scores(lambda x: torch.log(p), np.zeros((3, 1)), np.array([0, 0, 1]))
+    # correct: rows 0 and 2 -> (0.8 + 0 + 0.7) / 3
+    assert lk == pytest.approx(0.5) and acc == pytest.approx(2 / 3)
+
+
+@pytest.fixture(scope="module")
+def leak_result():
+    rng = np.random.default_rng(0)
+    n = 1100
+    g = np.array(["female", "male"])[rng.integers(0, 2, n)].astype(object)
+    g[:100] = "undefined"                              # ignored
+    X = (rng.random((n, 20)) < 0.3).astype(float)      # independent of gender
+    X_rev = X.copy()
+    X_rev[:, 0] = g == "female"                        # object 0 reveals gender exactly
+    scores = np.clip(X_rev * 0.8 + 0.1, 0, 1)          # scores -> binarised at 0.5 = X_rev
+    return dict(X=X, X_rev=X_rev, scores=scores, g=list(g),
+                res=leakage.leakage(X, scores, list(g), rounds=5, seed=0))
+
+
+def test_leakage_chance_and_revealing(leak_result):
+    r = leak_result["res"]
+    # independent objects: accuracy at chance (50), Eq. 7 between acc/2 and acc
+    assert r["acc_D"] == pytest.approx(50, abs=7)
+    for p in r["rounds"]:
+        assert p["acc_D"] / 2 - 1e-9 <= p["LK_D"] <= p["acc_D"] + 1e-9
+    # perfectly revealing object: LK ~ 100
+    assert r["acc_M"] == pytest.approx(100, abs=0.5)
+    assert r["LK_M"] == pytest.approx(100, abs=5)
+    assert r["leakage"] == pytest.approx(r["LK_M"] - r["LK_D"])
+    assert r["leakage"] > 40
+    # balanced sampling: equal numbers per gender, undefined ignored
+    n_f = sum(x == "female" for x in leak_result["g"])
+    n_m = sum(x == "male" for x in leak_result["g"])
+    assert r["n_per_group"] == min(n_f, n_m)
+    assert r["groups"] == ["female", "male"]
+    assert len(r["rounds"]) == 5 and r["LK_D_std"] >= 0
+
+
+def test_leakage_deterministic_and_threshold(leak_result):
+    d = leak_result
+    kw = dict(rounds=2, seed=3, epochs=5)
+    a = leakage.leakage(d["X"], d["scores"], d["g"], **kw)
+    b = leakage.leakage(d["X"], d["X_rev"], d["g"], **kw)   # same after binarisation
+    assert a["rounds"] == b["rounds"]
+    c = leakage.leakage(d["X"], d["scores"], d["g"], threshold=None, **kw)
+    assert c["LK_M"] != a["LK_M"]
+
+
+def test_leakage_input_errors(leak_result):
+    d = leak_result
+    with pytest.raises(ValueError):
+        leakage.leakage(d["X"], d["X"][:10], d["g"])
+    with pytest.raises(ValueError):
+        leakage.leakage(d["X"], d["X"], ["female"] * len(d["g"]))
+    with pytest.raises(ValueError):
+        leakage.leakage(d["X"][:3], d["X"][:3], ["female", "male", "male"])
+
+
+# --------------------------------------------------------------------------------------------
+# Bias@K, MaxSkew@K (GenSynth appendix C, Eqs. 3-5)
+# --------------------------------------------------------------------------------------------
+
+M, F, U = "male", "female", "undefined"
+Q1 = [M, M, F, U, M]
+Q2 = [U, U, F, M]
+Q3 = [F, F, F, F]
+
+
+def test_delta_and_bias_at_k():
+    assert retrieval.delta_at_k(Q1, 4) == pytest.approx(1 / 3)   # (2 - 1) / 3
+    assert retrieval.delta_at_k(Q2, 2) == 0.0                    # zero case
+    assert retrieval.delta_at_k(Q3, 4) == -1.0
+    assert retrieval.bias_at_k([Q1, Q2, Q3], 2) == pytest.approx((1 + 0 - 1) / 3)
+    assert retrieval.bias_at_k([Q1, Q2, Q3], 4) == pytest.approx((1 / 3 + 0 - 1) / 3)
+    with pytest.raises(ValueError):
+        retrieval.bias_at_k([Q1], 0)
+    with pytest.raises(TypeError):
+        retrieval.bias_at_k(["male"], 1)
+
+
+def test_skew_and_max_skew_at_k():
+    gallery = [M, M, M, F, U, U]                     # desired: female 1/4, male 3/4
+    assert retrieval.desired_proportions(gallery) == {F: 0.25, M: 0.75}
+    # Q1, drop undefined before K: (m, m, f, m) -> proportions = desired -> 0
+    s = retrieval.skew_at_k(Q1, 4, gallery)
+    assert s[F] == pytest.approx(0) and s[M] == pytest.approx(0)
+    # drop after K: (m, m, f) -> female ln((1/3)/(1/4)), male ln((2/3)/(3/4))
+    s = retrieval.skew_at_k(Q1, 4, gallery, undefined="drop_after_k")
+    assert s[F] == pytest.approx(math.log(4 / 3)) and s[M] == pytest.approx(math.log(8 / 9))
+    # Q3: male proportion 0 -> -inf; female ln(1 / 0.25)
+    s = retrieval.skew_at_k(Q3, 4, gallery)
+    assert s[M] == -math.inf and s[F] == pytest.approx(math.log(4))
+    assert retrieval.max_skew_at_k([Q1, Q3], 4, gallery) == pytest.approx(math.log(4) / 2)
+    # Q2 at K=2 with drop-after has no defined image -> skipped
+    assert retrieval.max_skew_at_k([Q2, Q3], 2, gallery, undefined="drop_after_k") == \
+        pytest.approx(math.log(4))
+    assert math.isnan(retrieval.max_skew_at_k([Q2], 2, gallery, undefined="drop_after_k"))
+    # default desired = equal proportions
+    assert retrieval.max_skew_at_k([[M, F, M, F]], 4) == pytest.approx(0)
+    assert retrieval.max_skew_at_k([[M, M, M, F]], 4) == pytest.approx(math.log(1.5))
+    with pytest.raises(ValueError):
+        retrieval.max_skew_at_k([Q1], 4, {F: 0.5, M: 0.6})
