@@ -7,6 +7,8 @@ Layout (``root``)::
     annotations/person_keypoints_<S>.json  optional: 17 COCO keypoints per person
     annotations/image_labels.json          optional: complete image-level category sets
     annotations/perceived_gender_skin.csv  optional: image_id,bb_gender,bb_skin
+    annotations/image_attributes.csv       optional: image_id + any per-image attribute columns
+                                           (e.g. the synthetic scene and colour cast)
     images/<S>/<file_name>  or  <S>/<file_name>
 
 Whole-file problems (missing, empty, truncated or invalid JSON, a captions file without
@@ -99,7 +101,7 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
 
     Returns:
         ``(tables, drops)``: tables ``images, captions, persons, objects, perceived_gender``
-        (pandas DataFrames) and ``drops`` {reason: count}.
+        , attributes (pandas DataFrames) and ``drops`` {reason: count}.
 
     Raises:
         InputError: missing root/annotations, no captions file, or a whole-file problem.
@@ -201,6 +203,7 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
     objects = _image_labels(ann_dir / "image_labels.json", objects, image_ids,
                             set(cat_names.values()), drops)
     gender = _perceived_gender(ann_dir / "perceived_gender_skin.csv", image_ids, drops)
+    attributes = _attributes(ann_dir / "image_attributes.csv", image_ids, drops)
 
     tables = {
         "images": pd.DataFrame(images).sort_values("image_id", ignore_index=True),
@@ -214,6 +217,7 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
                                 ).sort_values(["image_id", "category", "x", "y"],
                                               ignore_index=True),
         "perceived_gender": gender,
+        "attributes": attributes,
     }
     tables["persons"]["num_keypoints"] = tables["persons"]["num_keypoints"].astype("int64")
     return tables, dict(sorted(drops.items()))
@@ -334,3 +338,25 @@ def _perceived_gender(path: Path, image_ids: set[int], drops: Counter) -> pd.Dat
         rows.append({"image_id": iid, "perceived_gender": g,
                      "skin": (row.get("bb_skin") or "").strip() or None})
     return pd.DataFrame(rows, columns=cols).sort_values("image_id", ignore_index=True)
+
+
+def _attributes(path: Path, image_ids: set[int], drops: Counter) -> pd.DataFrame:
+    """Optional per-image attributes (image_id + string columns); empty table when absent."""
+    if not path.exists():
+        return pd.DataFrame({"image_id": pd.Series(dtype="int64")})
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise InputError(path, f"unreadable CSV ({e})") from e
+    if "image_id" not in df.columns:
+        raise InputError(path, f"needs an image_id column; has {list(df.columns)}")
+    try:
+        df["image_id"] = df["image_id"].astype("int64")
+    except ValueError:
+        raise InputError(path, "image_id values must be integers") from None
+    if df["image_id"].duplicated().any():
+        raise InputError(path, "duplicate image_id values")
+    known = df["image_id"].isin(image_ids)
+    if (~known).sum():
+        drops["attributes_unknown_image"] += int((~known).sum())
+    return df[known].sort_values("image_id", ignore_index=True)

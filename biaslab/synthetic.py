@@ -53,6 +53,7 @@ Output layout (``out_dir``), readable by ``biaslab.coco.read_coco`` (split name 
     annotations/perceived_gender_skin.csv    image_id,bb_gender,bb_skin (Male/Female, skin empty)
     annotations/image_labels.json            {"description", "labels": {id: [category names]}}
     annotations/synth_truth.csv              image_id,gender,scene,cast,objects (';'-joined)
+    annotations/image_attributes.csv         image_id,scene,cast (read by biaslab.coco)
     images/synth/<12-digit id>.png           the images (ids start at 1)
     README.md                                what was planted, with the realised counts
 
@@ -849,6 +850,10 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
                gender_rows)
     _write_csv(ann_dir / "synth_truth.csv", ["image_id", "gender", "scene", "cast", "objects"],
                truth_rows)
+    # Generic per-image attribute table read by biaslab.coco (hidden context attributes that
+    # label-based resampling cannot see; used to report what each dataset variant balances).
+    _write_csv(ann_dir / "image_attributes.csv", ["image_id", "scene", "cast"],
+               [[r[0], r[2], r[3]] for r in truth_rows])
 
     summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts)
     with atomic_path(out / "README.md") as tmp:

@@ -38,6 +38,18 @@ Choices where the paper is silent (documented, configurable):
   leaves it on). ``cache_features=False`` runs the frozen encoder in train mode every step.
 * With ``head_batchnorm`` a final training batch of a single caption is skipped (BatchNorm
   cannot normalise one sample).
+* LSTM batches are length-bucketed like the authors' torchtext ``BucketIterator`` (pools of 100
+  batches sorted by length, batch order shuffled; ``bucket=False`` for plain shuffling).
+* MiniLM and other encoders use the ``[CLS]`` hidden state too (the authors' BERT head input).
+
+Repeated training (LIC: seeds x caption sets) shares a ``PretrainedCache``: the pretrained model
+is read from disk once (``bert_ft`` trains a deep copy, ``bert_pre`` shares the frozen encoder)
+and frozen-encoder features are computed once per distinct caption.
+
+API: ``train(texts, labels, config, seed, cache=None) -> TextClassifier``,
+``predict_proba(model, texts) -> (n, 2)``, ``save(model, dir)``, ``load(dir)``,
+``default_config(classifier, preset, **overrides)``, ``resolve_model``, ``minilm_dir``,
+``load_tokenizer``, ``build_vocab``, ``encode_labels``.
 
 BERT models: ``config.model`` is a Hugging Face model name (paper tier: ``bert-base-uncased``)
 or a local directory, loaded by ``AutoModel``/``AutoTokenizer.from_pretrained`` with
@@ -49,11 +61,13 @@ the same code path.
 Determinism: ``train(..., seed)`` runs under a forked torch RNG seeded with ``seed`` (weight
 initialisation, dropout) and shuffles with a ``torch.Generator`` seeded with ``seed``; the global
 torch RNG state is left untouched. ``num_threads`` sets ``torch.set_num_threads`` for the call
-(restored afterwards).
+(restored afterwards; on CPUs shared with other jobs 1 thread is much faster, see ``ci``).
+Progress bars (tqdm, ``leave=False``) follow ``config.progress``.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -96,6 +110,7 @@ class LSTMConfig:
     optimizer: str = "adam"
     weight_decay: float = 0.0
     max_vocab_size: int | None = 25000   # authors' code (torchtext max_size)
+    bucket: bool = True                  # length-bucketed batches (torchtext BucketIterator)
     mask_token: str = "[MASK]"
     eval_batch_size: int = 512
     num_threads: int | None = None
@@ -145,7 +160,9 @@ def default_config(classifier: str = "lstm", preset: str = "paper", **overrides)
         ``bert-base-uncased``; BERT-pre 20 epochs lr 5e-5, frozen).
         ``ci``    -- a fast setting for pipelines and smoke runs, NOT comparable with paper numbers:
         LSTM embedding 64, hidden 64, 5 epochs, lr 1e-3; BERT on the packaged MiniLM (``minilm``),
-        32 word pieces, BERT-ft 2 epochs lr 5e-5.
+        32 word pieces, BERT-ft 2 epochs lr 5e-5; ``num_threads=1`` (on a CPU shared with other
+        jobs, torch's multi-threaded kernels spin-wait and train several times slower than one
+        thread: measured 19-35 vs 114-188 captions/s for the paper LSTM on 2 loaded cores).
 
     Raises:
         ValueError: unknown classifier, preset or override name.
@@ -157,13 +174,14 @@ def default_config(classifier: str = "lstm", preset: str = "paper", **overrides)
     if classifier == "lstm":
         cfg: Config = LSTMConfig()
         if preset == "ci":
-            cfg = dataclasses.replace(cfg, embedding_dim=64, hidden_dim=64, epochs=5, lr=1e-3)
+            cfg = dataclasses.replace(cfg, embedding_dim=64, hidden_dim=64, epochs=5, lr=1e-3,
+                                      num_threads=1)
     else:
         cfg = BERTConfig()
         if classifier == "bert_pre":
             cfg = dataclasses.replace(cfg, freeze=True, epochs=20, lr=5e-5)
         if preset == "ci":
-            cfg = dataclasses.replace(cfg, model=MINILM, max_seq_length=32)
+            cfg = dataclasses.replace(cfg, model=MINILM, max_seq_length=32, num_threads=1)
             if classifier == "bert_ft":
                 cfg = dataclasses.replace(cfg, epochs=2, lr=5e-5)
     return _replace(cfg, overrides)
@@ -424,12 +442,30 @@ def _batches(n: int, batch_size: int, gen: torch.Generator | None, min_size: int
             yield idx
 
 
+def _bucket_batches(lengths: torch.Tensor, batch_size: int, gen: torch.Generator,
+                    pool_batches: int = 100):
+    """Length-bucketed random batches, as torchtext's ``BucketIterator`` used by the authors:
+    shuffle, cut into pools of ``pool_batches`` batches, sort each pool by length (stable, so
+    equal lengths stay in random order), batch, and shuffle the batch order. Every caption is
+    seen once per epoch; batches hold captions of similar length (less padding, faster LSTM)."""
+    n = len(lengths)
+    order = torch.randperm(n, generator=gen)
+    pool = batch_size * pool_batches
+    batches = []
+    for s in range(0, n, pool):
+        chunk = order[s:s + pool]
+        chunk = chunk[torch.sort(lengths[chunk], stable=True).indices]
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    for b in torch.randperm(len(batches), generator=gen).tolist():
+        yield batches[b]
+
+
 # --------------------------------------------------------------------------------------------
 # train / predict
 
 
 def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
-          seed: int = 0) -> TextClassifier:
+          seed: int = 0, cache: PretrainedCache | None = None) -> TextClassifier:
     """Train a gender classifier on masked captions.
 
     Args:
@@ -437,6 +473,9 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         labels: per caption 0/1 (0 = female, 1 = male) or ``"female"``/``"male"``.
         config: ``LSTMConfig`` or ``BERTConfig`` (default: paper LSTM).
         seed: weight initialisation, dropout and shuffling seed.
+        cache: BERT only: a ``PretrainedCache`` shared by several ``train`` calls so that the
+            pretrained model is read from disk once and frozen-encoder features are computed
+            once per caption (``None``: load for this call only).
 
     Returns:
         a ``TextClassifier`` in eval mode.
@@ -450,13 +489,17 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         raise ValueError("cannot train a classifier on zero captions")
     if len(texts) != len(y):
         raise ValueError(f"{len(texts)} texts but {len(y)} labels")
+    if isinstance(cfg, BERTConfig):
+        own = cache is None
+        cache = cache if cache is not None else PretrainedCache()
+        cache.load(cfg)   # before seeding: loading may draw random numbers
     with _threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(int(seed))
         if isinstance(cfg, LSTMConfig):
             model = _train_lstm(list(texts), y, cfg, gen)
         else:
-            model = _train_bert(list(texts), y, cfg, gen)
+            model = _train_bert(list(texts), y, cfg, gen, cache, own)
     model.meta.update(seed=int(seed), n_train=len(texts))
     model.net.eval()
     return model
@@ -482,7 +525,9 @@ def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
     net.train()
     with _epoch_bar(cfg, n_batches, "train lstm") as bar:
         for _ in range(cfg.epochs):
-            for idx in _batches(len(texts), cfg.batch_size, gen):
+            batches = (_bucket_batches(lengths, cfg.batch_size, gen) if cfg.bucket
+                       else _batches(len(texts), cfg.batch_size, gen))
+            for idx in batches:
                 lb = lengths[idx]
                 logits = net(ids[idx, :int(lb.max())], lb)
                 loss = loss_fn(logits, y[idx])
@@ -493,22 +538,24 @@ def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
     return TextClassifier(config=cfg, net=net, vocab=vocab)
 
 
-def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig,
-                gen: torch.Generator) -> TextClassifier:
-    tokenizer = load_tokenizer(cfg.model, cfg.local_files_only)
-    encoder = _load_encoder(cfg.model, cfg.local_files_only)
-    net = _BertNet(encoder, cfg)   # head initialised under the seeded RNG
-    enc = _encode_bert(texts, tokenizer, cfg.max_seq_length)
+def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig, gen: torch.Generator,
+                cache: PretrainedCache, own_cache: bool) -> TextClassifier:
+    tokenizer, pristine = cache.load(cfg)
     if cfg.freeze:
-        net.encoder.requires_grad_(False)
+        encoder = pristine            # never updated: shared by the models of this cache
+    else:
+        encoder = pristine if own_cache else copy.deepcopy(pristine)
+        encoder.requires_grad_(True)
+    net = _BertNet(encoder, cfg)   # head initialised under the seeded RNG
     opt = _optimizer(net.parameters(), cfg)
     loss_fn = nn.CrossEntropyLoss()
     min_size = 2 if cfg.head_batchnorm else 1
     n_batches = -(-len(texts) // cfg.batch_size)
-    cached = None
+    cached = enc = None
     if cfg.freeze and cfg.cache_features:
-        net.encoder.eval()
-        cached = _bert_features(net, enc, cfg.eval_batch_size, cfg.progress)
+        cached = cache.features(cfg, texts)
+    else:
+        enc = _encode_bert(texts, tokenizer, cfg.max_seq_length)
     net.train()
     if cached is not None:
         net.encoder.eval()
@@ -527,23 +574,64 @@ def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig,
     return TextClassifier(config=cfg, net=net, tokenizer=tokenizer)
 
 
-@torch.no_grad()
-def _bert_features(net: _BertNet, enc: dict[str, torch.Tensor], batch_size: int,
-                   progress: bool) -> torch.Tensor:
-    n = enc["input_ids"].shape[0]
-    out = []
-    for idx in tqdm(list(_batches(n, batch_size, None)), desc="encode", disable=not progress,
-                    leave=False):
-        out.append(net.features(_bert_batch(enc, idx)))
-    return torch.cat(out) if out else torch.zeros((0, net.encoder.config.hidden_size))
+class PretrainedCache:
+    """Pretrained tokenizers/encoders and frozen-encoder features, kept across ``train`` and
+    ``predict_proba`` calls (e.g. the 10 seeds x 6 classifiers of LIC).
+
+    * ``load(cfg)`` reads tokenizer and encoder once per model; the stored encoder is frozen, in
+      eval mode and never modified: ``bert_pre`` models share it, ``bert_ft`` trains a deep
+      copy (no disk reload inside loops).
+    * ``features(cfg, texts)`` returns the ``[CLS]`` features of the frozen encoder in eval mode,
+      computing each distinct caption once (keyed by model, ``max_seq_length`` and text).
+    """
+
+    def __init__(self):
+        self._models: dict[tuple, tuple[Any, nn.Module]] = {}
+        self._features: dict[tuple, dict[str, torch.Tensor]] = {}
+
+    @staticmethod
+    def _key(cfg: BERTConfig) -> tuple:
+        return (resolve_model(cfg.model), cfg.local_files_only)
+
+    def load(self, cfg: BERTConfig) -> tuple[Any, nn.Module]:
+        key = self._key(cfg)
+        if key not in self._models:
+            tok = load_tokenizer(cfg.model, cfg.local_files_only)
+            enc = _load_encoder(cfg.model, cfg.local_files_only)
+            enc.requires_grad_(False)
+            enc.eval()
+            self._models[key] = (tok, enc)
+        return self._models[key]
+
+    @torch.no_grad()
+    def features(self, cfg: BERTConfig, texts: Sequence[str]) -> torch.Tensor:
+        tok, enc = self.load(cfg)
+        store = self._features.setdefault((*self._key(cfg), cfg.max_seq_length), {})
+        missing = list(dict.fromkeys(t for t in texts if t not in store))
+        if missing:
+            was_training = enc.training
+            enc.eval()
+            encoded = _encode_bert(missing, tok, cfg.max_seq_length)
+            batches = list(_batches(len(missing), cfg.eval_batch_size, None))
+            for idx in tqdm(batches, desc="encode", disable=not cfg.progress, leave=False):
+                b = _bert_batch(encoded, idx)
+                feats = enc(**b).last_hidden_state[:, 0, :]
+                for j, f in zip(idx.tolist(), feats):
+                    store[missing[j]] = f.clone()
+            enc.train(was_training)
+        if not texts:
+            return torch.zeros((0, enc.config.hidden_size))
+        return torch.stack([store[t] for t in texts])
 
 
 @torch.no_grad()
 def predict_proba(model: TextClassifier, texts: Sequence[str],
-                  batch_size: int | None = None) -> np.ndarray:
+                  batch_size: int | None = None,
+                  cache: PretrainedCache | None = None) -> np.ndarray:
     """Class probabilities ``(n, 2)``, columns ``CLASSES`` (p(female), p(male)); rows sum to 1.
 
-    Texts are tokenised once and evaluated in batches (eval mode, no dropout)."""
+    Texts are tokenised once and evaluated in batches (eval mode, no dropout). With ``cache``
+    a ``bert_pre`` model with ``cache_features`` reads the cached frozen-encoder features."""
     cfg = model.config
     bs = batch_size or cfg.eval_batch_size
     n = len(texts)
@@ -554,9 +642,17 @@ def predict_proba(model: TextClassifier, texts: Sequence[str],
     with _threads(cfg.num_threads):
         if model.kind == "lstm":
             ids, lengths = _encode_lstm(list(texts), {t: i for i, t in enumerate(model.vocab)})
-            for idx in _batches(n, bs, None):
+            order = torch.sort(lengths, stable=True).indices   # similar lengths per batch
+            probs = torch.empty((n, len(CLASSES)))
+            for s in range(0, n, bs):
+                idx = order[s:s + bs]
                 lb = lengths[idx]
-                out.append(torch.softmax(model.net(ids[idx, :int(lb.max())], lb), dim=1))
+                probs[idx] = torch.softmax(model.net(ids[idx, :int(lb.max())], lb), dim=1)
+            out.append(probs)
+        elif cache is not None and cfg.freeze and cfg.cache_features:
+            feats = cache.features(cfg, list(texts))
+            for idx in _batches(n, bs, None):
+                out.append(torch.softmax(model.net.head(feats[idx]), dim=1))
         else:
             enc = _encode_bert(list(texts), model.tokenizer, cfg.max_seq_length)
             for idx in _batches(n, bs, None):

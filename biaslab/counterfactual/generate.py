@@ -1,0 +1,392 @@
+"""Counterfactual candidates x_i^(j,g') of paper 000 Eq. 1 (Hirota et al., EMNLP 2024, sec. 2.2):
+for every masked image i, every group g' in {female, male} and j = 0..m-1, one inpainted image,
+with guidance scales cycled over ``guidance_scales`` (appendix A.1: m = 30 over 7.5, 9.5 and
+15.0, i.e. 10 per scale) and a deterministic per-candidate seed.
+
+Prompts t^(g') (``make_prompt``): the image's FIRST caption (in caption_id order) that contains a
+gender word of the word list, with its gender words set to g' by ``biaslab.gender.swap(caption,
+to=g')``. Under both image-level rules of ``biaslab.gender`` an image of defined gender has no
+caption with words of the other gender, so that caption names the image's own gender. The paper
+does not say which caption it used; "first gendered caption" is our deterministic choice.
+
+Work is split into ``shards`` shards by a stable hash of image_id (``shard_of``). Each finished
+shard writes its candidate table atomically to ``<out_dir>/shards/shard-XXX.parquet`` with a
+fingerprint (params, backend settings, the shard's inputs incl. mask bytes) in the parquet
+metadata; a shard whose file exists with the same fingerprint and whose images all exist is
+never recomputed, so a killed run resumes at the first unfinished shard. After the last shard,
+image and shard files no candidate refers to (stale params, temporary files of a killed write)
+are deleted, so the output directory depends only on the final table.
+
+Backends (``biaslab.counterfactual.copy_paste``, ``biaslab.counterfactual.sd_inpaint``) share one
+interface: ``name``, ``fingerprint() -> dict`` (cheap, no model load) and
+``generate(item, image, mask, group, prompt, js, seeds, scales) -> list[(image, donor_ids)]``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+from tqdm import tqdm
+
+from biaslab import gender as G
+from biaslab.counterfactual.masks import load_mask
+from biaslab.io import InputError, atomic_path
+
+GROUPS = (G.FEMALE, G.MALE)
+#: bump when the candidate format or the generation code changes incompatibly.
+FORMAT_VERSION = 1
+_FP_KEY = b"biaslab_fingerprint"
+
+CANDIDATE_COLUMNS = ["image_id", "group", "j", "seed", "guidance_scale", "prompt", "path",
+                     "donor_ann_id", "donor_ann_ids", "backend", "shard"]
+
+
+def stable_hash(*parts) -> int:
+    """Unsigned 64-bit hash of the parts' reprs (blake2b): identical across processes,
+    machines and Python versions, unlike ``hash()``."""
+    h = hashlib.blake2b("\x1f".join(repr(p) for p in parts).encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "big")
+
+
+def shard_of(image_id: int, shards: int) -> int:
+    """Shard index in ``0 .. shards-1`` of an image (stable hash of its id)."""
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    return stable_hash("shard", int(image_id)) % shards
+
+
+def candidate_seed(image_id: int, group: str, j: int, base_seed: int) -> int:
+    """Seed of candidate j of (image, group): a 63-bit hash of (image_id, group, j, base seed),
+    valid for ``numpy.random.default_rng`` and ``torch.Generator.manual_seed``."""
+    return stable_hash("candidate", int(image_id), str(group), int(j), int(base_seed)) \
+        & (2 ** 63 - 1)
+
+
+def guidance_scale_for(j: int, scales: Sequence[float]) -> float:
+    """Guidance scale of candidate j: ``scales[j % len(scales)]`` (cycled, so m = 30 over 3
+    scales gives 10 candidates per scale as in paper 000 appendix A.1)."""
+    if not scales:
+        raise ValueError("guidance_scales must not be empty")
+    return float(scales[j % len(scales)])
+
+
+def make_prompt(captions: Sequence[str], group: str, words: str = "lic") -> tuple[str, str] | None:
+    """t^(g') of paper 000 Eq. 1: the first caption with a gender word, swapped to ``group``.
+
+    Returns:
+        ``(source_caption, prompt)`` or None when no caption has a gender word.
+    """
+    for c in captions:
+        if G.caption_gender(c, words) != G.NONE:
+            return c, G.swap(c, to=group, words=words)
+    return None
+
+
+def make_prompts(captions: pd.DataFrame, image_ids: Sequence[int] | None = None,
+                 words: str = "lic", groups: Sequence[str] = GROUPS) -> pd.DataFrame:
+    """Prompts of many images.
+
+    Args:
+        captions: columns caption_id, image_id, caption (``data/prepared/captions.parquet`` or
+            ``data/labels/captions.parquet``).
+        image_ids: images to prompt (None = all).
+
+    Returns:
+        one row per image that has a gendered caption: image_id, source_caption and one column
+        ``prompt_<group>`` per group.
+    """
+    missing = [c for c in ("caption_id", "image_id", "caption") if c not in captions.columns]
+    if missing:
+        raise InputError("captions table", f"missing column(s) {missing}")
+    caps = captions.sort_values("caption_id")
+    if image_ids is not None:
+        caps = caps[caps["image_id"].isin(set(int(i) for i in image_ids))]
+    rows = []
+    for iid, grp in caps.groupby("image_id", sort=True):
+        texts = list(grp["caption"])
+        row = {"image_id": int(iid)}
+        for g in groups:
+            res = make_prompt(texts, g, words)
+            if res is None:
+                break
+            row["source_caption"], row[f"prompt_{g}"] = res
+        else:
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["image_id", "source_caption",
+                                       *(f"prompt_{g}" for g in groups)])
+
+
+WORK_COLUMNS = ["image_id", "path", "mask_path", "width", "height", "gender", "ann_ids",
+                "boxes", "shard"]
+
+
+def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
+               prompts: pd.DataFrame, shards: int, max_images: int | None = None
+               ) -> tuple[pd.DataFrame, dict]:
+    """Join masks, image paths, person boxes and prompts into one work item per image.
+
+    ``max_images`` keeps the first N images in the order of a stable hash of image_id (a
+    deterministic pseudo-random sample, independent of the shard count).
+
+    Returns:
+        ``(work, counts)``: work with ``WORK_COLUMNS`` + ``prompt_<group>`` columns sorted by
+        (shard, image_id), boxes = list of [x, y, w, h] in ann_ids order; counts of images
+        dropped for having no gendered caption or by the cap.
+    """
+    for df, cols, name in ((masks, ["image_id", "ann_ids", "mask_path", "gender"], "masks"),
+                           (images, ["image_id", "path", "width", "height"], "images"),
+                           (persons, ["ann_id", "x", "y", "w", "h"], "persons")):
+        miss = [c for c in cols if c not in df.columns]
+        if miss:
+            raise InputError(f"{name} table", f"missing column(s) {miss}")
+    counts = {"masked_images": int(len(masks))}
+    w = masks[["image_id", "ann_ids", "mask_path", "gender"]].merge(
+        images[["image_id", "path", "width", "height"]], on="image_id", how="inner")
+    n = len(w)
+    w = w.merge(prompts.drop(columns=["source_caption"], errors="ignore"), on="image_id",
+                how="inner")
+    counts["skipped_no_gendered_caption"] = n - len(w)
+    if max_images is not None and len(w) > max_images:
+        order = np.argsort([stable_hash("sample", int(i)) for i in w["image_id"]],
+                           kind="stable")
+        counts["skipped_max_images"] = len(w) - int(max_images)
+        w = w.iloc[order[:int(max_images)]]
+    else:
+        counts["skipped_max_images"] = 0
+    boxes = persons.set_index("ann_id")[["x", "y", "w", "h"]]
+    w = w.assign(
+        boxes=[[[float(v) for v in boxes.loc[int(a)]] for a in ids] for ids in w["ann_ids"]],
+        ann_ids=[[int(a) for a in ids] for ids in w["ann_ids"]],
+        shard=[shard_of(i, shards) for i in w["image_id"]])
+    w = w.sort_values(["shard", "image_id"], ignore_index=True)
+    counts["work_images"] = int(len(w))
+    return w[[*WORK_COLUMNS, *[c for c in w.columns if c.startswith("prompt_")]]], counts
+
+
+def load_image(path: str | os.PathLike) -> np.ndarray:
+    """RGB uint8 array (H, W, 3) of an image file.
+
+    Raises:
+        InputError: missing or unreadable file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "image file not found")
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except Exception as e:
+        raise InputError(path, f"not a readable image ({e})") from e
+
+
+def _save_jpeg(path: Path, arr: np.ndarray, quality: int) -> None:
+    with atomic_path(path, suffix=".jpg") as tmp:
+        Image.fromarray(arr).save(tmp, format="JPEG", quality=int(quality))
+
+
+def _file_digest(path: str | os.PathLike) -> str:
+    try:
+        return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
+    except FileNotFoundError:
+        return "missing"
+
+
+def shard_fingerprint(items: pd.DataFrame, backend_fp: dict, settings: dict) -> str:
+    """sha256 over the settings, the backend fingerprint and the shard's work items (ids,
+    image/mask paths, mask bytes, boxes, prompts)."""
+    rows = []
+    for it in items.to_dict("records"):
+        rows.append({k: (v if not isinstance(v, np.ndarray) else v.tolist())
+                     for k, v in it.items()} | {"mask_digest": _file_digest(it["mask_path"])})
+    blob = json.dumps({"version": FORMAT_VERSION, "settings": settings, "backend": backend_fp,
+                       "items": rows}, sort_keys=True, default=_json_default)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def shard_path(out_dir: str | os.PathLike, shard: int) -> Path:
+    return Path(out_dir) / "shards" / f"shard-{shard:03d}.parquet"
+
+
+def shard_done(path: Path, fingerprint: str) -> bool:
+    """True when ``path`` exists, carries ``fingerprint`` and all its images exist."""
+    if not path.exists():
+        return False
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        if meta.get(_FP_KEY, b"").decode() != fingerprint:
+            return False
+        paths = pq.read_table(path, columns=["path"]).column("path").to_pylist()
+    except Exception:
+        return False
+    return all(os.path.exists(p) for p in paths)
+
+
+def _write_shard(path: Path, df: pd.DataFrame, fingerprint: str) -> None:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           _FP_KEY: fingerprint.encode()})
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _empty_candidates() -> pd.DataFrame:
+    return pd.DataFrame({"image_id": pd.Series(dtype="int64"), "group": pd.Series(dtype=str),
+                         "j": pd.Series(dtype="int64"), "seed": pd.Series(dtype="int64"),
+                         "guidance_scale": pd.Series(dtype="float64"),
+                         "prompt": pd.Series(dtype=str), "path": pd.Series(dtype=str),
+                         "donor_ann_id": pd.Series(dtype="Int64"),
+                         "donor_ann_ids": pd.Series(dtype=object),
+                         "backend": pd.Series(dtype=str), "shard": pd.Series(dtype="int64")})
+
+
+def _to_frame(rows: list[dict]) -> pd.DataFrame:
+    if not rows:
+        return _empty_candidates()
+    df = pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+    return df.astype({"image_id": "int64", "j": "int64", "seed": "int64",
+                      "guidance_scale": "float64", "donor_ann_id": "Int64", "shard": "int64"})
+
+
+def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike, *, m: int,
+                        guidance_scales: Sequence[float], seed: int, shards: int,
+                        groups: Sequence[str] = GROUPS, jpeg_quality: int = 95,
+                        callback: Callable[[int, int, str, int], None] | None = None,
+                        progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """Generate m candidates per (image, group) shard by shard (paper 000 Eq. 1).
+
+    Args:
+        work: ``build_work`` output (one row per image, ``shard`` column computed with the same
+            ``shards``).
+        backend: a backend object (module docstring).
+        out_dir: output directory: images go to ``<out_dir>/images/<image_id>_<group>_<j>.jpg``
+            (the ``path`` column joins ``out_dir`` as given, so relative stays relative),
+            shard tables to ``<out_dir>/shards/``.
+        m: candidates per (image, group).
+        guidance_scales: cycled over j (``guidance_scale_for``).
+        seed: base seed of ``candidate_seed``.
+        shards: number of shards.
+        callback: called as ``callback(shard, image_id, group, j)`` before each candidate is
+            generated (progress hooks; an exception aborts the run like a crash would).
+
+    Returns:
+        ``(candidates, stats)``: candidates with ``CANDIDATE_COLUMNS`` sorted by (image_id,
+        group, j); stats: shards_total, shards_computed, shards_skipped, candidates,
+        candidates_computed, seconds_computing, candidates_per_s (None when nothing was
+        computed), stale_files_removed.
+    """
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    if len(work) and not work["shard"].between(0, shards - 1).all():
+        raise ValueError(f"work has shard indices outside 0..{shards - 1}: build_work() was "
+                         f"called with another shard count")
+    out_dir = Path(out_dir)
+    img_dir = os.path.join(str(out_dir), "images")
+    settings = {"m": int(m), "guidance_scales": [float(s) for s in guidance_scales],
+                "seed": int(seed), "shards": int(shards), "groups": list(groups),
+                "jpeg_quality": int(jpeg_quality), "out_dir": str(out_dir)}
+    bfp = backend.fingerprint()
+    plan = []
+    for s in range(shards):
+        items = work[work["shard"] == s]
+        fp = shard_fingerprint(items, bfp, settings)
+        plan.append((s, items, fp, shard_done(shard_path(out_dir, s), fp)))
+    todo = sum(len(items) for _, items, _, done in plan if not done) * len(groups) * m
+    stats = {"shards_total": int(shards), "shards_computed": 0, "shards_skipped": 0,
+             "candidates_computed": 0, "seconds_computing": 0.0}
+    frames = []
+    bar = tqdm(total=todo, desc=f"generate ({backend.name})", disable=not progress,
+               unit="cand")
+    try:
+        for s, items, fp, done in plan:
+            sp = shard_path(out_dir, s)
+            if done:
+                stats["shards_skipped"] += 1
+                frames.append(pd.read_parquet(sp))
+                continue
+            t0 = time.perf_counter()
+            rows = []
+            for it in items.to_dict("records"):
+                image = load_image(it["path"])
+                mask = load_mask(it["mask_path"])
+                if mask.shape != image.shape[:2]:
+                    raise InputError(it["mask_path"], f"mask shape {mask.shape} != image shape "
+                                                      f"{image.shape[:2]}")
+                for g in groups:
+                    prompt = it[f"prompt_{g}"]
+                    js = list(range(m))
+                    seeds = [candidate_seed(it["image_id"], g, j, seed) for j in js]
+                    scales = [guidance_scale_for(j, guidance_scales) for j in js]
+                    if callback is not None:
+                        for j in js:
+                            callback(s, int(it["image_id"]), g, j)
+                    outs = backend.generate(it, image, mask, g, prompt, js, seeds, scales)
+                    for j, sd, sc, (arr, donors) in zip(js, seeds, scales, outs):
+                        if arr.shape != image.shape:
+                            raise RuntimeError(f"backend {backend.name} returned shape "
+                                               f"{arr.shape} for image of shape {image.shape}")
+                        p = os.path.join(img_dir, f"{it['image_id']}_{g}_{j}.jpg")
+                        _save_jpeg(Path(p), arr, jpeg_quality)
+                        rows.append({"image_id": int(it["image_id"]), "group": g, "j": j,
+                                     "seed": sd, "guidance_scale": sc, "prompt": prompt,
+                                     "path": p,
+                                     "donor_ann_id": donors[0] if donors else None,
+                                     "donor_ann_ids": list(donors) if donors else None,
+                                     "backend": backend.name, "shard": s})
+                    bar.update(len(js))
+            df = _to_frame(rows)
+            _write_shard(sp, df, fp)
+            frames.append(pd.read_parquet(sp))
+            stats["shards_computed"] += 1
+            stats["candidates_computed"] += len(df)
+            stats["seconds_computing"] += time.perf_counter() - t0
+    finally:
+        bar.close()
+    frames = [f for f in frames if len(f)]
+    table = (pd.concat(frames, ignore_index=True) if frames else _empty_candidates())
+    table = table.sort_values(["image_id", "group", "j"], ignore_index=True)
+    stats["candidates"] = int(len(table))
+    stats["seconds_computing"] = round(stats["seconds_computing"], 3)
+    stats["candidates_per_s"] = (round(stats["candidates_computed"] /
+                                       stats["seconds_computing"], 3)
+                                 if stats["candidates_computed"] else None)
+    stats["stale_files_removed"] = _remove_stale(out_dir, set(table["path"]), shards)
+    return table, stats
+
+
+def _remove_stale(out_dir: Path, keep_paths: set[str], shards: int) -> int:
+    """Delete images no candidate refers to and shard files of indices >= shards."""
+    removed = 0
+    keep = {os.path.realpath(p) for p in keep_paths}
+    img_dir = out_dir / "images"
+    if img_dir.is_dir():
+        for f in img_dir.iterdir():
+            if f.is_file() and os.path.realpath(f) not in keep:
+                f.unlink()
+                removed += 1
+    sh_dir = out_dir / "shards"
+    if sh_dir.is_dir():
+        valid = {shard_path(out_dir, s).name for s in range(shards)}
+        for f in sh_dir.iterdir():
+            if f.is_file() and f.name not in valid:
+                f.unlink()
+                removed += 1
+    return removed

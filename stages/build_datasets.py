@@ -1,0 +1,44 @@
+"""Stage `build_datasets`: training-set variants original / oversample / subsample / augment /
+synthetic (paper 000 Eqs. 2-3; params `datasets`) -> data/datasets/<name>.parquet manifests,
+metrics/datasets.json (group/object and hidden-attribute co-occurrence per dataset)."""
+from biaslab import datasets as D
+from biaslab.figures import skew_by_dataset
+from biaslab.io import load_params, read_parquet, write_json, write_parquet
+
+PREP = "data/prepared"
+
+
+def main() -> None:
+    params = load_params()
+    p = params["datasets"]
+    d = D.original(read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/captions.parquet"),
+                   read_parquet(f"{PREP}/objects.parquet"), read_parquet("data/labels/images.parquet"),
+                   read_parquet("data/split.parquet"), splits=p["splits"])
+    cf = D.counterfactuals(read_parquet("data/select/selected.parquet"), d,
+                           words=params["label"]["words"])
+    variants = {
+        "original": d,
+        "oversample": D.oversample(d, seed=p["seed"], passes=p["passes"]),
+        "subsample": D.subsample(d, seed=p["seed"], passes=p["passes"]),
+        "augment": D.s_augment(d, cf),
+        "synthetic": D.s_synthetic(cf),
+    }
+    attributes = read_parquet(f"{PREP}/attributes.parquet")
+    attributes = attributes if attributes.shape[1] > 1 else None
+    metrics = {}
+    for name, m in variants.items():
+        write_parquet(f"data/datasets/{name}.parquet", m)
+        c = D.cooccurrence(m, attributes)
+        metrics[name] = {k: v for k, v in c.items()
+                         if not isinstance(v, dict)}  # flat summary; full counts below
+        metrics[name]["counts"] = {k: v for k, v in c.items() if isinstance(v, dict)}
+    write_json("metrics/datasets.json", metrics)
+    cols = [c for c in attributes.columns if c != "image_id"] if attributes is not None else []
+    skew_by_dataset({label: {n: m.get(f"{label}_mean_abs_skew") for n, m in metrics.items()}
+                     for label in ["objects"] + cols}, "plots/datasets/skew.png")
+    for n, m in metrics.items():
+        print(n, {k: v for k, v in m.items() if k != "counts"})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Stage `select`: weighted rank selection of one candidate per (image, group) (paper 000
+Eq. 2; params `filters`) -> data/select/selected.parquet, metrics/select.json,
+plots/filters/ (Fig. 4 style grid, score distributions). Only this stage and its dependents
+re-run when `filters.weights` changes."""
+import numpy as np
+
+from biaslab.figures import filter_grid, score_distributions
+from biaslab.filters import select
+from biaslab.io import load_params, read_parquet, write_json, write_parquet
+
+
+def main() -> None:
+    p = load_params()["filters"]
+    scores = read_parquet("data/score/scores.parquet")
+    names, weights = list(p["names"]), list(p["weights"])
+    if p.get("knn"):
+        scores = scores[scores["knn_accept"]]  # GenSynth KNN filter as a hard gate
+    sel = select(scores, names, weights)
+    write_parquet("data/select/selected.parquet", sel)
+    metrics = {"weights": dict(zip(names, weights)), "selected": len(sel),
+               "candidates": len(scores)}
+    for f in names:
+        v_all = scores[f].replace([np.inf], np.nan)
+        v_sel = sel[f].replace([np.inf], np.nan)
+        metrics[f"{f}/mean_selected"] = float(v_sel.mean())
+        metrics[f"{f}/mean_all"] = float(v_all.mean())
+    write_json("metrics/select.json", metrics)
+    originals = read_parquet("data/prepared/images.parquet").set_index("image_id")["path"]
+    filter_grid(scores, originals.to_dict(), names, weights, "plots/filters/grid.png",
+                n_rows=p.get("grid_rows", 6))
+    score_distributions(scores, names, "plots/filters/distributions.png")
+    print(metrics)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""``biaslab`` CLI: evaluate-captions on tiny files, input errors, subcommand registry."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from biaslab import cli
+
+N = 8   # images per gender (>= 6 needed for a balanced split with a non-empty test set)
+
+
+@pytest.fixture
+def files(tmp_path):
+    """pred.json (2N labelled images + 2 unlabelled), labels.csv (bb_gender, mixed case, an
+    Unsure row), human.json (COCO captions, 2 per image)."""
+    pred, anns, rows = [], [], ["image_id,bb_gender,bb_skin"]
+    for i in range(2 * N + 2):
+        fem = i % 2 == 0
+        who, what = ("woman", "dress") if fem else ("man", "tie")
+        pred.append({"image_id": i, "caption": f"A {who} in a {what} with a dog."})
+        for k in range(2):
+            anns.append({"id": 1000 + 10 * i + k, "image_id": i,
+                         "caption": f"A {who} wearing a {what} near a {['cat', 'car'][k]}."})
+        if i < 2 * N:
+            rows.append(f"{i},{['Female', 'FEMALE', 'female '][i % 3] if fem else 'MALE'},Light")
+    rows.append("500,Unsure,")
+    (tmp_path / "pred.json").write_text(json.dumps(pred))
+    images = [{"id": i} for i in range(2 * N + 2)]
+    (tmp_path / "human.json").write_text(json.dumps({"images": images, "annotations": anns}))
+    (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+def run(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+FAST = ("--seeds", "1", "--preset", "ci", "--num-threads", "1")
+
+
+def test_happy_path_with_human(files, capsys):
+    out = files / "res" / "metrics.json"
+    metrics = ["ratio", "error", "biasamp", "lic"] + (["quality"] if shutil.which("java") else [])
+    rc, stdout, _ = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                        "--gender", files / "labels.csv", "--human", files / "human.json",
+                        "--metrics", *metrics, "--biasamp-min-count", "1", "--out", out, *FAST)
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert json.loads(stdout) == res
+    for k in ("LIC", "LIC_M", "LIC_D"):
+        assert isinstance(res[k], float) and isinstance(res[f"{k}_std"], float)
+    assert res["LIC"] == pytest.approx(res["LIC_M"] - res["LIC_D"])
+    assert res["LIC_details"]["n_images"] == 2 * N
+    assert res["LIC_details"]["n_images_by_gender"] == {"female": N, "male": N}
+    assert res["LIC_details"]["preset"] == "ci" and res["LIC_details"]["n_human_indices"] == 2
+    assert res["Error"] == 0.0
+    assert res["Ratio"]["n_man"] == N and res["Ratio"]["n_woman"] == N
+    assert isinstance(res["BiasAmp"]["ba"], (float, str))
+    if "quality" in metrics:
+        assert set(res["quality"]) >= {"BLEU-4", "CIDEr", "METEOR"}
+        assert res["quality"]["n_images"] == 2 * N + 2     # quality uses unlabelled images too
+    inp = res["inputs"]
+    assert inp["gender_column"] == "bb_gender"
+    assert inp["n_label_rows_ignored"] == 1                # the Unsure row
+    assert inp["n_predictions_without_label"] == 2
+    assert inp["predictions_without_label_sample"] == [2 * N, 2 * N + 1]
+
+
+def test_missing_human_reports_skipped(files, capsys):
+    rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                          "--gender", files / "labels.csv", *FAST)
+    assert rc == 0
+    res = json.loads(stdout)
+    assert isinstance(res["LIC_M"], float)
+    for k in ("LIC_D", "LIC", "BiasAmp", "quality"):
+        assert res[k] == {"skipped": "needs --human"}
+    assert "LIC_D_std" not in res
+    assert isinstance(res["Error"], float)
+    assert "2 of 18 predicted image ids have no female/male label" in err
+
+
+def test_gender_column_named_gender_and_too_few_for_lic(tmp_path, capsys):
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "caption": "A man."},
+                                                 {"image_id": 2, "caption": "A woman."}]))
+    (tmp_path / "g.csv").write_text("image_id,gender\n1,male\n2,Female\n")
+    rc, stdout, _ = run(capsys, "evaluate-captions", "--pred", tmp_path / "p.json",
+                        "--gender", tmp_path / "g.csv", "--metrics", "ratio", "lic", *FAST)
+    assert rc == 0
+    res = json.loads(stdout)
+    assert "balanced split" in res["LIC_M"]["skipped"]
+    assert res["Ratio"]["ratio"] == 1.0 and res["inputs"]["gender_column"] == "gender"
+
+
+@pytest.mark.parametrize("content,problem", [
+    ('[{"image_id": 1, "caption": "a"', "invalid or truncated JSON"),
+    ("", "empty"),
+    ("[]", "no predictions"),
+    ('{"image_id": 1}', "expected a JSON list"),
+    ('[{"image_id": "x", "caption": "a"}]', "not an integer"),
+    ('[{"image_id": 1}]', "'caption'"),
+    ('[{"image_id": 1, "caption": "a"}, {"image_id": 1, "caption": "b"}]', "duplicate"),
+])
+def test_malformed_predictions_exit_2_naming_file(files, capsys, content, problem):
+    bad = files / "bad_pred.json"
+    bad.write_text(content)
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", bad, "--gender",
+                     files / "labels.csv", "--metrics", "ratio")
+    assert rc == 2
+    assert str(bad) in err and problem in err
+
+
+@pytest.mark.parametrize("content,problem", [
+    ("image_id,skin\n1,Light\n", "missing column 'gender' or 'bb_gender'"),
+    ("id,gender\n1,male\n", "missing column 'image_id'"),
+    ("", "empty"),
+    ("image_id,gender\n", "no rows"),
+    ("image_id,gender\nabc,male\n", "not an integer"),
+    ("image_id,gender\n1,male\n1,female\n", "conflicting"),
+    ("image_id,gender\n1,unsure\n", "no female/male labels"),
+])
+def test_bad_labels_exit_2_naming_file(files, capsys, content, problem):
+    bad = files / "bad.csv"
+    bad.write_text(content)
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender", bad,
+                     "--metrics", "ratio")
+    assert rc == 2
+    assert str(bad) in err and problem in err
+
+
+def test_no_overlap_between_predictions_and_labels_is_an_error(files, capsys):
+    (files / "other.csv").write_text("image_id,gender\n900,male\n901,female\n")
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender",
+                     files / "other.csv", "--metrics", "ratio")
+    assert rc == 2 and "none of the 18 image ids" in err and "other.csv" in err
+
+
+def test_bad_human_file_exit_2(files, capsys):
+    (files / "h.json").write_text('{"images": []}')
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender",
+                     files / "labels.csv", "--human", files / "h.json", "--metrics", "ratio")
+    assert rc == 2 and "h.json" in err and "annotations" in err
+
+
+def test_usage_errors_exit_2(files):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["evaluate-captions", "--pred", str(files / "pred.json")])   # no --gender
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["evaluate-captions", "--pred", "p", "--gender", "g", "--seeds", "0"])
+    assert e.value.code == 2
+
+
+def test_subcommand_registry_is_extensible(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
+
+    @cli.register_command("hello", help="say hello")
+    def setup(p):
+        p.add_argument("--name", default="x")
+        return lambda args: print(f"hello {args.name}") or 0
+
+    assert cli.main(["hello", "--name", "libra"]) == 0
+    assert capsys.readouterr().out.strip() == "hello libra"
+    assert "evaluate-captions" in cli.COMMANDS
+
+
+def test_console_script_exit_code(files):
+    exe = Path(sys.executable).with_name("biaslab")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "biaslab.cli"]
+    (files / "bad.json").write_text("{not json")
+    p = subprocess.run(cmd + ["evaluate-captions", "--pred", str(files / "bad.json"),
+                              "--gender", str(files / "labels.csv")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "bad.json" in p.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+    d = tmp_path_factory.mktemp("cli_bert")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "in", "with", "dress", "tie",
+             "dog", "wearing", "near", "cat", "car"]
+    BertTokenizer(vocab={w: i for i, w in enumerate(words)}).save_pretrained(d)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32,
+                         max_position_embeddings=32)).save_pretrained(d)
+    return d
+
+
+def test_bert_pre_classifier_with_local_model(files, capsys, tiny_bert):
+    rc, stdout, _ = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                        "--gender", files / "labels.csv", "--human", files / "human.json",
+                        "--metrics", "lic", "--classifier", "bert_pre", "--bert-model", tiny_bert,
+                        *FAST)
+    assert rc == 0
+    res = json.loads(stdout)
+    assert isinstance(res["LIC"], float)
+    assert res["LIC_details"]["classifier"] == "bert_pre"
+    assert res["LIC_details"]["config"]["model"] == str(tiny_bert)
+    assert res["LIC_details"]["config"]["freeze"] is True
+
+
+def test_unloadable_bert_model_exit_2(files, capsys, tmp_path):
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                     "--gender", files / "labels.csv", "--classifier", "bert_ft",
+                     "--bert-model", tmp_path / "empty_dir_without_model", *FAST)
+    assert rc == 2 and "cannot be loaded" in err

