@@ -44,67 +44,82 @@ def _presence(manifest: pd.DataFrame) -> tuple[list[str], np.ndarray]:
     return cats, x
 
 
-def oversample(manifest: pd.DataFrame, seed: int = 0, passes: int = 3) -> pd.DataFrame:
-    """Over-sampling (Wang et al. 2020b): repeat images of the minority gender of each object
-    until the object co-occurs equally often with each gender.
+def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
+    """Per-sample weights w (n,), mean 1, under which every labelled object co-occurs equally
+    often with each gender, p_w(o | female) = p_w(o | male) (paper 000 sec. 2.1:
+    p(a | g) = p(a)).
 
-    Greedy and deterministic: objects are visited in a fixed order (most imbalanced first, then
-    name) for ``passes`` passes; for object o with co-occurrence counts (f, m) over the current
-    copies, |f - m| copies of minority-gender images containing o are added, drawn uniformly
-    with replacement (``numpy.random.default_rng(seed)``). Because images hold several objects,
-    balancing one object can unbalance another: the remaining imbalance is what
-    ``cooccurrence`` reports, and an object that never appears with one gender cannot be
-    balanced at all. Unlabelled attributes are not seen (paper 000 sec. 2.1).
+    Found by raking (iterative proportional fitting): each sweep scales, for every object o,
+    the weights of the female (male) images containing o by target / f (target / m) with
+    target = (f + m) / 2, then equalises the two genders' total weights (equal counts then mean
+    equal rates), then renormalises to mean 1. Objects seen with only one gender are left out.
+    Exact balance can require weights near 0 for stereotypical images and very large ones for
+    counter-stereotypical images: on strongly biased multi-label data resampling can only
+    balance the labelled objects by (nearly) emptying the dataset. Raking is the multi-label
+    generalisation of the per-object balancing of Wang et al. 2020b / Agarwal et al. 2022
+    (balancing objects one at a time does not converge when images hold several objects).
     """
-    rng = np.random.default_rng(seed)
     cats, x = _presence(manifest)
     female = (manifest["gender"] == G.FEMALE).to_numpy()
-    copies = np.ones(len(manifest), np.int64)
-    order = _imbalance_order(cats, x, female, copies)
-    for _ in range(passes):
-        for k in order:
-            f = int((copies * (x[:, k] & female)).sum())
-            m = int((copies * (x[:, k] & ~female)).sum())
-            if f == m:
-                continue
-            cand = np.flatnonzero(x[:, k] & (female if f < m else ~female))
-            if len(cand) == 0:
-                continue
-            np.add.at(copies, rng.choice(cand, size=abs(f - m), replace=True), 1)
-    return _expand(manifest, copies)
+    w = np.ones(len(manifest))
+    if len(w) == 0:
+        return w
+    both = [k for k in range(len(cats)) if (x[:, k] & female).any() and (x[:, k] & ~female).any()]
+    for _ in range(iters):
+        for k in both:
+            fm, mm = x[:, k] & female, x[:, k] & ~female
+            f, m = w[fm].sum(), w[mm].sum()
+            if f > 0 and m > 0:
+                target = (f + m) / 2
+                w[fm] *= target / f
+                w[mm] *= target / m
+        if female.any() and (~female).any():
+            t = w.sum() / 2
+            w[female] *= t / w[female].sum()
+            w[~female] *= t / w[~female].sum()
+        w = w / w.mean()
+    return w
 
 
-def subsample(manifest: pd.DataFrame, seed: int = 0, passes: int = 3) -> pd.DataFrame:
-    """Sub-sampling (Agarwal et al. 2022): drop images of the majority gender of each object
-    until the object co-occurs equally often with each gender.
+def oversample(manifest: pd.DataFrame, seed: int = 0, max_copies: int = 5,
+               iters: int = 200) -> pd.DataFrame:
+    """Over-sampling (Wang et al. 2020b): repeat images toward equal co-occurrence of each
+    labelled object with each gender. Copies = round(w_i) of ``balancing_weights`` clipped to
+    [1, ``max_copies``]: nothing is dropped and no image is repeated more than ``max_copies``
+    times, so balance is partial where it would need more (reported by ``cooccurrence``).
+    Deterministic (``seed`` unused, kept for a uniform signature). Unlabelled attributes are
+    not seen at all (paper 000 sec. 2.1)."""
+    w = balancing_weights(manifest, iters=iters)
+    return _expand(manifest, np.clip(np.rint(w), 1, max_copies).astype(np.int64))
 
-    Greedy and deterministic like ``oversample``: for object o with counts (f, m) among the
-    kept images, |f - m| kept majority-gender images containing o are dropped, drawn uniformly
-    without replacement. Images without labelled objects are kept. An object that never
-    appears with one gender loses all its images.
-    """
-    rng = np.random.default_rng(seed)
-    cats, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
-    keep = np.ones(len(manifest), np.int64)
-    order = _imbalance_order(cats, x, female, keep)
-    for _ in range(passes):
-        for k in order:
-            f = int((keep * (x[:, k] & female)).sum())
-            m = int((keep * (x[:, k] & ~female)).sum())
-            if f == m:
-                continue
-            cand = np.flatnonzero(x[:, k] & (~female if f < m else female) & (keep > 0))
-            drop = rng.choice(cand, size=min(abs(f - m), len(cand)), replace=False)
-            keep[drop] = 0
+
+def subsample(manifest: pd.DataFrame, seed: int = 0, min_fraction: float = 0.25,
+              iters: int = 200) -> pd.DataFrame:
+    """Sub-sampling (Agarwal et al. 2022): keep image i with probability min(1, w_i / c)
+    (``balancing_weights``), with c the largest value (best balance; c = max w is exact) that
+    still keeps at least ``min_fraction`` of the images in expectation. Sampling is
+    systematic, in table order, with one uniform offset from
+    ``numpy.random.default_rng(seed)``: kept counts differ from their expectation by less than
+    one, and the same seed gives the same subset."""
+    if not 0 < min_fraction <= 1:
+        raise ValueError(f"min_fraction must be in (0, 1], got {min_fraction}")
+    w = balancing_weights(manifest, iters=iters)
+    if len(w) == 0:
+        return manifest.copy()
+    need = min_fraction * len(w)
+    lo, hi = 1e-12, float(w.max())
+    if np.minimum(1, w / hi).sum() >= need:
+        c = hi
+    else:
+        for _ in range(100):  # bisection: kept(c) decreases in c
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if np.minimum(1, w / mid).sum() >= need else (lo, mid)
+        c = lo
+    p = np.minimum(1.0, w / c)
+    u = np.random.default_rng(seed).random()
+    cum = np.cumsum(p)
+    keep = (np.floor(cum + u) - np.floor(cum - p + u)).astype(np.int64)
     return _expand(manifest, keep)
-
-
-def _imbalance_order(cats, x, female, w) -> list[int]:
-    f = (w[:, None] * (x & female[:, None])).sum(0)
-    m = (w[:, None] * (x & ~female[:, None])).sum(0)
-    imb = np.abs(f - m) / np.maximum(f + m, 1)
-    return sorted(range(len(cats)), key=lambda k: (-imb[k], cats[k]))
 
 
 def _expand(manifest: pd.DataFrame, copies: np.ndarray) -> pd.DataFrame:

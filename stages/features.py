@@ -1,0 +1,44 @@
+"""Stage `features`: frozen image-backbone embeddings of every prepared image (params
+`features`: backbone, image_size, batch_size, threads, cache_dir).
+
+in:  data/prepared/images.parquet
+out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
+     data/features/images_ids.npy (int64 (n,), row i = image_id of row i),
+     metrics/features.json (n, dim, backbone, computed/cached, images_per_s)
+cache: <cache_dir>/<backbone>_<size>px/ (persistent, see biaslab.features.encode_cached):
+     an image is encoded once, an interrupted run resumes.
+"""
+import sys
+import time
+
+from biaslab.features import encode_cached, save_features
+from biaslab.io import InputError, load_params, read_parquet, write_json
+
+OUT = "data/features"
+
+
+def main() -> None:
+    p = load_params()["features"]
+    images = read_parquet("data/prepared/images.parquet")
+    stats: dict = {}
+    t0 = time.perf_counter()
+    ids, feats = encode_cached(images[["image_id", "path"]],
+                               p.get("cache_dir", "data/cache/features"), p["backbone"],
+                               image_size=p.get("image_size"), batch_size=p["batch_size"],
+                               num_threads=p.get("threads"), progress=True, stats=stats)
+    save_features(f"{OUT}/images", ids, feats)
+    rate = stats["computed"] / stats["encode_seconds"] if stats["encode_seconds"] else None
+    metrics = {"backbone": str(p["backbone"]), "image_size": p.get("image_size"),
+               "n": int(len(ids)), "dim": int(feats.shape[1]), "computed": stats["computed"],
+               "cached": stats["cached"], "seconds": round(time.perf_counter() - t0, 1)}
+    if rate is not None:  # throughput of this run's encoding only (cached rows are free)
+        metrics["images_per_s"] = round(rate, 2)
+    write_json("metrics/features.json", metrics)
+    print(f"features: {feats.shape} ({stats['computed']} computed, {stats['cached']} cached)")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"features: {e}")
