@@ -1,0 +1,298 @@
+"""Synthetic-artifact test (Hirota et al., "Resampled Datasets Are Not Enough", EMNLP 2024 --
+paper 000 -- sec. 3.3, Table 3).
+
+Hypothesis of the paper: a model trained on S_augment can learn a shortcut from inpainting
+artifacts to the minority group (only counterfactual images of the under-represented group
+carry artifacts), while S_synthetic spreads artifacts over every group. Test: inpaint a random
+body part of the person in every test image, keeping the person and the caption (hence the
+ground-truth gender ratio) unchanged, and compare the classifier's gender-prediction ratio on the
+original (``Ratio_orig``) and the inpainted (``Ratio_inp``) test sets:
+
+    Delta = 100 * |Ratio_orig - Ratio_inp| / Ratio_orig                       (Table 3)
+
+Which Ratio: Table 3's ratios are the plain ``r = #man / #woman`` predictions on test images in
+which the person is VISIBLE (only a body part is inpainted): they differ from Table 1's
+persons-masked Ratio (e.g. ResNet-50 / Original: 3.5 in Table 3 vs 6.3 in Table 1), several
+are below 1 (0.6, 0.8; so not ``max(r, 1/r)``), and masking the person would remove the
+inpainted part itself. We therefore use r on unmasked images
+(:func:`biaslab.metrics.captions.classification_ratio`, ``ratio``).
+
+Body parts (:func:`part_mask`). The paper uses COCO-WholeBody part annotations and SAM masks,
+neither of which exists offline; we draw small discs from the 17 COCO keypoints:
+
+* ``head``: nose, eyes, ears -- disc around their mean, radius ``max(0.5 u, 0.75 * spread)``
+  (spread = largest distance between visible face keypoints);
+* ``left_hand`` / ``right_hand``: the wrist, moved ``0.3`` of the forearm (elbow -> wrist)
+  further out when the elbow is visible, radius ``0.35 u``;
+* ``left_foot`` / ``right_foot``: the ankle, radius ``0.35 u``;
+
+with ``u`` the body unit of :func:`biaslab.counterfactual.masks.keypoint_silhouette`
+(max of shoulder width, hip width, half the torso length, 0.12 * box height) and all radii
+times ``radius_scale``. For each image the part is drawn uniformly among the configured parts
+whose keypoints are visible (``numpy.random.default_rng([seed, image_id])``); a person without
+any usable keypoint gets a random sub-box of its box instead (``box``: sides ``box_fraction``
+of the box's, uniform position, same generator).
+
+Inpainting (:func:`inpaint_part`) uses the configured generation backend, so the test images
+carry the same kind of artifacts as the generated training images:
+
+* ``copy_paste``: the part is removed with ``cv2.inpaint`` and a patch of a real person of the
+  SAME group (a donor from the training split, pasted as in generation -- scaled to the person
+  box, alpha restricted to the part mask) fills it; seams and colour breaks are real;
+* ``sd_inpaint``: the Stable Diffusion inpainting pipeline with the image's caption as the
+  prompt (the first caption naming the image's gender, else the first caption).
+
+Images are written as JPEG (quality 95) like the generated candidates; note that on a PNG source
+(the synthetic data) the compression is then itself one of the artifacts the test can detect.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from biaslab.io import atomic_path
+
+#: body part -> COCO keypoint indices (17-keypoint order of biaslab.counterfactual.masks).
+PART_KEYPOINTS = {"head": (0, 1, 2, 3, 4), "left_hand": (9,), "right_hand": (10,),
+                  "left_foot": (15,), "right_foot": (16,)}
+#: the elbow / knee that orients a hand / foot disc.
+_PART_JOINT = {"left_hand": 7, "right_hand": 8}
+#: disc radius in body units (head: lower bound; see module docstring).
+PART_RADIUS = {"head": 0.5, "left_hand": 0.35, "right_hand": 0.35, "left_foot": 0.35,
+               "right_foot": 0.35}
+DEFAULT_PARTS = ("head", "left_hand", "right_hand")
+PARTS_COLUMNS = ["image_id", "ann_id", "gender", "part", "mask_pixels", "prompt", "source_path",
+                 "path", "donor_ann_id"]
+
+
+def _visible(keypoints) -> dict[int, tuple[float, float]]:
+    if keypoints is None:
+        return {}
+    kp = np.asarray(keypoints, float).reshape(-1)
+    if kp.size != 51 or not np.isfinite(kp).all():
+        return {}
+    kp = kp.reshape(17, 3)
+    return {i: (float(x), float(y)) for i, (x, y, v) in enumerate(kp) if v > 0}
+
+
+def body_unit(keypoints, box) -> float:
+    """Body unit ``u`` in pixels (the width unit of the keypoint silhouette): max of shoulder
+    width, hip width, half the shoulder-hip distance and 0.12 * box height (>= 2 px)."""
+    vis = _visible(keypoints)
+    h = float(box[3])
+
+    def dist(a, b):
+        return float(np.hypot(vis[a][0] - vis[b][0], vis[a][1] - vis[b][1]))
+
+    cands = [0.12 * h]
+    if 5 in vis and 6 in vis:
+        cands.append(dist(5, 6))
+    if 11 in vis and 12 in vis:
+        cands.append(dist(11, 12))
+    for s, hp in ((5, 11), (6, 12)):
+        if s in vis and hp in vis:
+            cands.append(0.5 * dist(s, hp))
+    return max(max(cands), 2.0)
+
+
+def available_parts(keypoints, parts: Sequence[str] = DEFAULT_PARTS) -> list[str]:
+    """The parts of ``parts`` whose keypoints are visible (order kept)."""
+    for p in parts:
+        if p not in PART_KEYPOINTS:
+            raise ValueError(f"unknown body part {p!r}; known: {sorted(PART_KEYPOINTS)}")
+    vis = _visible(keypoints)
+    return [p for p in parts if any(i in vis for i in PART_KEYPOINTS[p])]
+
+
+def part_disc(keypoints, box, part: str, radius_scale: float = 1.0
+              ) -> tuple[float, float, float] | None:
+    """``(cx, cy, r)`` of a body part's disc in pixels (module docstring), or None when none of
+    its keypoints is visible."""
+    if part not in PART_KEYPOINTS:
+        raise ValueError(f"unknown body part {part!r}; known: {sorted(PART_KEYPOINTS)}")
+    vis = _visible(keypoints)
+    pts = [vis[i] for i in PART_KEYPOINTS[part] if i in vis]
+    if not pts:
+        return None
+    u = body_unit(keypoints, box)
+    c = np.mean(np.asarray(pts, float), axis=0)
+    r = PART_RADIUS[part] * u
+    if part == "head":
+        spread = max((math.dist(a, b) for a in pts for b in pts), default=0.0)
+        r = max(r, 0.75 * spread)
+    joint = _PART_JOINT.get(part)
+    if joint is not None and joint in vis:   # the hand lies beyond the wrist
+        c = c + 0.3 * (c - np.asarray(vis[joint], float))
+    return float(c[0]), float(c[1]), float(r * radius_scale)
+
+
+def disc_mask(cx: float, cy: float, r: float, height: int, width: int) -> np.ndarray:
+    """0/1 uint8 mask of the pixels whose centres lie within ``r`` of ``(cx, cy)`` (pixel
+    centres at integer + 0.5)."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    return (((xx + 0.5 - cx) ** 2 + (yy + 0.5 - cy) ** 2) <= r * r).astype(np.uint8)
+
+
+def part_mask(person, height: int, width: int, part: str, radius_scale: float = 1.0
+              ) -> np.ndarray | None:
+    """0/1 mask (height, width) of one body part of a ``persons.parquet`` row, or None when
+    the part's keypoints are missing."""
+    box = (person["x"], person["y"], person["w"], person["h"])
+    d = part_disc(person.get("keypoints"), box, part, radius_scale)
+    if d is None:
+        return None
+    m = disc_mask(*d, height, width)
+    return m if m.any() else None
+
+
+def random_box_mask(person, height: int, width: int, rng: np.random.Generator,
+                    fraction: float = 0.3) -> np.ndarray:
+    """0/1 mask of a random sub-box of the person box: sides ``fraction`` of the box's (at
+    least 1 px), top-left uniform within the box; clipped to the image."""
+    x, y, w, h = (float(person[k]) for k in ("x", "y", "w", "h"))
+    sw, sh = max(w * fraction, 1.0), max(h * fraction, 1.0)
+    x0 = x + float(rng.uniform(0, max(w - sw, 0)))
+    y0 = y + float(rng.uniform(0, max(h - sh, 0)))
+    from biaslab.counterfactual.masks import box_mask
+    return box_mask((x0, y0, sw, sh), height, width)
+
+
+def choose_part_mask(person, height: int, width: int, rng: np.random.Generator,
+                     parts: Sequence[str] = DEFAULT_PARTS, radius_scale: float = 1.0,
+                     box_fraction: float = 0.3) -> tuple[np.ndarray, str]:
+    """A random body part of one person: ``(mask, part)``, part drawn uniformly among the
+    available ``parts`` (``rng.integers``), else ``(random sub-box, "box")``."""
+    avail = available_parts(person.get("keypoints"), parts)
+    while avail:
+        part = avail[int(rng.integers(len(avail)))]
+        m = part_mask(person, height, width, part, radius_scale)
+        if m is not None:
+            return m, part
+        avail.remove(part)   # the disc fell outside the image
+    return random_box_mask(person, height, width, rng, box_fraction), "box"
+
+
+def caption_prompt(captions: Sequence[str], gender: str, words: str = "lic") -> str:
+    """The inpainting prompt: the first caption that names ``gender`` (paper 000 sec. 3.3:
+    "inpainting with the caption as a prompt"), else the first caption ("" when none)."""
+    from biaslab import gender as G
+    for c in captions:
+        if G.caption_gender(c, words) == gender:
+            return str(c)
+    return str(captions[0]) if len(captions) else ""
+
+
+def inpaint_part(backend, image: np.ndarray, mask: np.ndarray, *, image_id: int, box,
+                 group: str, prompt: str, seed: int, guidance_scale: float = 7.5
+                 ) -> tuple[np.ndarray, int | None]:
+    """Inpaint ``mask`` of ``image`` with a generation backend (``CopyPasteBackend`` /
+    ``SDInpaintBackend`` ``generate`` API): ``group`` = the person's own group (copy_paste:
+    donor group), ``prompt`` = the caption (sd_inpaint). Returns ``(image, donor ann_id or
+    None)``; pixels outside ``mask`` are unchanged by both backends."""
+    item = {"image_id": int(image_id), "boxes": [[float(v) for v in box]]}
+    (arr, donors), = backend.generate(item, image, mask, group, prompt, [0], [int(seed)],
+                                      [float(guidance_scale)])
+    donor = None
+    if donors:
+        donor = next((int(d) for d in donors if d is not None), None)
+    return arr, donor
+
+
+def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend,
+                             out_dir: str | os.PathLike, *, seed: int = 0,
+                             parts: Sequence[str] = DEFAULT_PARTS, radius_scale: float = 1.0,
+                             box_fraction: float = 0.3, guidance_scale: float = 7.5,
+                             jpeg_quality: int = 95, progress: bool = False) -> pd.DataFrame:
+    """Inpaint a random body part of the main person of every test image.
+
+    Args:
+        items: one row per test image: ``image_id``, ``path``, ``gender`` (female/male),
+            ``prompt`` (:func:`caption_prompt`).
+        persons: ``persons.parquet`` rows (the person is the largest box of the image, crowd-
+            like boxes skipped: :func:`biaslab.counterfactual.masks.select_persons`).
+        backend: a generation backend (``generate`` API of biaslab.counterfactual).
+        out_dir: images go to ``<out_dir>/<image_id>.jpg`` (path kept as given).
+        seed: part choice (``default_rng([seed, image_id])``) and backend seed.
+
+    Returns:
+        ``PARTS_COLUMNS`` table sorted by image_id; images without any person are skipped.
+    """
+    from tqdm import tqdm
+
+    from biaslab.counterfactual.generate import load_image
+    from biaslab.counterfactual.masks import select_persons
+    by_img = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
+    rows = []
+    for it in tqdm(items.sort_values("image_id").to_dict("records"), disable=not progress,
+                   desc=f"artifact ({getattr(backend, 'name', 'backend')})", unit="img"):
+        iid = int(it["image_id"])
+        ps = by_img.get(iid)
+        if ps is None or ps.empty:
+            continue
+        sel = select_persons(ps, crowd_min_inside=3)
+        if sel.empty:
+            continue
+        person = sel.iloc[0].to_dict()
+        image = load_image(it["path"])
+        H, W = image.shape[:2]
+        rng = np.random.default_rng([int(seed), iid])
+        mask, part = choose_part_mask(person, H, W, rng, parts, radius_scale, box_fraction)
+        box = (person["x"], person["y"], person["w"], person["h"])
+        out, donor = inpaint_part(backend, image, mask, image_id=iid, box=box,
+                                  group=it["gender"], prompt=it.get("prompt", ""),
+                                  seed=int(rng.integers(2**31 - 1)),
+                                  guidance_scale=guidance_scale)
+        path = os.path.join(str(out_dir), f"{iid}.jpg")
+        with atomic_path(path, suffix=".jpg") as tmp:
+            Image.fromarray(out).save(tmp, format="JPEG", quality=int(jpeg_quality))
+        rows.append({"image_id": iid, "ann_id": int(person["ann_id"]), "gender": it["gender"],
+                     "part": part, "mask_pixels": int(mask.sum()),
+                     "prompt": it.get("prompt", ""), "source_path": str(it["path"]),
+                     "path": path, "donor_ann_id": donor})
+    df = pd.DataFrame(rows, columns=PARTS_COLUMNS)
+    return df.astype({"donor_ann_id": "Int64"}) if len(df) else df
+
+
+# --------------------------------------------------------------------------- scores
+def delta(ratio_orig: float | None, ratio_inp: float | None) -> float | None:
+    """Relative change of the gender ratio in percent (paper 000 Table 3):
+    ``100 * |ratio_orig - ratio_inp| / ratio_orig``. None when either ratio is undefined
+    (None / NaN / inf) or ``ratio_orig`` is 0."""
+    if ratio_orig is None or ratio_inp is None:
+        return None
+    o, i = float(ratio_orig), float(ratio_inp)
+    if not (np.isfinite(o) and np.isfinite(i)) or o == 0:
+        return None
+    return 100.0 * abs(o - i) / o
+
+
+def artifact_scores(p_orig: tuple[np.ndarray, np.ndarray],
+                    p_inp: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Table 3 for one model from its gender scores ``(p_woman, p_man)`` on the original and
+    the inpainted versions of the same images: ``ratio_orig``, ``ratio_inp`` (r = #man /
+    #woman, None when undefined), ``delta`` (:func:`delta`), the counts, and ``flip_rate``
+    (% of images whose call -- man, woman or tie -- changes)."""
+    from biaslab.metrics.captions import classification_ratio
+    ro = classification_ratio(p_orig[1], p_orig[0])
+    ri = classification_ratio(p_inp[1], p_inp[0])
+
+    def fin(v):
+        return float(v) if np.isfinite(v) else None
+
+    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
+           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
+           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
+    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    call_o = np.sign(np.asarray(p_orig[1], float) - np.asarray(p_orig[0], float))
+    call_i = np.sign(np.asarray(p_inp[1], float) - np.asarray(p_inp[0], float))
+    out["flip_rate"] = float(100.0 * np.mean(call_o != call_i)) if len(call_o) else None
+    return out
+
+
+__all__ = ["PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit", "available_parts", "part_disc",
+           "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
+           "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores"]

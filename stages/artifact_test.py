@@ -1,0 +1,122 @@
+"""Stage `artifact_test`: synthetic-artifact test of paper 000 sec. 3.3 / Table 3
+(biaslab.artifact; params `artifact`, `classifier.seeds`, `generate.*` for the backend).
+
+A random body part of the main person of every test image is inpainted by the generation
+backend (copy_paste: cv2 inpainting + a patch of a same-group donor; sd_inpaint: SD with the
+caption as prompt); the gender-prediction ratio r = #man / #woman of the classifiers trained on
+`artifact.datasets` (original, augment, synthetic) is compared on the original and the
+inpainted images (persons visible): Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig.
+
+in:  data/models/classifier/<dataset>-<seed>/, data/prepared/{images,persons,captions}.parquet,
+     data/labels/images.parquet, data/split.parquet, data/features/images*.npy
+out: data/artifact/ (images/<image_id>.jpg, parts.parquet: image, person, part, prompt, donor),
+     metrics/artifact.json ({dataset: {ratio_orig_mean/_std, ratio_inp_mean/_std,
+     delta_mean/_std, flip_rate_mean/_std, per_seed}, test_set: {...}})
+"""
+import sys
+import time
+
+import numpy as np
+
+from biaslab.artifact import artifact_scores, build_inpainted_test_set, caption_prompt
+from biaslab.classify import GenderObjectClassifier, model_features, summarize, test_table
+from biaslab.features import load_features, set_threads
+from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
+
+PREP = "data/prepared"
+OUT = "data/artifact"
+
+
+def make_backend(g: dict, persons, images, labels, split):
+    """The generation backend of params `generate` (same construction as stage generate)."""
+    if g["backend"] == "copy_paste":
+        from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
+        donors = donor_pool(persons, images, labels, split, splits=g.get("donor_splits"),
+                            single_person=g.get("donor_single_person", True),
+                            min_pool=int(g.get("m", 1)))
+        return CopyPasteBackend(donors, inpaint_radius=g.get("inpaint_radius", 5),
+                                inpaint_method=g.get("inpaint_method", "telea"),
+                                feather_px=g.get("feather_px", 2.0))
+    if g["backend"] == "sd_inpaint":
+        from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
+        return SDInpaintBackend(g["model"], steps=g.get("steps", 50),
+                                resolution=g.get("resolution", 512),
+                                batch_size=g.get("batch_size", 4),
+                                feather_px=g.get("feather_px", 2.0))
+    raise InputError("params.yaml", f"unknown generate.backend {g['backend']!r} "
+                                    "(copy_paste | sd_inpaint)")
+
+
+def main() -> None:
+    params = load_params()
+    a, g, c = params["artifact"], params["generate"], params["classifier"]
+    fp = params.get("features", {})
+    cache = fp.get("cache_dir", "data/cache/features")
+    words = params.get("label", {}).get("words", "lic")
+    set_threads(c.get("threads", 1))
+    images = read_parquet(f"{PREP}/images.parquet")
+    persons = read_parquet(f"{PREP}/persons.parquet")
+    labels = read_parquet("data/labels/images.parquet")
+    split = read_parquet("data/split.parquet")
+    test = test_table(images, labels, split, read_parquet(f"{PREP}/objects.parquet"), persons)
+    test = test[test["n_persons"] > 0]
+    caps = read_parquet(f"{PREP}/captions.parquet").sort_values("caption_id")
+    caps = caps.groupby("image_id")["caption"].apply(list)
+    test = test.assign(prompt=[caption_prompt(caps.get(i, []), gnd, words)
+                               for i, gnd in zip(test["image_id"], test["gender"])])
+    t0 = time.perf_counter()
+    backend = make_backend(g, persons, images, labels, split)
+    parts = build_inpainted_test_set(
+        test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
+        parts=a.get("parts", ["head", "left_hand", "right_hand"]),
+        radius_scale=float(a.get("radius_scale", 1.0)),
+        box_fraction=float(a.get("box_fraction", 0.3)),
+        guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
+    gen_seconds = time.perf_counter() - t0
+    if parts.empty:
+        raise InputError("data/split.parquet", "no test image with a person to inpaint")
+    write_parquet(f"{OUT}/parts.parquet", parts)
+    orig = test.set_index("image_id").loc[parts["image_id"]].reset_index()[["image_id", "path"]]
+    ids, base = load_features()
+    out = {}
+    for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
+        per_seed = []
+        for seed in c["seeds"]:
+            clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
+            fo = model_features(clf, orig, ids, base, cache)
+            fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True)
+            s = artifact_scores(clf.gender_proba(fo), clf.gender_proba(fi))
+            per_seed.append({"seed": int(seed), **{k: _r(v) for k, v in s.items()}})
+        out[dataset] = {**{k: _r(v) for k, v in
+                           summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
+                                                "flip_rate")).items()},
+                        "per_seed": per_seed}
+    n_m = int((parts["gender"] == "male").sum())
+    n_f = int((parts["gender"] == "female").sum())
+    out["test_set"] = {"n_images": int(len(parts)), "n_male": n_m, "n_female": n_f,
+                       "ratio_gt": _r(n_m / n_f) if n_f else None,
+                       "backend": g["backend"],
+                       "parts": {k: int(v) for k, v in parts["part"].value_counts()
+                                 .sort_index().items()},
+                       "mean_mask_pixels": _r(float(parts["mask_pixels"].mean())),
+                       "inpaint_seconds": round(gen_seconds, 1)}
+    write_json("metrics/artifact.json", out)
+    for d, v in out.items():
+        if d != "test_set":
+            print(d, {k: v[k] for k in ("ratio_orig_mean", "ratio_inp_mean", "delta_mean")})
+
+
+def _r(v, nd: int = 4):
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    v = float(v)
+    return round(v, nd) if np.isfinite(v) else None
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"artifact_test: {e}")

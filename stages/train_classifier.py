@@ -1,0 +1,95 @@
+"""Stage `train_classifier` (matrix: dataset x seed): multi-label object + gender classifier of
+paper 000 sec. 3.1 / appendix B.1 trained on one training-set variant
+(biaslab.classify; params `classifier` except datasets/seeds, `features.backbone`,
+`features.image_size`).
+
+usage: python stages/train_classifier.py --dataset augment --seed 0
+
+in:  data/datasets/original.parquet (label list: objects co-occurring with each gender >=
+     classifier.min_cooccur times), data/datasets/<dataset>.parquet, data/features/images*.npy
+     (frozen features of the real images), the counterfactual image files the manifest names
+     (data/generate/images/, encoded through the feature cache)
+out: data/models/classifier/<dataset>-<seed>/ (classifier_config.json incl. labels/outputs,
+     classifier_head.safetensors, history.json), dvclive/classifier/<dataset>-<seed>/ (per-epoch
+     train/loss, val/loss, val/mAP, val/gender_acc)
+"""
+import argparse
+import sys
+import time
+
+from biaslab.classify import (DEFAULTS, GenderObjectClassifier, manifest_features,
+                              select_labels, train_classifier, train_finetune)
+from biaslab.features import load_features, set_threads
+from biaslab.io import InputError, load_params, read_parquet, write_json
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--seed", type=int, required=True)
+    args = ap.parse_args(argv)
+    params = load_params()
+    p = {**DEFAULTS, **params.get("classifier", {})}
+    fp = params.get("features", {})
+    backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
+    set_threads(p.get("threads", 1))
+    labels = select_labels(read_parquet("data/datasets/original.parquet"), p["min_cooccur"],
+                           p.get("cooccur_rule", "each"))
+    if not labels:
+        raise InputError("data/datasets/original.parquet",
+                         f"no object co-occurs >= {p['min_cooccur']} times with "
+                         f"{p.get('cooccur_rule', 'each')} gender (lower "
+                         f"classifier.min_cooccur)")
+    manifest = read_parquet(f"data/datasets/{args.dataset}.parquet")
+    if len(manifest) < 2:
+        raise InputError(f"data/datasets/{args.dataset}.parquet",
+                         f"{len(manifest)} training rows: nothing to train on")
+    out = f"data/models/classifier/{args.dataset}-{args.seed}"
+    train_params = {k: p[k] for k in DEFAULTS}
+    stats: dict = {}
+    from dvclive import Live
+    t0 = time.perf_counter()
+    with Live(dir=f"dvclive/classifier/{args.dataset}-{args.seed}", dvcyaml=False,
+              save_dvc_exp=False) as live:
+        def on_epoch(epoch: int, rec: dict) -> None:
+            live.log_metric("train/loss", rec["train_loss"])
+            for k in ("val_loss", "val_mAP", "val_gender_acc"):
+                if rec.get(k) is not None and rec[k] == rec[k]:   # skip NaN
+                    live.log_metric(k.replace("val_", "val/"), rec[k])
+            live.next_step()
+
+        if p["finetune"]:
+            clf, hist = train_finetune(manifest, labels, backbone=backbone, image_size=size,
+                                       seed=args.seed, params=train_params, on_epoch=on_epoch)
+            feat_seconds = 0.0
+        else:
+            ids, base = load_features()
+            tf = time.perf_counter()
+            feats = manifest_features(manifest, ids, base,
+                                      fp.get("cache_dir", "data/cache/features"), backbone,
+                                      image_size=size, batch_size=fp.get("batch_size", 32),
+                                      stats=stats)
+            feat_seconds = time.perf_counter() - tf
+            clf, hist = train_classifier(feats, manifest, labels, seed=args.seed,
+                                         params=train_params, backbone=backbone,
+                                         image_size=size, on_epoch=on_epoch)
+    seconds = time.perf_counter() - t0
+    clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest)),
+                       "feature_seconds": round(feat_seconds, 2),
+                       "train_seconds": round(seconds - feat_seconds, 2),
+                       "encoded_now": int(stats.get("computed", 0))})
+    clf.save(out)
+    write_json(f"{out}/history.json", hist)
+    GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable
+    last = hist[clf.config["best_epoch"]] if hist else {}
+    print(f"train_classifier {args.dataset}-{args.seed}: {len(labels)} objects + 2 genders, "
+          f"{len(manifest)} rows, {len(hist)} epochs (best {clf.config['best_epoch']}), "
+          f"val_loss {last.get('val_loss')}, val_mAP {last.get('val_mAP')}, "
+          f"{seconds:.1f} s")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"train_classifier: {e}")
