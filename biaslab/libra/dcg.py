@@ -1,0 +1,692 @@
+"""Debiasing Caption Generator (DCG) of LIBRA: paper 003 sec. 4 (Eq. 9) and supp. 3.2; thesis
+(paper 002) sec. 3.4 (Eq. 3.9).
+
+DCG is an encoder-decoder captioner: the encoder is a Transformer vision-and-language model
+that reads an image ``I`` and a biased caption ``y*`` with ``100 eta %`` of its words masked
+(eta = 0.2); the decoder is a Transformer language model that generates through cross-attention
+on the encoder output and is trained to recover the original caption ``y`` with
+``L_ce = -sum_t log p(y_t | y_<t, I, y*)`` (Eq. 9). At inference the output caption ``y_c`` of any
+captioner is masked the same way and DCG generates the debiased caption.
+
+Implementation: ``transformers.EncoderDecoderModel`` with a ``ViltModel`` encoder and a
+``GPT2LMHeadModel`` decoder (``add_cross_attention=True``), the paper's ViLT + GPT-2.
+
+* Paper tier: ``encoder: dandelin/vilt-b32-mlm`` (or any ViLT name/dir) with its BERT tokenizer,
+  ``decoder: gpt2`` with its tokenizer (pad = eos), ``image_input: pixels`` (ViLT's own patch
+  projection + position embeddings, images resized to ``pixel_size``, mean/std 0.5).
+* Offline tier (``encoder: tiny``, ``decoder: tiny``): the same classes built from small
+  configs (``hidden`` 128, ``layers`` 2) and trained from scratch, one word-level tokenizer built
+  on the captions (``t5.build_caption_tokenizer``, lower-cased) for both sides, and
+  ``image_input: features``: the frozen backbone feature of the image (``biaslab.features``,
+  EfficientNet-Lite0 1280-d, cached by the ``features`` stage) is linearly projected to
+  ``n_image_tokens`` tokens with a learned position embedding ("linear projection and position
+  embedding", sec. 4) and given to ViLT as ``image_embeds``. Chosen because ViLT patches trained
+  from scratch on a few thousand images learn little, while the frozen backbone carries the
+  visual evidence (e.g. of gender) that DCG must read.
+
+Choices (documented, tested): the masked words are ``k = max(1, round(eta * n))`` words of the
+input caption chosen uniformly (any word, gender words included, so that DCG must read the image
+to restore them); masking at inference uses a seeded generator (``seed``), so outputs are
+reproducible. Eq. 9 is summed over the tokens of each caption (including the end token) and
+averaged over the batch. Greedy decoding by default, beam search with ``num_beams > 1``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet, threads,
+                              word_spans)
+
+TINY = "tiny"
+FEATURES = "features"
+PIXELS = "pixels"
+_FORMAT = 1
+_SPECIALS = ("[PAD]", "[UNK]", "[MASK]", "[BOS]", "[EOS]")
+
+
+@dataclass
+class DCGSettings:
+    """DCG hyper-parameters (paper: ViLT + GPT-2, eta = 0.2; the rest are our choices).
+
+    ``encoder``/``decoder``: ``tiny`` or a Hugging Face name / local dir (ViLT / GPT-2).
+    ``image_input``: ``features`` (backbone vector -> ``n_image_tokens`` tokens) or ``pixels``.
+    ``backbone``/``image_size``: the image backbone that computes the features (recorded so
+    that ``debias`` on new images uses the same one). ``pixel_size``: ViLT input size.
+    ``eta``: fraction of input words masked (Eq. 9 training and inference).
+    """
+    encoder: str = TINY
+    decoder: str = TINY
+    image_input: str = FEATURES
+    backbone: str = "efficientnet_lite0"
+    image_size: int | None = 224
+    n_image_tokens: int = 4
+    pixel_size: int = 64
+    patch_size: int = 16
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    dropout: float = 0.1
+    vocab_size: int = 8000
+    min_count: int = 2
+    max_length: int = 40
+    eta: float = 0.2
+    epochs: int = 8
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.05
+    num_beams: int = 1
+    max_new_tokens: int = 32
+    num_threads: int | None = None
+    local_files_only: bool = True
+    progress: bool = False
+
+
+def settings_from_dict(d: dict | None) -> DCGSettings:
+    """``DCGSettings`` from a params dict; unknown keys raise ``ValueError`` naming them."""
+    d = dict(d or {})
+    names = {f.name for f in dataclasses.fields(DCGSettings)}
+    bad = sorted(set(d) - names)
+    if bad:
+        raise ValueError(f"unknown libra.dcg setting(s) {bad}; known: {sorted(names)}")
+    s = DCGSettings(**d)
+    if s.image_input not in (FEATURES, PIXELS):
+        raise ValueError(f"libra.dcg.image_input must be {FEATURES!r} or {PIXELS!r}, got "
+                         f"{s.image_input!r}")
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# masking
+
+
+def mask_caption(caption: str, eta: float, rng: np.random.Generator,
+                 mask_token: str = "[MASK]") -> str:
+    """``caption`` with ``max(1, round(eta * n))`` of its ``n`` words (uniform, without
+    replacement) replaced by ``mask_token`` (sec. 4: "mask 100 eta percent of words");
+    unchanged when ``eta == 0``."""
+    spans = word_spans(caption)
+    k = n_to_mask(len(spans), eta)
+    if k == 0:
+        return caption
+    pos = set(rng.choice(len(spans), size=k, replace=False).tolist())
+    out, last = [], 0
+    for i, (s, e, _) in enumerate(spans):
+        out.append(caption[last:s])
+        out.append(mask_token if i in pos else caption[s:e])
+        last = e
+    out.append(caption[last:])
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# tokenizers and model
+
+
+def build_tokenizer(captions: Sequence[str], vocab_size: int = 8000, min_count: int = 2):
+    """Offline-tier tokenizer (``PreTrainedTokenizerFast``) built on the captions, lower-casing,
+    specials ``[PAD] [UNK] [MASK] [BOS] [EOS]`` = ids 0-4."""
+    from tokenizers import normalizers
+    from transformers import PreTrainedTokenizerFast
+    tok, _ = build_caption_tokenizer(captions, vocab_size, min_count, specials=_SPECIALS,
+                                     unk_token="[UNK]")
+    tok.normalizer = normalizers.Lowercase()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
+                                   mask_token="[MASK]", bos_token="[BOS]", eos_token="[EOS]")
+
+
+def _load_tokenizer(name: str, local_files_only: bool):
+    from transformers import AutoTokenizer
+    from biaslab.textclf import resolve_model
+    tok = AutoTokenizer.from_pretrained(resolve_model(name), local_files_only=local_files_only)
+    if tok.pad_token is None:            # GPT-2
+        tok.pad_token = tok.eos_token
+    if tok.bos_token is None:
+        tok.bos_token = tok.eos_token
+    return tok
+
+
+def _build_seq2seq(s: DCGSettings, enc_tok, dec_tok):
+    from transformers import (EncoderDecoderModel, GPT2Config, GPT2LMHeadModel, ViltConfig,
+                              ViltModel)
+    from biaslab.textclf import resolve_model
+    if s.encoder == TINY:
+        enc = ViltModel(ViltConfig(
+            vocab_size=len(enc_tok), hidden_size=s.hidden, num_hidden_layers=s.layers,
+            num_attention_heads=s.heads, intermediate_size=4 * s.hidden,
+            hidden_dropout_prob=s.dropout, attention_probs_dropout_prob=s.dropout,
+            max_position_embeddings=s.max_length, image_size=s.pixel_size,
+            patch_size=s.patch_size, pad_token_id=enc_tok.pad_token_id, max_image_length=-1),
+            add_pooling_layer=False)
+    else:
+        with quiet():
+            enc = ViltModel.from_pretrained(resolve_model(s.encoder), add_pooling_layer=False,
+                                            local_files_only=s.local_files_only)
+    if s.decoder == TINY:
+        dec = GPT2LMHeadModel(GPT2Config(
+            vocab_size=len(dec_tok), n_positions=s.max_length + 2, n_embd=s.hidden,
+            n_layer=s.layers, n_head=s.heads, resid_pdrop=s.dropout, embd_pdrop=s.dropout,
+            attn_pdrop=s.dropout, add_cross_attention=True, is_decoder=True,
+            bos_token_id=dec_tok.bos_token_id, eos_token_id=dec_tok.eos_token_id,
+            pad_token_id=dec_tok.pad_token_id))
+    else:
+        path = resolve_model(s.decoder)
+        cfg = GPT2Config.from_pretrained(path, local_files_only=s.local_files_only)
+        cfg.add_cross_attention = True     # new cross-attention layers, trained by Eq. 9
+        cfg.is_decoder = True
+        with quiet():
+            dec = GPT2LMHeadModel.from_pretrained(path, config=cfg,
+                                                  local_files_only=s.local_files_only)
+    model = EncoderDecoderModel(encoder=enc, decoder=dec)
+    _set_ids(model, dec_tok)
+    return model
+
+
+def _set_ids(model, dec_tok) -> None:
+    for cfg in (model.config, model.generation_config):
+        cfg.decoder_start_token_id = dec_tok.bos_token_id
+        cfg.bos_token_id = dec_tok.bos_token_id
+        cfg.eos_token_id = dec_tok.eos_token_id
+        cfg.pad_token_id = dec_tok.pad_token_id
+
+
+def _torch_module():
+    import torch
+    return torch.nn.Module
+
+
+class DCG(_torch_module()):
+    """The DCG network: ``seq2seq`` (EncoderDecoderModel: ViLT encoder, GPT-2 decoder), the image
+    projection (features mode), the tokenizers and the settings. Build with ``build_dcg``,
+    train with ``train_dcg``, run with ``debias``; ``save``/``load``."""
+
+    def __init__(self, settings: DCGSettings, seq2seq, enc_tok, dec_tok, feat_dim: int | None):
+        import torch
+        from torch import nn
+        super().__init__()
+        self.settings = settings
+        self.seq2seq = seq2seq
+        self.enc_tok = enc_tok
+        self.dec_tok = dec_tok
+        self.feat_dim = feat_dim
+        self.meta: dict = {}
+        h = seq2seq.encoder.config.hidden_size
+        if settings.image_input == FEATURES:
+            if not feat_dim:
+                raise ValueError("image_input 'features' needs feat_dim")
+            k = settings.n_image_tokens
+            self.img_proj = nn.Linear(int(feat_dim), k * h)
+            self.img_pos = nn.Parameter(torch.zeros(k, h))
+            nn.init.normal_(self.img_pos, std=0.02)
+            self.img_norm = nn.LayerNorm(h)
+
+    # ---- inputs
+    def _image_embeds(self, feats):
+        import torch
+        x = torch.as_tensor(np.asarray(feats, np.float32))
+        b = x.shape[0]
+        k = self.settings.n_image_tokens
+        e = self.img_proj(x).view(b, k, -1) + self.img_pos
+        return self.img_norm(e)
+
+    def _pixels(self, images):
+        import torch
+        from PIL import Image
+        size = self.settings.pixel_size
+        arrs = []
+        for im in images:
+            if not isinstance(im, Image.Image):
+                with Image.open(im) as f:
+                    im = f.convert("RGB")
+            a = np.asarray(im.convert("RGB").resize((size, size), Image.BICUBIC), np.float32)
+            arrs.append(((a / 255.0 - 0.5) / 0.5).transpose(2, 0, 1))
+        return torch.from_numpy(np.ascontiguousarray(np.stack(arrs)))
+
+    def encode(self, masked_texts: Sequence[str], images):
+        """Encoder pass: ``(hidden (B, T, H), attention mask (B, T))`` over text + image
+        tokens. ``images``: features ``(B, F)`` or a list of image paths / PIL images."""
+        import torch
+        enc = self.enc_tok(list(masked_texts), padding=True, truncation=True,
+                           max_length=self.settings.max_length, return_tensors="pt")
+        ids, am = enc["input_ids"], enc["attention_mask"]
+        b = ids.shape[0]
+        if self.settings.image_input == FEATURES:
+            emb = self._image_embeds(images)
+            pm = torch.ones(b, emb.shape[1], dtype=torch.long)
+            out = self.seq2seq.encoder(input_ids=ids, attention_mask=am, image_embeds=emb,
+                                       pixel_mask=pm)
+        else:
+            px = self._pixels(images)
+            out = self.seq2seq.encoder(input_ids=ids, attention_mask=am, pixel_values=px,
+                                       pixel_mask=torch.ones(b, px.shape[2], px.shape[3],
+                                                             dtype=torch.long))
+        h = out.last_hidden_state
+        mask = torch.cat([am, torch.ones(b, h.shape[1] - am.shape[1], dtype=am.dtype)], dim=1)
+        return h, mask
+
+    def _targets(self, originals: Sequence[str]):
+        import torch
+        tok = self.dec_tok
+        ids = tok(list(originals), add_special_tokens=False, truncation=True,
+                  max_length=self.settings.max_length)["input_ids"]
+        n = max(len(x) for x in ids) + 1
+        dec_in = torch.full((len(ids), n), tok.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(ids), n), -100, dtype=torch.long)
+        for i, x in enumerate(ids):
+            dec_in[i, :len(x) + 1] = torch.tensor([tok.bos_token_id] + x)
+            labels[i, :len(x) + 1] = torch.tensor(x + [tok.eos_token_id])
+        return dec_in, labels
+
+    def loss(self, masked_texts: Sequence[str], images, originals: Sequence[str]):
+        """Eq. 9: ``-sum_t log p(y_t | y_<t, I, y*)`` per caption (end token included), averaged
+        over the batch. Returns ``(loss, number of target tokens)``."""
+        import torch
+        h, mask = self.encode(masked_texts, images)
+        dec_in, labels = self._targets(originals)
+        out = self.seq2seq(encoder_outputs=(h,), attention_mask=mask,
+                           decoder_input_ids=dec_in,
+                           decoder_attention_mask=(labels != -100).long())
+        nll = torch.nn.functional.cross_entropy(out.logits.transpose(1, 2), labels,
+                                                ignore_index=-100, reduction="none")
+        return nll.sum(1).mean(), int((labels != -100).sum())
+
+    def generate_from_masked(self, masked_texts: Sequence[str], images,
+                             num_beams: int | None = None,
+                             max_new_tokens: int | None = None) -> list[str]:
+        """Decode debiased captions for already-masked inputs (greedy or beam search)."""
+        import torch
+        from transformers.modeling_outputs import BaseModelOutput
+        s = self.settings
+        with torch.no_grad(), quiet():
+            h, mask = self.encode(masked_texts, images)
+            gen = self.seq2seq.generate(
+                encoder_outputs=BaseModelOutput(last_hidden_state=h), attention_mask=mask,
+                num_beams=int(num_beams or s.num_beams), do_sample=False,
+                max_new_tokens=int(max_new_tokens or s.max_new_tokens),
+                decoder_start_token_id=self.dec_tok.bos_token_id,
+                eos_token_id=self.dec_tok.eos_token_id, pad_token_id=self.dec_tok.pad_token_id)
+        texts = self.dec_tok.batch_decode(gen, skip_special_tokens=True)
+        return [" ".join(t.replace(SPACE, " ").split()) for t in texts]
+
+
+def build_dcg(settings: DCGSettings, captions: Sequence[str] = (),
+              feat_dim: int | None = None) -> DCG:
+    """A new (untrained, or pretrained-tier) DCG. ``captions`` build the tiny tokenizer."""
+    s = settings
+    if TINY in (s.encoder, s.decoder):
+        if not len(captions):
+            raise ValueError("the tiny DCG tokenizer needs training captions")
+        tiny_tok = build_tokenizer(captions, s.vocab_size, s.min_count)
+    enc_tok = tiny_tok if s.encoder == TINY else _load_tokenizer(s.encoder, s.local_files_only)
+    dec_tok = tiny_tok if s.decoder == TINY else _load_tokenizer(s.decoder, s.local_files_only)
+    return DCG(s, _build_seq2seq(s, enc_tok, dec_tok), enc_tok, dec_tok, feat_dim)
+
+
+# --------------------------------------------------------------------------------------------
+# training / inference
+
+
+def _take(images, idx):
+    if isinstance(images, np.ndarray):
+        return images[idx]
+    return [images[i] for i in idx]
+
+
+def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
+              settings: DCGSettings | None = None, seed: int = 0,
+              val: tuple[Sequence[str], Sequence[str], Any] | None = None,
+              on_epoch: Callable[[int, dict], None] | None = None,
+              model: DCG | None = None) -> DCG:
+    """Train DCG with Eq. 9 on pairs (biased ``y*``, original ``y``) and their images.
+
+    Args:
+        biased, originals: the synthetic biased captions and their originals (same length).
+        images: per pair, features ``(n, F)`` (``image_input="features"``) or image paths.
+        settings: ``DCGSettings``; ``eta`` masking is re-sampled every epoch.
+        val: optional ``(biased, originals, images)``; its Eq. 9 loss (fixed masks) is added
+            to each epoch record as ``val_loss``.
+        on_epoch: ``fn(epoch, record)``; record keys ``loss`` (Eq. 9 per caption),
+            ``tokens_per_s`` (target tokens per second), ``samples_per_s``, ``lr``,
+            ``seconds`` and ``val_loss``.
+        model: continue training this DCG instead of building a new one.
+
+    Returns:
+        the trained ``DCG`` in eval mode (``meta``: history, throughput).
+
+    Raises:
+        ValueError: empty or mismatched inputs.
+    """
+    import torch
+    s = settings or DCGSettings()
+    n = len(biased)
+    if n == 0 or n != len(originals) or n != len(images):
+        raise ValueError(f"DCG needs equally many biased captions, originals and images, got "
+                         f"{n}, {len(originals)}, {len(images)}")
+    feat_dim = int(np.asarray(images).shape[1]) if s.image_input == FEATURES else None
+    with threads(s.num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        dcg = model or build_dcg(s, list(originals) + list(biased), feat_dim)
+        mtok = dcg.enc_tok.mask_token
+        opt = torch.optim.AdamW([p for p in dcg.parameters() if p.requires_grad], lr=s.lr,
+                                weight_decay=s.weight_decay)
+        nb = -(-n // s.batch_size)
+        total = max(1, nb * s.epochs)
+        warm = max(1, int(s.warmup * total))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda t: min((t + 1) / warm, max(0.0, (total - t) / max(1, total - warm))))
+        vmask = None
+        if val is not None and len(val[0]):
+            vr = np.random.default_rng(seed + 1)
+            vmask = [mask_caption(c, s.eta, vr, mtok) for c in val[0]]
+        history, tok_all, sec_all = [], 0, 0.0
+        for epoch in range(s.epochs):
+            dcg.train()
+            t0 = time.perf_counter()
+            order = rng.permutation(n)
+            tot, ntok = 0.0, 0
+            for b in range(0, n, s.batch_size):
+                idx = order[b:b + s.batch_size]
+                masked = [mask_caption(biased[i], s.eta, rng, mtok) for i in idx]
+                loss, nt = dcg.loss(masked, _take(images, idx), [originals[i] for i in idx])
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(dcg.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                tot += float(loss.detach()) * len(idx)
+                ntok += nt
+            sec = time.perf_counter() - t0
+            tok_all += ntok
+            sec_all += sec
+            rec = {"loss": tot / n, "tokens_per_s": ntok / sec if sec else None,
+                   "samples_per_s": n / sec if sec else None,
+                   "lr": float(sched.get_last_lr()[0]), "seconds": sec}
+            if vmask is not None:
+                rec["val_loss"] = eval_loss(dcg, vmask, val[1], val[2])
+            history.append(rec)
+            if on_epoch is not None:
+                on_epoch(epoch, rec)
+    dcg.eval()
+    dcg.meta.update({"seed": int(seed), "n_train": n, "history": history,
+                     "train_tokens_per_s": tok_all / sec_all if sec_all else None,
+                     "train_samples_per_s": n * s.epochs / sec_all if sec_all else None})
+    return dcg
+
+
+def eval_loss(dcg: DCG, masked: Sequence[str], originals: Sequence[str], images,
+              batch_size: int = 256) -> float:
+    """Mean Eq. 9 loss per caption over already-masked inputs (eval mode, no gradient)."""
+    import torch
+    dcg.eval()
+    tot = 0.0
+    with torch.no_grad():
+        for b in range(0, len(masked), batch_size):
+            idx = np.arange(b, min(b + batch_size, len(masked)))
+            loss, _ = dcg.loss([masked[i] for i in idx], _take(images, idx),
+                               [originals[i] for i in idx])
+            tot += float(loss) * len(idx)
+    return tot / max(1, len(masked))
+
+
+def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = None,
+           eta: float | None = None, seed: int = 0, batch_size: int = 64,
+           max_new_tokens: int | None = None) -> list[str]:
+    """DCG inference (sec. 4 "Inference"): mask ``100 eta %`` of the words of each caption
+    (seeded), then generate the debiased caption from (masked caption, image).
+
+    Args:
+        captions: captions ``y_c`` of any captioner.
+        images: per caption, features ``(n, F)`` or image paths (per ``image_input``).
+        num_beams: 1 = greedy (default from settings).
+        eta: masking rate (default: the trained model's ``eta``).
+        seed: masking seed.
+
+    Returns:
+        debiased captions, lower case (one per input, input order).
+    """
+    s = dcg.settings
+    rate = s.eta if eta is None else float(eta)
+    rng = np.random.default_rng(seed)
+    mtok = dcg.enc_tok.mask_token
+    masked = [mask_caption(c, rate, rng, mtok) for c in captions]
+    out: list[str] = []
+    dcg.eval()
+    with threads(s.num_threads):
+        for b in range(0, len(masked), batch_size):
+            idx = np.arange(b, min(b + batch_size, len(masked)))
+            out += dcg.generate_from_masked([masked[i] for i in idx], _take(images, idx),
+                                            num_beams, max_new_tokens)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# save / load
+
+
+def save(dcg: DCG, directory: str | os.PathLike) -> Path:
+    """Save to ``directory`` (replaced atomically): ``dcg.json`` (settings, format, feat_dim,
+    meta), ``seq2seq/`` (EncoderDecoderModel), ``image.pt`` (projection, features mode),
+    ``enc_tokenizer/`` and ``dec_tokenizer/``."""
+    import torch
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        with quiet():
+            dcg.seq2seq.save_pretrained(tmp / "seq2seq")
+        dcg.enc_tok.save_pretrained(tmp / "enc_tokenizer")
+        dcg.dec_tok.save_pretrained(tmp / "dec_tokenizer")
+        if dcg.settings.image_input == FEATURES:
+            torch.save({k: v for k, v in dcg.state_dict().items() if k.startswith("img_")},
+                       tmp / "image.pt")
+        meta = {"format": _FORMAT, "settings": dataclasses.asdict(dcg.settings),
+                "feat_dim": dcg.feat_dim, "meta": dcg.meta}
+        (tmp / "dcg.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
+    """Load a ``save``d DCG (offline). Raises ``FileNotFoundError`` naming the directory when it
+    is not a saved DCG."""
+    import torch
+    from transformers import AutoTokenizer, EncoderDecoderModel
+    directory = Path(directory)
+    meta_p = directory / "dcg.json"
+    if not meta_p.is_file():
+        raise FileNotFoundError(f"{directory}: not a saved DCG model (no dcg.json)")
+    meta = json.loads(meta_p.read_text())
+    if meta.get("format") != _FORMAT:
+        raise ValueError(f"{meta_p}: unsupported format {meta.get('format')!r}")
+    s = settings_from_dict(meta["settings"])
+    if num_threads is not None:
+        s = dataclasses.replace(s, num_threads=num_threads)
+    with quiet():
+        seq2seq = EncoderDecoderModel.from_pretrained(directory / "seq2seq",
+                                                      local_files_only=True)
+    enc_tok = AutoTokenizer.from_pretrained(directory / "enc_tokenizer", local_files_only=True)
+    dec_tok = AutoTokenizer.from_pretrained(directory / "dec_tokenizer", local_files_only=True)
+    _set_ids(seq2seq, dec_tok)
+    dcg = DCG(s, seq2seq, enc_tok, dec_tok, meta.get("feat_dim"))
+    if s.image_input == FEATURES:
+        state = torch.load(directory / "image.pt", weights_only=True)
+        missing = dcg.load_state_dict(state, strict=False)
+        if any(k.startswith("img_") for k in missing.missing_keys):
+            raise ValueError(f"{directory / 'image.pt'}: incomplete image projection")
+    dcg.meta = meta.get("meta", {})
+    dcg.eval()
+    return dcg
+
+
+def evaluate(dcg: DCG, biased: Sequence[str], originals: Sequence[str],
+             original_genders: Sequence[str], types: Sequence[str], images,
+             words: str = "libra", seed: int = 0, num_beams: int | None = None) -> dict:
+    """How well DCG undoes synthetic bias on held-out pairs: per type and overall, the fraction
+    of outputs whose caption gender (word list ``words``) equals the original's
+    (``gender_acc_output``) vs the biased input's (``gender_acc_input``), exact recovery of the
+    original (``exact_output``) vs the input (``exact_input``), and how often DCG returned its
+    input unchanged (``copied_input``). Returns ``{"overall": {...}, "<type>": {...},
+    "outputs": [...]}``."""
+    from biaslab.gender import caption_gender
+    outs = debias(dcg, biased, images, num_beams=num_beams, seed=seed)
+
+    def norm(t: str) -> str:
+        return " ".join(w.lower() for _, _, w in word_spans(t))
+
+    rows = []
+    for b, o, g, t, y in zip(biased, originals, original_genders, types, outs):
+        rows.append({"type": t, "gender_in": caption_gender(b, words) == g,
+                     "gender_out": caption_gender(y, words) == g,
+                     "exact_in": norm(b) == norm(o), "exact_out": norm(y) == norm(o),
+                     "copied": norm(y) == norm(b)})
+
+    def agg(rs: list[dict]) -> dict:
+        if not rs:
+            return {"n": 0}
+        return {"n": len(rs),
+                "gender_acc_input": float(np.mean([r["gender_in"] for r in rs])),
+                "gender_acc_output": float(np.mean([r["gender_out"] for r in rs])),
+                "exact_input": float(np.mean([r["exact_in"] for r in rs])),
+                "exact_output": float(np.mean([r["exact_out"] for r in rs])),
+                "copied_input": float(np.mean([r["copied"] for r in rs]))}
+
+    res: dict[str, Any] = {"overall": agg(rows)}
+    for t in sorted(set(types)):
+        res[t] = agg([r for r in rows if r["type"] == t])
+    res["outputs"] = outs
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# images: files and features
+
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+def image_files(images: str | os.PathLike, image_ids: Sequence[int]) -> dict[int, Path]:
+    """Image file of each id in ``images``: a COCO-layout directory (``annotations/*.json``
+    ``images`` tables: ``file_name`` under ``images/<split>/``, ``<split>/``, ``images/`` or the
+    root) or any folder of images named by the COCO convention (the trailing digits of the file
+    stem are the id: ``000000000139.jpg``, ``COCO_val2014_000000000139.jpg``), searched
+    recursively.
+
+    Raises:
+        InputError: ``images`` is not a directory, or some ids have no file (the message gives
+            how many and a few of them).
+    """
+    import re
+    from biaslab.io import InputError, read_json
+    root = Path(images)
+    if not root.is_dir():
+        raise InputError(root, "images directory not found")
+    want = {int(i) for i in image_ids}
+    found: dict[int, Path] = {}
+    ann = root / "annotations"
+    if ann.is_dir():
+        prio = {"captions": 0, "image_info": 1, "instances": 2, "person_keypoints": 3}
+        files = []
+        for f in ann.glob("*.json"):
+            m = re.match(r"(captions|instances|person_keypoints|image_info)_(.+)\.json$", f.name)
+            if m:
+                files.append((prio[m.group(1)], f.name, f, m))
+        for _, _, f, m in sorted(files):   # small caption files first; stop when all found
+            if len(found) == len(want):
+                break
+            data = read_json(f)
+            split = m.group(2)
+            for im in data.get("images", []) if isinstance(data, dict) else []:
+                iid = im.get("id")
+                if iid not in want or iid in found or "file_name" not in im:
+                    continue
+                for cand in (root / "images" / split / im["file_name"],
+                             root / split / im["file_name"], root / "images" / im["file_name"],
+                             root / im["file_name"]):
+                    if cand.is_file():
+                        found[iid] = cand
+                        break
+    if len(found) < len(want):
+        pat = re.compile(r"(\d+)$")
+        for dirpath, _, files in os.walk(root):
+            for fn in sorted(files):
+                stem, ext = os.path.splitext(fn)
+                if ext.lower() not in IMAGE_EXTENSIONS:
+                    continue
+                m = pat.search(stem)
+                if m:
+                    iid = int(m.group(1))
+                    if iid in want and iid not in found:
+                        found[iid] = Path(dirpath) / fn
+    missing = sorted(want - set(found))
+    if missing:
+        raise InputError(root, f"no image file for {len(missing)} of {len(want)} image id(s), "
+                               f"e.g. {missing[:5]} (expected a COCO-layout directory or files "
+                               f"named like {missing[0]:012d}.jpg)")
+    return found
+
+
+def image_features(image_ids: Sequence[int], settings: DCGSettings,
+                   features_prefix: str | os.PathLike | None = "data/features/images",
+                   images_table=None, cache_dir: str | os.PathLike | None = None,
+                   num_threads: int | None = None) -> np.ndarray:
+    """Backbone features ``(n, F)`` float32 of ``image_ids`` (input order), for DCG's
+    ``features`` input: rows of ``<features_prefix>.npy`` (+ ``_ids.npy``, the ``features``
+    stage) when the file exists and has them; the other ids are encoded with
+    ``settings.backbone`` at ``settings.image_size`` from ``images_table`` (image_id, path),
+    through ``biaslab.features.encode_cached`` when ``cache_dir`` is given.
+
+    Raises:
+        InputError: ids neither cached nor in ``images_table``.
+    """
+    from biaslab.io import InputError
+    ids = [int(i) for i in image_ids]
+    have: dict[int, np.ndarray] = {}
+    if features_prefix is not None and Path(f"{features_prefix}.npy").is_file():
+        from biaslab.features import load_features
+        fids, feats = load_features(features_prefix)
+        row = {int(i): k for k, i in enumerate(fids)}
+        for i in set(ids) & set(row):
+            have[i] = feats[row[i]]
+    todo = sorted(set(ids) - set(have))
+    if todo:
+        if images_table is None:
+            raise InputError(f"{features_prefix}.npy", f"no cached features for {len(todo)} "
+                                                       f"image(s), e.g. {todo[:5]}")
+        tab = images_table[images_table["image_id"].astype(int).isin(todo)]
+        tab = tab.drop_duplicates("image_id")
+        lack = sorted(set(todo) - set(tab["image_id"].astype(int)))
+        if lack:
+            raise InputError("images table", f"no image path for {len(lack)} id(s), e.g. "
+                                             f"{lack[:5]}")
+        from biaslab import features as F
+        if cache_dir is not None:
+            fids, feats = F.encode_cached(tab[["image_id", "path"]], cache_dir,
+                                          settings.backbone, image_size=settings.image_size,
+                                          num_threads=num_threads)
+        else:
+            enc = F.load_image_encoder(settings.backbone, image_size=settings.image_size,
+                                       num_threads=num_threads)
+            fids = tab["image_id"].to_numpy(np.int64)
+            feats = enc.encode(tab["path"].astype(str).tolist())
+        for i, f in zip(fids, feats):
+            have[int(i)] = f
+    if not ids:
+        return np.zeros((0, 0), np.float32)
+    return np.stack([have[i] for i in ids]).astype(np.float32)

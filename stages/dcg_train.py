@@ -1,0 +1,129 @@
+"""DVC stage `dcg_train`: LIBRA's Debiasing Caption Generator (paper 003 sec. 4, Eq. 9; logic:
+biaslab.libra.dcg.train_dcg).
+
+Trains DCG (ViLT encoder + GPT-2 decoder, tiny configs offline) to recover the original caption
+from (image, biased caption with eta = 20% of its words masked) on the synthesized set of stage
+`bcs_synthesize`. Images: the cached backbone features of stage `features`
+(data/features/images.npy + images_ids.npy); images missing there are encoded from
+data/prepared/images.parquet into the feature cache. A held-out fraction of the images
+(`libra.dcg_val_fraction`) measures Eq. 9 loss and how often DCG restores the original gender.
+
+Reads  data/libra/synthesized.parquet, data/features/images{,_ids}.npy,
+       data/prepared/images.parquet, params `libra.dcg`, `libra.dcg_val_fraction`,
+       `libra.dcg_eval_max`, `libra.seed`, `libra.threads`, `libra.words`, `features.backbone`,
+       `features.image_size`
+Writes data/libra/dcg/ (biaslab.libra.dcg.save), metrics/dcg.json, dvclive/dcg/
+
+Usage: python stages/dcg_train.py [--params params.yaml] [--synth ...] [--features ...]
+       [--images ...] [--out data/libra/dcg] [--metrics metrics/dcg.json] [--live dvclive/dcg]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
+from biaslab.libra import dcg as D  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--synth", default="data/libra/synthesized.parquet")
+    ap.add_argument("--features", default="data/features/images")
+    ap.add_argument("--images", default="data/prepared/images.parquet")
+    ap.add_argument("--cache", default="data/cache/features")
+    ap.add_argument("--out", default="data/libra/dcg")
+    ap.add_argument("--metrics", default="metrics/dcg.json")
+    ap.add_argument("--live", default="dvclive/dcg")
+    a = ap.parse_args(argv)
+    params = load_params(a.params)
+    p = params["libra"]
+    fp = params.get("features") or {}
+    seed = p.get("seed", 0)
+    dp = {"num_threads": p.get("threads"), "backbone": fp.get("backbone", "efficientnet_lite0"),
+          "image_size": fp.get("image_size", 224), **(p.get("dcg") or {})}
+    s = D.settings_from_dict(dp)
+    synth = read_parquet(a.synth)
+    if synth.empty:
+        raise InputError(a.synth, "no synthesized captions (see metrics/bcs.json)")
+
+    # held-out images
+    rng = np.random.default_rng(seed)
+    imgs = np.array(sorted(synth["image_id"].astype(int).unique()))
+    n_val = int(round(float(p.get("dcg_val_fraction", 0.1)) * len(imgs)))
+    val_imgs = set(rng.choice(imgs, size=n_val, replace=False).tolist()) if n_val else set()
+    is_val = synth["image_id"].astype(int).isin(val_imgs).to_numpy()
+    tr, va = synth[~is_val].reset_index(drop=True), synth[is_val].reset_index(drop=True)
+
+    t0 = time.perf_counter()
+    if s.image_input == D.FEATURES:
+        table = read_parquet(a.images) if Path(a.images).exists() else None
+        feats = D.image_features(synth["image_id"].astype(int).tolist(), s, a.features, table,
+                                 a.cache, p.get("threads"))
+        img_tr, img_va = feats[~is_val], feats[is_val]
+    else:
+        table = read_parquet(a.images)
+        path = dict(zip(table["image_id"].astype(int), table["path"].astype(str)))
+        img_tr = [path[int(i)] for i in tr["image_id"]]
+        img_va = [path[int(i)] for i in va["image_id"]]
+    feat_s = time.perf_counter() - t0
+
+    from dvclive import Live
+    t0 = time.perf_counter()
+    with Live(dir=a.live, dvcyaml=False, save_dvc_exp=False) as live:
+        def on_epoch(epoch: int, rec: dict) -> None:
+            live.log_metric("train/loss", rec["loss"])
+            if rec.get("val_loss") is not None:
+                live.log_metric("val/loss", rec["val_loss"])
+            live.log_metric("samples_per_s", rec["samples_per_s"])
+            live.next_step()
+            print(f"epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in rec.items()
+                                                 if isinstance(v, float)), flush=True)
+
+        model = D.train_dcg(tr["biased"].tolist(), tr["original"].tolist(), img_tr, s,
+                            seed=seed, on_epoch=on_epoch,
+                            val=(va["biased"].tolist(), va["original"].tolist(), img_va)
+                            if len(va) else None)
+    train_s = time.perf_counter() - t0
+    D.save(model, a.out)
+
+    ev: dict = {}
+    infer_rate = None
+    if len(va):
+        k = min(len(va), int(p.get("dcg_eval_max", 300)))
+        sel = np.sort(rng.choice(len(va), size=k, replace=False))
+        sub = va.iloc[sel]
+        imgs_sub = img_va[sel] if isinstance(img_va, np.ndarray) else [img_va[i] for i in sel]
+        t1 = time.perf_counter()
+        ev = D.evaluate(model, sub["biased"].tolist(), sub["original"].tolist(),
+                        sub["original_gender"].tolist(), sub["type"].tolist(), imgs_sub,
+                        words=p.get("words", "libra"), seed=seed)
+        infer_rate = k / (time.perf_counter() - t1)
+        ev.pop("outputs")
+    hist = model.meta["history"]
+    metrics = {"n_train": int(len(tr)), "n_val": int(len(va)),
+               "types": {t: int(n) for t, n in synth["type"].value_counts().items()},
+               "final_loss": hist[-1]["loss"], "val_loss": hist[-1].get("val_loss"),
+               "eta": s.eta, "encoder": s.encoder, "decoder": s.decoder,
+               "image_input": s.image_input,
+               "parameters": int(sum(q.numel() for q in model.parameters())),
+               "train_samples_per_s": model.meta.get("train_samples_per_s"),
+               "train_tokens_per_s": model.meta.get("train_tokens_per_s"),
+               "inference_captions_per_s": infer_rate, "eval": ev,
+               "feature_seconds": round(feat_s, 1), "train_seconds": round(train_s, 1)}
+    write_json(a.metrics, metrics)
+    print({k: v for k, v in metrics.items() if k != "eval"}, ev.get("overall"))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (InputError, ValueError) as e:
+        sys.exit(f"dcg_train: {e}")

@@ -1,0 +1,82 @@
+"""Stage `train_captioner` (matrix: dataset x seed): a ClipCap-style captioner (paper 000 sec.
+3.2; biaslab/captioner.py) trained on one training-set variant.
+
+usage: python stages/train_captioner.py --dataset augment --seed 0
+
+params: captioner (decoder, layers, d_model, heads, dropout, prefix_len, vocab_size, min_count,
+        max_len, epochs, lr, weight_decay, warmup, batch_size, patience, num_threads),
+        features.backbone / features.image_size / features.cache_dir (the frozen image features)
+in:   data/datasets/<dataset>.parquet (every caption of every row is a training sample),
+      data/prepared/{images,captions,objects}.parquet, data/labels/images.parquet,
+      data/split.parquet (validation = the real `val` images with a female/male label)
+out:  data/models/captioner/<dataset>-<seed>/ (biaslab.captioner.Captioner.load),
+      dvclive/captioner/<dataset>-<seed>/ (per-epoch train/val loss and lr; metrics.json)
+cache: <features.cache_dir>/<backbone>_<size>px/ (each image encoded once; counterfactual images
+      are keyed by their path)
+"""
+import argparse
+import sys
+
+from biaslab import captioner as C
+from biaslab import datasets as D
+from biaslab.io import InputError, load_params, read_parquet
+
+PREP = "data/prepared"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True, help="training-set variant "
+                    "(data/datasets/<dataset>.parquet)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    params = load_params()
+    p, fp = params["captioner"], params.get("features", {})
+    cfg = C.config_from_params(p, seed=args.seed, image_encoder=fp.get("backbone"),
+                               image_size=fp.get("image_size", 224))
+    cache = fp.get("cache_dir", "data/cache/features")
+    name = f"{args.dataset}-{args.seed}"
+
+    train = read_parquet(f"data/datasets/{args.dataset}.parquet")
+    if train.empty:
+        raise InputError(f"data/datasets/{args.dataset}.parquet", "empty training manifest")
+    val = D.original(read_parquet(f"{PREP}/images.parquet"),
+                     read_parquet(f"{PREP}/captions.parquet"),
+                     read_parquet(f"{PREP}/objects.parquet"),
+                     read_parquet("data/labels/images.parquet"),
+                     read_parquet("data/split.parquet"), splits=("val",))
+    fkw = dict(cache_dir=cache, image_encoder=cfg.image_encoder, image_size=cfg.image_size,
+               batch_size=fp.get("batch_size", 32), num_threads=cfg.num_threads, progress=True)
+    t_tab = C.manifest_image_table(train)
+    t_caps, t_rows = C.manifest_samples(train, t_tab)
+    t_feats = C.image_features(t_tab, **fkw)
+    v_tab = C.manifest_image_table(val)
+    v_caps, v_rows = C.manifest_samples(val, v_tab)
+    v_feats = C.image_features(v_tab, **fkw) if len(v_tab) else None
+
+    from dvclive import Live
+    with Live(dir=f"dvclive/captioner/{name}", dvcyaml=False, save_dvc_exp=False) as live:
+        def on_epoch(epoch: int, rec: dict) -> None:
+            live.log_metric("train/loss", rec["train_loss"])
+            if "val_loss" in rec:
+                live.log_metric("val/loss", rec["val_loss"])
+            live.log_metric("lr", rec["lr"])
+            live.next_step()
+
+        model, hist = C.train_captioner(t_feats, t_caps, t_rows, v_feats, v_caps, v_rows,
+                                        cfg, on_epoch=on_epoch, progress=True)
+        model.meta.update(dataset=args.dataset, seed=args.seed,
+                          n_train_samples=len(train))
+        model.save(f"data/models/captioner/{name}")
+        for k in ("best_epoch", "best_val_loss", "epochs_run", "n_train_captions",
+                  "n_train_images", "vocab_size", "train_seconds"):
+            if model.meta.get(k) is not None:
+                live.summary[k] = model.meta[k]
+    print(f"train_captioner {name}: {model.meta}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"train_captioner: {e}")
