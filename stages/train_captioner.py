@@ -3,7 +3,8 @@
 
 usage: python stages/train_captioner.py --dataset augment --seed 0
 
-params: captioner (decoder, layers, d_model, heads, dropout, prefix_len, vocab_size, min_count,
+params: captioner (captions_per_image: the first k captions of each training image, null =
+        all; decoder, layers, d_model, heads, dropout, prefix_len, vocab_size, min_count,
         max_len, epochs, lr, weight_decay, warmup, batch_size, patience, num_threads),
         features.backbone / features.image_size / features.cache_dir (the frozen image features)
 in:   data/datasets/<dataset>.parquet (every caption of every row is a training sample),
@@ -40,6 +41,9 @@ def main(argv=None) -> None:
     train = read_parquet(f"data/datasets/{args.dataset}.parquet")
     if train.empty:
         raise InputError(f"data/datasets/{args.dataset}.parquet", "empty training manifest")
+    k = p.get("captions_per_image")
+    if k:   # ci scale: the first k captions of each image (every image kept)
+        train = train.assign(captions=[list(c)[:int(k)] for c in train["captions"]])
     val = D.original(read_parquet(f"{PREP}/images.parquet"),
                      read_parquet(f"{PREP}/captions.parquet"),
                      read_parquet(f"{PREP}/objects.parquet"),

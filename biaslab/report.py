@@ -1,0 +1,229 @@
+"""The papers' tables from the pipeline's metrics (paper 000 Tables 1-4; thesis Table 2.1).
+
+Pure functions over the JSON metrics the stages write (no file-system conventions here):
+
+* :func:`table1` -- multi-label classification (paper 000 Table 1): mAP, Ratio, Leakage.
+* :func:`table2` -- captioning (paper 000 Table 2 + thesis Table 2.1): METEOR, CLIPScore, Ratio,
+  LIC, plus Error, BiasAmp, BLEU-4, CIDEr; an ``original+LIBRA`` row when present.
+* :func:`table3` -- synthetic-artifact test (paper 000 Table 3): Ratio_orig, Ratio_inp, Delta.
+* :func:`table4` -- filter ablation (paper 000 Table 4) over DVC experiments: the selected
+  candidates' mean filter scores (automatic stand-ins for the paper's human ratings of object,
+  colour and gender fidelity) and the CLIPScore of the captioner trained on S_synthetic.
+
+Every cell is ``mean +- std`` over the seeds the metrics file holds. Ratio is paper 000's
+``max(r, 1/r)`` in Tables 1-2 and the raw ``r = #man / #woman`` in Table 3 (as the paper prints
+it). A missing metric prints as an en dash, never as a number.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: Row order and display names (paper 000 Tables 1-3).
+ROW_NAMES = {"original": "Original", "oversample": "Over-sampling",
+             "subsample": "Sub-sampling", "original+LIBRA": "Original + LIBRA",
+             "augment": "S_augment", "synthetic": "S_synthetic"}
+ROW_ORDER = ("original", "oversample", "subsample", "original+LIBRA", "augment", "synthetic")
+
+#: (metrics key, column header) per table; headers mark the better direction.
+TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("ratio", "Ratio →1"), ("leakage", "Leakage ↓"),
+                  ("LK_M", "LK_M"), ("LK_D", "LK_D"))
+TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("ratio", "Ratio →1"),
+                  ("LIC", "LIC ↓"), ("error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
+                  ("BLEU-4", "BLEU-4 ↑"), ("CIDEr", "CIDEr ↑"))
+TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
+#: filter-score columns of Table 4 (metrics/select.json keys) and their headers
+TABLE4_FILTERS = (("object_consistency/mean_selected", "Object"),
+                  ("color_fidelity/mean_selected", "Color"),
+                  ("prompt_adherence/mean_selected", "Prompt"))
+DASH = "–"
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def cell(mean: Any, std: Any = None, digits: int = 1) -> str:
+    """``"12.3 ± 0.4"`` (``std`` None or absent: ``"12.3"``); a missing/non-finite mean: ``–``."""
+    m = _num(mean)
+    if m is None:
+        return DASH
+    s = _num(std)
+    return f"{m:.{digits}f}" if s is None else f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def _rows(metrics: Mapping[str, Any], order: Sequence[str] = ROW_ORDER) -> list[str]:
+    """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
+    not per-method dicts (``test_set``, notes) are skipped."""
+    keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and k != "test_set"]
+    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
+
+
+def _table(metrics: Mapping[str, Any], columns, mean_fmt: str, std_fmt: str,
+           digits: int) -> dict[str, dict[str, tuple[float | None, float | None]]]:
+    out = {}
+    for r in _rows(metrics):
+        m = metrics[r]
+        out[r] = {c: (_num(m.get(mean_fmt.format(c))), _num(m.get(std_fmt.format(c))))
+                  for c, _ in columns}
+    return out
+
+
+def table1(classification: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 1 from ``metrics/classification.json`` ({dataset: {mAP_mean, mAP_std,
+    ratio_mean, ..., leakage_mean, LK_M_mean, LK_D_mean}}) -> {row: {column: (mean, std)}}."""
+    return _table(classification, TABLE1_COLUMNS, "{}_mean", "{}_std", 1)
+
+
+def table2(captioning: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 2 from ``metrics/captioning.json`` ({row: {METEOR, METEOR_std, ...}})
+    -> {row: {column: (mean, std)}}."""
+    return _table(captioning, TABLE2_COLUMNS, "{}", "{}_std", 1)
+
+
+def table3(artifact: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 3 from ``metrics/artifact.json`` ({dataset: {ratio_orig_mean, ...,
+    delta_mean, delta_std}}) -> {row: {column: (mean, std)}}. Delta = 100 |Ratio_orig -
+    Ratio_inp| / Ratio_orig per seed, then averaged (``biaslab.artifact.delta``)."""
+    return _table(artifact, TABLE3_COLUMNS, "{}_mean", "{}_std", 2)
+
+
+def markdown(table: Mapping[str, Mapping[str, tuple]], columns, digits: int = 1,
+             first: str = "Method", names: Mapping[str, str] = ROW_NAMES) -> str:
+    """A GitHub markdown table of ``table`` ({row: {column: (mean, std)}})."""
+    head = "| " + " | ".join([first, *[h for _, h in columns]]) + " |"
+    sep = "|" + "---|" * (len(columns) + 1)
+    lines = [head, sep]
+    for r, vals in table.items():
+        cells = [cell(*vals.get(c, (None, None)), digits=digits) for c, _ in columns]
+        lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def flat_metrics(tables: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> dict[str, float]:
+    """``{"table1/original/mAP": mean, ...}``: one number per cell (means only), for
+    ``dvc metrics diff`` across experiments; missing cells are left out."""
+    out = {}
+    for t, tab in tables.items():
+        for r, vals in tab.items():
+            for c, (m, _) in vals.items():
+                if m is not None:
+                    out[f"{t}/{r}/{c}"] = round(m, 4)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Table 4: the filter ablation over DVC experiments
+
+
+#: the filter combinations of paper 000 Table 4 as weights on (prompt, object, color)
+TABLE4_WEIGHTS = ((1, 1, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1),
+                  (0, 0, 0))
+
+
+def weights_label(weights: Sequence[float], names: Sequence[str]) -> str:
+    """``"prompt_adherence + color_fidelity"`` for weights (1, 0, 1); all zero: ``"No filter"``
+    (selection falls back to candidate j = 0, an unfiltered draw)."""
+    used = [n for n, w in zip(names, weights) if _num(w)]
+    if not used:
+        return "No filter"
+    return " + ".join(n if _num(w) == 1 else f"{_num(w):g}·{n}"
+                      for n, w in zip(names, weights) if _num(w))
+
+
+def _walk_exp_records(node: Any) -> Iterable[dict]:
+    """Every record of ``dvc exp show --json`` output that has ``data`` with params/metrics:
+    the workspace, each baseline commit and each experiment (DVC 3 nests experiments under
+    ``experiments[].revs[]``)."""
+    if isinstance(node, list):
+        for x in node:
+            yield from _walk_exp_records(x)
+    elif isinstance(node, dict):
+        data = node.get("data")
+        if isinstance(data, dict) and ("params" in data or "metrics" in data):
+            yield node
+        for k in ("experiments", "revs"):
+            if k in node:
+                yield from _walk_exp_records(node[k])
+
+
+def _file_data(section: Any, suffix: str) -> dict:
+    """The ``data`` dict of the file in a DVC params/metrics section whose path ends with
+    ``suffix`` (paths are relative to the repository root)."""
+    if not isinstance(section, dict):
+        return {}
+    for path, v in section.items():
+        if str(path).replace("\\", "/").endswith(suffix) and isinstance(v, dict):
+            return v.get("data") or {}
+    return {}
+
+
+def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[dict]:
+    """Rows of paper 000 Table 4 from ``dvc exp show --json`` output: one per distinct
+    ``filters.weights`` (the newest record of each, in the order the records come), with the
+    selected candidates' mean Object / Color / Prompt scores (``metrics/select.json``) and the
+    CLIPScore (mean, std) of the captioner trained on ``clip_row`` (``metrics/captioning.json``),
+    and the experiment name.
+
+    The paper's columns are human ratings (object, colour, skin, gender fidelity); here the
+    filters' own scores on the selected candidates stand in for them (no raters offline).
+    Records without params or select metrics (e.g. a failed experiment) are skipped.
+    """
+    rows, seen = [], set()
+    for rec in _walk_exp_records(exp_show):
+        data = rec["data"]
+        params = _file_data(data.get("params"), "params.yaml")
+        filt = params.get("filters") or {}
+        weights, names = filt.get("weights"), filt.get("names")
+        sel = _file_data(data.get("metrics"), "metrics/select.json")
+        if weights is None or names is None or not sel:
+            continue
+        key = tuple(float(w) for w in weights)
+        if key in seen:
+            continue
+        seen.add(key)
+        cap = _file_data(data.get("metrics"), "metrics/captioning.json").get(clip_row) or {}
+        row = {"filters": weights_label(weights, names), "weights": list(weights),
+               "experiment": rec.get("name") or data.get("name") or rec.get("rev"),
+               "CLIPScore": (_num(cap.get("CLIPScore")), _num(cap.get("CLIPScore_std")))}
+        for k, h in TABLE4_FILTERS:
+            row[h] = (_num(sel.get(k)), None)
+        rows.append(row)
+    return rows
+
+
+def table4_markdown(rows: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
+    """Markdown of :func:`table4_from_experiments` rows."""
+    hdr = [h for _, h in TABLE4_FILTERS]
+    lines = ["| Filters | " + " | ".join(hdr) + " | CLIPScore (S_synthetic) | experiment |",
+             "|" + "---|" * (len(hdr) + 3)]
+    for r in rows:
+        cells = [cell(*r[h], digits=digits) for h in hdr]
+        lines.append(f"| {r['filters']} | " + " | ".join(cells)
+                     + f" | {cell(*r['CLIPScore'], digits=1)} | {r.get('experiment') or ''} |")
+    return "\n".join(lines)
+
+
+def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | None,
+                   names: Sequence[str], weights: Sequence[float]) -> list[dict]:
+    """The one Table 4 row of the current workspace (the ``report`` stage sees no other
+    experiment), in the same shape as :func:`table4_from_experiments`."""
+    fake = {"data": {"params": {"params.yaml": {"data": {"filters": {
+        "names": list(names), "weights": list(weights)}}}},
+        "metrics": {"metrics/select.json": {"data": dict(select)},
+                    "metrics/captioning.json": {"data": dict(captioning or {})}}},
+        "name": "workspace"}
+    return table4_from_experiments([fake])
+
+
+__all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
+           "TABLE4_FILTERS", "TABLE4_WEIGHTS", "cell", "table1", "table2", "table3", "markdown",
+           "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
+           "table4_current"]

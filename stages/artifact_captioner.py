@@ -1,0 +1,107 @@
+"""Stage `artifact_captioner`: the synthetic-artifact test of paper 000 sec. 3.3 / Table 3 for
+the captioners (the ClipCap columns; stage `artifact_test` does the classifiers).
+
+The captioners trained on `artifact.datasets` caption the real test images with a person and
+the same images with a random body part inpainted (stage artifact_test, data/artifact/); the
+caption-gender ratio r = #man / #woman captions (Burns et al.; `label.words`) is compared:
+Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.delta). `flip_rate`: % of
+images whose caption gender (man / woman / neutral) changes.
+
+params: artifact.datasets, captioner.seeds, captioner.beam, captioner.max_len,
+        captioner.no_repeat_ngram, label.words, features.cache_dir
+in:   data/artifact/parts.parquet + images (stage artifact_test), data/prepared/images.parquet,
+      data/models/captioner/<dataset>-<seed>/
+out:  metrics/artifact_captioner.json ({dataset: {ratio_orig_mean/_std, ratio_inp_mean/_std,
+      delta_mean/_std, flip_rate_mean/_std, per_seed}, test_set: {n_images, ...}}),
+      data/artifact_captions/<dataset>-<seed>.json ({image_id: {orig, inp}})
+"""
+import sys
+
+import numpy as np
+import pandas as pd
+
+from biaslab import captioner as C
+from biaslab.artifact import delta
+from biaslab.classify import summarize
+from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.metrics.captions import caption_label, ratio
+
+
+def caption_artifact_scores(orig: list[str], inp: list[str], genders: list[str],
+                            words: str = "lic") -> dict:
+    """Table 3 for one captioner from its captions of the original and the inpainted versions
+    of the same images (aligned lists; ``genders`` female/male): ``ratio_orig``, ``ratio_inp``
+    (r = #man / #woman captions, None when undefined), ``delta``, counts, ``flip_rate`` (%)."""
+    ro, ri = ratio(orig, genders, words), ratio(inp, genders, words)
+
+    def fin(v):
+        return float(v) if np.isfinite(v) else None
+
+    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
+           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
+           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
+    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    flips = [caption_label(a, words) != caption_label(b, words) for a, b in zip(orig, inp)]
+    out["flip_rate"] = float(100.0 * np.mean(flips)) if flips else None
+    return out
+
+
+def main() -> None:
+    params = load_params()
+    a, p = params["artifact"], params["captioner"]
+    words = params.get("label", {}).get("words", "lic")
+    cache = params.get("features", {}).get("cache_dir", "data/cache/features")
+    parts = read_parquet("data/artifact/parts.parquet")
+    if parts.empty:
+        raise InputError("data/artifact/parts.parquet", "no inpainted test image")
+    images = read_parquet("data/prepared/images.parquet").set_index("image_id")
+    ids = parts["image_id"].astype(int).tolist()
+    orig = pd.DataFrame({"image_id": ids, "path": images.loc[ids, "path"].astype(str).tolist()})
+    inp = pd.DataFrame({"image_id": [C._path_id(x) for x in parts["path"].astype(str)],
+                        "path": parts["path"].astype(str).tolist()})
+    genders = parts["gender"].astype(str).tolist()
+    feats: dict = {}
+    out = {}
+    for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
+        per_seed = []
+        for seed in p["seeds"]:
+            model = C.Captioner.load(f"data/models/captioner/{dataset}-{seed}")
+            key = (model.config.image_encoder, model.config.image_size)
+            if key not in feats:
+                feats[key] = tuple(C.image_features(t, cache, *key,
+                                                    num_threads=model.config.num_threads,
+                                                    progress=True) for t in (orig, inp))
+            kw = dict(beam=p.get("beam"), max_len=p.get("max_len"),
+                      no_repeat_ngram=p.get("no_repeat_ngram"))
+            c_o = model.generate(feats[key][0], **kw)
+            c_i = model.generate(feats[key][1], **kw)
+            write_json(f"data/artifact_captions/{dataset}-{seed}.json",
+                       {str(i): {"orig": o, "inp": n} for i, o, n in zip(ids, c_o, c_i)})
+            s = caption_artifact_scores(c_o, c_i, genders, words)
+            per_seed.append({"seed": int(seed), **{k: _r(v) for k, v in s.items()}})
+        out[dataset] = {**{k: _r(v) for k, v in
+                           summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
+                                                "flip_rate")).items()},
+                        "per_seed": per_seed}
+        print(dataset, {k: out[dataset][k] for k in ("ratio_orig_mean", "ratio_inp_mean",
+                                                      "delta_mean")})
+    n_m, n_f = genders.count("male"), genders.count("female")
+    out["test_set"] = {"n_images": len(ids), "n_male": n_m, "n_female": n_f,
+                       "ratio_gt": _r(n_m / n_f) if n_f else None}
+    write_json("metrics/artifact_captioner.json", out)
+
+
+def _r(v, nd: int = 4):
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    v = float(v)
+    return round(v, nd) if np.isfinite(v) else None
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"artifact_captioner: {e}")

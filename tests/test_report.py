@@ -1,0 +1,150 @@
+"""biaslab.report: hand-computed table cells, row order, Table 4 from `dvc exp show --json`,
+and the report stage on small metrics files."""
+import importlib.util
+import json
+
+import pytest
+import yaml
+
+from biaslab import report as R
+from tests.conftest import REPO
+
+
+def test_cell_formats_mean_std_and_missing():
+    assert R.cell(12.345, 0.456) == "12.3 ± 0.5"
+    assert R.cell(12.345, None, digits=2) == "12.35"
+    assert R.cell(None, 1.0) == R.DASH
+    assert R.cell(float("nan"), 1.0) == R.DASH
+    assert R.cell(float("inf")) == R.DASH
+    assert R.cell("not a number") == R.DASH
+    assert R.cell(True) == R.DASH     # a flag is not a metric
+
+
+CLASSIFICATION = {
+    "synthetic": {"mAP_mean": 60.0, "mAP_std": 0.5, "ratio_mean": 1.1, "ratio_std": 0.1,
+                  "leakage_mean": -4.7, "leakage_std": 1.6, "LK_M_mean": 90, "LK_D_mean": 94.7},
+    "original": {"mAP_mean": 78.93, "mAP_std": 1.24, "ratio_mean": 10.64, "ratio_std": 4.36,
+                 "leakage_mean": 0.24, "leakage_std": 3.49},
+    "test_set": {"n": 80},
+    "extra_method": {"mAP_mean": 1.0},
+}
+
+
+def test_table1_rows_in_paper_order_and_cells():
+    t = R.table1(CLASSIFICATION)
+    assert list(t) == ["original", "synthetic", "extra_method"]   # test_set skipped
+    assert t["original"]["mAP"] == (78.93, 1.24)
+    assert t["original"]["LK_M"] == (None, None)
+    md = R.markdown(t, R.TABLE1_COLUMNS)
+    lines = md.splitlines()
+    assert lines[0].startswith("| Method | mAP ↑ | Ratio →1 | Leakage ↓")
+    assert lines[2] == "| Original | 78.9 ± 1.2 | 10.6 ± 4.4 | 0.2 ± 3.5 | – | – |"
+    assert lines[3].startswith("| S_synthetic | 60.0 ± 0.5 | 1.1 ± 0.1 | -4.7 ± 1.6 | 90.0 |")
+
+
+def test_table2_uses_flat_keys_and_libra_row_after_subsample():
+    cap = {"synthetic": {"METEOR": 20.0, "METEOR_std": 1.0, "LIC": 2.0, "LIC_std": 0.5},
+           "original+LIBRA": {"METEOR": 18.0, "METEOR_std": 0.0},
+           "original": {"METEOR": 21.0, "METEOR_std": 0.2, "ratio": 2.5, "ratio_std": None},
+           "subsample": {"METEOR": 15.0}}
+    t = R.table2(cap)
+    assert list(t) == ["original", "subsample", "original+LIBRA", "synthetic"]
+    assert t["synthetic"]["LIC"] == (2.0, 0.5)
+    assert t["original"]["ratio"] == (2.5, None)
+    assert "| Original + LIBRA | 18.0 ± 0.0 |" in R.markdown(t, R.TABLE2_COLUMNS)
+
+
+def test_table3_and_flat_metrics():
+    art = {"original": {"ratio_orig_mean": 1.0, "ratio_orig_std": 0.0, "ratio_inp_mean": 1.0256,
+                        "ratio_inp_std": 0.0256, "delta_mean": 2.5641, "delta_std": 2.5641},
+           "test_set": {"backend": "copy_paste"}}
+    t = R.table3(art)
+    assert list(t) == ["original"]
+    flat = R.flat_metrics({"table3": t, "table1": R.table1(CLASSIFICATION)})
+    assert flat["table3/original/delta"] == 2.5641
+    assert flat["table1/original/mAP"] == 78.93
+    assert "table1/original/LK_M" not in flat        # missing cells are left out
+
+
+def test_weights_label():
+    names = ["prompt_adherence", "object_consistency", "color_fidelity"]
+    assert R.weights_label([1, 0, 1], names) == "prompt_adherence + color_fidelity"
+    assert R.weights_label([0, 0, 0], names) == "No filter"
+    assert R.weights_label([2, 1, 0], names) == "2·prompt_adherence + object_consistency"
+
+
+def _rec(name, weights, obj, clip=None):
+    data = {"params": {"params.yaml": {"data": {"filters": {
+        "names": ["prompt_adherence", "object_consistency", "color_fidelity"],
+        "weights": weights}}}},
+        "metrics": {"metrics/select.json": {"data": {
+            "object_consistency/mean_selected": obj, "color_fidelity/mean_selected": 0.5,
+            "prompt_adherence/mean_selected": 0.3}}}}
+    if clip is not None:
+        data["metrics"]["metrics/captioning.json"] = {"data": {"synthetic": {
+            "CLIPScore": clip, "CLIPScore_std": 1.0}}}
+    return {"rev": f"rev-{name}", "name": name, "data": data, "experiments": None}
+
+
+def test_table4_from_dvc_exp_show_json():
+    # DVC 3 layout: workspace, then the baseline commit with experiments[].revs[]
+    show = [
+        _rec(None, [1, 1, 1], 0.71, 70.0),
+        {"rev": "abc", "name": "main", "data": _rec("main", [1, 1, 1], 0.70)["data"],
+         "experiments": [
+             {"name": "abl-110", "executor": None, "revs": [_rec("abl-110", [1, 1, 0], 0.8)]},
+             {"name": "abl-000", "executor": None, "revs": [_rec("abl-000", [0, 0, 0], 0.6)]},
+             {"name": "broken", "executor": None, "revs": [{"rev": "x", "name": "broken",
+                                                            "data": {"params": {}}}]},
+         ]},
+    ]
+    rows = R.table4_from_experiments(show)
+    assert [r["filters"] for r in rows] == [
+        "prompt_adherence + object_consistency + color_fidelity",
+        "prompt_adherence + object_consistency", "No filter"]
+    assert rows[0]["Object"] == (0.71, None) and rows[0]["CLIPScore"] == (70.0, 1.0)
+    assert rows[1]["experiment"] == "abl-110" and rows[1]["CLIPScore"] == (None, None)
+    md = R.table4_markdown(rows).splitlines()
+    assert md[0].startswith("| Filters | Object | Color | Prompt | CLIPScore")
+    assert md[3] == "| prompt_adherence + object_consistency | 0.800 | 0.500 | 0.300 | – | abl-110 |"
+
+
+def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("stage_report", REPO / "stages" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"report": {"digits": 1}, "filters": {
+        "names": ["prompt_adherence", "object_consistency", "color_fidelity"],
+        "weights": [1, 0, 1]}}))
+    m = tmp_path / "metrics"
+    m.mkdir()
+    files = {"classification": CLASSIFICATION,
+             "captioning": {"original": {"METEOR": 21.0, "METEOR_std": 0.2,
+                                         "CLIPScore": 60.0, "CLIPScore_std": 1.0}},
+             "artifact": {"original": {"ratio_orig_mean": 1.0, "delta_mean": 2.0}},
+             "artifact_captioner": {"synthetic": {"ratio_inp_mean": 1.5, "delta_mean": 4.0}},
+             "select": {"object_consistency/mean_selected": 0.7},
+             "human_bias": {"ratio": 1.03, "error": 0.0, "LIC_D": 61.0},
+             "bcs": {"total": 10, "selected": {"swap": 0, "t5": 5, "merged": 5},
+                     "mix": {"swap": 0.0, "t5": 1.0, "merged": 1.0},
+                     "d_mean": {"A_GC": 0.3125, "Dt5g": -0.04}},
+             "dcg_apply": {"swapped": {"n": 4, "before": {"wrong": 1.0, "correct": 0.0},
+                                       "after": {"wrong": 0.25, "correct": 0.5}}}}
+    for k, v in files.items():
+        (m / f"{k}.json").write_text(json.dumps(v))
+    mod.main()
+    md = (tmp_path / "plots/report/tables.md").read_text()
+    assert "| Original | 78.9 ± 1.2 |" in md
+    assert "| prompt_adherence + color_fidelity | 0.700 |" in md
+    assert "gender wrong 100.0% -> 25.0%" in md
+    assert "swap:t5:merged = 0:1:1): 10 captions (swap: 0, t5: 5, merged: 5)" in md and "= 0.312." in md
+    flat = json.loads((m / "report.json").read_text())
+    assert flat["table2/original/METEOR"] == 21.0 and flat["table3/original/delta"] == 2.0
+    assert flat["table3_captioner/synthetic/delta"] == 4.0
+    assert "| S_synthetic | – | 1.50 | 4.00 |" in md
+    assert (tmp_path / "plots/report/table1.png").stat().st_size > 1000
+
+    (m / "artifact.json").unlink()
+    with pytest.raises(mod.InputError, match="metrics/artifact.json"):
+        mod.main()
