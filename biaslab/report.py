@@ -167,7 +167,8 @@ def _file_data(section: Any, suffix: str) -> dict:
 
 def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[dict]:
     """Rows of paper 000 Table 4 from ``dvc exp show --json`` output: one per distinct
-    ``filters.weights`` (the newest record of each, in the order the records come), with the
+    (``filters.weights``, ``data.root``) (the first record of each, in the order DVC lists
+    them: workspace, baseline, experiments), with the
     selected candidates' mean Object / Color / Prompt scores (``metrics/select.json``) and the
     CLIPScore (mean, std) of the captioner trained on ``clip_row`` (``metrics/captioning.json``),
     and the experiment name.
@@ -185,12 +186,13 @@ def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[
         sel = _file_data(data.get("metrics"), "metrics/select.json")
         if weights is None or names is None or not sel:
             continue
-        key = tuple(float(w) for w in weights)
+        root = (params.get("data") or {}).get("root")
+        key = (tuple(float(w) for w in weights), root)   # one row per weights and data source
         if key in seen:
             continue
         seen.add(key)
         cap = _file_data(data.get("metrics"), "metrics/captioning.json").get(clip_row) or {}
-        row = {"filters": weights_label(weights, names), "weights": list(weights),
+        row = {"filters": weights_label(weights, names), "weights": list(weights), "data": root,
                "experiment": rec.get("name") or data.get("name") or rec.get("rev"),
                "CLIPScore": (_num(cap.get("CLIPScore")), _num(cap.get("CLIPScore_std")))}
         for k, h in TABLE4_FILTERS:
@@ -202,12 +204,13 @@ def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[
 def table4_markdown(rows: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
     """Markdown of :func:`table4_from_experiments` rows."""
     hdr = [h for _, h in TABLE4_FILTERS]
-    lines = ["| Filters | " + " | ".join(hdr) + " | CLIPScore (S_synthetic) | experiment |",
-             "|" + "---|" * (len(hdr) + 3)]
+    lines = ["| Filters | " + " | ".join(hdr) + " | CLIPScore (S_synthetic) | data | experiment |",
+             "|" + "---|" * (len(hdr) + 4)]
     for r in rows:
         cells = [cell(*r[h], digits=digits) for h in hdr]
         lines.append(f"| {r['filters']} | " + " | ".join(cells)
-                     + f" | {cell(*r['CLIPScore'], digits=1)} | {r.get('experiment') or ''} |")
+                     + f" | {cell(*r['CLIPScore'], digits=1)} | {r.get('data') or ''}"
+                     f" | {r.get('experiment') or ''} |")
     return "\n".join(lines)
 
 

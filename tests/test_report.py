@@ -86,6 +86,14 @@ def _rec(name, weights, obj, clip=None):
     return {"rev": f"rev-{name}", "name": name, "data": data, "experiments": None}
 
 
+def test_table4_keeps_one_row_per_weights_and_data_source():
+    a, b = _rec("syn", [1, 1, 1], 0.7), _rec("coco", [1, 1, 1], 0.5)
+    b["data"]["params"]["params.yaml"]["data"]["data"] = {"root": "../shared/coco-mini"}
+    rows = R.table4_from_experiments([a, b, _rec("again", [1, 1, 1], 0.1)])
+    assert [(r["experiment"], r["data"]) for r in rows] == [("syn", None),
+                                                           ("coco", "../shared/coco-mini")]
+
+
 def test_table4_from_dvc_exp_show_json():
     # DVC 3 layout: workspace, then the baseline commit with experiments[].revs[]
     show = [
@@ -106,7 +114,8 @@ def test_table4_from_dvc_exp_show_json():
     assert rows[1]["experiment"] == "abl-110" and rows[1]["CLIPScore"] == (None, None)
     md = R.table4_markdown(rows).splitlines()
     assert md[0].startswith("| Filters | Object | Color | Prompt | CLIPScore")
-    assert md[3] == "| prompt_adherence + object_consistency | 0.800 | 0.500 | 0.300 | – | abl-110 |"
+    assert md[3] == ("| prompt_adherence + object_consistency | 0.800 | 0.500 | 0.300 | – | "
+                     " | abl-110 |")
 
 
 def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
