@@ -293,6 +293,36 @@ def artifact_scores(p_orig: tuple[np.ndarray, np.ndarray],
     return out
 
 
-__all__ = ["PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit", "available_parts", "part_disc",
+def caption_artifact_scores(orig: Sequence[str], inp: Sequence[str], genders: Sequence[str],
+                            words: str = "lic") -> dict:
+    """Table 3 (paper 000) for one captioner from its captions of the original and of the
+    inpainted versions of the same images (aligned sequences of str; ``genders``: the images'
+    female/male labels, other values are not counted): ``ratio_orig``, ``ratio_inp`` (r = #man
+    / #woman captions, Burns et al. via ``biaslab.metrics.captions.ratio``; None when
+    undefined), ``delta`` (:func:`delta`, %), the counts, and ``flip_rate`` (% of images whose
+    caption label -- man, woman or neutral -- changes).
+
+    Raises:
+        ValueError: the three sequences differ in length.
+    """
+    from biaslab.metrics.captions import caption_label, ratio
+    if not len(orig) == len(inp) == len(genders):
+        raise ValueError(f"need aligned captions and genders, got {len(orig)}, {len(inp)}, "
+                         f"{len(genders)}")
+    ro, ri = ratio(list(orig), list(genders), words), ratio(list(inp), list(genders), words)
+
+    def fin(v):
+        return float(v) if np.isfinite(v) else None
+
+    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
+           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
+           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
+    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    flips = [caption_label(a, words) != caption_label(b, words) for a, b in zip(orig, inp)]
+    out["flip_rate"] = float(100.0 * np.mean(flips)) if flips else None
+    return out
+
+
+__all__ = ["caption_artifact_scores", "PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit", "available_parts", "part_disc",
            "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
            "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores"]

@@ -4,7 +4,7 @@ the captioners (the ClipCap columns; stage `artifact_test` does the classifiers)
 The captioners trained on `artifact.datasets` caption the real test images with a person and
 the same images with a random body part inpainted (stage artifact_test, data/artifact/); the
 caption-gender ratio r = #man / #woman captions (Burns et al.; `label.words`) is compared:
-Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.delta). `flip_rate`: % of
+Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.caption_artifact_scores). `flip_rate`: % of
 images whose caption gender (man / woman / neutral) changes.
 
 params: artifact.datasets, captioner.seeds, captioner.beam, captioner.max_len,
@@ -21,29 +21,9 @@ import numpy as np
 import pandas as pd
 
 from biaslab import captioner as C
-from biaslab.artifact import delta
+from biaslab.artifact import caption_artifact_scores
 from biaslab.classify import summarize
 from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab.metrics.captions import caption_label, ratio
-
-
-def caption_artifact_scores(orig: list[str], inp: list[str], genders: list[str],
-                            words: str = "lic") -> dict:
-    """Table 3 for one captioner from its captions of the original and the inpainted versions
-    of the same images (aligned lists; ``genders`` female/male): ``ratio_orig``, ``ratio_inp``
-    (r = #man / #woman captions, None when undefined), ``delta``, counts, ``flip_rate`` (%)."""
-    ro, ri = ratio(orig, genders, words), ratio(inp, genders, words)
-
-    def fin(v):
-        return float(v) if np.isfinite(v) else None
-
-    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
-           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
-           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
-    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
-    flips = [caption_label(a, words) != caption_label(b, words) for a, b in zip(orig, inp)]
-    out["flip_rate"] = float(100.0 * np.mean(flips)) if flips else None
-    return out
 
 
 def main() -> None:

@@ -185,3 +185,20 @@ def test_sd_inpaint_backend_inpaints_a_part_with_the_caption(tmp_path):
     np.testing.assert_array_equal(out[mask == 0], img[mask == 0])
     assert not np.array_equal(out[mask > 0], img[mask > 0])
     json.dumps(backend.fingerprint())
+
+
+def test_caption_artifact_scores_hand_computed():
+    from biaslab.artifact import caption_artifact_scores
+    orig = ["a man on a bike", "a man with a dog", "a woman in a kitchen", "a person outside"]
+    inp = ["a man on a bike", "a woman with a dog", "a woman in a kitchen", "a man outside"]
+    g = ["male", "male", "female", "unsure"]           # the unsure image is not counted
+    s = caption_artifact_scores(orig, inp, g)
+    # orig: 2 man / 1 woman -> r = 2; inp (counted images): 1 man / 2 woman -> r = 0.5
+    assert s["ratio_orig"] == 2.0 and s["ratio_inp"] == 0.5
+    assert s["delta"] == 75.0                           # 100 * |2 - 0.5| / 2
+    assert (s["n_man_orig"], s["n_woman_orig"], s["n_man_inp"], s["n_woman_inp"]) == (2, 1, 1, 2)
+    assert s["flip_rate"] == 50.0                       # 2 of 4 captions change label
+    no_woman = caption_artifact_scores(["a man"], ["a man"], ["male"])
+    assert no_woman["ratio_orig"] is None and no_woman["delta"] is None
+    with pytest.raises(ValueError, match="aligned"):
+        caption_artifact_scores(["a man"], [], ["male"])
