@@ -42,7 +42,6 @@ through :func:`biaslab.cli.evaluate_captions` (one implementation of the metric 
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -50,8 +49,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,7 +58,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biaslab.io import InputError
+from biaslab.features import torch_threads
+from biaslab.io import InputError, atomic_dir
 
 TINY = "tiny"
 CONFIG_FILE = "captioner.json"
@@ -136,18 +134,6 @@ def config_from_params(p: Mapping | None, **overrides) -> CaptionerConfig:
     return cfg
 
 
-@contextlib.contextmanager
-def _threads(n: int | None):
-    import torch
-    if not n or int(n) <= 0:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,7 +315,7 @@ class Captioner:
                                                         else no_repeat_ngram))
         out: list[str] = []
         self.model.eval()
-        with _threads(self.config.num_threads), torch.inference_mode():
+        with torch_threads(self.config.num_threads), torch.inference_mode():
             for s in range(0, len(feats), max(1, int(batch_size))):
                 x = torch.from_numpy(feats[s:s + batch_size])
                 pre = self.model.prefix(x)
@@ -349,7 +335,7 @@ class Captioner:
         ids = self.encode_captions(captions)
         self.model.eval()
         tot, cnt = 0.0, 0
-        with _threads(self.config.num_threads), torch.inference_mode():
+        with torch_threads(self.config.num_threads), torch.inference_mode():
             for s in range(0, len(ids), batch_size):
                 f = torch.from_numpy(np.asarray(feats[s:s + batch_size], np.float32))
                 inp, att = _pad(ids[s:s + batch_size], self.tokenizer.pad_token_id)
@@ -363,10 +349,7 @@ class Captioner:
         feature_dim, meta), ``prefix.safetensors`` (mapping network + feature mean/std),
         ``decoder/`` (``save_pretrained``) and ``tokenizer/``."""
         from safetensors.torch import save_file
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-        try:
+        with atomic_dir(directory) as tmp:
             self.model.decoder.save_pretrained(tmp / "decoder")
             self.tokenizer.save_pretrained(tmp / "tokenizer")
             state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()
@@ -376,14 +359,7 @@ class Captioner:
                     "feature_dim": self.model.feature_dim, "meta": self.meta}
             (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True,
                                                       default=_json_default) + "\n")
-            _normal_permissions(tmp)
-            if directory.exists():
-                shutil.rmtree(directory)
-            os.replace(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return directory
+        return Path(directory)
 
     @classmethod
     def load(cls, directory: str | os.PathLike, num_threads: int | None = None) -> "Captioner":
@@ -418,13 +394,6 @@ class Captioner:
         return (f"Captioner(decoder={c.decoder!r}, prefix_len={c.prefix_len}, "
                 f"vocab={len(self.tokenizer)}, image_encoder={c.image_encoder!r})")
 
-
-def _normal_permissions(root: Path) -> None:
-    """mkdtemp/safetensors create 0700/0600 entries; artifacts should be normal files."""
-    umask = os.umask(0)
-    os.umask(umask)
-    for p in [root, *root.rglob("*")]:
-        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~umask)
 
 
 def _json_default(o):
@@ -531,7 +500,7 @@ def train_captioner(feats: np.ndarray, captions: Sequence[str], caption_image: S
                              f"{feats.shape}")
 
     t_start = time.perf_counter()
-    with _threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(cfg.seed))
         cap = build_captioner(cfg, captions, feats.shape[1])
         mu, sd = _standardiser(feats[np.unique(cap_img)])

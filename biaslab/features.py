@@ -27,6 +27,7 @@ run resumes from its last checkpoint.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -51,6 +52,22 @@ def set_threads(num_threads: int | None) -> None:
     import torch
     if num_threads and num_threads > 0:
         torch.set_num_threads(int(num_threads))
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int | None):
+    """``torch.set_num_threads(num_threads)`` for the block, restored afterwards (``None`` or
+    ``<= 0``: leave torch's setting). One thread is fastest on a shared 2-core machine."""
+    import torch
+    if not num_threads or int(num_threads) <= 0:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(num_threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def _open_rgb(img) -> Image.Image:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,28 @@ def atomic_path(path: str | os.PathLike, suffix: str = ""):
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(directory: str | os.PathLike):
+    """Yield a temporary directory next to ``directory``; when the block succeeds, give its
+    entries normal permissions (mkdtemp/safetensors create 0700/0600) and replace
+    ``directory`` with it; when it raises, delete it. Saved models are never half-written."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        for p in [tmp, *tmp.rglob("*")]:
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~umask)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

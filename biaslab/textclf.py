@@ -66,14 +66,11 @@ Progress bars (tqdm, ``leave=False``) follow ``config.progress``.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -85,7 +82,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from biaslab.features import torch_threads
 from biaslab.gender import FEMALE, MALE, tokenize
+from biaslab.io import atomic_dir
 
 CLASSES = (FEMALE, MALE)
 CLASSIFIERS = ("lstm", "bert_ft", "bert_pre")
@@ -365,17 +364,6 @@ def encode_labels(labels: Sequence) -> np.ndarray:
     return out
 
 
-@contextlib.contextmanager
-def _threads(n: int | None):
-    if not n:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _optimizer(params, cfg: Config) -> torch.optim.Optimizer:
@@ -493,7 +481,7 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         own = cache is None
         cache = cache if cache is not None else PretrainedCache()
         cache.load(cfg)   # before seeding: loading may draw random numbers
-    with _threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
+    with torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(int(seed))
         if isinstance(cfg, LSTMConfig):
@@ -639,7 +627,7 @@ def predict_proba(model: TextClassifier, texts: Sequence[str],
         return np.zeros((0, len(CLASSES)), dtype=np.float64)
     model.net.eval()
     out = []
-    with _threads(cfg.num_threads):
+    with torch_threads(cfg.num_threads):
         if model.kind == "lstm":
             ids, lengths = _encode_lstm(list(texts), {t: i for i, t in enumerate(model.vocab)})
             order = torch.sort(lengths, stable=True).indices   # similar lengths per batch
@@ -668,10 +656,7 @@ def save(model: TextClassifier, directory: str | os.PathLike) -> Path:
     """Save a classifier to ``directory`` (replaced atomically): ``classifier.json`` (config,
     format, classes, meta), ``weights.pt`` (LSTM state dict + ``vocab.json``) or ``encoder/``
     (``save_pretrained`` model + tokenizer) and ``head.pt`` for BERT."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_dir(directory) as tmp:
         cfg_d = config_to_dict(model.config)
         if model.kind == "lstm":
             torch.save(model.net.state_dict(), tmp / "weights.pt")
@@ -684,13 +669,7 @@ def save(model: TextClassifier, directory: str | os.PathLike) -> Path:
         meta = {"format": _FORMAT, "classes": list(CLASSES), "config": cfg_d,
                 "meta": model.meta}
         (tmp / "classifier.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    return Path(directory)
 
 
 def load(directory: str | os.PathLike) -> TextClassifier:

@@ -157,3 +157,18 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     (m / "artifact.json").unlink()
     with pytest.raises(mod.InputError, match="metrics/artifact.json"):
         mod.main()
+
+
+def test_atomic_dir_replaces_whole_or_keeps_the_old(tmp_path):
+    from biaslab.io import atomic_dir
+    target = tmp_path / "model"
+    with atomic_dir(target) as tmp:
+        (tmp / "a.txt").write_text("1")
+    assert (target / "a.txt").read_text() == "1"
+    with pytest.raises(RuntimeError):
+        with atomic_dir(target) as tmp:
+            (tmp / "b.txt").write_text("2")
+            raise RuntimeError("killed mid-save")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]   # no temp dir left
+    assert [p.name for p in target.iterdir()] == ["a.txt"]            # old save intact
+    assert oct(target.stat().st_mode & 0o077) != "0o0"                # not mkdtemp's 0700

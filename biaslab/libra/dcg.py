@@ -35,8 +35,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from biaslab.io import atomic_dir
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet, threads,
                               word_spans)
 
@@ -480,10 +479,7 @@ def save(dcg: DCG, directory: str | os.PathLike) -> Path:
     meta), ``seq2seq/`` (EncoderDecoderModel), ``image.pt`` (projection, features mode),
     ``enc_tokenizer/`` and ``dec_tokenizer/``."""
     import torch
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_dir(directory) as tmp:
         with quiet():
             dcg.seq2seq.save_pretrained(tmp / "seq2seq")
         dcg.enc_tok.save_pretrained(tmp / "enc_tokenizer")
@@ -494,13 +490,7 @@ def save(dcg: DCG, directory: str | os.PathLike) -> Path:
         meta = {"format": _FORMAT, "settings": dataclasses.asdict(dcg.settings),
                 "feat_dim": dcg.feat_dim, "meta": dcg.meta}
         (tmp / "dcg.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    return Path(directory)
 
 
 def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:

@@ -50,8 +50,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -60,6 +58,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from biaslab.features import torch_threads
+from biaslab.io import atomic_dir
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
@@ -333,19 +334,8 @@ class T5Model:
     meta: dict = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def threads(n: int | None):
-    """``torch.set_num_threads(n)`` for the block (restored afterwards); no-op for None/0."""
-    import torch
-    if not n:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+#: torch threads for a block (kept under this name for biaslab.libra.dcg)
+threads = torch_threads
 
 
 @contextlib.contextmanager
@@ -836,23 +826,14 @@ def masked_word_accuracy(t5: T5Model, captions: Sequence[str], rate: float,
 def save(t5: T5Model, directory: str | os.PathLike) -> Path:
     """Save to ``directory`` (replaced atomically): ``save_pretrained`` model + tokenizer and
     ``libra_t5.json`` (settings, format, meta)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_dir(directory) as tmp:
         with quiet():
             t5.model.save_pretrained(tmp)
         t5.tokenizer.save_pretrained(tmp)
         meta = {"format": _FORMAT, "settings": dataclasses.asdict(t5.settings),
                 "meta": t5.meta}
         (tmp / "libra_t5.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    return Path(directory)
 
 
 def load(directory: str | os.PathLike, num_threads: int | None = None) -> T5Model:
