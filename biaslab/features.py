@@ -330,6 +330,18 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
                                 dtype=np.float32)
 
 
+def file_digest(path: str | os.PathLike) -> str:
+    """Content digest of a file (blake2b, 16 bytes, hex). The feature cache keys rows by it, so
+    an image rewritten at the same path (a re-synthesized dataset, re-generated candidates) is
+    never served stale features. Raises ``InputError`` naming a missing or unreadable file."""
+    import hashlib
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(path, f"image file not readable ({e.strerror or e})") from e
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
                   name: str = DEFAULT_IMAGE_ENCODER, *, encoder: ImageEncoder | None = None,
                   image_size: int | None = None, batch_size: int = 32, device: str = "cpu",
@@ -340,9 +352,10 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     the rows not already cached.
 
     The cache lives in ``cache_dir/<cache_key(name, image_size)>/``: ``feats.npy`` (float32
-    (m, d)) and ``index.parquet`` (image_id, path, row). A cached row is reused when both its
-    image_id and path match; otherwise the image is encoded and appended (rows are never
-    rewritten, so the two files can never disagree even after a crash). The cache is saved
+    (m, d)) and ``index.parquet`` (image_id, path, digest, row). A cached row is reused when its
+    image_id, path and content digest (:func:`file_digest`) all match; otherwise the image is
+    encoded and appended (rows are never rewritten, so the two files can never disagree even
+    after a crash). Caches written without the digest column are ignored and rebuilt. The cache is saved
     atomically every ``checkpoint_every`` new images and at the end.
 
     The encoder is loaded (``load_image_encoder(name, device, image_size, num_threads)``) only
@@ -353,7 +366,7 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
 
     Returns ``(ids, feats)``: int64 (n,) in table order and float32 (n, d).
     Raises ``InputError`` for a table without the required columns or with duplicate ids, or
-    for an unreadable image.
+    for a missing or unreadable image.
     """
     missing = {"image_id", "path"} - set(image_table.columns)
     if missing:
@@ -374,8 +387,10 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
                                                num_threads=num_threads)
         return holder["enc"].encode([paths[k] for k in positions], batch_size=batch_size)
 
+    digests = [file_digest(p) for p in paths]
     st = {"progress": progress}
-    feats = _cached_rows(d, ("image_id", "path"), [(int(i), p) for i, p in zip(ids, paths)],
+    feats = _cached_rows(d, ("image_id", "path", "digest"),
+                         [(int(i), p, h) for i, p, h in zip(ids, paths, digests)],
                          compute, encoder.dim if encoder else None,
                          max(int(checkpoint_every), int(batch_size), 1), st)
     if stats is not None:
@@ -519,7 +534,7 @@ def throughput(n: int, seconds: float) -> float:
 
 
 __all__ = ["ImageEncoder", "EfficientNetLite0Encoder", "HFImageEncoder", "load_image_encoder",
-           "encode_cached", "encode_texts_cached", "cache_key", "TextEncoder",
+           "encode_cached", "encode_texts_cached", "cache_key", "file_digest", "TextEncoder",
            "load_text_encoder", "minilm_path",
            "set_threads", "save_safetensors", "save_features", "load_features", "split_rows",
            "DEFAULT_IMAGE_ENCODER", "DEFAULT_TEXT_ENCODER", "throughput"]

@@ -103,7 +103,19 @@ class CountingEncoder(ImageEncoder):
                         np.float32).reshape(len(images), 2)
 
 
-def test_encode_cached_reuses_rows(tmp_path):
+def _files(tmp_path, *names):
+    """Write small distinct files; the fake encoder reads the number from the name."""
+    out = []
+    for n in names:
+        p = tmp_path / n
+        p.write_bytes(n.encode())
+        out.append(str(p))
+    return out
+
+
+def test_encode_cached_reuses_rows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _files(tmp_path, "im_3.jpg", "im_1.jpg", "im_2.jpg", "im_7.jpg", "moved_5.jpg")
     table = pd.DataFrame({"image_id": [3, 1, 2], "path": ["im_3.jpg", "im_1.jpg", "im_2.jpg"]})
     enc = CountingEncoder()
     ids, f = encode_cached(table, tmp_path, encoder=enc, checkpoint_every=2)
@@ -127,6 +139,20 @@ def test_encode_cached_reuses_rows(tmp_path):
     moved = pd.DataFrame({"image_id": [1], "path": ["moved_5.jpg"]})
     _, f4 = encode_cached(moved, tmp_path, encoder=enc4)
     assert enc4.encoded == ["moved_5.jpg"] and f4[0, 0] == 5
+
+    enc5 = CountingEncoder()                       # same id and path, new content -> recomputed
+    (tmp_path / "im_2.jpg").write_bytes(b"rewritten")
+    _, f5 = encode_cached(table, tmp_path, encoder=enc5)
+    assert enc5.encoded == ["im_2.jpg"] and f5[:, 0].tolist() == [3, 1, 2]
+    enc6 = CountingEncoder()                       # ... and cached from then on
+    encode_cached(table, tmp_path, encoder=enc6)
+    assert enc6.encoded == []
+
+
+def test_encode_cached_names_a_missing_file(tmp_path):
+    table = pd.DataFrame({"image_id": [1], "path": [str(tmp_path / "gone_1.jpg")]})
+    with pytest.raises(InputError, match="gone_1.jpg"):
+        encode_cached(table, tmp_path, encoder=CountingEncoder())
 
 
 class CountingTextEncoder:
@@ -160,7 +186,9 @@ def test_encode_cached_rejects_bad_tables(tmp_path):
                       encoder=CountingEncoder())
 
 
-def test_encode_cached_survives_corrupt_cache(tmp_path):
+def test_encode_cached_survives_corrupt_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _files(tmp_path, "im_1.jpg")
     table = pd.DataFrame({"image_id": [1], "path": ["im_1.jpg"]})
     d = tmp_path / cache_key("fake", 8)
     d.mkdir()
