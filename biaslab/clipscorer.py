@@ -156,6 +156,9 @@ class LiTScorer:
     precomputed backbone features (``np.ndarray`` (n, d_img) / (n, d_txt)) skip them.
     """
 
+    #: ``encode_images`` takes precomputed backbone features (n, d_img) as well as images.
+    accepts_features = True
+
     def __init__(self, heads, config: dict, device: str = "cpu"):
         self.heads = heads.eval().to(device)
         self.config = dict(config)

@@ -6,7 +6,7 @@ order, rank 1 = best).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,10 @@ def color_fidelity(candidate: Image.Image | np.ndarray, original: Image.Image | 
     ``inf`` (the best possible score, ranked first). Images of different sizes are fine: both
     are downsampled to 14x14.
     """
-    d = downsample14(candidate, size) - downsample14(original, size)
+    return _inverse_frobenius(downsample14(candidate, size) - downsample14(original, size))
+
+
+def _inverse_frobenius(d: np.ndarray) -> float:
     norm = float(np.sqrt((d ** 2).sum()))
     return float("inf") if norm == 0 else 1.0 / norm
 
@@ -90,6 +93,121 @@ def knn_filter(real_emb: np.ndarray, real_groups: Sequence[str], synth_emb: np.n
         p_g = float((groups[neigh] == synth_groups[s]).mean())
         rows.append({"P_R": p_r, "P_G": p_g, "accept": p_r > tau_r and p_g > tau_g})
     return pd.DataFrame(rows)
+
+
+def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
+                     object_predictor, encode: Callable[[pd.DataFrame], np.ndarray] | None = None,
+                     real_groups: Mapping[int, str] | None = None, knn: Mapping | None = None,
+                     progress: bool = False, timings: dict | None = None) -> pd.DataFrame:
+    """Every filter of paper 000 sec. 2.3 on every candidate (Eqs. 4-6), plus optionally the
+    GenSynth KNN filter (paper 001 Eqs. 1-2). The ``score`` stage and ``benchmarks/score.py``
+    both call this, so the benchmark measures exactly what the stage runs.
+
+    Each candidate image is decoded and run through the image backbone once: the backbone
+    features feed both prompt adherence and object consistency when the scorer / object
+    predictor accept features (``accepts_features``: the offline LiT scorer and object
+    classifier); a Hugging Face CLIP or detector (paper tier) gets the paths instead. A prompt
+    shared by the m candidates of one (i, g') is text-encoded once.
+
+    Args:
+        cands: one row per candidate with ``image_id`` (int, the original), ``group`` (g'),
+            ``path`` (candidate image file) and ``prompt`` (t^(g')).
+        originals: image_id -> path of the original image x_i, for every candidate's image_id.
+        scorer: a ``ClipScorer`` (``encode_images``, ``encode_texts``; Eq. 4's phi and psi).
+        object_predictor: eta of Eq. 5 (``predict_sets(images or features) -> list[set]``).
+        encode: ``table(image_id int64, path) -> float32 (n, d)`` backbone features in table
+            order (``biaslab.features.encode_cached`` bound to a cache); required when the
+            scorer or the object predictor accepts features. Candidates are keyed by a stable
+            63-bit hash of their path (they have no image id of their own).
+        real_groups: image_id -> gender of the originals (the real images R of the KNN filter);
+            needed with ``knn``.
+        knn: ``{"k", "tau_r", "tau_g"}`` to add ``knn_P_R``, ``knn_P_G`` (in [0, 1]) and
+            ``knn_accept`` (bool); ``None`` skips the KNN filter. GenSynth embeds person crops
+            with CLIP; this embeds whole images with ``scorer`` (documented deviation).
+        timings: filled with seconds per part (``features``, ``prompt_adherence``,
+            ``object_consistency``, ``color_fidelity``, ``knn``) when given.
+
+    Returns:
+        A copy of ``cands`` (same row order) plus float columns ``prompt_adherence`` in
+        [-1, 1], ``object_consistency`` in [0, 1], ``color_fidelity`` in (0, inf].
+
+    Raises:
+        ValueError: missing columns, an image_id without an original, or ``encode`` missing
+        when needed. Unreadable images raise ``biaslab.io.InputError`` naming the file.
+    """
+    import time
+
+    from tqdm import tqdm
+
+    from biaslab.counterfactual.generate import stable_hash
+    from biaslab.features import _open_rgb
+    from biaslab.objects import object_f1
+
+    miss = [c for c in ("image_id", "group", "path", "prompt") if c not in cands.columns]
+    if miss:
+        raise ValueError(f"candidate table lacks column(s) {miss}")
+    out = cands.reset_index(drop=True).copy()
+    ids = sorted(int(i) for i in out["image_id"].unique())
+    lost = [i for i in ids if i not in originals]
+    if lost:
+        raise ValueError(f"no original image for image_id(s) {lost[:5]}")
+    wants = [getattr(m, "accepts_features", False) for m in (scorer, object_predictor)]
+    if any(wants) and encode is None:
+        raise ValueError("encode is required: the scorer or object predictor takes features")
+    t = timings if timings is not None else {}
+    clock = time.perf_counter
+
+    t0 = clock()
+    cpaths = out["path"].astype(str).tolist()
+    opaths = [str(originals[i]) for i in ids]
+    fc = fo = None
+    if any(wants):
+        fc = encode(pd.DataFrame({"image_id": [stable_hash(x) >> 1 for x in cpaths],
+                                  "path": cpaths}))
+        fo = encode(pd.DataFrame({"image_id": ids, "path": opaths}))
+    t["features"] = clock() - t0
+
+    def inputs(model, feats, paths):
+        return feats if getattr(model, "accepts_features", False) else paths
+
+    t0 = clock()
+    prompts = out["prompt"].astype(str).to_numpy()
+    uniq, inv = np.unique(prompts, return_inverse=True)
+    text = np.asarray(scorer.encode_texts(list(uniq)))[inv]
+    img_c = np.asarray(scorer.encode_images(inputs(scorer, fc, cpaths)))
+    out["prompt_adherence"] = prompt_adherence(img_c, text)
+    t["prompt_adherence"] = clock() - t0
+
+    t0 = clock()
+    sets_c = object_predictor.predict_sets(inputs(object_predictor, fc, cpaths))
+    sets_o = dict(zip(ids, object_predictor.predict_sets(inputs(object_predictor, fo, opaths))))
+    out["object_consistency"] = [object_f1(sc, sets_o[int(i)])
+                                 for sc, i in zip(sets_c, out["image_id"])]
+    t["object_consistency"] = clock() - t0
+
+    t0 = clock()
+    # candidates of one image are adjacent in the generate table: keep one original decoded
+    color, last = [], (None, None)
+    for path, iid in tqdm(zip(cpaths, out["image_id"]), total=len(out), disable=not progress,
+                          desc="color fidelity"):
+        if last[0] != iid:
+            last = (iid, downsample14(_open_rgb(originals[int(iid)])))
+        color.append(_inverse_frobenius(downsample14(_open_rgb(path)) - last[1]))
+    out["color_fidelity"] = color
+    t["color_fidelity"] = clock() - t0
+
+    if knn is not None:
+        t0 = clock()
+        if real_groups is None:
+            raise ValueError("the KNN filter needs real_groups")
+        img_o = np.asarray(scorer.encode_images(inputs(scorer, fo, opaths)))
+        r = knn_filter(img_o, [real_groups.get(i, "undefined") for i in ids], img_c,
+                       out["group"].tolist(), k=int(knn["k"]), tau_r=float(knn["tau_r"]),
+                       tau_g=float(knn["tau_g"]))
+        out["knn_P_R"], out["knn_P_G"] = r["P_R"].to_numpy(), r["P_G"].to_numpy()
+        out["knn_accept"] = r["accept"].to_numpy()
+        t["knn"] = clock() - t0
+    return out
 
 
 def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float],

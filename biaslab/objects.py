@@ -156,6 +156,9 @@ class ObjectPredictor:
     backbone, loaded lazily).
     """
 
+    #: ``predict_sets`` takes precomputed backbone features (n, d_img) as well as images.
+    accepts_features = True
+
     def __init__(self, head, categories: Sequence[str], thresholds: np.ndarray, config: dict,
                  device: str = "cpu"):
         self.head = head.eval().to(device)

@@ -81,3 +81,88 @@ def test_knn_filter_hand_made():
     # s2 (100,100): neighbours s3 (d=1) and s1 (d=127.3, closer than real (10,11) at 127.6):
     # a cluster of synthetic images far from every real one -> P_R = 0 -> rejected
     assert out.loc[2, "P_R"] == 0.0 and not out.loc[2, "accept"]
+
+
+class _FeatScorer:
+    """Identity 'CLIP' on 2-d features; records the texts it encodes."""
+    accepts_features = True
+
+    def __init__(self):
+        self.texts = []
+
+    def encode_images(self, x):
+        return np.asarray(x, np.float64)
+
+    def encode_texts(self, texts):
+        self.texts.append(list(texts))
+        return np.array([[1.0, 0.0] if "woman" in t else [0.0, 1.0] for t in texts])
+
+
+class _FeatObjects:
+    """Objects from features: 'cup' when x[0] > 0.5, 'dog' when x[1] > 0.5."""
+    accepts_features = True
+
+    def predict_sets(self, x):
+        return [{n for n, v in zip(("cup", "dog"), row) if v > 0.5} for row in x]
+
+
+def _images(tmp_path):
+    from PIL import Image
+    paths = {}
+    for name, value in (("orig", 0), ("c0", 0), ("c1", 51), ("c2", 255)):
+        p = tmp_path / f"{name}.png"
+        Image.new("RGB", (28, 28), (value,) * 3).save(p)
+        paths[name] = str(p)
+    return paths
+
+
+def test_score_candidates_hand_computed(tmp_path):
+    from biaslab.filters import score_candidates
+    p = _images(tmp_path)
+    # features by path: c0 -> (1, 0), c1 -> (0.6, 0.8), c2 -> (0, 1); original -> (1, 0)
+    feats = {p["orig"]: [1.0, 0.0], p["c0"]: [1.0, 0.0], p["c1"]: [0.6, 0.8],
+             p["c2"]: [0.0, 1.0]}
+    calls = []
+
+    def encode(table):
+        calls.append(len(table))
+        assert table["image_id"].is_unique
+        return np.array([feats[x] for x in table["path"]], np.float32)
+
+    cands = pd.DataFrame({"image_id": [7, 7, 7], "group": ["female"] * 3, "j": [0, 1, 2],
+                          "path": [p["c0"], p["c1"], p["c2"]],
+                          "prompt": ["a woman", "a woman", "a woman"]})
+    scorer = _FeatScorer()
+    timings = {}
+    out = score_candidates(cands, {7: p["orig"]}, scorer, _FeatObjects(), encode=encode,
+                           real_groups={7: "male"}, knn={"k": 3, "tau_r": 0.1, "tau_g": 0.5},
+                           timings=timings)
+    assert scorer.texts == [["a woman"]]          # one distinct prompt, encoded once
+    assert calls == [3, 1]                        # candidates once, originals once
+    assert out["j"].tolist() == [0, 1, 2]         # row order kept
+    assert out["prompt_adherence"].tolist() == pytest.approx([1.0, 0.6, 0.0])
+    # original {cup}; c0 {cup} -> F1 1; c1 {cup, dog} -> 2/3; c2 {dog} -> 0
+    assert out["object_consistency"].tolist() == pytest.approx([1.0, 2 / 3, 0.0])
+    assert out["color_fidelity"].tolist() == pytest.approx(
+        [math.inf, 1 / (0.2 * math.sqrt(588)), 1 / math.sqrt(588)])
+    # KNN over {orig (male), c0, c1, c2 (female)}, K = 3 -> every neighbourhood is the other 3
+    assert out["knn_P_R"].tolist() == pytest.approx([1 / 3] * 3)
+    assert out["knn_P_G"].tolist() == pytest.approx([2 / 3] * 3)
+    assert out["knn_accept"].tolist() == [True] * 3
+    assert set(timings) == {"features", "prompt_adherence", "object_consistency",
+                            "color_fidelity", "knn"}
+
+
+def test_score_candidates_errors(tmp_path):
+    from biaslab.filters import score_candidates
+    p = _images(tmp_path)
+    cands = pd.DataFrame({"image_id": [7], "group": ["male"], "path": [p["c0"]],
+                          "prompt": ["a man"]})
+    with pytest.raises(ValueError, match="no original image"):
+        score_candidates(cands, {8: p["orig"]}, _FeatScorer(), _FeatObjects(),
+                         encode=lambda t: np.zeros((len(t), 2)))
+    with pytest.raises(ValueError, match="encode is required"):
+        score_candidates(cands, {7: p["orig"]}, _FeatScorer(), _FeatObjects())
+    with pytest.raises(ValueError, match="lacks column"):
+        score_candidates(cands.drop(columns="prompt"), {7: p["orig"]}, _FeatScorer(),
+                         _FeatObjects(), encode=lambda t: np.zeros((len(t), 2)))
