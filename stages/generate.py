@@ -36,13 +36,15 @@ def make_backend(p: dict, prepared: str, labels: str, split: str):
                             min_pool=int(p["m"]))
         return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
                                 inpaint_method=p.get("inpaint_method", "telea"),
-                                feather_px=float(p.get("feather_px", 2.0)))
+                                feather_px=float(p.get("feather_px", 2.0)),
+                                extent_weight=float(p.get("extent_weight", 1.0)))
     if name == "sd_inpaint":
         from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
         return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
                                 resolution=int(p.get("resolution", 512)),
                                 batch_size=int(p.get("batch_size", 4)),
-                                feather_px=float(p.get("feather_px", 2.0)))
+                                feather_px=float(p.get("feather_px", 2.0)),
+                                extent_weight=float(p.get("extent_weight", 1.0)))
     raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint")
 
 

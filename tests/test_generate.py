@@ -238,6 +238,55 @@ def test_copy_paste_on_real_coco_mini(coco_mini, tmp_path):
         assert r.prompt == item[f"prompt_{r.group}"]
 
 
+def _kp(visible):
+    """51 COCO keypoint numbers with the given indices labelled (v = 2)."""
+    k = np.zeros((17, 3))
+    for i in visible:
+        k[i] = (10.0, 10.0 + 5 * i, 2)
+    return k.reshape(-1).tolist()
+
+
+FULL_BODY = _kp(range(17))
+PORTRAIT = _kp([0, 1, 2, 5, 6])
+UPPER = _kp([0, 5, 6, 11, 12])
+
+
+def test_body_extent_and_cost_hand_computed():
+    from biaslab.counterfactual.copy_paste import body_extent, extent_cost
+    assert body_extent(FULL_BODY) == (0, 4)
+    assert body_extent(PORTRAIT) == (0, 1)
+    assert body_extent(UPPER) == (0, 2)
+    assert body_extent(_kp([13, 15])) == (3, 4)           # legs only
+    assert body_extent(_kp([7, 9])) is None                # arms say nothing
+    assert body_extent(None) is None and body_extent([]) is None
+    # (|0-0| + |4-1|) / 8, (|0-0| + |4-2|) / 8, 0 for the same extent and for unknown
+    got = extent_cost((0, 4), [(0, 1), (0, 2), (0, 4), None])
+    assert got.tolist() == pytest.approx([3 / 8, 2 / 8, 0.0, 0.0])
+    assert extent_cost(None, [(0, 1)]).tolist() == [0.0]
+
+
+def test_donor_ranking_prefers_matching_body_extent():
+    """Two donors with the same cut-out shape: the one showing as much of the body as the
+    target ranks first; with extent_weight 0 the tie is broken by ann_id."""
+    poly = json.dumps([[0, 0, 20, 0, 20, 60, 0, 60]])
+    donors = pd.DataFrame({
+        "ann_id": [1, 2], "image_id": [10, 11], "gender": ["female", "female"],
+        "path": ["a.jpg", "b.jpg"], "width": [40, 40], "height": [80, 80],
+        "x": [0.0, 0.0], "y": [0.0, 0.0], "w": [20.0, 20.0], "h": [60.0, 60.0],
+        "polygon": [poly, poly], "keypoints": [PORTRAIT, FULL_BODY],
+        "mask_source": ["polygon", "polygon"], "single_person": [True, True]})
+    omega = np.zeros((100, 100), np.uint8)
+    omega[20:80, 40:60] = 1
+    box = [40, 20, 20, 60]
+    ranked = CopyPasteBackend(donors).ranked_donors("female", box, omega, 99, 2, FULL_BODY)
+    assert ranked["ann_id"].tolist() == [2, 1]
+    assert ranked["cost"].iloc[1] - ranked["cost"].iloc[0] == pytest.approx(3 / 8)
+    flat = CopyPasteBackend(donors, extent_weight=0).ranked_donors("female", box, omega, 99, 2,
+                                                                    FULL_BODY)
+    assert flat["ann_id"].tolist() == [1, 2]
+    assert flat["cost"].iloc[0] == pytest.approx(flat["cost"].iloc[1])
+
+
 # ---------------------------------------------------------------- stage
 def test_generate_stage(synth, tmp_path, monkeypatch):
     from stages import generate as stage

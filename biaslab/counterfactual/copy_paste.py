@@ -20,8 +20,10 @@ A donor never comes from the target image itself.
 
 Donor choice for candidate j: the donors of g' are ranked by how well their cut-out, placed
 as it would be pasted, covers the target mask inside the box (``shape_cost``: 1 - IoU on a
-48 px grid, plus a small penalty for upscaling), so a standing person replaces a standing one
-and a portrait a portrait; among the ``top_k = max(3 m, 12)`` best, a seeded draw
+48 px grid, plus a small penalty for upscaling), plus ``extent_weight`` times the mismatch of
+the visible body extents (``body_extent``: which of head ... ankles the keypoints show; a
+portrait donor must not replace a full-body target), so a standing person replaces a standing
+one and a portrait a portrait; among the ``top_k = max(3 m, 12)`` best, a seeded draw
 (``numpy.random.default_rng([seed_j, k])``) picks the start, probing forward to the next unused
 donor so that the m candidates use m different donors (repeats only when fewer exist). The guidance scale is meaningless here and only
 recorded for schema parity with ``sd_inpaint``.
@@ -137,6 +139,38 @@ def shape_cost(donor_alphas: Sequence[np.ndarray], donor_sizes: np.ndarray,
     return cost + upscale_weight * np.log(np.maximum(up, 1.0))
 
 
+#: COCO keypoint -> body level: head (nose, eyes, ears) 0, shoulders 1, hips 2, knees 3, ankles
+#: 4. Elbows and wrists move with the arms and say little about how much of the body is shown.
+BODY_LEVELS = {0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 1, 6: 1, 11: 2, 12: 2, 13: 3, 14: 3, 15: 4,
+               16: 4}
+
+
+def body_extent(keypoints) -> tuple[int, int] | None:
+    """(top, bottom) body level (``BODY_LEVELS``: 0 head ... 4 ankles) among the labelled
+    (v > 0) COCO keypoints of a person (51 numbers, x y v triplets); None without any.
+    A full-body person is (0, 4), a head-and-shoulders portrait (0, 1)."""
+    if keypoints is None:
+        return None
+    kp = np.asarray(keypoints, float).reshape(-1)
+    if kp.size != 51:
+        return None
+    levels = [lv for i, lv in BODY_LEVELS.items() if kp[3 * i + 2] > 0]
+    return (min(levels), max(levels)) if levels else None
+
+
+def extent_cost(target: tuple[int, int] | None, donors: Sequence[tuple[int, int] | None]
+                ) -> np.ndarray:
+    """Body-extent mismatch in [0, 1]: (|top_t - top_d| + |bottom_t - bottom_d|) / 8, 0 when
+    either extent is unknown (no keypoints)."""
+    out = np.zeros(len(donors))
+    if target is None:
+        return out
+    for i, d in enumerate(donors):
+        if d is not None:
+            out[i] = (abs(target[0] - d[0]) + abs(target[1] - d[1])) / 8.0
+    return out
+
+
 def feather_alpha(alpha: np.ndarray, feather_px: float) -> np.ndarray:
     """Soft alpha: erode the 0..1 alpha by ``round(feather_px / 2)`` px, then Gaussian-blur it
     with sigma ``feather_px`` (so the soft edge stays mostly inside the donor)."""
@@ -218,6 +252,8 @@ class CopyPasteBackend:
         feather_px: alpha blur sigma.
         silhouette_thickness: width factor of keypoint silhouettes used to cut donors out
             (below 1: tighter than the target masks, less donor background).
+        extent_weight: weight of ``extent_cost`` (body-extent mismatch) in the donor ranking;
+            0 ranks by shape alone.
         load_image: function path -> RGB array (``biaslab.counterfactual.generate.load_image``).
         cache_size: donor cut-outs (pixels) kept in memory.
     """
@@ -227,7 +263,8 @@ class CopyPasteBackend:
 
     def __init__(self, donors: pd.DataFrame, inpaint_radius: float = 5,
                  inpaint_method: str = "telea", feather_px: float = 2.0,
-                 silhouette_thickness: float = 0.8, load_image=None, cache_size: int = 256):
+                 silhouette_thickness: float = 0.8, extent_weight: float = 1.0,
+                 load_image=None, cache_size: int = 256):
         if inpaint_method not in _METHODS:
             raise ValueError(f"unknown inpaint method {inpaint_method!r}; known: "
                              f"{sorted(_METHODS)}")
@@ -240,6 +277,7 @@ class CopyPasteBackend:
         self.inpaint_method = inpaint_method
         self.feather_px = float(feather_px)
         self.silhouette_thickness = float(silhouette_thickness)
+        self.extent_weight = float(extent_weight)
         self._load = load_image or _load
         self._cuts: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cache_size = int(cache_size)
@@ -252,8 +290,8 @@ class CopyPasteBackend:
         digest = hashlib.sha256(d.to_json(orient="values").encode()).hexdigest()
         return {"backend": self.name, "inpaint_radius": self.inpaint_radius,
                 "inpaint_method": self.inpaint_method, "feather_px": self.feather_px,
-                "silhouette_thickness": self.silhouette_thickness, "donors": digest,
-                "version": 2}
+                "silhouette_thickness": self.silhouette_thickness,
+                "extent_weight": self.extent_weight, "donors": digest, "version": 3}
 
     def _donor_mask(self, donor) -> tuple[np.ndarray, tuple[int, int, int, int]]:
         """Full-resolution 0/1 mask crop of a donor and its crop box (y0, y1, x0, x1); needs
@@ -272,8 +310,9 @@ class CopyPasteBackend:
         """Per group: donor rows, crop boxes, low-resolution footprints, full sizes."""
         if group not in self._shapes:
             d = self.donors[self.donors["gender"] == group].reset_index(drop=True)
-            crops, smalls, sizes = [], [], []
+            crops, smalls, sizes, extents = [], [], [], []
             for row in d.to_dict("records"):
+                extents.append(body_extent(row.get("keypoints")))
                 m, crop = self._donor_mask(row)
                 ch, cw = m.shape
                 f = self.GRID / max(ch, cw)
@@ -284,6 +323,7 @@ class CopyPasteBackend:
                 smalls.append(small)
                 sizes.append((cw, ch))
             self._shapes[group] = {"rows": d, "crops": crops, "smalls": smalls,
+                                   "extents": extents,
                                    "sizes": np.asarray(sizes, float).reshape(-1, 2)}
         return self._shapes[group]
 
@@ -305,9 +345,10 @@ class CopyPasteBackend:
         return cut
 
     def ranked_donors(self, group: str, box, omega: np.ndarray, exclude_image: int,
-                      top_k: int) -> pd.DataFrame:
+                      top_k: int, keypoints=None) -> pd.DataFrame:
         """The ``top_k`` donors of ``group`` that fit the target best (``shape_cost`` against
-        omega inside ``box``), excluding the target image; ties broken by ann_id. Adds a
+        omega inside ``box`` + ``extent_weight * extent_cost`` against the target person's
+        ``keypoints``, when given), excluding the target image; ties broken by ann_id. Adds a
         ``cost`` column."""
         sh = self._group_shapes(group)
         d = sh["rows"]
@@ -327,6 +368,9 @@ class CopyPasteBackend:
         gw, gh = max(int(round(crop.shape[1] * f)), 1), max(int(round(crop.shape[0] * f)), 1)
         target = cv2.resize(crop.astype(np.uint8), (gw, gh), interpolation=cv2.INTER_NEAREST)
         cost = shape_cost([sh["smalls"][i] for i in keep], sh["sizes"][keep], target, bw, bh)
+        if self.extent_weight:
+            cost = cost + self.extent_weight * extent_cost(
+                body_extent(keypoints), [sh["extents"][i] for i in keep])
         out = d.iloc[keep].assign(cost=np.round(cost, 9))
         return out.sort_values(["cost", "ann_id"], kind="stable").iloc[:top_k]
 
@@ -345,7 +389,10 @@ class CopyPasteBackend:
         bg = self._background(item["image_id"], image, mask)
         boxes = [list(b) for b in item["boxes"]]
         top_k = max(3 * len(js), 12)
-        ranked = [self.ranked_donors(group, b, mask, item["image_id"], top_k) for b in boxes]
+        kps = item.get("keypoints")
+        kps = list(kps) if kps is not None else [None] * len(boxes)
+        ranked = [self.ranked_donors(group, b, mask, item["image_id"], top_k, kp)
+                  for b, kp in zip(boxes, kps)]
         used: list[set[int]] = [set() for _ in boxes]
         # paste far persons first (smaller bottom y), near ones on top
         order = sorted(range(len(boxes)), key=lambda k: boxes[k][1] + boxes[k][3])

@@ -126,7 +126,7 @@ def make_prompts(captions: pd.DataFrame, image_ids: Sequence[int] | None = None,
 
 
 WORK_COLUMNS = ["image_id", "path", "mask_path", "width", "height", "gender", "ann_ids",
-                "boxes", "shard"]
+                "boxes", "keypoints", "shard"]
 
 
 def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
@@ -139,8 +139,9 @@ def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
 
     Returns:
         ``(work, counts)``: work with ``WORK_COLUMNS`` + ``prompt_<group>`` columns sorted by
-        (shard, image_id), boxes = list of [x, y, w, h] in ann_ids order; counts of images
-        dropped for having no gendered caption or by the cap.
+        (shard, image_id), boxes = list of [x, y, w, h] in ann_ids order, keypoints = the
+        persons' COCO keypoints in the same order (None where a person has none); counts of
+        images dropped for having no gendered caption or by the cap.
     """
     for df, cols, name in ((masks, ["image_id", "ann_ids", "mask_path", "gender"], "masks"),
                            (images, ["image_id", "path", "width", "height"], "images"),
@@ -163,8 +164,15 @@ def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
     else:
         counts["skipped_max_images"] = 0
     boxes = persons.set_index("ann_id")[["x", "y", "w", "h"]]
+    kp = persons.set_index("ann_id")["keypoints"] if "keypoints" in persons.columns else None
+
+    def keypoints_of(a: int):
+        k = None if kp is None else kp.loc[int(a)]
+        return None if k is None or len(k) == 0 else [float(v) for v in k]
+
     w = w.assign(
         boxes=[[[float(v) for v in boxes.loc[int(a)]] for a in ids] for ids in w["ann_ids"]],
+        keypoints=[[keypoints_of(a) for a in ids] for ids in w["ann_ids"]],
         ann_ids=[[int(a) for a in ids] for ids in w["ann_ids"]],
         shard=[shard_of(i, shards) for i in w["image_id"]])
     w = w.sort_values(["shard", "image_id"], ignore_index=True)
