@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             path = dict(zip(table["image_id"].astype(int), table["path"].astype(str)))
             d_imgs, feat_dim = [path[int(i)] for i in dset["image_id"]], None
         model = D.build_dcg(s, d_caps + synth["original"].tolist() + synth["biased"].tolist(),
-                            feat_dim)
+                            feat_dim, seed=seed)
         t0 = time.perf_counter()
         import dataclasses
         model = D.train_dcg(d_caps, d_caps, d_imgs, dataclasses.replace(s, epochs=pre_epochs),

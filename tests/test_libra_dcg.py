@@ -37,6 +37,30 @@ def test_settings_validation():
         D.settings_from_dict({"hiddne": 3})
 
 
+def _weights(m):
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def test_build_is_seeded_and_leaves_the_global_rng_alone():
+    """Same seed -> identical initial weights whatever the global torch RNG state (the
+    committed DCG changed between identical runs before the build was seeded)."""
+    s = D.DCGSettings(**TINY)
+    torch.manual_seed(123)
+    a = _weights(D.build_dcg(s, CAPS, feat_dim=16, seed=5))
+    state = torch.random.get_rng_state()
+    torch.rand(7)                                        # move the global RNG on
+    b = _weights(D.build_dcg(s, CAPS, feat_dim=16, seed=5))
+    c = _weights(D.build_dcg(s, CAPS, feat_dim=16, seed=6))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a if a[k].is_floating_point())
+    torch.random.set_rng_state(state)
+    before = torch.rand(3)
+    torch.random.set_rng_state(state)
+    D.build_dcg(s, CAPS, feat_dim=16, seed=5)
+    assert torch.equal(torch.rand(3), before)            # caller's RNG untouched
+
+
 def test_forward_backward_tiny_batch():
     s = D.DCGSettings(**TINY)
     m = D.build_dcg(s, CAPS, feat_dim=16)

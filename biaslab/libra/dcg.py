@@ -320,8 +320,13 @@ class DCG(_torch_module()):
 
 
 def build_dcg(settings: DCGSettings, captions: Sequence[str] = (),
-              feat_dim: int | None = None) -> DCG:
-    """A new (untrained, or pretrained-tier) DCG. ``captions`` build the tiny tokenizer."""
+              feat_dim: int | None = None, seed: int = 0) -> DCG:
+    """A new (untrained, or pretrained-tier) DCG. ``captions`` build the tiny tokenizer.
+    Random initialisation (tiny towers, cross-attention, image projection) draws from a torch
+    RNG seeded with ``seed`` and forked, so the same inputs give the same weights in every
+    process (the global torch RNG is not reproducible across runs) and callers' RNG state is
+    untouched."""
+    import torch
     s = settings
     if TINY in (s.encoder, s.decoder):
         if not len(captions):
@@ -329,7 +334,9 @@ def build_dcg(settings: DCGSettings, captions: Sequence[str] = (),
         tiny_tok = build_tokenizer(captions, s.vocab_size, s.min_count)
     enc_tok = tiny_tok if s.encoder == TINY else _load_tokenizer(s.encoder, s.local_files_only)
     dec_tok = tiny_tok if s.decoder == TINY else _load_tokenizer(s.decoder, s.local_files_only)
-    return DCG(s, _build_seq2seq(s, enc_tok, dec_tok), enc_tok, dec_tok, feat_dim)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return DCG(s, _build_seq2seq(s, enc_tok, dec_tok), enc_tok, dec_tok, feat_dim)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,7 +383,7 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
     with threads(s.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
-        dcg = model or build_dcg(s, list(originals) + list(biased), feat_dim)
+        dcg = model or build_dcg(s, list(originals) + list(biased), feat_dim, seed=seed)
         mtok = dcg.enc_tok.mask_token
         opt = torch.optim.AdamW([p for p in dcg.parameters() if p.requires_grad], lr=s.lr,
                                 weight_decay=s.weight_decay)
