@@ -26,7 +26,6 @@ import tempfile
 import time
 from datetime import date
 
-import numpy as np
 import pandas as pd
 import yaml
 

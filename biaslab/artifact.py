@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from biaslab.counterfactual.masks import _visible, body_unit  # one definition of both
 from biaslab.io import atomic_path
 
 #: body part -> COCO keypoint indices (17-keypoint order of biaslab.counterfactual.masks).
@@ -67,36 +68,6 @@ PART_RADIUS = {"head": 0.5, "left_hand": 0.35, "right_hand": 0.35, "left_foot": 
 DEFAULT_PARTS = ("head", "left_hand", "right_hand")
 PARTS_COLUMNS = ["image_id", "ann_id", "gender", "part", "mask_pixels", "prompt", "source_path",
                  "path", "donor_ann_id"]
-
-
-def _visible(keypoints) -> dict[int, tuple[float, float]]:
-    if keypoints is None:
-        return {}
-    kp = np.asarray(keypoints, float).reshape(-1)
-    if kp.size != 51 or not np.isfinite(kp).all():
-        return {}
-    kp = kp.reshape(17, 3)
-    return {i: (float(x), float(y)) for i, (x, y, v) in enumerate(kp) if v > 0}
-
-
-def body_unit(keypoints, box) -> float:
-    """Body unit ``u`` in pixels (the width unit of the keypoint silhouette): max of shoulder
-    width, hip width, half the shoulder-hip distance and 0.12 * box height (>= 2 px)."""
-    vis = _visible(keypoints)
-    h = float(box[3])
-
-    def dist(a, b):
-        return float(np.hypot(vis[a][0] - vis[b][0], vis[a][1] - vis[b][1]))
-
-    cands = [0.12 * h]
-    if 5 in vis and 6 in vis:
-        cands.append(dist(5, 6))
-    if 11 in vis and 12 in vis:
-        cands.append(dist(11, 12))
-    for s, hp in ((5, 11), (6, 12)):
-        if s in vis and hp in vis:
-            cands.append(0.5 * dist(s, hp))
-    return max(max(cands), 2.0)
 
 
 def available_parts(keypoints, parts: Sequence[str] = DEFAULT_PARTS) -> list[str]:

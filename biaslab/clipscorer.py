@@ -27,7 +27,6 @@ normalised towers (cosine in [-1, 1]).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -84,6 +85,17 @@ def _json_default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def json_number(v, digits: int = 4):
+    """A metric for a JSON metrics file: None and non-finite floats -> None (JSON has no NaN),
+    integers stay ints, other numbers are rounded to ``digits`` decimals."""
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    v = float(v)
+    return round(v, digits) if np.isfinite(v) else None
 
 
 def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:

@@ -17,13 +17,12 @@ out:  metrics/artifact_captioner.json ({dataset: {ratio_orig_mean/_std, ratio_in
 """
 import sys
 
-import numpy as np
 import pandas as pd
 
 from biaslab import captioner as C
 from biaslab.artifact import caption_artifact_scores
 from biaslab.classify import summarize
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
 
 
 def main() -> None:
@@ -58,8 +57,8 @@ def main() -> None:
             write_json(f"data/artifact_captions/{dataset}-{seed}.json",
                        {str(i): {"orig": o, "inp": n} for i, o, n in zip(ids, c_o, c_i)})
             s = caption_artifact_scores(c_o, c_i, genders, words)
-            per_seed.append({"seed": int(seed), **{k: _r(v) for k, v in s.items()}})
-        out[dataset] = {**{k: _r(v) for k, v in
+            per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})
+        out[dataset] = {**{k: json_number(v) for k, v in
                            summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
                                                 "flip_rate")).items()},
                         "per_seed": per_seed}
@@ -67,17 +66,9 @@ def main() -> None:
                                                       "delta_mean")})
     n_m, n_f = genders.count("male"), genders.count("female")
     out["test_set"] = {"n_images": len(ids), "n_male": n_m, "n_female": n_f,
-                       "ratio_gt": _r(n_m / n_f) if n_f else None}
+                       "ratio_gt": json_number(n_m / n_f) if n_f else None}
     write_json("metrics/artifact_captioner.json", out)
 
-
-def _r(v, nd: int = 4):
-    if v is None:
-        return None
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    v = float(v)
-    return round(v, nd) if np.isfinite(v) else None
 
 
 if __name__ == "__main__":

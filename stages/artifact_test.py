@@ -16,12 +16,11 @@ out: data/artifact/ (images/<image_id>.jpg, parts.parquet: image, person, part, 
 import sys
 import time
 
-import numpy as np
 
 from biaslab.artifact import artifact_scores, build_inpainted_test_set, caption_prompt
 from biaslab.classify import GenderObjectClassifier, model_features, summarize, test_table
 from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.io import InputError, json_number, load_params, read_parquet, write_json, write_parquet
 
 PREP = "data/prepared"
 OUT = "data/artifact"
@@ -86,33 +85,25 @@ def main() -> None:
             fo = model_features(clf, orig, ids, base, cache)
             fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True)
             s = artifact_scores(clf.gender_proba(fo), clf.gender_proba(fi))
-            per_seed.append({"seed": int(seed), **{k: _r(v) for k, v in s.items()}})
-        out[dataset] = {**{k: _r(v) for k, v in
+            per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})
+        out[dataset] = {**{k: json_number(v) for k, v in
                            summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
                                                 "flip_rate")).items()},
                         "per_seed": per_seed}
     n_m = int((parts["gender"] == "male").sum())
     n_f = int((parts["gender"] == "female").sum())
     out["test_set"] = {"n_images": int(len(parts)), "n_male": n_m, "n_female": n_f,
-                       "ratio_gt": _r(n_m / n_f) if n_f else None,
+                       "ratio_gt": json_number(n_m / n_f) if n_f else None,
                        "backend": g["backend"],
                        "parts": {k: int(v) for k, v in parts["part"].value_counts()
                                  .sort_index().items()},
-                       "mean_mask_pixels": _r(float(parts["mask_pixels"].mean())),
+                       "mean_mask_pixels": json_number(float(parts["mask_pixels"].mean())),
                        "inpaint_seconds": round(gen_seconds, 1)}
     write_json("metrics/artifact.json", out)
     for d, v in out.items():
         if d != "test_set":
             print(d, {k: v[k] for k in ("ratio_orig_mean", "ratio_inp_mean", "delta_mean")})
 
-
-def _r(v, nd: int = 4):
-    if v is None:
-        return None
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    v = float(v)
-    return round(v, nd) if np.isfinite(v) else None
 
 
 if __name__ == "__main__":

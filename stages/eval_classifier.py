@@ -16,13 +16,12 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
 import sys
 import time
 
-import numpy as np
 import pandas as pd
 
 from biaslab.classify import (GenderObjectClassifier, evaluate, model_features, object_matrix,
                               summarize, test_table, write_blackout_images)
 from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.io import InputError, json_number, atomic_path, load_params, read_parquet, write_json
 
 PREP = "data/prepared"
 KEYS = ("mAP", "ratio", "leakage", "LK_M", "LK_D", "gender_acc", "masked_gender_acc",
@@ -60,13 +59,13 @@ def main() -> None:
             y = object_matrix(test["objects"], clf.labels)
             r = evaluate(clf, feats, y, test["labelled"].to_numpy(), test["gender"].tolist(),
                          mfeats, masked_genders=masked["gender"].tolist(), leakage_kwargs=lk)
-            rec = {"seed": int(seed), **{k: _r(r.get(k)) for k in
+            rec = {"seed": int(seed), **{k: json_number(r.get(k)) for k in
                                          (*KEYS, "ratio_raw", "leakage_std")},
                    "n_man": r.get("n_man"), "n_woman": r.get("n_woman"),
                    "n_labels": len(clf.labels), "n_map_labels": r.get("n_map_labels"),
                    "seconds": round(time.perf_counter() - t0, 2)}
             per_seed.append(rec)
-        out[dataset] = {**{k: _r(v) for k, v in summarize(per_seed, KEYS).items()},
+        out[dataset] = {**{k: json_number(v) for k, v in summarize(per_seed, KEYS).items()},
                         # seeds whose masked predictions are all one gender: r = 0 or inf
                         "ratio_undefined": sum(r["ratio"] is None for r in per_seed),
                         "per_seed": per_seed}
@@ -78,7 +77,7 @@ def main() -> None:
     out["test_set"] = {"n_test": int(len(test)), "n_labelled": int(test["labelled"].sum()),
                        "n_masked": int(len(masked)), "n_male": n_m, "n_female": n_f,
                        "ratio_gt": round(n_m / n_f, 4) if n_f else None,
-                       "mean_masked_fraction": _r(float(masked["masked_fraction"].mean())
+                       "mean_masked_fraction": json_number(float(masked["masked_fraction"].mean())
                                                   if len(masked) else None),
                        "blackout": list(p.get("blackout", ["box"]))}
     write_json("metrics/classification.json", out)
@@ -87,12 +86,6 @@ def main() -> None:
     for r in rows:
         print(r)
 
-
-def _r(v, nd: int = 4):
-    if v is None:
-        return None
-    v = float(v)
-    return round(v, nd) if np.isfinite(v) else None
 
 
 if __name__ == "__main__":

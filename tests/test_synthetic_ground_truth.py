@@ -1,7 +1,6 @@
 """Ground truth through the real code path: synthetic generator -> COCO reader -> caption labels
 -> REVISE audit. With bias 0 the audit finds nothing; with strong bias it finds exactly the
 planted objects."""
-import pytest
 
 from biaslab import synthetic
 from biaslab.audit import run_audit

@@ -169,12 +169,35 @@ def polygon_mask(polygons, height: int, width: int) -> np.ndarray | None:
 
 
 def _visible(keypoints) -> dict[int, tuple[float, float]]:
+    """COCO keypoint index -> (x, y) of the labelled (v > 0) keypoints; {} unless 51 finite
+    numbers are given."""
     if keypoints is None:
         return {}
-    kp = np.asarray(keypoints, float).reshape(-1, 3)
-    if len(kp) != 17:
+    kp = np.asarray(keypoints, float).reshape(-1)
+    if kp.size != 51 or not np.isfinite(kp).all():
         return {}
+    kp = kp.reshape(17, 3)
     return {i: (float(x), float(y)) for i, (x, y, v) in enumerate(kp) if v > 0}
+
+
+def body_unit(keypoints, box) -> float:
+    """Body unit ``u`` in pixels (the width unit of the keypoint silhouette): max of shoulder
+    width, hip width, half the shoulder-hip distance and 0.12 * box height (>= 2 px)."""
+    vis = _visible(keypoints)
+    h = float(box[3])
+
+    def dist(a, b):
+        return float(np.hypot(vis[a][0] - vis[b][0], vis[a][1] - vis[b][1]))
+
+    cands = [0.12 * h]
+    if 5 in vis and 6 in vis:
+        cands.append(dist(5, 6))
+    if 11 in vis and 12 in vis:
+        cands.append(dist(11, 12))
+    for s, hp in ((5, 11), (6, 12)):
+        if s in vis and hp in vis:
+            cands.append(0.5 * dist(s, hp))
+    return max(max(cands), 2.0)
 
 
 def keypoints_useful(keypoints) -> bool:
@@ -201,19 +224,7 @@ def keypoint_silhouette(keypoints, box, height: int, width: int,
         return None
     vis = _visible(keypoints)
     x, y, w, h = (float(v) for v in box)
-
-    def dist(a, b):
-        return float(np.hypot(vis[a][0] - vis[b][0], vis[a][1] - vis[b][1]))
-
-    cands = [0.12 * h]
-    if 5 in vis and 6 in vis:
-        cands.append(dist(5, 6))
-    if 11 in vis and 12 in vis:
-        cands.append(dist(11, 12))
-    for s, hp in ((5, 11), (6, 12)):
-        if s in vis and hp in vis:
-            cands.append(0.5 * dist(s, hp))
-    u = max(max(cands), 2.0) * thickness
+    u = body_unit(keypoints, box) * thickness
     # draw at 4x sub-pixel precision (shift=2)
     sh, f = 2, 4.0
     out = np.zeros((height, width), np.uint8)
