@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.features import torch_threads
-from biaslab.io import InputError, atomic_dir
+from biaslab.io import InputError, atomic_dir, without_run_stats
 
 TINY = "tiny"
 CONFIG_FILE = "captioner.json"
@@ -356,7 +356,7 @@ class Captioner:
                      if not k.startswith("decoder.")}
             save_file(state, str(tmp / PREFIX_FILE))
             meta = {"format": _FORMAT, "config": dataclasses.asdict(self.config),
-                    "feature_dim": self.model.feature_dim, "meta": self.meta}
+                    "feature_dim": self.model.feature_dim, "meta": without_run_stats(self.meta)}
             (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True,
                                                       default=_json_default) + "\n")
         return Path(directory)

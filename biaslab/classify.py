@@ -81,7 +81,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab.io import InputError, atomic_path, read_json, write_json
+from biaslab.io import InputError, atomic_path, read_json, without_run_stats, write_json
 
 #: Output names of the protected groups (appendix B.1), in this order after the objects.
 GENDER_OUTPUTS = ("woman", "man")
@@ -331,9 +331,9 @@ class GenderObjectClassifier:
             with atomic_path(d / BACKBONE_FILE) as tmp:
                 save_file({k: v.detach().cpu().contiguous()
                            for k, v in self.backbone.model.state_dict().items()}, str(tmp))
-        write_json(d / CONFIG_FILE, {**self.config, "type": "gender_object_classifier",
-                                     "labels": self.labels, "outputs": self.outputs,
-                                     "thresholds": _thr_list(self.thresholds)})
+        write_json(d / CONFIG_FILE, without_run_stats(
+            {**self.config, "type": "gender_object_classifier", "labels": self.labels,
+             "outputs": self.outputs, "thresholds": _thr_list(self.thresholds)}))
         return d
 
     @classmethod

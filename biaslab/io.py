@@ -98,6 +98,24 @@ def json_number(v, digits: int = 4):
     return round(v, digits) if np.isfinite(v) else None
 
 
+#: keys whose values depend on the run, not on the inputs: wall time, throughput, cache state.
+RUN_STAT_KEYS = ("seconds", "_per_s", "encoded_now")
+
+
+def without_run_stats(obj: Any) -> Any:
+    """``obj`` with every dict key ending in one of ``RUN_STAT_KEYS`` dropped, recursively.
+
+    Saved models keep their training metadata but not these: the same inputs must give the
+    same bytes, or DVC re-runs every stage downstream of a re-trained model (the metrics files
+    keep the timings)."""
+    if isinstance(obj, dict):
+        return {k: without_run_stats(v) for k, v in obj.items()
+                if not (isinstance(k, str) and k.endswith(RUN_STAT_KEYS))}
+    if isinstance(obj, (list, tuple)):
+        return [without_run_stats(v) for v in obj]
+    return obj
+
+
 def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> None:
     """Write a DataFrame as parquet (no index), atomically."""
     with atomic_path(path) as tmp:

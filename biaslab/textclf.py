@@ -84,7 +84,7 @@ from tqdm.auto import tqdm
 
 from biaslab.features import torch_threads
 from biaslab.gender import FEMALE, MALE, tokenize
-from biaslab.io import atomic_dir
+from biaslab.io import atomic_dir, without_run_stats
 
 CLASSES = (FEMALE, MALE)
 CLASSIFIERS = ("lstm", "bert_ft", "bert_pre")
@@ -667,7 +667,7 @@ def save(model: TextClassifier, directory: str | os.PathLike) -> Path:
             torch.save(model.net.head.state_dict(), tmp / "head.pt")
             cfg_d["source_model"] = cfg_d["model"]
         meta = {"format": _FORMAT, "classes": list(CLASSES), "config": cfg_d,
-                "meta": model.meta}
+                "meta": without_run_stats(model.meta)}
         (tmp / "classifier.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return Path(directory)
 

@@ -3,6 +3,7 @@ and the report stage on small metrics files."""
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 import yaml
 
@@ -172,3 +173,16 @@ def test_atomic_dir_replaces_whole_or_keeps_the_old(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]   # no temp dir left
     assert [p.name for p in target.iterdir()] == ["a.txt"]            # old save intact
     assert oct(target.stat().st_mode & 0o077) != "0o0"                # not mkdtemp's 0700
+
+
+def test_without_run_stats_and_json_number():
+    from biaslab.io import json_number, without_run_stats
+    meta = {"seed": 0, "train_seconds": 3.2, "history": [{"loss": 1.0, "seconds": 0.1,
+                                                         "tokens_per_s": 9.0}],
+            "encoded_now": 4, "n_train": 10, "per_sample": 2}
+    assert without_run_stats(meta) == {"seed": 0, "history": [{"loss": 1.0}], "n_train": 10,
+                                       "per_sample": 2}
+    assert meta["train_seconds"] == 3.2                     # input untouched
+    assert json_number(float("nan")) is None and json_number(None) is None
+    assert json_number(np.int64(3)) == 3 and isinstance(json_number(np.int64(3)), int)
+    assert json_number(1 / 3) == 0.3333 and json_number(2.5, 0) == 2.0

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from biaslab.io import atomic_dir
+from biaslab.io import atomic_dir, without_run_stats
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet, threads,
                               word_spans)
 
@@ -495,7 +495,7 @@ def save(dcg: DCG, directory: str | os.PathLike) -> Path:
             torch.save({k: v for k, v in dcg.state_dict().items() if k.startswith("img_")},
                        tmp / "image.pt")
         meta = {"format": _FORMAT, "settings": dataclasses.asdict(dcg.settings),
-                "feat_dim": dcg.feat_dim, "meta": dcg.meta}
+                "feat_dim": dcg.feat_dim, "meta": without_run_stats(dcg.meta)}
         (tmp / "dcg.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return Path(directory)
 

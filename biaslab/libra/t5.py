@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from biaslab.features import torch_threads
-from biaslab.io import atomic_dir
+from biaslab.io import atomic_dir, without_run_stats
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
@@ -831,7 +831,7 @@ def save(t5: T5Model, directory: str | os.PathLike) -> Path:
             t5.model.save_pretrained(tmp)
         t5.tokenizer.save_pretrained(tmp)
         meta = {"format": _FORMAT, "settings": dataclasses.asdict(t5.settings),
-                "meta": t5.meta}
+                "meta": without_run_stats(t5.meta)}
         (tmp / "libra_t5.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return Path(directory)
 
