@@ -73,11 +73,12 @@ def main(argv=None) -> None:
             clf, hist = train_classifier(feats, manifest, labels, seed=args.seed,
                                          params=train_params, backbone=backbone,
                                          image_size=size, on_epoch=on_epoch)
-    seconds = time.perf_counter() - t0
-    clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest)),
-                       "feature_seconds": round(feat_seconds, 2),
-                       "train_seconds": round(seconds - feat_seconds, 2),
-                       "encoded_now": int(stats.get("computed", 0))})
+        seconds = time.perf_counter() - t0
+        # run statistics go to the DVCLive summary, not into the model (which must not vary)
+        live.summary.update({"feature_seconds": round(feat_seconds, 2),
+                             "train_seconds": round(seconds - feat_seconds, 2),
+                             "encoded_now": int(stats.get("computed", 0))})
+    clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest))})
     clf.save(out)
     write_json(f"{out}/history.json", hist)
     GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable

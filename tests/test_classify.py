@@ -323,8 +323,8 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
                          "classifier_config.json").read_text())["labels"]
     assert labels == json.loads((tmp_path / "data/models/classifier/synthetic-0/"
                                  "classifier_config.json").read_text())["labels"]
-    assert json.loads((tmp_path / "data/models/classifier/augment-0/"
-                       "classifier_config.json").read_text())["encoded_now"] == 8
+    assert json.loads((tmp_path / "dvclive/classifier/augment-0/metrics.json").read_text()
+                      )["encoded_now"] == 8
 
     eval_classifier.main()
     m = json.loads((tmp_path / "metrics/classification.json").read_text())
