@@ -241,6 +241,19 @@ def delta(ratio_orig: float | None, ratio_inp: float | None) -> float | None:
     return 100.0 * abs(o - i) / o
 
 
+def _ratio_pair(ro: dict, ri: dict) -> dict:
+    """Ratios (None when not finite), counts and Delta from the ``ratio`` dicts (keys ratio,
+    n_man, n_woman) of the original and the inpainted images."""
+    def fin(v):
+        return float(v) if np.isfinite(v) else None
+
+    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
+           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
+           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
+    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    return out
+
+
 def artifact_scores(p_orig: tuple[np.ndarray, np.ndarray],
                     p_inp: tuple[np.ndarray, np.ndarray]) -> dict:
     """Table 3 for one model from its gender scores ``(p_woman, p_man)`` on the original and
@@ -250,14 +263,7 @@ def artifact_scores(p_orig: tuple[np.ndarray, np.ndarray],
     from biaslab.metrics.captions import classification_ratio
     ro = classification_ratio(p_orig[1], p_orig[0])
     ri = classification_ratio(p_inp[1], p_inp[0])
-
-    def fin(v):
-        return float(v) if np.isfinite(v) else None
-
-    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
-           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
-           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
-    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    out = _ratio_pair(ro, ri)
     call_o = np.sign(np.asarray(p_orig[1], float) - np.asarray(p_orig[0], float))
     call_i = np.sign(np.asarray(p_inp[1], float) - np.asarray(p_inp[0], float))
     out["flip_rate"] = float(100.0 * np.mean(call_o != call_i)) if len(call_o) else None
@@ -281,19 +287,12 @@ def caption_artifact_scores(orig: Sequence[str], inp: Sequence[str], genders: Se
         raise ValueError(f"need aligned captions and genders, got {len(orig)}, {len(inp)}, "
                          f"{len(genders)}")
     ro, ri = ratio(list(orig), list(genders), words), ratio(list(inp), list(genders), words)
-
-    def fin(v):
-        return float(v) if np.isfinite(v) else None
-
-    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
-           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
-           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
-    out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
+    out = _ratio_pair(ro, ri)
     flips = [caption_label(a, words) != caption_label(b, words) for a, b in zip(orig, inp)]
     out["flip_rate"] = float(100.0 * np.mean(flips)) if flips else None
     return out
 
 
-__all__ = ["caption_artifact_scores", "PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit", "available_parts", "part_disc",
-           "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
+__all__ = ["caption_artifact_scores", "PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit",
+           "available_parts", "part_disc", "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
            "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores"]

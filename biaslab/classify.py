@@ -72,7 +72,6 @@ the trained weights are bitwise reproducible on CPU.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -182,14 +181,11 @@ def validation_split(manifest: pd.DataFrame, val_fraction: float, seed: int
 
 # --------------------------------------------------------------------------- features
 def file_id(path: str | os.PathLike) -> int:
-    """A content id of an image file: the first 63 bits of its blake2b digest (a file that
-    changes gets a new id, so a feature cache keyed by (id, path) never serves stale rows).
-    Raises ``InputError`` when the file is missing."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as e:
-        raise InputError(path, "image file not found") from e
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") >> 1
+    """A content id of an image file: the first 63 bits of its
+    :func:`biaslab.features.file_digest`, so identical files share one cache row.
+    Raises ``InputError`` naming a missing or unreadable file."""
+    from biaslab.features import file_digest
+    return int(file_digest(path)[:16], 16) >> 1
 
 
 def encode_files(paths: Sequence[str], cache_dir: str | os.PathLike, backbone: str, *,

@@ -103,11 +103,13 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
     GenSynth KNN filter (paper 001 Eqs. 1-2). The ``score`` stage and ``benchmarks/score.py``
     both call this, so the benchmark measures exactly what the stage runs.
 
-    Each candidate image is decoded and run through the image backbone once: the backbone
-    features feed both prompt adherence and object consistency when the scorer / object
-    predictor accept features (``accepts_features``: the offline LiT scorer and object
-    classifier); a Hugging Face CLIP or detector (paper tier) gets the paths instead. A prompt
-    shared by the m candidates of one (i, g') is text-encoded once.
+    Each candidate runs through the image backbone once: the backbone features feed both
+    prompt adherence and object consistency when the scorer / object predictor accept features
+    (``accepts_features``: the offline LiT scorer and object classifier); a Hugging Face CLIP
+    or detector (paper tier) gets the paths instead. Colour fidelity decodes the candidate a
+    second time (0.14 s of 10 s for 240 candidates in ``benchmarks/results/score.json``, not
+    worth threading pixels through the feature cache). A prompt shared by the m candidates of
+    one (i, g') is text-encoded once.
 
     Args:
         cands: one row per candidate with ``image_id`` (int, the original), ``group`` (g'),
