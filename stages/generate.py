@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics["donor_pool"] = {g: int(n) for g, n in
                                  backend.donors["gender"].value_counts().sort_index().items()}
         metrics["distinct_donors_used"] = int(table["donor_ann_ids"].explode().nunique())
+        from biaslab.counterfactual.copy_paste import extent_agreement
+        metrics["donor_body_extent"] = extent_agreement(work, table, backend.donors)
     write_json(args.metrics, metrics)
     print({k: v for k, v in metrics.items()})
     return 0

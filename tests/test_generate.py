@@ -287,6 +287,18 @@ def test_donor_ranking_prefers_matching_body_extent():
     assert flat["cost"].iloc[0] == pytest.approx(flat["cost"].iloc[1])
 
 
+def test_extent_agreement_hand_computed():
+    from biaslab.counterfactual.copy_paste import extent_agreement
+    work = pd.DataFrame({"image_id": [1, 2], "keypoints": [[FULL_BODY], [UPPER, None]]})
+    cands = pd.DataFrame({"image_id": [1, 1, 2, 2],
+                          "donor_ann_ids": [[10], [11], [12, 10], [11, 10]]})
+    donors = pd.DataFrame({"ann_id": [10, 11, 12], "keypoints": [FULL_BODY, PORTRAIT, None]})
+    # pairs with both extents: (full, full) 0, (full, portrait) 3, (upper, portrait) 1;
+    # image 2's second box has no keypoints and donor 12 has none
+    got = extent_agreement(work, cands, donors)
+    assert got == {"n": 3, "exact": pytest.approx(1 / 3), "off_by_2_or_more": pytest.approx(1 / 3)}
+
+
 # ---------------------------------------------------------------- stage
 def test_generate_stage(synth, tmp_path, monkeypatch):
     from stages import generate as stage

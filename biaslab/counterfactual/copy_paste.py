@@ -42,7 +42,7 @@ import cv2
 import numpy as np
 import pandas as pd
 
-from biaslab.counterfactual.masks import has_polygon, keypoints_useful, person_mask
+from biaslab.counterfactual.masks import _visible, has_polygon, keypoints_useful, person_mask
 from biaslab.io import InputError
 
 _METHODS = {"telea": cv2.INPAINT_TELEA, "ns": cv2.INPAINT_NS}
@@ -149,12 +149,8 @@ def body_extent(keypoints) -> tuple[int, int] | None:
     """(top, bottom) body level (``BODY_LEVELS``: 0 head ... 4 ankles) among the labelled
     (v > 0) COCO keypoints of a person (51 numbers, x y v triplets); None without any.
     A full-body person is (0, 4), a head-and-shoulders portrait (0, 1)."""
-    if keypoints is None:
-        return None
-    kp = np.asarray(keypoints, float).reshape(-1)
-    if kp.size != 51:
-        return None
-    levels = [lv for i, lv in BODY_LEVELS.items() if kp[3 * i + 2] > 0]
+    vis = _visible(keypoints)
+    levels = [lv for i, lv in BODY_LEVELS.items() if i in vis]
     return (min(levels), max(levels)) if levels else None
 
 
@@ -169,6 +165,27 @@ def extent_cost(target: tuple[int, int] | None, donors: Sequence[tuple[int, int]
         if d is not None:
             out[i] = (abs(target[0] - d[0]) + abs(target[1] - d[1])) / 8.0
     return out
+
+
+def extent_agreement(work: pd.DataFrame, candidates: pd.DataFrame,
+                     donors: pd.DataFrame) -> dict:
+    """How well pasted donors match their targets' visible body extent, over every (candidate,
+    box) pair where both have keypoints: ``n`` pairs, ``exact`` (fraction with the same
+    (top, bottom) levels) and ``off_by_2_or_more`` (|dtop| + |dbottom| >= 2). Inputs: the work
+    table (``image_id``, ``keypoints`` per box), the candidate table (``image_id``,
+    ``donor_ann_ids`` per box) and the donor pool (``ann_id``, ``keypoints``)."""
+    target = {int(i): [body_extent(k) for k in kps]
+              for i, kps in zip(work["image_id"], work["keypoints"])}
+    donor = {int(a): body_extent(k) for a, k in zip(donors["ann_id"], donors["keypoints"])}
+    gaps = []
+    for iid, ids in zip(candidates["image_id"], candidates["donor_ann_ids"]):
+        for t, a in zip(target.get(int(iid), []), list(ids)):
+            d = donor.get(int(a))
+            if t is not None and d is not None:
+                gaps.append(abs(t[0] - d[0]) + abs(t[1] - d[1]))
+    g = np.asarray(gaps)
+    return {"n": int(len(g)), "exact": float((g == 0).mean()) if len(g) else None,
+            "off_by_2_or_more": float((g >= 2).mean()) if len(g) else None}
 
 
 def feather_alpha(alpha: np.ndarray, feather_px: float) -> np.ndarray:
