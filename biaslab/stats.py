@@ -118,6 +118,14 @@ def summarize(values: Sequence[Any], level: float = LEVEL) -> dict:
     return out
 
 
+def record(values: Sequence[Any], level: float = LEVEL) -> dict:
+    """:func:`summarize` as stored in a metrics file: ``{"mean", "ci95", "std", "n", "n_inf",
+    "n_missing", "sign"}`` (``values`` live in the file's ``per_seed`` list; ``lo``/``hi`` are
+    ``mean -+ ci95``). Same arguments and errors as :func:`summarize`."""
+    s = summarize(values, level)
+    return {k: s[k] for k in ("mean", "ci95", "std", "n", "n_inf", "n_missing", "sign")}
+
+
 def difference(values: Sequence[Any], reference: Sequence[Any], level: float = LEVEL) -> dict:
     """Difference of means ``mean(values) - mean(reference)`` with Welch's t 95 % CI.
 
@@ -219,8 +227,8 @@ def format_cell(s: Mapping[str, Any] | None, digits: int = 1, scale: float = 1.0
     """
     if not s:
         return "–"
-    n_inf, n_total = int(s.get("n_inf") or 0), int(s.get("n_total") or s.get("n") or 0)
-    n_miss = int(s.get("n_missing") or 0)
+    n_inf, n_miss = int(s.get("n_inf") or 0), int(s.get("n_missing") or 0)
+    n_total = int(s.get("n_total") or (int(s.get("n") or 0) + n_miss))
     tail = f" ({n_miss} missing)" if n_miss else ""
     if n_inf:
         sign = "-" if s.get("sign", 1) < 0 else ""
@@ -276,5 +284,5 @@ def verdict(lo: float | None, hi: float | None, expect: str, value: float = 0.0)
     return "holds" if below else ("fails" if lo >= value else "inconclusive")
 
 
-__all__ = ["LEVEL", "N_BOOT", "t_halfwidth", "summarize", "difference", "bootstrap",
+__all__ = ["LEVEL", "N_BOOT", "t_halfwidth", "summarize", "record", "difference", "bootstrap",
            "format_cell", "format_difference", "verdict"]

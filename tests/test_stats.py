@@ -96,3 +96,10 @@ def test_ci_contains_mean_and_matches_numpy(xs):
     assert s["mean"] == pytest.approx(float(np.mean(xs)), abs=1e-6)
     assert s["std"] == pytest.approx(float(np.std(xs, ddof=1)), rel=1e-6, abs=1e-6)
     assert s["lo"] <= s["mean"] <= s["hi"]
+
+
+def test_record_is_the_stored_subset():
+    r = stats.record([1.0, 2.0, 3.0])
+    assert set(r) == {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}
+    assert r["mean"] == 2.0 and stats.format_cell(r) == "2.0 ± 2.5"
+    assert stats.format_cell(stats.record([1.0, math.inf])) == "∞ (1/2 seeds)"
