@@ -1,9 +1,13 @@
 """``biaslab`` command line: argparse with a registry of subcommands.
 
 Subcommands register themselves with ``@register_command(name, help)`` on a function that gets
-its ``argparse.ArgumentParser`` and returns the handler ``fn(args) -> int``. Modules that add
-commands (e.g. ``biaslab libra debias``) are listed in ``COMMAND_MODULES`` and imported when
-the parser is built, or call ``register_command`` themselves before ``main`` runs.
+its ``argparse.ArgumentParser`` and returns the handler ``fn(args) -> int``. Every module that
+adds commands (e.g. ``biaslab libra debias``) is listed in the static ``COMMAND_MODULES`` and
+imported by ``build_parser``, so the console script sees every command whatever was imported
+before (a test runs each README command through the installed console script). Extensions may
+still call ``register_command`` themselves before ``main`` runs.
+
+``biaslab --version`` prints the package version; every ``--help`` shows the defaults.
 
 Exit codes: 0 success, 2 bad input (``InputError``/argparse usage: the message names the file
 and the problem), other non-zero for unexpected failures.
@@ -27,8 +31,9 @@ from biaslab.io import InputError, read_json, write_json
 
 #: name -> (help, setup(parser) -> handler(args) -> int)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable]]] = {}
-#: modules imported by ``build_parser`` so that their ``register_command`` calls run.
-COMMAND_MODULES: list[str] = []
+#: modules imported by ``build_parser`` so that their ``register_command`` calls run
+#: (a static list: the console script imports nothing else before building the parser).
+COMMAND_MODULES: tuple[str, ...] = ("biaslab.libra",)
 
 METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality")
 
@@ -41,15 +46,52 @@ def register_command(name: str, help: str = ""):
     return deco
 
 
+def version() -> str:
+    """The installed distribution's version, else ``biaslab.__version__`` (source tree)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version as _v
+        return _v("biaslab")
+    except (ImportError, PackageNotFoundError):   # pragma: no cover - not installed
+        import biaslab
+        return biaslab.__version__
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``ArgumentDefaultsHelpFormatter`` that leaves alone a help text which already explains its
+    default and an option whose default is None (nothing to show)."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        if "default" in h or action.default is None or action.default is False:
+            return h
+        return super()._get_help_string(action)
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` and every nested subparser (also those a command module adds itself)
+    a defaults-showing formatter, so ``--help`` shows each option's default."""
+    parser.formatter_class = _DefaultsFormatter
+    for action in parser._actions:
+        if (action.help is None and action.option_strings
+                and action.default not in (None, False, argparse.SUPPRESS)):
+            action.help = "(default: %(default)s)"
+        if isinstance(action, argparse._SubParsersAction):
+            for p in action.choices.values():
+                _show_defaults(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``biaslab`` parser with every registered subcommand (imports ``COMMAND_MODULES``)."""
     for mod in COMMAND_MODULES:
         importlib.import_module(mod)
     parser = argparse.ArgumentParser(prog="biaslab", description="Societal-bias measurement "
                                      "and mitigation for image captioning.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (hlp, setup) in sorted(COMMANDS.items()):
         p = sub.add_parser(name, help=hlp, description=hlp)
         p.set_defaults(_handler=setup(p))
+    _show_defaults(parser)
     return parser
 
 
@@ -309,6 +351,21 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _non_negative_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _word_list_names() -> tuple[str, ...]:
+    from biaslab.gender import WORD_LISTS
+    return tuple(WORD_LISTS)
+
+
 @register_command("evaluate-captions",
                   help="Bias (Ratio, Error, BiasAmp, LIC) and quality (BLEU-4, CIDEr, METEOR) "
                        "of generated captions; prints and writes one JSON object.")
@@ -320,7 +377,7 @@ def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, BiasAmp, "
                    "BLEU/CIDEr/METEOR)")
     p.add_argument("--metrics", nargs="+", choices=METRIC_GROUPS, default=list(METRIC_GROUPS),
-                   help="metric groups (default: all)")
+                   help="metric groups")
     p.add_argument("--seeds", type=_positive_int, default=10, help="LIC seeds (paper: 10)")
     p.add_argument("--classifier", choices=("lstm", "bert_ft", "bert_pre"), default="lstm",
                    help="LIC classifier (paper main results: lstm)")
@@ -330,8 +387,9 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                    help="BERT for bert_ft/bert_pre: a local directory, 'minilm' (packaged "
                         "MiniLM), or a cached hub name (default: bert-base-uncased for "
                         "--preset paper, minilm for ci)")
-    p.add_argument("--words", default="lic", help="gender word list (lic, libra, gensynth)")
-    p.add_argument("--biasamp-min-count", type=int, default=100,
+    p.add_argument("--words", default="lic", choices=_word_list_names(),
+                   help="gender word list")
+    p.add_argument("--biasamp-min-count", type=_non_negative_int, default=100,
                    help="BiasAmp: min co-occurrences with each gender (papers: 100)")
     p.add_argument("--num-threads", type=_positive_int, default=None,
                    help="torch threads for LIC (default: the preset's; on a CPU shared with other "
@@ -392,4 +450,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # ``python -m biaslab.cli`` runs this file as ``__main__``; command modules register into
+    # the importable ``biaslab.cli``, so run that module's ``main``.
+    from biaslab import cli as _cli
+    sys.exit(_cli.main())

@@ -213,3 +213,93 @@ def test_unloadable_bert_model_exit_2(files, capsys, tmp_path):
                      "--gender", files / "labels.csv", "--classifier", "bert_ft",
                      "--bert-model", tmp_path / "empty_dir_without_model", *FAST)
     assert rc == 2 and "cannot be loaded" in err
+
+
+# --------------------------------------------------------------------------------------------
+# the README's commands through the installed console script (issue 13.1)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _console() -> list[str]:
+    exe = Path(sys.executable).with_name("biaslab")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "biaslab.cli"]
+
+
+def _env() -> dict:
+    """The subprocess imports this checkout's ``biaslab`` (PYTHONPATH first)."""
+    import os
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def readme_commands() -> list[list[str]]:
+    """Every ``biaslab ...`` command of README.md's bash blocks, continuation lines joined."""
+    import re
+    import shlex
+    text = (ROOT / "README.md").read_text()
+    cmds = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("#")[0].strip()
+            if line.startswith("biaslab "):
+                cmds.append(shlex.split(line)[1:])
+    return cmds
+
+
+def test_readme_lists_both_commands():
+    assert {c[0] for c in readme_commands()} == {"evaluate-captions", "libra"}
+
+
+def test_console_script_registers_every_command_and_shows_version_and_defaults():
+    p = subprocess.run(_console() + ["--version"], capture_output=True, text=True, env=_env(),
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "biaslab 0.1.0"
+    p = subprocess.run(_console() + ["libra", "debias", "--help"], capture_output=True,
+                       text=True, env=_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "masking seed (default: 0)" in p.stdout
+    assert "(default: 64)" in p.stdout          # --batch-size had no help text
+
+
+@pytest.fixture(scope="module")
+def dcg_model(tmp_path_factory):
+    from tests.test_libra_dcg import CAPS, TINY, _write_images
+    import numpy as np
+    from biaslab.features import load_image_encoder
+    from biaslab.libra import dcg as D
+    root = tmp_path_factory.mktemp("readme")
+    _write_images(root / "shared" / "coco-mini", [1, 2, 3, 4], "coco")
+    enc = load_image_encoder("efficientnet_lite0", num_threads=1)
+    feats = enc.encode([root / "shared" / "coco-mini" / "images" / "val2017" / f"{i:012d}.jpg"
+                        for i in (1, 2, 3, 4)])
+    m = D.train_dcg(CAPS * 4, CAPS * 4, np.concatenate([feats] * 4),
+                    D.DCGSettings(**{**TINY, "epochs": 2}, eta=0.0), seed=0)
+    (root / "work" / "data" / "libra").mkdir(parents=True)
+    D.save(m, root / "work" / "data" / "libra" / "dcg")
+    return root / "work", CAPS
+
+
+def test_readme_commands_run_through_the_console_script(files, dcg_model):
+    """Each README command, verbatim, in a directory holding the files it names; options that
+    would make it slow (paper LIC: minutes) are overridden by appending them."""
+    work, caps = dcg_model
+    shutil.copy(files / "pred.json", work / "results.json")
+    shutil.copy(files / "labels.csv", work / "labels.csv")
+    shutil.copy(files / "human.json", work / "captions_val2017.json")
+    fast = {"evaluate-captions": ["--metrics", "ratio", "error", "biasamp",
+                                  "--biasamp-min-count", "1"],
+            "libra": ["--threads", "1"]}
+    for argv in readme_commands():
+        if argv[0] == "libra":
+            (work / "results.json").write_text(json.dumps(
+                [{"image_id": i, "caption": c} for i, c in zip((1, 2, 3, 4), caps)]))
+        p = subprocess.run(_console() + argv + fast[argv[0]], cwd=work, capture_output=True,
+                           text=True, env=_env(), timeout=300)
+        assert p.returncode == 0, (argv, p.stderr)
+        out = json.loads((work / argv[argv.index("--out") + 1]).read_text())
+        if argv[0] == "libra":
+            assert [r["image_id"] for r in out] == [1, 2, 3, 4]
+        else:
+            assert out["Ratio"]["n_man"] == N and "BiasAmp" in out
