@@ -225,17 +225,20 @@ def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float
     Args:
         scores: one row per candidate with columns ``keys``, ``j`` and one column per filter.
         filters: the filter columns, aligned with ``weights``.
-        weights: c_k (real numbers).
+        weights: c_k, finite real numbers >= 0 (all zero: no filtering, the first candidate).
 
     Returns:
         The selected rows (one per (i, g')) with extra columns ``rank_<filter>`` and
         ``rank_sum``, sorted by ``keys``.
 
     Raises:
-        ValueError: weights and filters differ in length, or a filter column is missing.
+        ValueError (``biaslab.validate.ParamError`` naming ``weights``): a weight that is not
+            a number, NaN/inf or negative (a negative c_k would select the worst candidates;
+            one NaN would turn every filter off), or weights and filters differ in length.
+        ValueError: a filter column is missing.
     """
-    if len(filters) != len(weights):
-        raise ValueError(f"{len(weights)} weights for {len(filters)} filters {list(filters)}")
+    from biaslab.validate import check_weights
+    weights = check_weights(weights, list(filters), param="weights")
     missing = [f for f in filters if f not in scores.columns]
     if missing:
         raise ValueError(f"score table lacks filter column(s) {missing}")

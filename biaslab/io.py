@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,42 @@ class InputError(ValueError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class ParamsError(InputError):
+    """A bad value in params.yaml; ``param`` is its dotted name (``filters.weights``)."""
+
+    def __init__(self, path: str | os.PathLike, param: str, problem: str):
+        self.param = param
+        super().__init__(path, f"{param}: {problem}")
+
+
+def check_input_file(path: str | os.PathLike) -> Path:
+    """``path`` as a Path if it is an existing file; else ``InputError`` (not found / is a
+    directory)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "file not found")
+    if path.is_dir():
+        raise InputError(path, "is a directory, expected a file")
+    return path
+
+
+def check_output_file(path: str | os.PathLike) -> Path:
+    """``path`` as a Path if a file can be written there (checked before long work): not an
+    existing directory, and its nearest existing parent is a directory. ``InputError``
+    otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(path, "is a directory; give a file name for the output")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(path, f"cannot create it: {parent} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise InputError(path, f"cannot create it: {parent} is not writable")
+    return path
 
 
 @contextlib.contextmanager
@@ -127,6 +164,8 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "file not found (did the stage that writes it run?)")
+    if path.is_dir():
+        raise InputError(path, "is a directory, expected a parquet file")
     try:
         return pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several types for corrupt files
@@ -136,10 +175,14 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
 def read_json(path: str | os.PathLike) -> Any:
     """Read JSON; missing, empty, truncated or invalid files raise ``InputError`` naming the file
     and the position of the problem."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "file not found")
-    text = path.read_text(encoding="utf-8")
+    path = check_input_file(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at "
+                               f"offset {e.start}); JSON files must be UTF-8") from e
+    except OSError as e:
+        raise InputError(path, f"cannot read it ({e.strerror or e})") from e
     if not text.strip():
         raise InputError(path, "file is empty")
     try:
@@ -149,10 +192,47 @@ def read_json(path: str | os.PathLike) -> Any:
                                f"{e.colno}: {e.msg}") from e
 
 
-def load_params(path: str | os.PathLike = "params.yaml") -> dict:
-    """Load the DVC params file as a dict."""
+def _stage_name() -> str | None:
+    """The running stage script's name (``stages/<name>.py`` run as ``__main__``), else None."""
+    f = getattr(sys.modules.get("__main__"), "__file__", None)
+    if f and Path(f).parent.name == "stages":
+        return Path(f).stem
+    return None
+
+
+def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) -> dict:
+    """Load the DVC params file as a dict and validate the groups it has
+    (``biaslab.validate.check_params``: one check per group, at stage start).
+
+    Raises:
+        InputError: file missing, a directory, or not YAML.
+        ParamsError: a value that would give a traceback or a silently wrong result; the
+            message reads ``params.yaml: filters.weights: ...``. When the caller is a stage
+            script (``stages/<name>.py`` run as the main program) this prints
+            ``<name>: params.yaml: filters.weights: ...`` to stderr and exits 2 instead.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(path, "params file not found (run from the repository root)")
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
+    if path.is_dir():
+        raise InputError(path, "is a directory, expected the params YAML file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            params = yaml.safe_load(f) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(path, f"not a readable YAML file ({e})") from e
+    if not isinstance(params, dict):
+        raise InputError(path, f"expected a mapping of param groups, got "
+                               f"{type(params).__name__}")
+    if validate:
+        from biaslab.validate import ParamError, check_params
+        try:
+            check_params(params)
+        except ParamError as e:
+            err = ParamsError(path, e.param, e.problem)
+            stage = _stage_name()
+            if stage is not None:
+                print(f"{stage}: {err}", file=sys.stderr)
+                raise SystemExit(2) from err
+            raise err from e
+    return params

@@ -1,0 +1,170 @@
+"""Validation of ``params.yaml``: one function per param group, run at stage start.
+
+Each ``check_<group>(p)`` gets the group's dict (``params["filters"]`` ...) and raises
+``ParamError(param, problem)`` for a value that would otherwise give a traceback or, worse, a
+silently wrong result. ``biaslab.io.load_params`` runs the checks of the groups present in the
+file (``check_params``) and turns the first error into ``ParamsError`` (an ``InputError``)
+whose message reads ``params.yaml: filters.weights: ...``; a stage script that meets it prints
+``<stage>: params.yaml: filters.weights: ...`` and exits 2.
+
+Library functions that take the same values (``biaslab.filters.select``) call the same
+checks (``check_weights``), so the rules live here once.
+
+What is rejected, and why:
+
+* ``filters.weights``: not a list of real numbers, NaN/inf (one NaN makes every rank sum NaN:
+  all filters off), negative (a negative c_k in paper 000 Eq. 2 prefers the *worst*
+  candidates), a length different from ``filters.names``. All-zero weights are allowed: that
+  is the "no filter" row of paper 000 Table 4.
+* ``filters.names``: not a non-empty list of distinct strings.
+* ``data.max_images``: anything but null (all images) or an integer >= 1 (0 used to mean
+  "all" and -5 "all but five").
+* ``generate.max_images``: anything but null (all) or an integer >= 0; ``generate.m`` and
+  ``generate.shards`` integers >= 1.
+* ``split.fractions``: not a mapping of finite fractions in [0, 1] that sum to 1 (+-1e-6).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any
+
+
+class ParamError(ValueError):
+    """A bad parameter value: ``param`` is its dotted name, ``problem`` says what is wrong."""
+
+    def __init__(self, param: str, problem: str):
+        self.param = param
+        self.problem = problem
+        super().__init__(f"{param}: {problem}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
+def _int_at_least(p: Mapping, group: str, key: str, low: int, allow_null: bool) -> None:
+    if key not in p:
+        return
+    v = p[key]
+    if v is None and allow_null:
+        return
+    if not _is_int(v) or v < low:
+        null = "null (all) or " if allow_null else ""
+        raise ParamError(f"{group}.{key}", f"must be {null}an integer >= {low}, got {v!r}")
+
+
+def check_weights(weights: Any, names: Sequence[str] | None = None,
+                  param: str = "filters.weights") -> list[float]:
+    """Filter weights c_k of paper 000 Eq. 2 -> list of floats.
+
+    Args:
+        weights: one real number >= 0 per filter (all zero allowed: no filtering).
+        names: the filters the weights go with; their number must match when given.
+        param: the name used in error messages.
+
+    Raises:
+        ParamError: not a list of real numbers, NaN/inf, negative, or a length mismatch.
+    """
+    if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, Sequence):
+        if hasattr(weights, "tolist"):      # numpy array / pandas Series
+            weights = weights.tolist()
+        else:
+            raise ParamError(param, f"must be a list of numbers, got {weights!r}")
+    out = []
+    for k, w in enumerate(weights):
+        if hasattr(w, "item") and not isinstance(w, (str, bytes)):
+            w = w.item()
+        if not _is_real(w):
+            raise ParamError(param, f"entry {k} is {w!r}, not a number")
+        w = float(w)
+        if math.isnan(w) or math.isinf(w):
+            raise ParamError(param, f"entry {k} is {w}; weights must be finite (one NaN "
+                                    f"makes every rank sum NaN, i.e. turns all filters off)")
+        if w < 0:
+            raise ParamError(param, f"entry {k} is {w} < 0; a negative weight selects the "
+                                    f"worst candidates of that filter")
+        out.append(w)
+    if names is not None and len(out) != len(names):
+        raise ParamError(param, f"{len(out)} weight(s) for {len(names)} filter(s) "
+                                f"{list(names)}; give one weight per name")
+    return out
+
+
+def check_filters(p: Mapping) -> None:
+    """Group ``filters``: ``names`` distinct strings, ``weights`` (``check_weights``),
+    ``knn_k``/``grid_rows`` integers >= 1."""
+    names = p.get("names")
+    if "names" in p:
+        if (isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names
+                or not all(isinstance(n, str) and n for n in names)):
+            raise ParamError("filters.names", f"must be a non-empty list of filter names, "
+                                              f"got {names!r}")
+        if len(set(names)) != len(names):
+            raise ParamError("filters.names", f"names repeat: {list(names)}")
+    if "weights" in p:
+        check_weights(p["weights"], names if "names" in p else None)
+    _int_at_least(p, "filters", "knn_k", 1, allow_null=False)
+    _int_at_least(p, "filters", "grid_rows", 1, allow_null=False)
+
+
+def check_data(p: Mapping) -> None:
+    """Group ``data``: ``max_images`` null or >= 1, ``kp_iou`` in [0, 1]."""
+    _int_at_least(p, "data", "max_images", 1, allow_null=True)
+    if "kp_iou" in p:
+        v = p["kp_iou"]
+        if not _is_real(v) or not 0.0 <= float(v) <= 1.0:
+            raise ParamError("data.kp_iou", f"must be a number in [0, 1], got {v!r}")
+
+
+def check_generate(p: Mapping) -> None:
+    """Group ``generate``: ``max_images`` null or >= 0, ``m`` and ``shards`` >= 1."""
+    _int_at_least(p, "generate", "max_images", 0, allow_null=True)
+    _int_at_least(p, "generate", "m", 1, allow_null=False)
+    _int_at_least(p, "generate", "shards", 1, allow_null=False)
+
+
+def check_split(p: Mapping) -> None:
+    """Group ``split``: ``fractions`` {name: fraction in [0, 1]} summing to 1 (+-1e-6)."""
+    if "fractions" not in p:
+        return
+    fr = p["fractions"]
+    if not isinstance(fr, Mapping) or not fr:
+        raise ParamError("split.fractions", f"must be a mapping such as {{train: 0.7, val: 0.1, "
+                                            f"test: 0.2}}, got {fr!r}")
+    for k, v in fr.items():
+        if not _is_real(v) or not math.isfinite(float(v)) or not 0.0 <= float(v) <= 1.0:
+            raise ParamError(f"split.fractions.{k}", f"must be a number in [0, 1], got {v!r}")
+    total = sum(float(v) for v in fr.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ParamError("split.fractions", f"fractions sum to {total:g}, not 1: "
+                                            f"{dict(fr)}")
+
+
+#: group name -> its check; ``check_params`` runs those of the groups present.
+CHECKS: dict[str, Callable[[Mapping], None]] = {
+    "data": check_data,
+    "split": check_split,
+    "generate": check_generate,
+    "filters": check_filters,
+}
+
+
+def check_params(params: Mapping) -> None:
+    """Run ``CHECKS`` for every group present in ``params`` (a loaded params.yaml).
+
+    Raises:
+        ParamError: the first bad value (its ``param`` is the dotted name), or a group that
+            is not a mapping.
+    """
+    for group, check in CHECKS.items():
+        if group not in params or params[group] is None:
+            continue
+        if not isinstance(params[group], Mapping):
+            raise ParamError(group, f"must be a mapping of parameters, got {params[group]!r}")
+        check(params[group])

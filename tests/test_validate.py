@@ -1,0 +1,115 @@
+"""``biaslab.validate``: params that would give a traceback or a silently wrong result are
+rejected naming the param (issue 13.3); ``load_params`` runs the checks; ``filters.select``
+rejects bad weights too."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from biaslab import validate as V
+from biaslab.filters import select
+from biaslab.io import InputError, ParamsError, load_params
+
+NAMES = ["prompt_adherence", "object_consistency", "color_fidelity"]
+
+# (params, dotted param named, words of the problem)
+BAD = [
+    ({"filters": {"names": NAMES, "weights": [1, -1, 1]}}, "filters.weights", "worst"),
+    ({"filters": {"names": NAMES, "weights": [1, math.nan, 1]}}, "filters.weights", "finite"),
+    ({"filters": {"names": NAMES, "weights": [1, math.inf, 1]}}, "filters.weights", "finite"),
+    ({"filters": {"names": NAMES, "weights": [1, 1]}}, "filters.weights", "2 weight(s) for 3"),
+    ({"filters": {"names": NAMES, "weights": [1, 1, 1, 1]}}, "filters.weights", "4 weight(s)"),
+    ({"filters": {"names": NAMES, "weights": [1, "a", 1]}}, "filters.weights", "not a number"),
+    ({"filters": {"names": NAMES, "weights": [1, True, 1]}}, "filters.weights", "not a number"),
+    ({"filters": {"names": NAMES, "weights": "1,1,1"}}, "filters.weights", "list of numbers"),
+    ({"filters": {"names": NAMES, "weights": None}}, "filters.weights", "list of numbers"),
+    ({"filters": {"names": "prompt_adherence", "weights": [1]}}, "filters.names", "list"),
+    ({"filters": {"names": [], "weights": []}}, "filters.names", "non-empty"),
+    ({"filters": {"names": ["a", "a"], "weights": [1, 1]}}, "filters.names", "repeat"),
+    ({"filters": {"knn_k": 0}}, "filters.knn_k", ">= 1"),
+    ({"data": {"max_images": 0}}, "data.max_images", "null (all) or an integer >= 1"),
+    ({"data": {"max_images": -5}}, "data.max_images", "got -5"),
+    ({"data": {"max_images": 2.5}}, "data.max_images", "integer"),
+    ({"data": {"kp_iou": 1.5}}, "data.kp_iou", "[0, 1]"),
+    ({"generate": {"max_images": -1}}, "generate.max_images", ">= 0"),
+    ({"generate": {"m": 0}}, "generate.m", ">= 1"),
+    ({"generate": {"shards": 0}}, "generate.shards", ">= 1"),
+    ({"split": {"fractions": {"train": 0.7, "val": 0.1, "test": 0.1}}}, "split.fractions",
+     "sum to 0.9"),
+    ({"split": {"fractions": {"train": 1.2, "val": -0.2}}}, "split.fractions.train", "[0, 1]"),
+    ({"split": {"fractions": {"train": 0.5, "test": math.nan}}}, "split.fractions.test",
+     "[0, 1]"),
+    ({"split": {"fractions": [0.7, 0.3]}}, "split.fractions", "mapping"),
+    ({"filters": [1, 1]}, "filters", "mapping"),
+]
+
+
+@pytest.mark.parametrize("params,param,problem", BAD)
+def test_bad_params_are_rejected_naming_the_param(params, param, problem):
+    with pytest.raises(V.ParamError) as e:
+        V.check_params(params)
+    assert e.value.param == param
+    assert problem in e.value.problem
+
+
+@pytest.mark.parametrize("params,param,problem", BAD[:3] + BAD[13:15] + BAD[20:21])
+def test_load_params_raises_params_error(tmp_path, params, param, problem):
+    f = tmp_path / "params.yaml"
+    f.write_text(yaml.safe_dump(params))
+    with pytest.raises(ParamsError) as e:
+        load_params(f)
+    assert str(e.value).startswith(f"{f}: {param}: ")
+    assert isinstance(e.value, InputError) and e.value.param == param
+    assert load_params(f, validate=False) == yaml.safe_load(f.read_text())
+
+
+GOOD = [
+    {"filters": {"names": NAMES, "weights": [0, 0, 0]}},           # Table 4 "no filter" row
+    {"filters": {"names": NAMES, "weights": [1, 0.5, 2]}},
+    {"data": {"max_images": None, "kp_iou": 0.3}},
+    {"data": {"max_images": 1}},
+    {"generate": {"max_images": None, "m": 4, "shards": 4}},
+    {"generate": {"max_images": 0}},
+    {"split": {"fractions": {"train": 0.7, "val": 0.1, "test": 0.2}}},   # 0.7+0.1+0.2 != 1.0
+    {"audit": {"anything": -1}},                                   # groups without checks
+]
+
+
+@pytest.mark.parametrize("params", GOOD)
+def test_good_params_pass(params):
+    V.check_params(params)
+
+
+def test_the_committed_params_are_valid():
+    load_params("params.yaml")
+
+
+def test_load_params_input_errors(tmp_path):
+    with pytest.raises(InputError, match="is a directory"):
+        load_params(tmp_path)
+    (tmp_path / "p.yaml").write_text("a: [1, 2\n")
+    with pytest.raises(InputError, match="not a readable YAML"):
+        load_params(tmp_path / "p.yaml")
+    (tmp_path / "p.yaml").write_text("- 1\n")
+    with pytest.raises(InputError, match="expected a mapping"):
+        load_params(tmp_path / "p.yaml")
+
+
+def test_check_weights_returns_floats_and_accepts_numpy():
+    import numpy as np
+    assert V.check_weights(np.array([1, 0, 2]), NAMES) == [1.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("weights,problem", [([1, -1, 1], "worst"), ([1, math.nan, 1], "NaN"),
+                                             ([1, 1], "2 weight(s) for 3")])
+def test_select_rejects_bad_weights(weights, problem):
+    t = pd.DataFrame({"image_id": [1, 1], "group": ["f", "f"], "j": [0, 1],
+                      NAMES[0]: [0.9, 0.1], NAMES[1]: [0.5, 0.5], NAMES[2]: [0.5, 0.5]})
+    with pytest.raises(ValueError, match="weights") as e:
+        select(t, NAMES, weights)
+    assert problem in str(e.value)
+    # the weight check is what failed: with a valid weight the best candidate (j=0) wins
+    assert select(t, NAMES, [1, 0, 0]).iloc[0]["j"] == 0
