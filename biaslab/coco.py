@@ -17,6 +17,15 @@ Per-item problems (an image file that does not exist, a caption/annotation/label
 that is not in the captions file, an empty caption, an unknown category) drop the item and
 count it under a reason in the returned ``drops`` dict; nothing is dropped silently.
 
+Every image file is read once (``check_files``, see ``check_image``): a zero-byte file
+(``image_file_empty``), a file PIL cannot identify (``image_not_an_image``), a truncated or
+corrupt one (``image_file_truncated``: ``Image.verify`` plus, for a JPEG without its end
+marker, a full decode) and one whose header size differs from the annotation's width/height
+(``image_size_mismatch``) are dropped and counted; the content digest
+(``biaslab.features.bytes_digest``) goes to the ``digest`` column of the images table, so a
+rewritten image changes ``prepare``'s output and DVC re-runs what depends on it. A
+``file_name`` that leaves the image directory (absolute, or with ``..``) is an input error.
+
 Keypoint annotations are attached to the instance person with the highest box IoU in the same
 image (greedy, IoU >= ``kp_iou``) because in some COCO subsets (coco-mini) keypoint and
 instance annotations do not share ids; exact id matches are used first.
@@ -38,6 +47,10 @@ from pycocotools.coco import COCO
 from tqdm import tqdm
 
 from biaslab.io import InputError, read_json
+
+#: drop reasons of ``check_image``
+IMAGE_PROBLEMS = ("image_file_missing", "image_file_empty", "image_not_an_image",
+                  "image_file_truncated", "image_size_mismatch")
 
 _CAPTIONS_RE = re.compile(r"^captions_(.+)\.json$")
 
@@ -77,6 +90,52 @@ def _image_dir(root: Path, split: str) -> Path:
     return root / "images" / split  # files will be reported missing one by one
 
 
+def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
+                ) -> tuple[str | None, str | None]:
+    """Read one image file and check it: ``(problem, digest)``.
+
+    ``problem`` is None for a good image, else one of ``IMAGE_PROBLEMS``: ``image_file_missing``
+    (absent or unreadable), ``image_file_empty`` (0 bytes), ``image_not_an_image`` (PIL cannot
+    identify it), ``image_file_truncated`` (``Image.verify`` fails, or a JPEG without its end
+    marker does not decode), ``image_size_mismatch`` (header size != ``width`` x ``height``;
+    0 = not annotated, not compared). ``digest`` is ``biaslab.features.bytes_digest`` of the
+    bytes (None when unreadable). Only the header is parsed for most files; a full decode
+    happens only for JPEGs that lack the end-of-image marker.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    from biaslab.features import bytes_digest
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return "image_file_missing", None
+    digest = bytes_digest(data)
+    if not data:
+        return "image_file_empty", digest
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            size, fmt = im.size, im.format
+            im.verify()
+        if fmt == "JPEG" and not data.rstrip(b"\0\r\n ").endswith(b"\xff\xd9"):
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+    except UnidentifiedImageError:
+        return "image_not_an_image", digest
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+        return "image_file_truncated", digest
+    if (width and int(width) != size[0]) or (height and int(height) != size[1]):
+        return "image_size_mismatch", digest
+    return None, digest
+
+
+def _check_file_name(path: Path, fname: str) -> None:
+    """``file_name`` must stay inside the image directory: relative, without ``..``."""
+    pure = Path(fname)
+    if pure.is_absolute() or fname.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", fname):
+        raise InputError(path, f"image file_name {fname!r} leaves the dataset root (absolute or "
+                               f"'..'); file names must be relative to images/<split>/")
+
+
 def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of boxes a (n,4) and b (m,4) in x,y,w,h -> (n,m)."""
     ax2, ay2 = a[:, 0] + a[:, 2], a[:, 1] + a[:, 3]
@@ -96,7 +155,9 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
         root: dataset directory (kept as given in the ``path`` column, so relative roots give
             machine-independent tables).
         kp_iou: minimum box IoU to attach a keypoint annotation to an instance person.
-        check_files: drop images whose file does not exist (counted as ``image_file_missing``).
+        check_files: read and check every image file (``check_image``) and record its
+            ``digest``; bad ones are dropped under their reason. False: no file is opened
+            and ``digest`` is None.
         progress: show a tqdm bar while checking files.
 
     Returns:
@@ -104,7 +165,8 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
         , attributes (pandas DataFrames) and ``drops`` {reason: count}.
 
     Raises:
-        InputError: missing root/annotations, no captions file, or a whole-file problem.
+        InputError: missing root/annotations, no captions file, a whole-file problem, or a
+            ``file_name`` that leaves the dataset root.
     """
     root_str = str(root)
     root = Path(root)
@@ -140,27 +202,40 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
                                            f"{seen_images[iid]}")
             seen_images[iid] = cap_path.name
             fname = img.get("file_name")
-            if not fname:
+            if not fname or not isinstance(fname, str):
                 drops["image_without_file_name"] += 1
                 continue
-            if check_files and not (img_dir / fname).is_file():
-                drops["image_file_missing"] += 1
-                continue
+            _check_file_name(cap_path, fname)
             if not coco.imgToAnns.get(iid):
                 drops["image_without_captions"] += 1
                 continue
+            try:
+                width, height = int(img.get("width") or 0), int(img.get("height") or 0)
+            except (TypeError, ValueError):
+                raise InputError(cap_path, f"image {iid}: width/height {img.get('width')!r}/"
+                                           f"{img.get('height')!r} are not integers") from None
+            digest = None
+            if check_files:
+                problem, digest = check_image(img_dir / fname, width, height)
+                if problem:
+                    drops[problem] += 1
+                    continue
             split_ids.add(iid)
             images.append({"image_id": iid, "file_name": fname,
                            "path": os.path.join(root_str, rel_dir, fname),
-                           "width": int(img.get("width", 0)), "height": int(img.get("height", 0)),
-                           "coco_split": split})
+                           "width": width, "height": height,
+                           "coco_split": split, "digest": digest})
         for ann in data["annotations"]:
             iid = ann.get("image_id")
             if iid not in split_ids:
                 drops["caption_unknown_or_dropped_image" if iid not in seen_images
                       else "caption_of_dropped_image"] += 1
                 continue
-            text = (ann.get("caption") or "").strip()
+            cap = ann.get("caption")
+            if cap is not None and not isinstance(cap, str):
+                drops["caption_not_a_string"] += 1
+                continue
+            text = (cap or "").strip()
             if not text:
                 drops["caption_empty"] += 1
                 continue
@@ -182,7 +257,11 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
                 if cid not in cat_names:
                     drops["instance_unknown_category"] += 1
                     continue
-                x, y, w, h = (float(v) for v in ann["bbox"])
+                box = _bbox(ann.get("bbox"))
+                if box is None:
+                    drops["instance_without_valid_bbox"] += 1
+                    continue
+                x, y, w, h = box
                 seg = ann.get("segmentation") or []
                 if cat_names[cid] == "person":
                     persons.append({"ann_id": int(ann["id"]), "image_id": int(iid), "x": x,
@@ -223,6 +302,19 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
     return tables, dict(sorted(drops.items()))
 
 
+def _bbox(b) -> tuple[float, float, float, float] | None:
+    """COCO ``[x, y, w, h]`` -> floats; None if missing, not 4 finite numbers, or w/h < 0."""
+    if not isinstance(b, (list, tuple)) or len(b) != 4:
+        return None
+    try:
+        x, y, w, h = (float(v) for v in b)
+    except (TypeError, ValueError):
+        return None
+    if not all(np.isfinite([x, y, w, h])) or w < 0 or h < 0:
+        return None
+    return x, y, w, h
+
+
 def _attach_keypoints(kp_path: Path, persons: list[dict], split_ids: set[int], kp_iou: float,
                       drops: Counter) -> None:
     kp = read_json(kp_path)
@@ -244,6 +336,8 @@ def _attach_keypoints(kp_path: Path, persons: list[dict], split_ids: set[int], k
             continue
         if ann["id"] in by_id and by_id[ann["id"]]["keypoints"] is None:
             _set_kp(by_id[ann["id"]], kps)
+        elif _bbox(ann.get("bbox")) is None:      # matched by box IoU: needs a box
+            drops["keypoints_without_valid_bbox"] += 1
         else:
             pending.setdefault(iid, []).append(ann)
     for iid, anns in pending.items():
@@ -251,7 +345,7 @@ def _attach_keypoints(kp_path: Path, persons: list[dict], split_ids: set[int], k
         if not cands:
             drops["keypoints_unmatched"] += len(anns)
             continue
-        iou = _iou(np.array([a["bbox"] for a in anns], float),
+        iou = _iou(np.array([_bbox(a["bbox"]) for a in anns], float),
                    np.array([[p["x"], p["y"], p["w"], p["h"]] for p in cands], float))
         used_a, used_p = set(), set()
         for flat in np.argsort(-iou, axis=None, kind="stable"):

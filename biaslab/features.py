@@ -334,11 +334,17 @@ def file_digest(path: str | os.PathLike) -> str:
     """Content digest of a file (blake2b, 16 bytes, hex). The feature cache keys rows by it, so
     an image rewritten at the same path (a re-synthesized dataset, re-generated candidates) is
     never served stale features. Raises ``InputError`` naming a missing or unreadable file."""
-    import hashlib
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise InputError(path, f"image file not readable ({e.strerror or e})") from e
+    return bytes_digest(data)
+
+
+def bytes_digest(data: bytes) -> str:
+    """The digest of :func:`file_digest` for bytes already read (blake2b, 16 bytes, hex);
+    ``prepare`` records it per image (``images.parquet`` column ``digest``)."""
+    import hashlib
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 

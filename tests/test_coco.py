@@ -110,3 +110,81 @@ def test_reads_real_coco_mini():
     assert drops.get("keypoints_unmatched", 0) == 0
     assert t["objects"]["image_id"].nunique() >= 1500
     assert set(t["perceived_gender"]["perceived_gender"]) == {"female", "male", "other"}
+
+
+# ---- issue 13.4/13.5: bad images dropped and counted at prepare; bad items counted -------------
+
+def _truncate(p):
+    b = p.read_bytes()
+    p.write_bytes(b[:len(b) // 2])
+
+
+def _png_truncated(p):
+    from PIL import Image
+    import numpy as np
+    Image.fromarray(np.zeros((40, 60, 3), np.uint8)).save(p.with_suffix(".png"), format="PNG")
+    b = p.with_suffix(".png").read_bytes()
+    p.write_bytes(b[:len(b) - 30])           # keeps the header, loses IDAT/IEND
+
+
+def _resized(p):
+    from PIL import Image
+    import numpy as np
+    Image.fromarray(np.zeros((41, 60, 3), np.uint8)).save(p, format="JPEG")
+
+
+@pytest.mark.parametrize("damage,reason", [
+    (lambda p: p.write_bytes(b""), "image_file_empty"),
+    (_truncate, "image_file_truncated"),
+    (_png_truncated, "image_file_truncated"),
+    (lambda p: p.write_text("not an image\n"), "image_not_an_image"),
+    (_resized, "image_size_mismatch"),
+    (lambda p: p.unlink(), "image_file_missing"),
+])
+def test_bad_image_files_are_dropped_with_a_reason(tiny_coco, damage, reason):
+    damage(tiny_coco / "images/val2017/000000000003.jpg")
+    t, drops = read_coco(tiny_coco, progress=False)
+    assert list(t["images"]["image_id"]) == [1, 2, 4]
+    assert drops[reason] == 1
+    assert drops["caption_of_dropped_image"] == 3
+    assert sum(drops[r] for r in ("image_file_empty", "image_file_truncated",
+                                  "image_not_an_image", "image_size_mismatch",
+                                  "image_file_missing") if r in drops) == 1
+
+
+def test_images_table_records_the_content_digest(tiny_coco):
+    from biaslab.features import file_digest
+    t, _ = read_coco(tiny_coco, progress=False)
+    assert list(t["images"]["digest"]) == [file_digest(p) for p in t["images"]["path"]]
+    assert t["images"]["digest"].nunique() == 4
+    t2, _ = read_coco(tiny_coco, progress=False, check_files=False)
+    assert t2["images"]["digest"].isna().all()
+
+
+@pytest.mark.parametrize("fname", ["../000000000001.jpg", "/etc/passwd", "a/../../x.jpg",
+                                   "..\\x.jpg"])
+def test_file_name_leaving_the_root_is_an_input_error(tiny_coco, fname):
+    path = tiny_coco / "annotations/captions_val2017.json"
+    _edit(path, lambda d: d["images"][0].update(file_name=fname))
+    with pytest.raises(InputError, match="leaves the dataset root") as e:
+        read_coco(tiny_coco, progress=False)
+    assert "captions_val2017.json" in str(e.value) and repr(fname) in str(e.value)
+
+
+def test_blank_and_non_string_captions_and_boxless_instances_are_counted(tiny_coco):
+    def caps(d):
+        d["annotations"][0]["caption"] = "   "
+        d["annotations"][1]["caption"] = 42
+        d["annotations"][2]["caption"] = None
+
+    def inst(d):
+        del d["annotations"][0]["bbox"]                # person 101
+        d["annotations"][2]["bbox"] = [1, 2, "x", 4]   # umbrella 103
+
+    _edit(tiny_coco / "annotations/captions_val2017.json", caps)
+    _edit(tiny_coco / "annotations/instances_val2017.json", inst)
+    t, drops = read_coco(tiny_coco, progress=False)
+    assert drops["caption_empty"] == 2 and drops["caption_not_a_string"] == 1
+    assert drops["instance_without_valid_bbox"] == 2
+    assert len(t["captions"]) == 12 - 3
+    assert list(t["persons"]["ann_id"]) == [102]
