@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from biaslab.io import InputError, read_json, write_json
+from biaslab.io import InputError, check_input_file, check_output_file, read_json, write_json
 
 #: name -> (help, setup(parser) -> handler(args) -> int)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable]]] = {}
@@ -80,12 +80,20 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
                 _show_defaults(p)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors print ``biaslab <command>: error: <problem>`` as the first line (then the
+    usage), like the input errors of the handlers; exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n{self.format_usage()}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``biaslab`` parser with every registered subcommand (imports ``COMMAND_MODULES``)."""
     for mod in COMMAND_MODULES:
         importlib.import_module(mod)
-    parser = argparse.ArgumentParser(prog="biaslab", description="Societal-bias measurement "
-                                     "and mitigation for image captioning.")
+    parser = _Parser(prog="biaslab", description="Societal-bias measurement "
+                     "and mitigation for image captioning.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (hlp, setup) in sorted(COMMANDS.items()):
@@ -100,10 +108,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "out", None):
+            check_output_file(args.out)          # before any long computation
         return int(args._handler(args) or 0)
     except InputError as e:
         print(f"biaslab {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        if type(e).__name__ != "SafetensorError":
+            raise
+        where = _corrupt_weights(args) or "model weights"
+        print(f"biaslab {args.command}: error: {where}: truncated or corrupt safetensors file "
+              f"({e})", file=sys.stderr)
+        return 2
+
+
+def _corrupt_weights(args: argparse.Namespace) -> str | None:
+    """The first ``*.safetensors`` under the model paths of ``args`` (``--model``,
+    ``--bert-model``) that safetensors cannot open, to name it in the error message."""
+    from safetensors import safe_open
+    for attr in ("model", "bert_model"):
+        p = getattr(args, attr, None)
+        if not p or not Path(p).exists():
+            continue
+        files = [Path(p)] if Path(p).is_file() else sorted(Path(p).rglob("*.safetensors"))
+        for f in files:
+            try:
+                with safe_open(str(f), framework="numpy"):
+                    pass
+            except Exception:
+                return str(f)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,15 +193,15 @@ def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
             labels for one id, no rows.
     """
     import pandas as pd
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "file not found")
+    path = check_input_file(path)
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError as e:
         raise InputError(path, "file is empty") from e
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise InputError(path, f"not a readable CSV file ({e})") from e
+    except OSError as e:
+        raise InputError(path, f"cannot read it ({e.strerror or e})") from e
     cols = {c.strip().lower(): c for c in df.columns}
     if "image_id" not in cols:
         raise InputError(path, f"missing column 'image_id'; has {list(df.columns)}")
@@ -257,11 +292,15 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                       metrics: tuple[str, ...] = METRIC_GROUPS, words: str = "lic",
                       classifier: str = "lstm", preset: str = "paper", seeds: int = 10,
                       num_threads: int | None = None, progress: bool = False,
-                      biasamp_min_count: int = 100, bert_model: str | None = None) -> dict:
+                      biasamp_min_count: int = 100, bert_model: str | None = None,
+                      on_partial: Callable[[dict], None] | None = None) -> dict:
     """All requested metrics in one dict. Bias metrics use the predictions of images labelled
     female/male; quality metrics use every prediction that has human references.
 
     A metric whose inputs are missing is reported as ``{"skipped": reason}``.
+
+    ``on_partial``, when given, gets a copy of the metrics computed so far just before the
+    slow LIC step (the CLI writes it to ``<out>.partial`` so a crash keeps them).
     """
     ids = sorted(i for i in predictions if i in genders)
     caps = {i: predictions[i] for i in ids}
@@ -314,6 +353,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                     out["quality"] = _unavailable("biaslab.metrics.quality", e)
                 except RuntimeError as e:   # Java missing for pycocoevalcap
                     out["quality"] = {"skipped": str(e)}
+    if on_partial is not None and "lic" in metrics:
+        on_partial(dict(out))
     if "lic" in metrics:
         from biaslab import textclf
         from biaslab.metrics.lic import lic
@@ -395,7 +436,8 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                    help="torch threads for LIC (default: the preset's; on a CPU shared with other "
                         "jobs 1 is often fastest)")
     p.add_argument("--progress", action="store_true", help="show a LIC progress bar")
-    p.add_argument("--out", help="write the JSON object here too (atomically)")
+    p.add_argument("--out", help="write the JSON object here too (atomically; checked before "
+                   "any computation; the metrics before LIC go to <out>.partial meanwhile)")
     return _run_evaluate
 
 
@@ -439,13 +481,31 @@ def _run_evaluate(args: argparse.Namespace) -> int:
               "gender_column": label_info["gender_column"]}
     if human is not None:
         inputs["n_predictions_without_human"] = sum(1 for i in predictions if i not in human)
+    from biaslab.gender import caption_gender
+    n_gendered = sum(caption_gender(c, args.words) in ("female", "male", "both")
+                     for i, c in predictions.items() if i in labels)
+    inputs["n_labelled_predictions_mentioning_gender"] = n_gendered
+    if n_gendered == 0:
+        print(f"biaslab evaluate-captions: warning: no caption of the {n_lab} labelled "
+              f"predictions mentions a gender (word list {args.words!r}): Ratio is undefined "
+              f"(nan) and Error counts no gender mistakes (0.0) because nothing was predicted",
+              file=sys.stderr)
+    partial = Path(f"{args.out}.partial") if args.out else None
+
+    def write_partial(so_far: dict) -> None:
+        write_json(partial, _jsonable({"inputs": inputs, **so_far, "partial": True,
+                                       "pending": ["LIC"]}))
+
     result = evaluate_captions(predictions, labels, human, tuple(args.metrics), args.words,
                                args.classifier, args.preset, args.seeds, args.num_threads,
-                               args.progress, args.biasamp_min_count, args.bert_model)
+                               args.progress, args.biasamp_min_count, args.bert_model,
+                               on_partial=write_partial if partial else None)
     result = _jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:
         write_json(args.out, result)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     return 0
 
 

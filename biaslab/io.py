@@ -200,6 +200,24 @@ def _stage_name() -> str | None:
     return None
 
 
+def _install_stage_excepthook(stage: str) -> None:
+    """In a stage script, an ``InputError`` that the script does not catch prints
+    ``<stage>: <file>: <problem>`` (one line, exit code 1 like the scripts' own handlers)
+    instead of a traceback; other exceptions keep the traceback."""
+    if getattr(sys.excepthook, "_biaslab_stage", None) == stage:
+        return
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        if isinstance(value, InputError):
+            print(f"{stage}: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, tb)
+
+    hook._biaslab_stage = stage
+    sys.excepthook = hook
+
+
 def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) -> dict:
     """Load the DVC params file as a dict and validate the groups it has
     (``biaslab.validate.check_params``: one check per group, at stage start).
@@ -210,7 +228,14 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
             message reads ``params.yaml: filters.weights: ...``. When the caller is a stage
             script (``stages/<name>.py`` run as the main program) this prints
             ``<name>: params.yaml: filters.weights: ...`` to stderr and exits 2 instead.
+
+    In a stage script it also installs a ``sys.excepthook`` that prints an uncaught
+    ``InputError`` as one line ``<name>: <file>: <problem>`` (exit code 1) instead of a
+    traceback.
     """
+    stage = _stage_name()
+    if stage is not None:
+        _install_stage_excepthook(stage)
     path = Path(path)
     if not path.exists():
         raise InputError(path, "params file not found (run from the repository root)")
@@ -230,7 +255,6 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
             check_params(params)
         except ParamError as e:
             err = ParamsError(path, e.param, e.problem)
-            stage = _stage_name()
             if stage is not None:
                 print(f"{stage}: {err}", file=sys.stderr)
                 raise SystemExit(2) from err

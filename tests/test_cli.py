@@ -303,3 +303,41 @@ def test_readme_commands_run_through_the_console_script(files, dcg_model):
             assert [r["image_id"] for r in out] == [1, 2, 3, 4]
         else:
             assert out["Ratio"]["n_man"] == N and "BiasAmp" in out
+
+
+def test_partial_result_file_keeps_what_was_computed_when_lic_crashes(files, capsys,
+                                                                      monkeypatch):
+    import biaslab.metrics.lic as L
+    out = files / "m.json"
+    args = ["evaluate-captions", "--pred", files / "pred.json", "--gender", files / "labels.csv",
+            "--metrics", "ratio", "error", "lic", "--out", out, *FAST]
+
+    def crash(*a, **k):
+        raise RuntimeError("killed in the middle of LIC")
+
+    monkeypatch.setattr(L, "lic", crash)
+    with pytest.raises(RuntimeError):
+        run(capsys, *args)
+    part = json.loads((files / "m.json.partial").read_text())
+    assert part["partial"] is True and part["pending"] == ["LIC"]
+    assert part["Ratio"]["n_man"] == N and part["Error"] == 0.0 and "LIC" not in part
+    assert not out.exists()
+    monkeypatch.undo()
+    rc, _, _ = run(capsys, *args)
+    assert rc == 0 and isinstance(json.loads(out.read_text())["LIC_M"], float)
+    assert not (files / "m.json.partial").exists()          # removed once the result is in
+
+
+def test_truncated_model_safetensors_is_an_input_error(dcg_model, tmp_path, capsys):
+    work, caps = dcg_model
+    model = tmp_path / "dcg"
+    shutil.copytree(work / "data" / "libra" / "dcg", model)
+    weights = sorted(model.rglob("*.safetensors"))[0]
+    weights.write_bytes(weights.read_bytes()[:100])
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "caption": caps[0]}]))
+    rc, _, err = run(capsys, "libra", "debias", "--pred", tmp_path / "p.json", "--images",
+                     work.parent / "shared" / "coco-mini", "--model", model,
+                     "--out", tmp_path / "o.json")
+    assert rc == 2
+    assert err.startswith(f"biaslab libra: error: {weights}: truncated or corrupt safetensors")
+    assert not (tmp_path / "o.json").exists()
