@@ -210,14 +210,31 @@ def _file_digest(path: str | os.PathLike) -> str:
 
 def shard_fingerprint(items: pd.DataFrame, backend_fp: dict, settings: dict) -> str:
     """sha256 over the settings, the backend fingerprint and the shard's work items (ids,
-    image/mask paths, mask bytes, boxes, prompts)."""
+    image/mask paths, source-image and mask bytes, boxes, prompts). A source image rewritten
+    in place changes its shard's fingerprint (issue 13.2); donor image bytes enter through
+    ``backend_fp`` (``donor_images_fingerprint``)."""
     rows = []
     for it in items.to_dict("records"):
         rows.append({k: (v if not isinstance(v, np.ndarray) else v.tolist())
-                     for k, v in it.items()} | {"mask_digest": _file_digest(it["mask_path"])})
+                     for k, v in it.items()} | {"mask_digest": _file_digest(it["mask_path"]),
+                                                "image_digest": _file_digest(it["path"])})
     blob = json.dumps({"version": FORMAT_VERSION, "settings": settings, "backend": backend_fp,
                        "items": rows}, sort_keys=True, default=_json_default)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def donor_images_fingerprint(backend) -> dict:
+    """``{"donor_images": sha256}`` over the bytes of every donor image of a backend that has a
+    ``donors`` table with a ``path`` column (copy_paste), else ``{}``. Merged into the backend
+    fingerprint, so a donor image rewritten in place invalidates the shards. Conservative: a
+    shard's donors are only known after generating it, so a changed donor re-runs every shard.
+    """
+    donors = getattr(backend, "donors", None)
+    if not isinstance(donors, pd.DataFrame) or "path" not in donors.columns:
+        return {}
+    paths = sorted(set(donors["path"].astype(str)))
+    blob = json.dumps([[p, _file_digest(p)] for p in paths])
+    return {"donor_images": hashlib.sha256(blob.encode()).hexdigest()}
 
 
 def _json_default(o):
@@ -311,7 +328,7 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
     settings = {"m": int(m), "guidance_scales": [float(s) for s in guidance_scales],
                 "seed": int(seed), "shards": int(shards), "groups": list(groups),
                 "jpeg_quality": int(jpeg_quality), "out_dir": str(out_dir)}
-    bfp = backend.fingerprint()
+    bfp = {**backend.fingerprint(), **donor_images_fingerprint(backend)}
     plan = []
     for s in range(shards):
         items = work[work["shard"] == s]
