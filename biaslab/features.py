@@ -24,6 +24,18 @@ all-MiniLM-L6-v2), 384-d for MiniLM.
 :func:`encode_cached` keeps one feature cache per encoder (``feats.npy`` + ``index.parquet``),
 written atomically and append-only, so an image is encoded once across runs and an interrupted
 run resumes from its last checkpoint.
+
+The cache (``features.cache_dir``, default ``data/cache/features``; texts in
+``scorer.cache_dir``) is not a DVC output: it is shared by every stage that encodes images,
+and several of them may write it at once. Safety: each checkpoint is one read-merge-write
+under an exclusive ``fcntl.flock`` on ``<cache>/<encoder>/.lock``, with per-file atomic
+renames, rows never rewritten (see ``_cached_rows``). Invalidation: a row is reused only when
+its key matches exactly -- images by (image_id, path, content digest of the file), texts by
+the text -- inside a directory named by encoder name and image size (``cache_key``). A
+rewritten image therefore gets a new row (the old one stays, unused). What the key does *not*
+cover: the encoder's weights and preprocessing code. After changing those without changing
+the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px``);
+deleting the whole cache is always safe (it is rebuilt on demand).
 """
 from __future__ import annotations
 
@@ -271,7 +283,8 @@ def _read_cache(d: Path, key_cols: tuple[str, ...], dim: int | None
 
 
 def _write_cache(d: Path, feats: np.ndarray, index: pd.DataFrame) -> None:
-    # feats first, then index: the index only ever points at rows that exist (append-only)
+    # feats first, then index: the index only ever points at rows that exist (append-only).
+    # Callers hold ``_cache_lock(d)``.
     d.mkdir(parents=True, exist_ok=True)
     with atomic_path(d / "feats.npy") as tmp:
         with open(tmp, "wb") as f:
@@ -280,12 +293,37 @@ def _write_cache(d: Path, feats: np.ndarray, index: pd.DataFrame) -> None:
         index.to_parquet(tmp, index=False)
 
 
+@contextlib.contextmanager
+def _cache_lock(d: Path):
+    """Exclusive ``fcntl.flock`` on ``d/.lock`` for one read-merge-write of a cache directory
+    shared by several stages (``features``, ``score``, ``dcg_*``, ``eval_*`` may run at the
+    same time under ``dvc repro``/``dvc exp run --jobs``). A no-op where ``fcntl`` is missing."""
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(d / ".lock", "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute, dim: int | None,
                  step: int, stats: dict | None) -> np.ndarray:
     """Rows for ``keys`` (tuples over ``key_cols``) from the append-only cache in ``d``;
     missing unique keys are computed with ``compute(list_of_positions) -> (m, d)`` in chunks of
-    ``step`` and checkpointed after every chunk. Returns float32 (len(keys), d)."""
-    feats, index = _read_cache(d, key_cols, dim)
+    ``step`` and checkpointed after every chunk. Returns float32 (len(keys), d).
+
+    Concurrent writers are safe: each checkpoint re-reads the cache under ``_cache_lock``,
+    appends only the rows still missing there and writes both files before releasing the
+    lock, so rows already on disk never change meaning (the computing happens outside the
+    lock; two processes may compute the same key, the first one written wins)."""
+    with _cache_lock(d):
+        feats, index = _read_cache(d, key_cols, dim)
 
     def norm(k: tuple) -> tuple:
         return tuple(int(v) if isinstance(v, (int, np.integer)) else str(v) for v in k)
@@ -310,14 +348,19 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
         t0 = time.perf_counter()
         f = np.asarray(compute(chunk), np.float32)
         seconds += time.perf_counter() - t0
-        if len(feats) == 0:
-            feats = np.zeros((0, f.shape[1]), np.float32)
-        new = pd.DataFrame([keys[p] for p in chunk], columns=list(key_cols))
-        new["row"] = np.arange(len(feats), len(feats) + len(chunk))
-        feats = np.concatenate([feats, f])
-        index = pd.concat([index, new], ignore_index=True).drop_duplicates(
-            list(key_cols), keep="last")
-        _write_cache(d, feats, index)
+        with _cache_lock(d):
+            # merge with what other processes appended since our last read
+            feats, index = _read_cache(d, key_cols, f.shape[1])
+            lookup = lookup_of(index)
+            fresh = [i for i, p in enumerate(chunk) if norm(keys[p]) not in lookup]
+            if fresh:
+                if len(feats) == 0:
+                    feats = np.zeros((0, f.shape[1]), np.float32)
+                new = pd.DataFrame([keys[chunk[i]] for i in fresh], columns=list(key_cols))
+                new["row"] = np.arange(len(feats), len(feats) + len(fresh))
+                feats = np.concatenate([feats, f[fresh]])
+                index = pd.concat([index, new], ignore_index=True)
+                _write_cache(d, feats, index)
         bar.update(len(chunk))
     bar.close()
     if todo:

@@ -345,3 +345,42 @@ def test_features_and_objects_stages(tmp_path, monkeypatch):
     pred = load_object_predictor(tmp_path / "data" / "objects")
     sets = pred.predict_sets([str(tmp_path / p) for p in paths[-6:]])  # raw images work too
     assert sets == [{"apple"} if i % 2 else {"car"} for i in ids[-6:]]
+
+
+def _concurrent_writer(args):
+    """One process of the concurrency test: encode ``keys`` into cache ``d`` one key per
+    checkpoint, sleeping inside ``compute`` so that the two processes interleave."""
+    import time as _t
+    from pathlib import Path as _P
+
+    from biaslab.features import _cached_rows
+    d, keys = args
+
+    def compute(positions):
+        _t.sleep(0.01)
+        return np.array([[keys[p], 2.0 * keys[p]] for p in positions], np.float32)
+
+    out = _cached_rows(_P(d), ("text",), [(k,) for k in keys], lambda ps: compute(ps), None,
+                       1, None)
+    return out.tolist()
+
+
+def test_feature_cache_is_safe_with_concurrent_writers(tmp_path):
+    """Two processes append overlapping key sets to one cache at the same time, one row per
+    checkpoint. Every key must end up with its own features (no lost or mismatched rows)."""
+    import multiprocessing as mp
+
+    from biaslab.features import _read_cache
+    a = [(float(i),) for i in range(0, 30)]
+    b = [(float(i),) for i in range(15, 45)]
+    with mp.get_context("fork").Pool(2) as pool:
+        res = pool.map(_concurrent_writer, [(str(tmp_path), [k[0] for k in a]),
+                                            (str(tmp_path), [k[0] for k in b])])
+    for keys, out in zip((a, b), res):
+        assert out == [[k[0], 2 * k[0]] for k in keys]
+    feats, index = _read_cache(tmp_path, ("text",), 2)
+    got = {float(t): feats[r].tolist() for t, r in zip(index["text"], index["row"])}
+    assert set(got) == {float(i) for i in range(45)}               # nothing lost
+    assert all(v == [k, 2 * k] for k, v in got.items())             # nothing mismatched
+    assert len(index) == 45 and len(feats) == 45                    # no duplicate rows
+    assert (tmp_path / ".lock").exists()
