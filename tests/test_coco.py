@@ -188,3 +188,40 @@ def test_blank_and_non_string_captions_and_boxless_instances_are_counted(tiny_co
     assert drops["instance_without_valid_bbox"] == 2
     assert len(t["captions"]) == 12 - 3
     assert list(t["persons"]["ann_id"]) == [102]
+
+
+def _run_prepare(tmp_path, monkeypatch, root):
+    import runpy
+    from pathlib import Path
+    import yaml
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"data": {"source": "tiny", "root": str(root), "max_images": None, "seed": 0,
+                  "kp_iou": 0.3}}))
+    monkeypatch.setattr("sys.argv", [str(repo / "stages" / "prepare.py")])
+    try:
+        runpy.run_path(str(repo / "stages" / "prepare.py"), run_name="__main__")
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
+def test_prepare_stage_counts_bad_images_in_its_metrics(tiny_coco, tmp_path, monkeypatch):
+    (tiny_coco / "images/val2017/000000000002.jpg").write_bytes(b"")
+    _truncate(tiny_coco / "images/val2017/000000000003.jpg")
+    assert _run_prepare(tmp_path, monkeypatch, tiny_coco) == 0
+    m = json.loads((tmp_path / "metrics/prepare.json").read_text())
+    assert m["images"] == 2
+    assert m["dropped"]["image_file_empty"] == 1 and m["dropped"]["image_file_truncated"] == 1
+
+
+def test_prepare_stage_rejects_a_file_name_leaving_the_root(tiny_coco, tmp_path, monkeypatch,
+                                                            capsys):
+    _edit(tiny_coco / "annotations/captions_val2017.json",
+          lambda d: d["images"][1].update(file_name="../../secret.jpg"))
+    code = _run_prepare(tmp_path, monkeypatch, tiny_coco)
+    assert code == "prepare: " + str(tiny_coco / "annotations/captions_val2017.json") + (
+        ": image file_name '../../secret.jpg' leaves the dataset root (absolute or '..'); "
+        "file names must be relative to images/<split>/")
+    assert not (tmp_path / "data").exists() and not (tmp_path / "metrics").exists()
