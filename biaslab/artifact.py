@@ -371,7 +371,10 @@ def artifact_summary(man_orig, woman_orig, man_inp, woman_inp, *, n_boot: int | 
     recomputes the seed-mean ratios and Delta -- so the interval reflects the finite test
     set, which is what a ratio of counts on a few hundred images is most sensitive to (the
     seed spread is in ``delta_seeds``). Resamples in which a ratio is undefined (a seed with
-    no woman prediction) are counted in ``n_undefined`` and left out.
+    no woman prediction) are counted in ``n_undefined`` and left out. Delta >= 0 by
+    definition (an absolute change), so when the true change is near 0 the percentile
+    interval's lower end sits at 0 and ``ci95`` (the larger distance from the estimate) is
+    in effect an upper bound; read such a CI as "Delta is at most hi".
 
     Args:
         man_orig, woman_orig, man_inp, woman_inp: bool arrays (n_images, n_seeds): whether
