@@ -21,17 +21,17 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
                                 n_both, n_neither, leakage, LK_M, LK_D, leakage_std, ...}]},
         test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ...},
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
-     (per-seed ratio / ratio_raw are null when not finite; ratio_flag says why: "r=inf",
-     "r=0" -- both an infinite Ratio -- or "0/0"),
+     (per-seed values as biaslab.stats.to_json: an infinite ratio / ratio_raw is "inf", 0/0
+     is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
      plots/classification.csv (one row per dataset: mean, ci95, std of mAP, Ratio, Leakage)
 """
 import math
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 
+from biaslab import stats
 from biaslab.classify import (GenderObjectClassifier, evaluate, json_record, model_features,
                               object_matrix, test_table, write_blackout_images)
 from biaslab.features import load_features, set_threads
@@ -89,7 +89,6 @@ def main() -> None:
     for dataset in p["datasets"]:
         per_seed = []
         for seed in p["seeds"]:
-            t0 = time.perf_counter()
             clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
             feats = model_features(clf, test, ids, base, cache)
             mfeats = model_features(clf, masked, ids, base, cache, derived=True) \
@@ -101,16 +100,16 @@ def main() -> None:
                          train_feats=tfeats, train_objects=object_matrix(train["objects"],
                                                                          clf.labels),
                          train_genders=train["gender"].tolist(), leakage_kwargs=lk)
-            per_seed.append({"seed": int(seed), "raw": r, "seconds":
-                             round(time.perf_counter() - t0, 2), "n_labels": len(clf.labels)})
+            per_seed.append({"seed": int(seed), "raw": r, "n_labels": len(clf.labels)})
         out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
         out[dataset]["per_seed"] = [
-            {"seed": s["seed"], **{k: json_number(s["raw"].get(k)) for k in
+            # infinite values as "inf" (stats.to_json), so differences count them
+            {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
                                    (*KEYS, "leakage_std")},
              "ratio_flag": s["raw"].get("ratio_flag"),
              **{k: s["raw"].get(k) for k in COUNTS},
-             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels"),
-             "seconds": s["seconds"]} for s in per_seed]
+             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
+            for s in per_seed]
         rows.append({"dataset": dataset,
                      **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
                         for f in ("mean", "ci95", "std")},
