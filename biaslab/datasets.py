@@ -51,13 +51,14 @@ MILP_OPTIONS = {"mip_rel_gap": 0.01, "node_limit": 20000, "presolve": True}
 
 
 def _milp_counts(x: np.ndarray, female: np.ndarray, tol: float, *, lower: float,
-                 upper: float, maximize: bool, seed: int, min_total: float = 0.0
-                 ) -> np.ndarray | None:
+                 upper: float, maximize: bool, seed: int, min_total: float = 0.0,
+                 max_total: float = np.inf) -> np.ndarray | None:
     """Integer copies c (n,) in [lower, upper] with sum_female c = sum_male c and, for each
     column o of ``x``, |f_o - m_o| <= tol (f_o + m_o) where f_o (m_o) = sum of c over the
     female (male) rows holding o; minimising (or maximising) sum c (1 + 1e-4 u), u ~
-    U(0, 1) from ``seed`` (a deterministic tie-break among equally large solutions).
-    None when the solver finds no feasible point."""
+    U(0, 1) from ``seed`` (a deterministic tie-break among equally large solutions), with
+    ``min_total`` <= sum c <= ``max_total``. None when the solver finds no feasible point
+    (within ``MILP_OPTIONS``' node limit)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n = len(female)
@@ -70,10 +71,10 @@ def _milp_counts(x: np.ndarray, female: np.ndarray, tol: float, *, lower: float,
         rows += [(1 - tol) * F - (1 + tol) * M, (1 - tol) * M - (1 + tol) * F]
         lo += [-np.inf] * (2 * X.shape[0])
         hi += [0.0] * (2 * X.shape[0])
-    if min_total > 0:
+    if min_total > 0 or np.isfinite(max_total):
         rows.append(np.ones((1, n)))
         lo.append(float(min_total))
-        hi.append(np.inf)
+        hi.append(float(max_total))
     cons = LinearConstraint(np.vstack(rows), np.array(lo), np.array(hi))
     cost = 1.0 + 1e-4 * np.random.default_rng(seed).random(n)
     r = milp(-cost if maximize else cost, constraints=cons, integrality=np.ones(n),
@@ -146,14 +147,14 @@ def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
 
 
 def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
-               max_copies: int | None = None) -> pd.DataFrame:
+               max_copies: int | None = None, max_factor: float | None = 15.0) -> pd.DataFrame:
     """Over-sampling (Wang et al. 2020b; paper 000 sec. 2.1 and Tables 1-2): repeat images
     until every labelled object co-occurs equally often with each gender, p(o | female) =
     p(o | male), with equally many female and male samples. Nothing is dropped.
 
     Algorithm (an integer programme; Wang et al. repeat minority-group images, which for
     multi-label data has no closed form): integer copies c_i in [1, ``max_copies``] (None = no
-    cap) of each image, with
+    cap) of each image, at most ``max_factor`` * n samples in all (None = no limit), with
 
     * n_female = n_male (sum of c over each gender), and
     * for every labelled object o seen with both genders, |f_o - m_o| <= ``max_skew`` *
@@ -164,19 +165,23 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     by ``seed``). Exact balance (``max_skew`` 0) usually has no solution with every image kept
     at least once (a stereotypical image can only be offset by repeating counter-examples that
     hold other objects too), and a bound near 0 needs many copies: on the embedded default
-    (bias 0.8, 3.6 objects per image) 0.05 needs ~12x the original size. If the bound is
-    infeasible under ``max_copies`` it is relaxed to the smallest feasible one (bisection);
-    the bound used is ``result.attrs["max_skew"]``. Objects seen with only one gender cannot
+    (bias 0.8, 3.6 objects per image) 0.05 needs ~12x the original size, and near the
+    smallest feasible bound the size grows without limit (hence ``max_factor``). If the bound
+    is infeasible under ``max_copies`` / ``max_factor`` it is relaxed to the smallest feasible
+    one (bisection to 1e-3); the bound used is ``result.attrs["max_skew"]``. Objects seen with only one gender cannot
     be balanced without dropping images: they keep |skew| = 1. Unlabelled attributes are not
     seen at all (the paper's point).
 
     Returns the manifest with rows repeated (``sample_id`` suffixed ``#k`` for the k-th copy),
-    in table order. Raises ValueError for ``max_skew`` outside [0, 1) or ``max_copies`` < 1,
-    or when no group-balanced over-sample exists under ``max_copies``.
+    in table order. Raises ValueError for ``max_skew`` outside [0, 1), ``max_copies`` < 1 or
+    ``max_factor`` < 1, or when no group-balanced over-sample exists under ``max_copies`` and
+    ``max_factor``.
     """
     tol = _check_skew(max_skew)
     if max_copies is not None and int(max_copies) < 1:
         raise ValueError(f"datasets.max_copies must be >= 1 or null, got {max_copies}")
+    if max_factor is not None and not float(max_factor) >= 1:
+        raise ValueError(f"datasets.max_factor must be >= 1 or null, got {max_factor}")
     if len(manifest) == 0:
         return manifest.copy()
     cats, x = _presence(manifest)
@@ -185,10 +190,12 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
         raise ValueError("over-sampling needs images of both genders")
     both = x[female].any(0) & x[~female].any(0)
     upper = np.inf if max_copies is None else int(max_copies)
+    total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
     copies, used = _relaxed(
         lambda t: _milp_counts(x[:, both], female, t, lower=1, upper=upper, maximize=False,
-                               seed=seed),
-        tol, f"over-sampling with datasets.max_copies={max_copies}")
+                               seed=seed, max_total=total),
+        tol, f"over-sampling with datasets.max_copies={max_copies}, "
+             f"datasets.max_factor={max_factor}")
     out = _expand(manifest, copies)
     out.attrs["max_skew"] = used
     return out
@@ -208,8 +215,11 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     biased multi-label data the balanced subset is small (embedded default: 10 of 280 images
     at 0.05): sub-sampling pays for balance with data, as the paper reports (lower mAP).
     ``min_fraction`` (None = off) trades balance for size: keep at least that share of the
-    images with the smallest feasible bound >= ``max_skew`` (bisection); the bound used is
-    ``result.attrs["max_skew"]``.
+    images (and always at least one per gender) with the smallest feasible bound >=
+    ``max_skew`` (bisection to 1e-3); the bound used is ``result.attrs["max_skew"]``. Any
+    bound < 1 needs every kept object seen with both genders; where no such subset of >= 2
+    images exists (e.g. 60 capped images of the default) the bound relaxes to 1 and the
+    subsample only balances the group sizes.
 
     Returns the kept rows in table order. Raises ValueError for ``max_skew`` outside [0, 1) or
     ``min_fraction`` outside (0, 1].
@@ -221,9 +231,10 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
         return manifest.copy()
     cats, x = _presence(manifest)
     female = (manifest["gender"] == G.FEMALE).to_numpy()
-    need = 0.0 if min_fraction is None else float(min_fraction) * len(manifest)
+    # at least one image per group (an empty training set is no baseline)
+    need = max(2.0, 0.0 if min_fraction is None else float(min_fraction) * len(manifest))
     if need > 2 * min(female.sum(), (~female).sum()):
-        raise ValueError(f"datasets.min_fraction={min_fraction}: at most "
+        raise ValueError(f"sub-sampling (datasets.min_fraction={min_fraction}): at most "
                          f"{2 * min(female.sum(), (~female).sum())} of {len(manifest)} images "
                          "can be kept with equal group sizes")
     keep, used = _relaxed(

@@ -29,7 +29,7 @@ def main() -> None:
     variants = {
         "original": d,
         "oversample": D.oversample(d, seed=p["seed"], max_skew=p["max_skew"],
-                                   max_copies=p["max_copies"]),
+                                   max_copies=p["max_copies"], max_factor=p["max_factor"]),
         "subsample": D.subsample(d, seed=p["seed"], max_skew=p["max_skew"],
                                  min_fraction=p["min_fraction"]),
         "augment": D.s_augment(d, cf),

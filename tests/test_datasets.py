@@ -128,9 +128,12 @@ def test_resampling_one_gender_object():
     assert (c["n_female"], c["n_male"], c["n_objects_one_gender"]) == (6, 6, 1)
     assert c["objects_mean_abs_skew"] == pytest.approx((0.2 + 1) / 2)
     assert c["objects_max_abs_skew"] == pytest.approx(1.0)
-    # exact balance needs c6 + c7 = 0: infeasible, the bound is relaxed (>0, as small as the
-    # bisection resolves)
-    assert 0 < D.oversample(_d(), max_skew=0.0).attrs["max_skew"] <= 1e-3
+    # exact balance needs c6 + c7 = 0: infeasible, the bound is relaxed. With max_factor 15
+    # the size 2 c5 + 4 <= 105 -> c5 <= 50 -> smallest bound 1 / 51 (bisection: within 1e-3)
+    over = D.oversample(_d(), max_skew=0.0, max_factor=15)
+    assert 1 / 51 <= over.attrs["max_skew"] <= 1 / 51 + 1e-3 and len(over) <= 105
+    with pytest.raises(ValueError, match="max_factor"):
+        D.oversample(_d(), max_factor=0.5)
     # sub-sampling drops the tie images (an object seen with one gender must vanish) and keeps
     # one female umbrella image for M5
     sub = D.subsample(_d(), max_skew=0.0)
