@@ -37,9 +37,15 @@ LABELED = {"objects": True, "scene": False, "cast": False}
 
 
 def _values(node: Any) -> list | None:
-    """Per-seed values of a stored metric: ``node["values"]`` (probe records) or None."""
-    if isinstance(node, Mapping) and isinstance(node.get("values"), list):
+    """Per-seed values of a stored probe metric: ``node["values"]``, or the ``mean`` of each
+    entry of ``node["per_seed"]`` (``metrics/probe.json``); None when absent."""
+    if not isinstance(node, Mapping):
+        return None
+    if isinstance(node.get("values"), list):
         return node["values"]
+    per = node.get("per_seed")
+    if isinstance(per, list):
+        return [p.get("mean") if isinstance(p, Mapping) else None for p in per]
     return None
 
 
@@ -60,8 +66,13 @@ def _verdict(lo, hi, expect: str, ref: float) -> str:
     return "holds" if lo <= ref else "fails"
 
 
-def _effect(cid: str, claim: str, vals: Sequence | None, expect: str, ref: float) -> dict:
-    s = stats.summarize(vals or [])
+def _effect(cid: str, claim: str, node: Any, expect: str, ref: float) -> dict:
+    """A single row's effect: the CI the stage stored (``lo``/``hi``: t over seeds, or the
+    pair bootstrap with fewer seeds, ``biaslab.probe``), else the t interval of its values."""
+    if isinstance(node, Mapping) and node.get("lo") is not None and node.get("mean") is not None:
+        n = node.get("n_seeds") or len(_values(node) or [])
+        return _check(cid, claim, expect, ref, node["mean"], node["lo"], node["hi"], n)
+    s = stats.summarize(_values(node) or [])
     return _check(cid, claim, expect, ref, s["mean"], s["lo"], s["hi"], s["n"])
 
 
@@ -91,7 +102,7 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
         if vals("original", a) is not None:
             out.append(_effect(f"{model}/original/{a}>0",
                                f"{model} on Original is sensitive to the {a} (> 0)",
-                               vals("original", a), ">", 0.0))
+                               (fam.get("original") or {}).get(a), ">", 0.0))
     for row in ("oversample", "subsample"):
         if vals(row, "objects") is not None and vals("original", "objects") is not None:
             out.append(_diff(f"{model}/{row}-original/objects<0",

@@ -37,6 +37,16 @@ PREP = "data/prepared"
 OUT = "data/artifact"
 
 
+def inpainting_backend(a: dict, g: dict) -> str:
+    """The backend that inpaints the test images' body parts: ``artifact.backend`` when set,
+    else ``generate.backend``, except ``render``: the synthetic oracle re-draws whole persons and
+    cannot inpaint a body part, so its runs inpaint with ``copy_paste`` (cv2 inpainting + a
+    same-group donor patch). Table 3 then asks whether models trained on render's artifact-free
+    counterfactuals react to inpainting artifacts at all."""
+    name = a.get("backend") or g["backend"]
+    return "copy_paste" if name == "render" else name
+
+
 def make_backend(g: dict, persons, images, labels, split):
     """The generation backend of params `generate` (same construction as stage generate)."""
     if g["backend"] == "copy_paste":
@@ -75,6 +85,7 @@ def main() -> None:
     test = test.assign(prompt=[caption_prompt(caps.get(i, []), gnd, words)
                                for i, gnd in zip(test["image_id"], test["gender"])])
     t0 = time.perf_counter()
+    g = {**g, "backend": inpainting_backend(a, g)}
     backend = make_backend(g, persons, images, labels, split)
     parts = build_inpainted_test_set(
         test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
