@@ -15,7 +15,15 @@ which the person is VISIBLE (only a body part is inpainted): they differ from Ta
 persons-masked Ratio (e.g. ResNet-50 / Original: 3.5 in Table 3 vs 6.3 in Table 1), several
 are below 1 (0.6, 0.8; so not ``max(r, 1/r)``), and masking the person would remove the
 inpainted part itself. We therefore use r on unmasked images
-(:func:`biaslab.metrics.captions.classification_ratio`, ``ratio``).
+(:func:`biaslab.metrics.captions.classification_ratio`, ``ratio``: each gender output counted
+where it is at or above its threshold, an image with both on counting for both; captioners:
+#man / #woman captions).
+
+Over model seeds (:func:`artifact_summary`): Table 3 reports one Delta per model; we compute
+it from the SEED-MEAN raw ratios, ``Delta = 100 |mean r_orig - mean r_inp| / mean r_orig``,
+and give beside it the per-seed ratios and per-seed Deltas (``biaslab.stats.record``) and a
+percentile bootstrap CI of Delta over test images (all seeds' predictions of an image
+resampled together).
 
 Body parts (:func:`part_mask`). The paper uses COCO-WholeBody part annotations and SAM masks,
 neither of which exists offline; we draw small discs from the 17 COCO keypoints:
@@ -243,30 +251,62 @@ def delta(ratio_orig: float | None, ratio_inp: float | None) -> float | None:
 
 def _ratio_pair(ro: dict, ri: dict) -> dict:
     """Ratios (None when not finite), counts and Delta from the ``ratio`` dicts (keys ratio,
-    n_man, n_woman) of the original and the inpainted images."""
+    n_man, n_woman, optionally n_both / n_neither / n_neutral) of the original and the
+    inpainted images."""
     def fin(v):
         return float(v) if np.isfinite(v) else None
 
-    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"]),
-           "n_man_orig": ro["n_man"], "n_woman_orig": ro["n_woman"],
-           "n_man_inp": ri["n_man"], "n_woman_inp": ri["n_woman"]}
+    out = {"ratio_orig": fin(ro["ratio"]), "ratio_inp": fin(ri["ratio"])}
+    for k in ("n_man", "n_woman", "n_both", "n_neither", "n_neutral"):
+        if k in ro:
+            out[f"{k}_orig"], out[f"{k}_inp"] = ro[k], ri[k]
     out["delta"] = delta(out["ratio_orig"], out["ratio_inp"])
     return out
 
 
+def classifier_calls(p_woman, p_man, thresholds: tuple[float, float] = (0.5, 0.5)
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Gender predictions of a multi-label classifier, counted as in
+    :func:`biaslab.metrics.captions.classification_ratio`: ``(man_on, woman_on)`` bool (n,),
+    an output on where its score is ``>=`` its threshold (``thresholds`` = ``(woman, man)``)."""
+    return (np.asarray(p_man, float) >= float(thresholds[1]),
+            np.asarray(p_woman, float) >= float(thresholds[0]))
+
+
+def caption_calls(captions: Sequence[str], genders: Sequence[str], words: str = "lic"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Gender predictions of captions, counted as in :func:`biaslab.metrics.captions.ratio`:
+    ``(is_man, is_woman)`` bool (n,) from ``caption_label``; images whose ground-truth gender
+    is not female/male count for neither (ratio() ignores them)."""
+    from biaslab.metrics.captions import caption_label
+    if len(captions) != len(genders):
+        raise ValueError(f"need aligned captions and genders, got {len(captions)}, "
+                         f"{len(genders)}")
+    lab = [caption_label(c, words) if g in ("female", "male") else "neutral"
+           for c, g in zip(captions, genders)]
+    return (np.array([v == "man" for v in lab], bool),
+            np.array([v == "woman" for v in lab], bool))
+
+
 def artifact_scores(p_orig: tuple[np.ndarray, np.ndarray],
-                    p_inp: tuple[np.ndarray, np.ndarray]) -> dict:
+                    p_inp: tuple[np.ndarray, np.ndarray],
+                    thresholds: tuple[float, float] = (0.5, 0.5)) -> dict:
     """Table 3 for one model from its gender scores ``(p_woman, p_man)`` on the original and
     the inpainted versions of the same images: ``ratio_orig``, ``ratio_inp`` (r = #man /
-    #woman, None when undefined), ``delta`` (:func:`delta`), the counts, and ``flip_rate``
-    (% of images whose call -- man, woman or tie -- changes)."""
+    #woman predictions, each gender output on where it is ``>=`` its threshold, ``thresholds``
+    = ``(woman, man)``, an image with both on counting for both --
+    :func:`biaslab.metrics.captions.classification_ratio`; None when undefined), ``delta``
+    (:func:`delta`), the counts (``n_man_orig``, ``n_woman_orig``, ``n_both_orig``,
+    ``n_neither_orig`` and ``*_inp``), and ``flip_rate`` (% of images whose prediction -- the
+    pair (man on, woman on) -- changes)."""
     from biaslab.metrics.captions import classification_ratio
-    ro = classification_ratio(p_orig[1], p_orig[0])
-    ri = classification_ratio(p_inp[1], p_inp[0])
+    thr = (float(thresholds[1]), float(thresholds[0]))
+    ro = classification_ratio(p_orig[1], p_orig[0], threshold=thr)
+    ri = classification_ratio(p_inp[1], p_inp[0], threshold=thr)
     out = _ratio_pair(ro, ri)
-    call_o = np.sign(np.asarray(p_orig[1], float) - np.asarray(p_orig[0], float))
-    call_i = np.sign(np.asarray(p_inp[1], float) - np.asarray(p_inp[0], float))
-    out["flip_rate"] = float(100.0 * np.mean(call_o != call_i)) if len(call_o) else None
+    mo, wo = classifier_calls(*p_orig, thresholds)
+    mi, wi = classifier_calls(*p_inp, thresholds)
+    out["flip_rate"] = float(100.0 * np.mean((mo != mi) | (wo != wi))) if len(mo) else None
     return out
 
 
@@ -293,6 +333,100 @@ def caption_artifact_scores(orig: Sequence[str], inp: Sequence[str], genders: Se
     return out
 
 
+def _seed_ratios(counts: np.ndarray) -> np.ndarray:
+    """counts (n_seeds, 4) = (#man orig, #woman orig, #man inp, #woman inp) ->
+    (n_seeds, 2) raw ratios r (inf for x/0, nan for 0/0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.stack([counts[:, 0] / counts[:, 1], counts[:, 2] / counts[:, 3]], axis=1)
+
+
+def _seed_mean(r: np.ndarray) -> float:
+    """Mean of per-seed ratios with :mod:`biaslab.stats` conventions: NaN seeds (0/0) are
+    left out, any infinite seed makes the mean infinite (-> NaN here: Delta undefined)."""
+    r = r[~np.isnan(r)]
+    if not len(r) or np.isinf(r).any():
+        return float("nan")
+    return float(r.mean())
+
+
+def _delta_of_means(calls: np.ndarray) -> float:
+    """Delta (%) of the seed-mean ratios from calls (n_images, n_seeds, 4) bool; NaN when
+    undefined."""
+    r = _seed_ratios(calls.sum(axis=0, dtype=np.int64).astype(float))
+    d = delta(_seed_mean(r[:, 0]), _seed_mean(r[:, 1]))
+    return float("nan") if d is None else d
+
+
+def artifact_summary(man_orig, woman_orig, man_inp, woman_inp, *, n_boot: int | None = None,
+                     seed: int = 0) -> dict:
+    """Table 3 of paper 000 over model seeds, with its uncertainty.
+
+    ``Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig`` is computed, as in Table 3, from the
+    ratios of the model: here the SEED-MEAN raw ratios ``mean_s r_orig(s)`` and ``mean_s
+    r_inp(s)`` (r = #man / #woman predictions on the same images, persons visible). Beside it:
+    the per-seed ratios and the per-seed Deltas as :func:`biaslab.stats.record` (spread over
+    seeds). Uncertainty of Delta (a choice): a percentile bootstrap over TEST IMAGES
+    (:func:`biaslab.stats.bootstrap`): each resample draws images with replacement, keeps
+    every image's original / inpainted pair and its predictions by all seeds together, and
+    recomputes the seed-mean ratios and Delta -- so the interval reflects the finite test
+    set, which is what a ratio of counts on a few hundred images is most sensitive to (the
+    seed spread is in ``delta_seeds``). Resamples in which a ratio is undefined (a seed with
+    no woman prediction) are counted in ``n_undefined`` and left out. Delta >= 0 by
+    definition (an absolute change), so when the true change is near 0 the percentile
+    interval's lower end sits at 0 and ``ci95`` (the larger distance from the estimate) is
+    in effect an upper bound; read such a CI as "Delta is at most hi".
+
+    Args:
+        man_orig, woman_orig, man_inp, woman_inp: bool arrays (n_images, n_seeds): whether
+            the seed's model predicts man / woman for the original / inpainted image
+            (:func:`classifier_calls`, :func:`caption_calls`).
+        n_boot: bootstrap resamples (default ``biaslab.stats.N_BOOT``).
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"ratio_orig": record, "ratio_inp": record`` (per-seed raw r: +inf counted in
+        ``n_inf`` when a seed never predicts woman, 0/0 counted in ``n_missing``),
+        ``"delta": {"mean": Delta of the seed means (%, None when undefined), "ci95", "lo",
+        "hi", "n": images, "n_boot", "n_undefined"}`` (bootstrap), ``"delta_seeds": record``
+        (per-seed Deltas, undefined ones as missing)``}``. Records are
+        :func:`biaslab.stats.record` dicts.
+
+    Raises:
+        ValueError: arrays of different shapes or not 2-D.
+    """
+    from biaslab import stats
+    arrs = [np.asarray(a, bool) for a in (man_orig, woman_orig, man_inp, woman_inp)]
+    if arrs[0].ndim != 2 or any(a.shape != arrs[0].shape for a in arrs):
+        raise ValueError(f"calls must be 2-D (n_images, n_seeds) of one shape, got "
+                         f"{[a.shape for a in arrs]}")
+    calls = np.stack(arrs, axis=2)                     # (n_images, n_seeds, 4)
+    r = _seed_ratios(calls.sum(axis=0, dtype=np.int64).astype(float))
+    per_delta = [delta(o, i) for o, i in r]
+    boot = stats.bootstrap(_delta_of_means, calls, n_boot=n_boot or stats.N_BOOT, seed=seed)
+    return {"ratio_orig": stats.record([None if np.isnan(v) else v for v in r[:, 0]]),
+            "ratio_inp": stats.record([None if np.isnan(v) else v for v in r[:, 1]]),
+            "delta": boot, "delta_seeds": stats.record(per_delta)}
+
+
+def table3_json(calls: Sequence[tuple], per_seed: Sequence[dict], seed: int = 0) -> dict:
+    """One dataset's entry of ``metrics/artifact*.json``: :func:`artifact_summary` of the
+    per-seed calls ``[(man_orig, woman_orig, man_inp, woman_inp) bool (n_images,) each, one
+    tuple per seed]`` with numbers rounded (``biaslab.io.json_number``), plus ``flip_rate``
+    (record over seeds of ``per_seed[i]["flip_rate"]``) and ``per_seed`` (the given rows):
+    ``{"ratio_orig", "ratio_inp", "delta", "delta_seeds", "flip_rate", "per_seed"}``."""
+    from biaslab import stats
+    from biaslab.io import json_number
+    if not calls:
+        raise ValueError("no seed to summarise")
+    arrs = [np.stack([c[k] for c in calls], axis=1) for k in range(4)]
+    s = artifact_summary(*arrs, seed=seed)
+    s["flip_rate"] = stats.record([r.get("flip_rate") for r in per_seed])
+    out = {k: {f: json_number(v) for f, v in d.items()} for k, d in s.items()}
+    out["per_seed"] = list(per_seed)
+    return out
+
+
 __all__ = ["caption_artifact_scores", "PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit",
            "available_parts", "part_disc", "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
-           "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores"]
+           "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores",
+           "classifier_calls", "caption_calls", "artifact_summary", "table3_json"]

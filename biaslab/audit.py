@@ -324,7 +324,7 @@ def _largest_person(persons: pd.DataFrame) -> pd.DataFrame:
 
 
 def person_prominence(images: pd.DataFrame, persons: pd.DataFrame, labels: pd.DataFrame, *,
-                      area: str = "largest", center_norm: str = "diagonal",
+                      area: str = "largest", center_norm: str = "unit",
                       min_person_px: float = 0.0) -> pd.DataFrame:
     """Person size and distance from the image centre, one row per gendered image with a person
     box (paper 004 Sect. 5.1.1 "Person Prominence").
@@ -345,13 +345,17 @@ def person_prominence(images: pd.DataFrame, persons: pd.DataFrame, labels: pd.Da
             are counted twice, so it can exceed 1; it is not clipped).
         center_norm: how the distance between the centre of the (largest) person box and the
             image centre is normalised.
-            ``"diagonal"`` (default): Euclidean distance in pixels / image diagonal
-            ``sqrt(W^2 + H^2)``, range [0, 0.5].
-            ``"unit"``: REVISE code: coordinates divided by W and H (unit-square image) and the
-            distance to (.5, .5) taken there, range [0, sqrt(.5)]. The paper's COCO values
-            (.363 male, .510 female) exceed 0.5, so they are on this scale. (REVISE code
-            computes the box centre as ``x1 + x2/2``, a bug we do not reproduce: we use the true
-            centre ``x + w/2``.)
+            ``"unit"`` (default, REVISE): the image is scaled to the unit square (x / W,
+            y / H, as REVISE code normalises every box) and the Euclidean distance of the box
+            centre to (.5, .5) is taken there; range [0, sqrt(.5) ~ .707], not normalised by
+            the person's size (REVISE code ``att_siz``). Paper 004 Sect. 5.1.1 reports COCO
+            means .363 (male) and .510 (female) on this scale (.510 > .5 rules out the
+            diagonal scale). (REVISE code computes the box centre as ``x1 + x2/2``, a bug we
+            do not reproduce: we use the true centre ``x + w/2``.)
+            ``"diagonal"``: Euclidean distance in pixels / image diagonal ``sqrt(W^2 + H^2)``,
+            range [0, 0.5] (aspect-ratio free, but not comparable with the paper).
+            The person-object distance of Eq. 1 (:func:`scaled_distance`) is always measured
+            on the unit square too, and divided by sqrt(area_p * area_o) there.
         min_person_px: drop images whose largest person box is smaller than this many pixels
             (REVISE code drops persons < 1000 px from the size statistics, Appendix A.1);
             default 0 keeps all.
@@ -790,7 +794,7 @@ class AuditResult:
 def run_audit(images: pd.DataFrame, captions: pd.DataFrame, persons: pd.DataFrame,
               objects: pd.DataFrame, labels: pd.DataFrame, *, min_count: int = 5,
               alpha: float = 0.05, correction: str = "bh", test: str = "fisher",
-              area: str = "largest", center_norm: str = "diagonal",
+              area: str = "largest", center_norm: str = "unit",
               distance_person: str = "largest", min_person_px: float = 0.0) -> AuditResult:
     """Run metrics 1-5 (see the module docstring) on the schema.md tables.
 
@@ -934,7 +938,7 @@ def plot_images_per_gender(images: dict[str, Any], path: str | os.PathLike) -> N
 
 
 def plot_prominence(prominence: pd.DataFrame, summary: dict[str, Any],
-                    path: str | os.PathLike, center_norm: str = "diagonal") -> None:
+                    path: str | os.PathLike, center_norm: str = "unit") -> None:
     """Per-gender density histograms of person area fraction and centre distance (shared bins),
     titled with means, Cohen's d and the Welch p-value."""
     import matplotlib.pyplot as plt
@@ -1061,7 +1065,7 @@ def plot_audit(result: AuditResult, out_dir: str | os.PathLike, top_k: int = 10)
            f"alpha={cfg.get('alpha')}")
     plot_images_per_gender(result.images, out / PLOT_FILES[0])
     plot_prominence(result.prominence, result.prominence_summary, out / PLOT_FILES[1],
-                    cfg.get("center_norm", "diagonal"))
+                    cfg.get("center_norm", "unit"))
     plot_skew(result.objects, "category", out / PLOT_FILES[2], top_k,
               f"Most gender-skewed objects ({sub})")
     plot_skew(result.words, "word", out / PLOT_FILES[3], top_k,

@@ -40,32 +40,40 @@ Metrics (sec. 3.1):
   least one positive in the test images (:func:`biaslab.objects.mean_average_precision`).
 * Ratio: persons are blacked out of the test images (:func:`blackout_persons`), features are
   re-extracted and the gender outputs compared: ``r = #man / #woman`` predictions
-  (:func:`biaslab.metrics.captions.classification_ratio`: each image counts for the larger of
-  its two gender scores), reported as ``max(r, 1/r)``. The paper does not say how persons are
-  masked; the pipeline default blacks out whole person BOXES: a blacked-out polygon or keypoint
-  silhouette keeps the body outline, which still shows gender (measured on the synthetic
-  source, where gender is drawn only through body shape: a classifier trained without any
-  planted bias reads gender from polygon-masked images with AUC 81-84 %, from box-masked ones
-  with AUC ~50 %).
-* Leakage: ``LK_M - LK_D`` (Eq. 7, x100; :func:`biaslab.metrics.leakage.leakage`) with the
-  model's object predictions (binarised at ``leakage_threshold``: a number, ``"val_f1"``
-  = per-object thresholds maximising F1 on the validation split, or None = the predicted
-  probabilities themselves, as the code of Wang et al. 2019 feeds its attacker the logits)
-  against the ground truth.
+  (:func:`biaslab.metrics.captions.classification_ratio`), counted the way a multi-label
+  classifier predicts: each gender output is a prediction where it is at or above its
+  threshold (:func:`gender_thresholds`: 0.5 unless the model stores validation-tuned ones);
+  an image with both outputs on counts for both, one with neither for none (``n_both``,
+  ``n_neither`` reported). Reported as ``max(r, 1/r)``; r = 0 or inf gives an infinite
+  Ratio, which the seed summary counts and keeps (``biaslab.stats``). The paper does not say
+  how persons are masked; the pipeline default blacks out whole person BOXES: a blacked-out
+  polygon or keypoint silhouette keeps the body outline, which still shows gender (measured
+  on the synthetic source, where gender is drawn only through body shape: a classifier
+  trained without any planted bias reads gender from polygon-masked images with AUC 81-84 %,
+  from box-masked ones with AUC ~50 %).
+* Leakage: ``LK_M - LK_D`` (Eq. 7, x100; :func:`biaslab.metrics.leakage.leakage`). The
+  attackers are trained on the TRAINING images (paper 000 sec. 3.1: f "is trained on a
+  training set T"; Wang et al. 2019): LK_D's on their ground-truth objects, LK_M's on the
+  model's object predictions for them, and both are scored on the labelled test images
+  (ground truth / the model's predictions). The predictions are binarised at
+  ``leakage_threshold`` (a number, ``"val_f1"`` = per-object thresholds maximising F1 on the
+  validation split, or None = the predicted probabilities themselves, as the code of Wang et
+  al. 2019 feeds its attacker the logits; :func:`object_predictions`).
 * Diagnostics (not in the paper): ``masked_gender_auc`` = ROC AUC of ``p_man - p_woman`` on
   the masked images, i.e. how much gender the context alone gives away. Unlike Ratio it does
   not move with a constant offset of the gender decision.
 
 What the metrics can and cannot see (measured on the synthetic source, 300 images per bias
-level, 2 seeds; tests/test_classify.py): with a planted bias of 0.9 vs 0, the masked-image
-gender AUC rises from ~49 to ~82 and LK_M/LK_D from ~36-54 to ~91-96, but Leakage
-(``LK_M - LK_D``) does NOT rise (+4..+18 at bias 0, -3..-5 at bias 0.9: LK_D saturates near its
-ceiling and the model's object errors lower LK_M), and Ratio FALLS (all masked images called
-"man", r = inf, at bias 0; 7-29 at bias 0.9). Ratio needs a gender imbalance to read context
-bias: on a gender-balanced test set a model that reads gender from the context splits its calls
-about evenly (r ~ 1), while a model that cannot read gender from a masked image makes one
-constant call for all of them (r -> 0 or inf). COCO's test set is 2.3 : 1 men : women; the
-synthetic source is balanced.
+level, 2 seeds, attackers trained on the training images, Ratio from thresholded outputs;
+tests/test_classify.py): with a planted bias of 0.9 vs 0, the masked-image gender AUC rises
+from ~49 to ~75-89 and LK_M/LK_D from ~33-51 to ~93-96, but Leakage (``LK_M - LK_D``) does NOT
+rise (+15..+18 at bias 0, -3..-2 at bias 0.9: LK_D saturates near its ceiling and the model's
+object errors lower LK_M), and Ratio FALLS (the man output is on and the woman output off for
+every masked image, r = inf, at bias 0; 6-29 at bias 0.9). Ratio needs a gender imbalance to
+read context bias: on a gender-balanced test set a model that reads gender from the context
+splits its calls about evenly (r ~ 1), while a model that cannot read gender from a masked
+image makes one constant call for all of them (r -> 0 or inf). COCO's test set is 2.3 : 1 men :
+women; the synthetic source is balanced.
 
 Determinism: given ``seed`` (validation split, initialisation, batch order) and one torch thread
 the trained weights are bitwise reproducible on CPU.
@@ -736,21 +744,64 @@ def model_features(clf: "GenderObjectClassifier", table: pd.DataFrame, base_ids,
 
 
 # --------------------------------------------------------------------------- evaluation
-def ratio_of(clf_or_probs, feats: np.ndarray | None = None) -> dict:
-    """Gender-prediction ratio of a classifier on features (or of ``(p_woman, p_man)``):
-    :func:`biaslab.metrics.captions.classification_ratio` (``ratio`` = #man / #woman,
-    ``ratio_max`` = max(r, 1/r), counts)."""
+def gender_thresholds(clf: "GenderObjectClassifier") -> tuple[float, float]:
+    """Decision thresholds ``(woman, man)`` of the gender outputs: ``config
+    ["gender_thresholds"]`` when the classifier stores validation-tuned ones (train_classifier
+    does not today: its ``thresholds`` are per OBJECT output), else 0.5 each (a sigmoid
+    output's operating point). Raises ValueError when the stored value is not two numbers."""
+    t = clf.config.get("gender_thresholds")
+    if t is None:
+        return 0.5, 0.5
+    t = [float(v) for v in t]
+    if len(t) != 2 or not all(np.isfinite(t)):
+        raise ValueError(f"config gender_thresholds must be two numbers (woman, man), got {t}")
+    return t[0], t[1]
+
+
+def ratio_of(clf_or_probs, feats: np.ndarray | None = None,
+             thresholds: tuple[float, float] | None = None) -> dict:
+    """Gender-prediction ratio of a classifier on features (or of ``(p_woman, p_man)``, float
+    arrays (n,)): :func:`biaslab.metrics.captions.classification_ratio` with each gender output
+    on where it is ``>=`` its threshold (``thresholds`` = ``(woman, man)``; default
+    :func:`gender_thresholds` of the classifier, 0.5 for bare probabilities). Returns ``ratio``
+    = #man / #woman (an image with both outputs on counts for both), ``ratio_max`` =
+    max(r, 1/r), ``n_man``, ``n_woman``, ``n_both``, ``n_neither``, ``n_images``."""
     from biaslab.metrics.captions import classification_ratio
     if isinstance(clf_or_probs, GenderObjectClassifier):
         pw, pm = clf_or_probs.gender_proba(feats)
+        thr = gender_thresholds(clf_or_probs) if thresholds is None else thresholds
     else:
         pw, pm = clf_or_probs
-    return classification_ratio(pm, pw)
+        thr = (0.5, 0.5) if thresholds is None else thresholds
+    return classification_ratio(pm, pw, threshold=(thr[1], thr[0]))
+
+
+def ratio_flag(r: float) -> str | None:
+    """Why a raw ratio ``r = #man / #woman`` is not a finite positive number, for JSON (which
+    has no inf / NaN): ``"r=inf"`` (no woman prediction), ``"r=0"`` (no man prediction; then
+    Ratio = max(r, 1/r) is infinite too), ``"0/0"`` (no gender prediction at all), else None."""
+    if r is None or math.isnan(r):
+        return "0/0"
+    if math.isinf(r):
+        return "r=inf"
+    return "r=0" if r == 0 else None
+
+
+def object_predictions(clf: "GenderObjectClassifier", probs: np.ndarray) -> np.ndarray:
+    """The object predictions the Leakage attacker sees, float32 (n, |labels|): the object
+    probabilities ``probs[:, :|labels|]`` binarised at ``clf.thresholds`` (per object), or the
+    probabilities themselves when ``config["leakage_threshold"]`` is None."""
+    n_obj = len(clf.labels)
+    if clf.config.get("leakage_threshold", 0.5) is None:   # scores (Wang et al. 2019 code)
+        return probs[:, :n_obj].astype(np.float32)
+    return (probs[:, :n_obj] >= clf.thresholds[None]).astype(np.float32)
 
 
 def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: np.ndarray,
              labelled: np.ndarray, genders: Sequence[str], masked_feats: np.ndarray | None, *,
              masked_genders: Sequence[str] | None = None,
+             train_feats: np.ndarray | None = None, train_objects: np.ndarray | None = None,
+             train_genders: Sequence[str] | None = None,
              leakage_kwargs: dict | None = None) -> dict:
     """mAP, Ratio and Leakage of one classifier (paper 000 sec. 3.1, Table 1).
 
@@ -762,16 +813,30 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
         masked_feats: features of the persons-blacked-out test images (Ratio), or None.
         masked_genders: genders of the masked images (default: ``genders``, i.e. every test
             image was masked).
+        train_feats, train_objects, train_genders: features (m, d), 0/1 objects
+            (m, |clf.labels|) and genders (m,) of the LABELLED training images: the Leakage
+            attackers are trained on them (LK_D on ``train_objects``, LK_M on the model's
+            predictions for ``train_feats``) and scored on the labelled test images
+            (:func:`biaslab.metrics.leakage.leakage`, paper 000 Eq. 7). All three or none;
+            none: the attackers split the test images (not the paper's protocol).
         leakage_kwargs: extra arguments of :func:`biaslab.metrics.leakage.leakage`.
 
     Returns:
-        dict: ``mAP`` (x100), ``n_map_labels``, ``ratio`` (max(r, 1/r)), ``ratio_raw`` (r),
-        ``n_man``, ``n_woman``, ``n_uncounted``, ``leakage``, ``LK_M``, ``LK_D`` (x100),
-        ``leakage_std`` (over attacker rounds), ``gender_acc`` (% on unmasked images),
-        ``masked_gender_acc`` (% of masked images whose predicted gender is the true one)
-        and ``masked_gender_auc`` (ROC AUC x100 of ``p_man - p_woman`` on masked images:
-        how much gender the context alone gives away, insensitive to a constant offset that
-        moves Ratio), ``n_test``, ``n_labelled``.
+        dict: ``mAP`` (x100), ``n_map_labels``; Ratio on the masked images
+        (:func:`ratio_of`, gender outputs at :func:`gender_thresholds`): ``ratio`` =
+        max(r, 1/r) and ``ratio_raw`` = r as floats that may be ``inf`` (r = 0 or inf) or
+        ``nan`` (0/0), ``ratio_flag`` (:func:`ratio_flag`), ``n_man``, ``n_woman``,
+        ``n_both``, ``n_neither``; ``leakage``, ``LK_M``, ``LK_D`` (x100; None with
+        ``leakage_error`` when too few labelled images of a group), ``leakage_std`` (over
+        attacker rounds), ``leakage_protocol``; diagnostics: ``gender_acc`` (% of unmasked
+        images whose larger gender output is the true gender), ``masked_gender_acc`` (the
+        same on masked images) and ``masked_gender_auc`` (ROC AUC x100 of ``p_man -
+        p_woman`` on masked images: how much gender the context alone gives away,
+        insensitive to a constant offset that moves Ratio); ``n_test``, ``n_labelled``.
+
+    Raises:
+        ValueError: masked genders misaligned with the masked features, or only some of the
+            ``train_*`` arguments.
     """
     from biaslab.metrics.leakage import leakage
     from biaslab.objects import mean_average_precision
@@ -796,24 +861,28 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
         if len(mg) != len(pm):
             raise ValueError(f"{len(pm)} masked images but {len(mg)} genders")
         masked_man = mg == "male"
-        r = ratio_of((pm[:, -2], pm[:, -1]))
-        out.update({"ratio": _finite(r["ratio_max"]), "ratio_raw": _finite(r["ratio"]),
-                    "n_man": r["n_man"], "n_woman": r["n_woman"],
-                    "n_uncounted": r["n_uncounted"],
+        r = ratio_of((pm[:, -2], pm[:, -1]), thresholds=gender_thresholds(clf))
+        out.update({"ratio": float(r["ratio_max"]), "ratio_raw": float(r["ratio"]),
+                    "ratio_flag": ratio_flag(r["ratio"]),
+                    **{k: r[k] for k in ("n_man", "n_woman", "n_both", "n_neither")},
                     "masked_gender_acc": float(100.0 * np.mean((pm[:, -1] > pm[:, -2])
                                                                == masked_man)),
                     "masked_gender_auc": _auc(masked_man, pm[:, -1] - pm[:, -2])})
+    given = [v is not None for v in (train_feats, train_objects, train_genders)]
+    if any(given) and not all(given):
+        raise ValueError("give all of train_feats, train_objects and train_genders, or none")
     kw = {"threshold": None, **(leakage_kwargs or {})}
-    if clf.config.get("leakage_threshold", 0.5) is None:   # scores (Wang et al. 2019 code)
-        pred = p[:, :n_obj].astype(np.float32)
-    else:
-        pred = (p[:, :n_obj] >= clf.thresholds[None]).astype(np.float32)
+    if all(given):
+        kw.update(train_gt=np.asarray(train_objects, np.float32),
+                  train_pred=object_predictions(clf, clf.predict_proba(train_feats)),
+                  train_genders=list(train_genders))
+    pred = object_predictions(clf, p)
     try:
         lk = leakage(y[labelled], pred[labelled], list(genders[labelled]), **kw)
         out.update({"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],
                     "leakage_std": lk["leakage_std"], "acc_M": lk["acc_M"],
-                    "acc_D": lk["acc_D"]})
-    except ValueError as e:   # too few labelled test images of a group
+                    "acc_D": lk["acc_D"], "leakage_protocol": lk["protocol"]})
+    except ValueError as e:   # too few labelled images of a group
         out.update({"leakage": None, "leakage_error": str(e)})
     return out
 
@@ -827,24 +896,17 @@ def _auc(truth: np.ndarray, score: np.ndarray):
     return float(100.0 * roc_auc_score(truth, score))
 
 
-def _finite(v):
-    return float(v) if v is not None and np.isfinite(v) else None
-
-
-def summarize(per_seed: Sequence[dict], keys: Sequence[str]) -> dict:
-    """``{key_mean, key_std}`` over seeds (population std; None entries skipped; None when no
-    finite value) for each key."""
-    out = {}
-    for k in keys:
-        v = np.array([r[k] for r in per_seed if r.get(k) is not None], float)
-        v = v[np.isfinite(v)]
-        out[f"{k}_mean"] = float(v.mean()) if len(v) else None
-        out[f"{k}_std"] = float(v.std()) if len(v) else None
-    return out
+def json_record(values: Sequence) -> dict:
+    """:func:`biaslab.stats.record` of per-seed values (None / NaN = missing, +-inf = infinite,
+    counted) with its numbers rounded by :func:`biaslab.io.json_number` for a metrics file:
+    ``{"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}``."""
+    from biaslab import stats
+    from biaslab.io import json_number
+    return {k: json_number(v) for k, v in stats.record(list(values)).items()}
 
 
 __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "validation_split",
            "test_table", "object_matrix", "save_like", "write_blackout_images", "model_features",
            "file_id", "encode_files", "manifest_features", "GenderObjectClassifier",
-           "train_classifier", "train_finetune", "blackout_persons", "ratio_of", "evaluate",
-           "summarize"]
+           "train_classifier", "train_finetune", "blackout_persons", "gender_thresholds",
+           "ratio_of", "ratio_flag", "object_predictions", "evaluate", "json_record"]

@@ -44,6 +44,69 @@ def _presence(manifest: pd.DataFrame) -> tuple[list[str], np.ndarray]:
     return cats, x
 
 
+#: MILP settings of the resampling baselines: a 1 % optimality gap on the size (the balance
+#: constraints are always met exactly) and a node limit instead of a time limit, so that the
+#: result does not depend on the machine's speed.
+MILP_OPTIONS = {"mip_rel_gap": 0.01, "node_limit": 20000, "presolve": True}
+
+
+def _milp_counts(x: np.ndarray, female: np.ndarray, tol: float, *, lower: float,
+                 upper: float, maximize: bool, seed: int, min_total: float = 0.0,
+                 max_total: float = np.inf) -> np.ndarray | None:
+    """Integer copies c (n,) in [lower, upper] with sum_female c = sum_male c and, for each
+    column o of ``x``, |f_o - m_o| <= tol (f_o + m_o) where f_o (m_o) = sum of c over the
+    female (male) rows holding o; minimising (or maximising) sum c (1 + 1e-4 u), u ~
+    U(0, 1) from ``seed`` (a deterministic tie-break among equally large solutions), with
+    ``min_total`` <= sum c <= ``max_total``. None when the solver finds no feasible point
+    (within ``MILP_OPTIONS``' node limit)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    n = len(female)
+    s = np.where(female, 1.0, -1.0)
+    X = x.T.astype(float)
+    F, M = X * female, X * ~female
+    rows = [s[None, :]]
+    lo, hi = [0.0], [0.0]
+    if X.shape[0]:
+        rows += [(1 - tol) * F - (1 + tol) * M, (1 - tol) * M - (1 + tol) * F]
+        lo += [-np.inf] * (2 * X.shape[0])
+        hi += [0.0] * (2 * X.shape[0])
+    if min_total > 0 or np.isfinite(max_total):
+        rows.append(np.ones((1, n)))
+        lo.append(float(min_total))
+        hi.append(float(max_total))
+    cons = LinearConstraint(np.vstack(rows), np.array(lo), np.array(hi))
+    cost = 1.0 + 1e-4 * np.random.default_rng(seed).random(n)
+    r = milp(-cost if maximize else cost, constraints=cons, integrality=np.ones(n),
+             bounds=Bounds(lower, upper), options=MILP_OPTIONS)
+    if r.x is None:
+        return None
+    return np.rint(r.x).astype(np.int64)
+
+
+def _relaxed(solve, tol: float, what: str) -> tuple[np.ndarray, float]:
+    """``solve(tol)`` at ``tol``; if infeasible, the smallest feasible tolerance in (tol, 1]
+    found by bisection to 1e-3 (``solve`` must be feasible at 1)."""
+    c = solve(tol)
+    if c is not None:
+        return c, tol
+    lo, hi = tol, 1.0
+    best = solve(hi)
+    if best is None:
+        raise ValueError(f"{what}: no balanced resample exists even at skew bound 1")
+    while hi - lo > 1e-3:
+        mid = (lo + hi) / 2
+        c = solve(mid)
+        lo, hi, best = (lo, mid, c) if c is not None else (mid, hi, best)
+    return best, hi
+
+
+def _check_skew(max_skew: float) -> float:
+    if not 0 <= float(max_skew) < 1:
+        raise ValueError(f"datasets.max_skew must be in [0, 1), got {max_skew}")
+    return float(max_skew)
+
+
 def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
     """Per-sample weights w (n,), mean 1, under which every labelled object co-occurs equally
     often with each gender, p_w(o | female) = p_w(o | male) (paper 000 sec. 2.1:
@@ -58,6 +121,8 @@ def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
     balance the labelled objects by (nearly) emptying the dataset. Raking is the multi-label
     generalisation of the per-object balancing of Wang et al. 2020b / Agarwal et al. 2022
     (balancing objects one at a time does not converge when images hold several objects).
+    Real-valued weights are the limit the integer resamples :func:`oversample` /
+    :func:`subsample` approach; the training stages take whole rows, so those are used.
     """
     cats, x = _presence(manifest)
     female = (manifest["gender"] == G.FEMALE).to_numpy()
@@ -81,45 +146,104 @@ def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
     return w
 
 
-def oversample(manifest: pd.DataFrame, seed: int = 0, max_copies: int = 5,
-               iters: int = 200) -> pd.DataFrame:
-    """Over-sampling (Wang et al. 2020b): repeat images toward equal co-occurrence of each
-    labelled object with each gender. Copies = round(w_i) of ``balancing_weights`` clipped to
-    [1, ``max_copies``]: nothing is dropped and no image is repeated more than ``max_copies``
-    times, so balance is partial where it would need more (reported by ``cooccurrence``).
-    Deterministic (``seed`` unused, kept for a uniform signature). Unlabelled attributes are
-    not seen at all (paper 000 sec. 2.1)."""
-    w = balancing_weights(manifest, iters=iters)
-    return _expand(manifest, np.clip(np.rint(w), 1, max_copies).astype(np.int64))
+def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
+               max_copies: int | None = None, max_factor: float | None = 15.0) -> pd.DataFrame:
+    """Over-sampling (Wang et al. 2020b; paper 000 sec. 2.1 and Tables 1-2): repeat images
+    until every labelled object co-occurs equally often with each gender, p(o | female) =
+    p(o | male), with equally many female and male samples. Nothing is dropped.
 
+    Algorithm (an integer programme; Wang et al. repeat minority-group images, which for
+    multi-label data has no closed form): integer copies c_i in [1, ``max_copies``] (None = no
+    cap) of each image, at most ``max_factor`` * n samples in all (None = no limit), with
 
-def subsample(manifest: pd.DataFrame, seed: int = 0, min_fraction: float = 0.25,
-              iters: int = 200) -> pd.DataFrame:
-    """Sub-sampling (Agarwal et al. 2022): keep image i with probability min(1, w_i / c)
-    (``balancing_weights``), with c the largest value (best balance; c = max w is exact) that
-    still keeps at least ``min_fraction`` of the images in expectation. Sampling is
-    systematic, in table order, with one uniform offset from
-    ``numpy.random.default_rng(seed)``: kept counts differ from their expectation by less than
-    one, and the same seed gives the same subset."""
-    if not 0 < min_fraction <= 1:
-        raise ValueError(f"min_fraction must be in (0, 1], got {min_fraction}")
-    w = balancing_weights(manifest, iters=iters)
-    if len(w) == 0:
+    * n_female = n_male (sum of c over each gender), and
+    * for every labelled object o seen with both genders, |f_o - m_o| <= ``max_skew`` *
+      (f_o + m_o), f_o / m_o = copies of female / male images holding o; with equal group
+      sizes this is |skew_o| <= max_skew for the skew of :func:`cooccurrence`,
+
+    and the fewest samples sum c (``scipy.optimize.milp``/HiGHS, ``MILP_OPTIONS``; ties broken
+    by ``seed``). Exact balance (``max_skew`` 0) usually has no solution with every image kept
+    at least once (a stereotypical image can only be offset by repeating counter-examples that
+    hold other objects too), and a bound near 0 needs many copies: on the embedded default
+    (bias 0.8, 3.6 objects per image) 0.05 needs ~12x the original size, and near the
+    smallest feasible bound the size grows without limit (hence ``max_factor``). If the bound
+    is infeasible under ``max_copies`` / ``max_factor`` it is relaxed to the smallest feasible
+    one (bisection to 1e-3); the bound used is ``result.attrs["max_skew"]``. Objects seen with only one gender cannot
+    be balanced without dropping images: they keep |skew| = 1. Unlabelled attributes are not
+    seen at all (the paper's point).
+
+    Returns the manifest with rows repeated (``sample_id`` suffixed ``#k`` for the k-th copy),
+    in table order. Raises ValueError for ``max_skew`` outside [0, 1), ``max_copies`` < 1 or
+    ``max_factor`` < 1, or when no group-balanced over-sample exists under ``max_copies`` and
+    ``max_factor``.
+    """
+    tol = _check_skew(max_skew)
+    if max_copies is not None and int(max_copies) < 1:
+        raise ValueError(f"datasets.max_copies must be >= 1 or null, got {max_copies}")
+    if max_factor is not None and not float(max_factor) >= 1:
+        raise ValueError(f"datasets.max_factor must be >= 1 or null, got {max_factor}")
+    if len(manifest) == 0:
         return manifest.copy()
-    need = min_fraction * len(w)
-    lo, hi = 1e-12, float(w.max())
-    if np.minimum(1, w / hi).sum() >= need:
-        c = hi
-    else:
-        for _ in range(100):  # bisection: kept(c) decreases in c
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if np.minimum(1, w / mid).sum() >= need else (lo, mid)
-        c = lo
-    p = np.minimum(1.0, w / c)
-    u = np.random.default_rng(seed).random()
-    cum = np.cumsum(p)
-    keep = (np.floor(cum + u) - np.floor(cum - p + u)).astype(np.int64)
-    return _expand(manifest, keep)
+    cats, x = _presence(manifest)
+    female = (manifest["gender"] == G.FEMALE).to_numpy()
+    if female.all() or not female.any():
+        raise ValueError("over-sampling needs images of both genders")
+    both = x[female].any(0) & x[~female].any(0)
+    upper = np.inf if max_copies is None else int(max_copies)
+    total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
+    copies, used = _relaxed(
+        lambda t: _milp_counts(x[:, both], female, t, lower=1, upper=upper, maximize=False,
+                               seed=seed, max_total=total),
+        tol, f"over-sampling with datasets.max_copies={max_copies}, "
+             f"datasets.max_factor={max_factor}")
+    out = _expand(manifest, copies)
+    out.attrs["max_skew"] = used
+    return out
+
+
+def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
+              min_fraction: float | None = None) -> pd.DataFrame:
+    """Sub-sampling (Agarwal et al. 2022; paper 000 sec. 2.1 and Tables 1-2): keep a subset
+    of the images in which every labelled object co-occurs equally often with each gender,
+    with equally many female and male images.
+
+    Algorithm: the largest subset (binary keep c_i) with n_female = n_male and, for every
+    labelled object o, |f_o - m_o| <= ``max_skew`` * (f_o + m_o) (so |skew_o| <= max_skew,
+    :func:`cooccurrence`; an object seen with one gender only must vanish), solved as an
+    integer programme (``scipy.optimize.milp``; ties broken by ``seed``). Agarwal et al. curate
+    a "contextually fair" subset greedily; the ILP reaches the same target exactly. On strongly
+    biased multi-label data the balanced subset is small (embedded default: 10 of 280 images
+    at 0.05): sub-sampling pays for balance with data, as the paper reports (lower mAP).
+    ``min_fraction`` (None = off) trades balance for size: keep at least that share of the
+    images (and always at least one per gender) with the smallest feasible bound >=
+    ``max_skew`` (bisection to 1e-3); the bound used is ``result.attrs["max_skew"]``. Any
+    bound < 1 needs every kept object seen with both genders; where no such subset of >= 2
+    images exists (e.g. 60 capped images of the default) the bound relaxes to 1 and the
+    subsample only balances the group sizes.
+
+    Returns the kept rows in table order. Raises ValueError for ``max_skew`` outside [0, 1) or
+    ``min_fraction`` outside (0, 1].
+    """
+    tol = _check_skew(max_skew)
+    if min_fraction is not None and not 0 < float(min_fraction) <= 1:
+        raise ValueError(f"datasets.min_fraction must be in (0, 1] or null, got {min_fraction}")
+    if len(manifest) == 0:
+        return manifest.copy()
+    cats, x = _presence(manifest)
+    female = (manifest["gender"] == G.FEMALE).to_numpy()
+    # at least one image per group (an empty training set is no baseline)
+    need = max(2.0, 0.0 if min_fraction is None else float(min_fraction) * len(manifest))
+    if need > 2 * min(female.sum(), (~female).sum()):
+        raise ValueError(f"sub-sampling (datasets.min_fraction={min_fraction}): at most "
+                         f"{2 * min(female.sum(), (~female).sum())} of {len(manifest)} images "
+                         "can be kept with equal group sizes")
+    keep, used = _relaxed(
+        lambda t: _milp_counts(x, female, t, lower=0, upper=1, maximize=True, seed=seed,
+                               min_total=np.ceil(need - 1e-9)),
+        tol, "sub-sampling")
+    out = _expand(manifest, keep)
+    out.attrs["max_skew"] = used
+    return out
 
 
 def _expand(manifest: pd.DataFrame, copies: np.ndarray) -> pd.DataFrame:
@@ -149,6 +273,20 @@ def counterfactuals(selected: pd.DataFrame, d: pd.DataFrame, words: str = "lic")
     return pd.DataFrame(rows, columns=MANIFEST_COLUMNS)
 
 
+def same_sources(d: pd.DataFrame, cf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Restrict D and the counterfactual rows to the source images that have a selected
+    counterfactual for every group present in ``cf`` (paper 000 sec. 2.2: D is the set of
+    tuples (x_i, omega_i, ...) that are inpainted), so that every variant built from them
+    (original, resampled, S_augment, S_synthetic) draws on the same images, e.g. when
+    ``generate.max_images`` caps the images inpainted or a filter gate drops some. Returns
+    ``(d', cf')``; with no counterfactuals at all, both are empty."""
+    groups = sorted(cf["gender"].unique()) if len(cf) else []
+    per = cf.groupby("image_id")["gender"].nunique() if len(cf) else pd.Series(dtype=int)
+    ids = set(per.index[per == len(groups)]) if groups else set()
+    return (d[d["image_id"].isin(ids)].reset_index(drop=True),
+            cf[cf["image_id"].isin(ids)].reset_index(drop=True))
+
+
 def s_augment(d: pd.DataFrame, cf: pd.DataFrame) -> pd.DataFrame:
     """S_augment = D u {x_i^(j*, g') : g' != g_i} (paper 000 Eq. 3)."""
     g = d.drop_duplicates("image_id").set_index("image_id")["gender"]
@@ -163,22 +301,41 @@ def s_synthetic(cf: pd.DataFrame) -> pd.DataFrame:
 
 
 def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None) -> dict:
-    """Group/attribute co-occurrence of a manifest.
+    """Group/attribute co-occurrence of a manifest (the balance that resampling targets,
+    paper 000 sec. 2.1: p(a | g) = p(a)).
 
-    Returns a dict: n_samples, n_female, n_male, ``objects_mean_abs_skew`` = mean over labelled
-    objects of |f - m| / (f + m) computed on gender-normalised rates (0 = every object equally
-    likely for each gender), ``objects`` {name: [f, m]}, and, when ``attributes`` (image_id +
-    one column per attribute, e.g. the synthetic scene or colour cast) is given, for each
-    attribute value the same normalised skew (what label-based resampling cannot see).
+    Skew of an item a (labelled object or attribute value): with n_f, n_m the numbers of
+    female and male samples and f_a, m_a the numbers of them holding a,
+
+        skew_a = (f_a / n_f - m_a / n_m) / (f_a / n_f + m_a / n_m)   in [-1, 1]
+
+    (0: a is equally likely for each gender; +-1: seen with one gender only). Items with
+    f_a + m_a = 0 are left out. Repeated rows (over-sampling) count once per copy.
+
+    Returns a dict: n_samples, n_female, n_male, n_images (distinct image_id),
+    max_repeats (most rows of one image_id and gender), ``objects_mean_abs_skew`` /
+    ``objects_max_abs_skew`` = mean / max of |skew_o| over the labelled objects present (None
+    without objects or without one of the genders), n_objects (present),
+    n_objects_one_gender (present with one gender only: |skew| = 1, which over-sampling cannot
+    change), ``objects`` {name: [f, m]}, and, when
+    ``attributes`` (image_id + one column per attribute, e.g. the synthetic scene or colour
+    cast) is given, for each attribute ``<col>_mean_abs_skew`` over its values and ``<col>``
+    {value: [f, m]} (what label-based resampling cannot see).
     """
     female = manifest["gender"] == G.FEMALE
     nf, nm = int(female.sum()), int((~female).sum())
     cats, x = _presence(manifest)
     f = x[female.to_numpy()].sum(0)
     m = x[~female.to_numpy()].sum(0)
+    reps = manifest.groupby(["image_id", "gender"]).size()
     out = {"n_samples": int(len(manifest)), "n_female": nf, "n_male": nm,
+           "n_images": int(manifest["image_id"].nunique()),
+           "max_repeats": int(reps.max()) if len(reps) else 0,
            "objects": {c: [int(a), int(b)] for c, a, b in zip(cats, f, m)},
-           "objects_mean_abs_skew": _mean_abs_skew(f, m, nf, nm)}
+           "objects_mean_abs_skew": _mean_abs_skew(f, m, nf, nm),
+           "objects_max_abs_skew": _mean_abs_skew(f, m, nf, nm, np.max),
+           "n_objects": int(((f + m) > 0).sum()),
+           "n_objects_one_gender": int((((f > 0) ^ (m > 0))).sum())}
     if attributes is not None and len(manifest):
         att = manifest[["image_id", "gender"]].merge(attributes, on="image_id", how="left")
         for col in [c for c in attributes.columns if c != "image_id"]:
@@ -190,9 +347,10 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     return out
 
 
-def _mean_abs_skew(f, m, nf, nm) -> float | None:
+def _mean_abs_skew(f, m, nf, nm, reduce=np.mean) -> float | None:
+    """``reduce`` (mean) of |skew_a| over items with f_a + m_a > 0 (see :func:`cooccurrence`)."""
     if len(f) == 0 or nf == 0 or nm == 0:
         return None
     rf, rm = np.asarray(f) / nf, np.asarray(m) / nm
     ok = (rf + rm) > 0
-    return float(np.mean(np.abs(rf[ok] - rm[ok]) / (rf[ok] + rm[ok]))) if ok.any() else None
+    return float(reduce(np.abs(rf[ok] - rm[ok]) / (rf[ok] + rm[ok]))) if ok.any() else None

@@ -61,7 +61,9 @@ def knn_filter(real_emb: np.ndarray, real_groups: Sequence[str], synth_emb: np.n
     For each synthetic embedding s_i, N(s_i) = its K nearest neighbours (Euclidean) in R u S,
     excluding s_i itself. P_R = fraction of real images in N; P_G = fraction of neighbours whose
     group (real: label, synthetic: target group) equals the target group of s_i.
-    accept = P_R > tau_R and P_G > tau_G.
+    accept = P_R > tau_R and P_G > tau_G (both strict, Eq. 2). Which candidates survive per
+    image is GenSynth's retention rule, :func:`knn_gate`. Neighbour ties at the K-th distance
+    are broken by sklearn's order (index order for exact ties).
 
     Args:
         real_emb: (n_r, d) embeddings of real person crops/images; real_groups: (n_r,) labels.
@@ -93,6 +95,45 @@ def knn_filter(real_emb: np.ndarray, real_groups: Sequence[str], synth_emb: np.n
         p_g = float((groups[neigh] == synth_groups[s]).mean())
         rows.append({"P_R": p_r, "P_G": p_g, "accept": p_r > tau_r and p_g > tau_g})
     return pd.DataFrame(rows)
+
+
+def knn_gate(scores: pd.DataFrame, accept: str = "knn_accept", image: str = "image_id",
+             group: str = "group", groups: Sequence[str] | None = None
+             ) -> tuple[pd.DataFrame, dict]:
+    """GenSynth's retention rule after the KNN filter (paper 001 sec. 4.2, after Eq. 2):
+    "We only retain images where the entire set of edits per unique COCO ID has at least one
+    accepted male and female edit, then randomly select one edit for each gender from images
+    that pass the filter."
+
+    So an image keeps its accepted edits only if every group has at least one accepted edit;
+    if all edits of an image for some group are rejected, the image is dropped entirely (no
+    edit of any group is kept, and no rejected edit is let back in). The choice among the
+    accepted edits is left to :func:`select` (paper 000's weighted rank selection, Eq. 2,
+    instead of GenSynth's random pick: a documented combination of the two papers).
+
+    Args:
+        scores: one row per candidate with columns ``image``, ``group`` and ``accept`` (bool).
+        groups: the groups every image must cover; default: all groups in ``scores``.
+
+    Returns:
+        ``(kept, counts)``: the accepted candidates of the retained images (table order), and
+        counts ``images`` (in ``scores``), ``images_kept``, ``images_dropped``,
+        ``candidates_accepted`` (before the per-image rule), ``candidates_kept``.
+
+    Raises:
+        ValueError: a column is missing.
+    """
+    miss = [c for c in (accept, image, group) if c not in scores.columns]
+    if miss:
+        raise ValueError(f"score table lacks column(s) {miss} for the KNN gate")
+    want = set(scores[group].unique() if groups is None else groups)
+    acc = scores[scores[accept].astype(bool)]
+    covered = acc.groupby(image)[group].agg(lambda g: want <= set(g))
+    ok = set(covered.index[covered])
+    kept = acc[acc[image].isin(ok)]
+    n_img = int(scores[image].nunique())
+    return kept, {"images": n_img, "images_kept": len(ok), "images_dropped": n_img - len(ok),
+                  "candidates_accepted": int(len(acc)), "candidates_kept": int(len(kept))}
 
 
 def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,

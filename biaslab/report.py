@@ -4,21 +4,28 @@ Pure functions over the JSON metrics the stages write (no file-system convention
 
 * :func:`table1` -- multi-label classification (paper 000 Table 1): mAP, Ratio, Leakage.
 * :func:`table2` -- captioning (paper 000 Table 2 + thesis Table 2.1): METEOR, CLIPScore, Ratio,
-  LIC, plus Error, BiasAmp, BLEU-4, CIDEr; an ``original+LIBRA`` row when present.
+  LIC, plus Error, BiasAmp, DBA_G, DBA_O, BLEU-4, CIDEr; an ``original+LIBRA`` row when present.
 * :func:`table3` -- synthetic-artifact test (paper 000 Table 3): Ratio_orig, Ratio_inp, Delta.
-* :func:`table4` -- filter ablation (paper 000 Table 4) over DVC experiments: the selected
+* :func:`probe_table` -- the causal attribute-sensitivity probe (``biaslab.probe``).
+* :func:`differences` -- each row's difference from Original with its 95 % CI.
+* Table 4 -- filter ablation (paper 000 Table 4) over DVC experiments: the selected
   candidates' mean filter scores (automatic stand-ins for the paper's human ratings of object,
   colour and gender fidelity) and the CLIPScore of the captioner trained on S_synthetic.
 
-Every cell is ``mean +- std`` over the seeds the metrics file holds. Ratio is paper 000's
-``max(r, 1/r)`` in Tables 1-2 and the raw ``r = #man / #woman`` in Table 3 (as the paper prints
-it). A missing metric prints as an en dash, never as a number.
+Every cell of Tables 1-3 and the probe is ``mean ± 95 % CI`` from a ``biaslab.stats.record``
+stored by the stage (t over seeds; ``n`` seeds in the table heading), an infinite seed shows
+as ``∞ (k/n seeds)`` and a seed that could not be computed as ``(k missing)``
+(``biaslab.stats.format_cell``). Ratio is paper 000's ``max(r, 1/r)`` in Tables 1-2 and the raw
+``r = #man / #woman`` in Table 3 (as the paper prints it). A missing metric prints as an en
+dash, never as a number.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from biaslab import stats
 
 #: Row order and display names (paper 000 Tables 1-3).
 ROW_NAMES = {"original": "Original", "oversample": "Over-sampling",
@@ -29,10 +36,17 @@ ROW_ORDER = ("original", "oversample", "subsample", "original+LIBRA", "augment",
 #: (metrics key, column header) per table; headers mark the better direction.
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("ratio", "Ratio →1"), ("leakage", "Leakage ↓"),
                   ("LK_M", "LK_M"), ("LK_D", "LK_D"))
-TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("ratio", "Ratio →1"),
-                  ("LIC", "LIC ↓"), ("error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
-                  ("BLEU-4", "BLEU-4 ↑"), ("CIDEr", "CIDEr ↑"))
+TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
+                  ("LIC", "LIC ↓"), ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
+                  ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
+                  ("CIDEr", "CIDEr ↑"))
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
+#: bias columns whose difference from Original the report prints, per table
+TABLE1_DIFF = (("ratio", "Ratio"), ("leakage", "Leakage"))
+TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp", "BiasAmp"))
+#: probe attributes (biaslab.probe) and their headers
+PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
+                 ("cast", "colour cast (unlabeled)"))
 #: filter-score columns of Table 4 (metrics/select.json keys) and their headers
 TABLE4_FILTERS = (("object_consistency/mean_selected", "Object"),
                   ("color_fidelity/mean_selected", "Color"),
@@ -51,7 +65,8 @@ def _num(v: Any) -> float | None:
 
 
 def cell(mean: Any, std: Any = None, digits: int = 1) -> str:
-    """``"12.3 ± 0.4"`` (``std`` None or absent: ``"12.3"``); a missing/non-finite mean: ``–``."""
+    """``"12.3 ± 0.4"`` (``std`` None or absent: ``"12.3"``); a missing/non-finite mean: ``–``.
+    For single numbers outside the seed tables (Table 4, LIBRA summary)."""
     m = _num(mean)
     if m is None:
         return DASH
@@ -62,70 +77,108 @@ def cell(mean: Any, std: Any = None, digits: int = 1) -> str:
 def _rows(metrics: Mapping[str, Any], order: Sequence[str] = ROW_ORDER) -> list[str]:
     """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
     not per-method dicts (``test_set``, notes) are skipped."""
-    keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and k != "test_set"]
+    keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and "per_seed" in v]
     return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
 
-def _table(metrics: Mapping[str, Any], columns, mean_fmt: str, std_fmt: str,
-           digits: int) -> dict[str, dict[str, tuple[float | None, float | None]]]:
+def _record(v: Any) -> dict | None:
+    """A stored ``stats.record`` (dict with ``mean``) or None."""
+    return dict(v) if isinstance(v, Mapping) and "mean" in v else None
+
+
+def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | None]]:
+    """``{row: {column: record | None}}`` from a metrics file laid out as
+    ``{row: {metric: stats.record, ..., "per_seed": [...]}, "test_set": {...}}``."""
+    return {r: {c: _record(metrics[r].get(c)) for c, _ in columns} for r in _rows(metrics)}
+
+
+def table1(classification: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 1 from ``metrics/classification.json`` -> {row: {column: record}}."""
+    return table(classification, TABLE1_COLUMNS)
+
+
+def table2(captioning: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 2 (+ thesis Table 2.1) from ``metrics/captioning.json``."""
+    return table(captioning, TABLE2_COLUMNS)
+
+
+def table3(artifact: Mapping[str, Any]) -> dict:
+    """Paper 000 Table 3 from ``metrics/artifact.json`` / ``artifact_captioner.json``: Ratio_orig
+    and Ratio_inp over seeds, Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig of the seed-mean
+    ratios (``biaslab.artifact``)."""
+    return table(artifact, TABLE3_COLUMNS)
+
+
+def probe_table(probe: Mapping[str, Any], model: str) -> dict:
+    """``{row: {attribute: record}}`` of ``metrics/probe.json``'s ``model`` family."""
+    fam = probe.get(model) or {}
+    return {r: {a: _record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
+            for r in [k for k in ROW_ORDER if k in fam] + sorted(k for k in fam
+                                                                 if k not in ROW_ORDER)}
+
+
+def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
+    """Per-seed values of ``key`` in ``metrics[row]["per_seed"]`` (numbers, ``"inf"``, None)."""
+    per = (metrics.get(row) or {}).get("per_seed")
+    if not isinstance(per, list):
+        return None
+    return [p.get(key) if isinstance(p, Mapping) else None for p in per]
+
+
+def differences(metrics: Mapping[str, Any], columns, ref: str = "original") -> dict:
+    """``{row: {column: stats.difference}}``: each row's per-seed values minus the reference
+    row's (Welch 95 % CI, ``biaslab.stats.difference``); the reference row is left out."""
+    base = {c: seed_values(metrics, ref, c) for c, _ in columns}
     out = {}
     for r in _rows(metrics):
-        m = metrics[r]
-        out[r] = {c: (_num(m.get(mean_fmt.format(c))), _num(m.get(std_fmt.format(c))))
+        if r == ref:
+            continue
+        out[r] = {c: stats.difference(seed_values(metrics, r, c) or [], base[c] or [])
                   for c, _ in columns}
     return out
 
 
-def table1(classification: Mapping[str, Any]) -> dict:
-    """Paper 000 Table 1 from ``metrics/classification.json`` ({dataset: {mAP_mean, mAP_std,
-    ratio_mean, ..., leakage_mean, LK_M_mean, LK_D_mean}}) -> {row: {column: (mean, std)}}."""
-    return _table(classification, TABLE1_COLUMNS, "{}_mean", "{}_std", 1)
+def n_seeds(metrics: Mapping[str, Any]) -> str:
+    """``"3"`` or ``"2-3"``: the seeds per row of a metrics file (for table headings)."""
+    ns = sorted({len(metrics[r]["per_seed"]) for r in _rows(metrics)})
+    return DASH if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}")
 
 
-def table2(captioning: Mapping[str, Any]) -> dict:
-    """Paper 000 Table 2 from ``metrics/captioning.json`` ({row: {METEOR, METEOR_std, ...}})
-    -> {row: {column: (mean, std)}}."""
-    return _table(captioning, TABLE2_COLUMNS, "{}", "{}_std", 1)
-
-
-def table3(artifact: Mapping[str, Any]) -> dict:
-    """Paper 000 Table 3 from ``metrics/artifact.json`` ({dataset: {ratio_orig_mean, ...,
-    delta_mean, delta_std}}) -> {row: {column: (mean, std)}}. Delta = 100 |Ratio_orig -
-    Ratio_inp| / Ratio_orig per seed, then averaged (``biaslab.artifact.delta``)."""
-    return _table(artifact, TABLE3_COLUMNS, "{}_mean", "{}_std", 2)
-
-
-def markdown(table: Mapping[str, Mapping[str, tuple]], columns, digits: int = 1,
+def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
              first: str = "Method", names: Mapping[str, str] = ROW_NAMES) -> str:
-    """A GitHub markdown table of ``table`` ({row: {column: (mean, std)}})."""
+    """A GitHub markdown table of ``tab`` ({row: {column: record}}), cells
+    ``mean ± 95 % CI`` (``biaslab.stats.format_cell``)."""
     head = "| " + " | ".join([first, *[h for _, h in columns]]) + " |"
     sep = "|" + "---|" * (len(columns) + 1)
     lines = [head, sep]
-    for r, vals in table.items():
-        cells = [cell(*vals.get(c, (None, None)), digits=digits) for c, _ in columns]
+    for r, vals in tab.items():
+        cells = [stats.format_cell(vals.get(c), digits) for c, _ in columns]
         lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
     return "\n".join(lines)
 
 
-def flat_metrics(tables: Mapping[str, Mapping[str, Mapping[str, tuple]]]) -> dict[str, float]:
+def diff_markdown(diffs: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
+                  names: Mapping[str, str] = ROW_NAMES) -> str:
+    """Markdown of :func:`differences`: ``+1.2 [-0.3, +2.7]`` per cell."""
+    lines = ["| Method | " + " | ".join(f"Δ{h} vs Original [95 % CI]" for _, h in columns)
+             + " |", "|" + "---|" * (len(columns) + 1)]
+    for r, vals in diffs.items():
+        cells = [stats.format_difference(vals.get(c), digits) for c, _ in columns]
+        lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def flat_metrics(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, float]:
     """``{"table1/original/mAP": mean, ...}``: one number per cell (means only), for
-    ``dvc metrics diff`` across experiments; missing cells are left out."""
+    ``dvc metrics diff`` across experiments; missing or infinite cells are left out."""
     out = {}
     for t, tab in tables.items():
         for r, vals in tab.items():
-            for c, (m, _) in vals.items():
+            for c, rec in vals.items():
+                m = _num((rec or {}).get("mean"))
                 if m is not None:
                     out[f"{t}/{r}/{c}"] = round(m, 4)
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Table 4: the filter ablation over DVC experiments
-
-
-#: the filter combinations of paper 000 Table 4 as weights on (prompt, object, color)
-TABLE4_WEIGHTS = ((1, 1, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1),
-                  (0, 0, 0))
 
 
 def weights_label(weights: Sequence[float], names: Sequence[str]) -> str:
@@ -165,12 +218,21 @@ def _file_data(section: Any, suffix: str) -> dict:
     return {}
 
 
+# --------------------------------------------------------------------------------------------
+# Table 4: the filter ablation over DVC experiments
+
+
+#: the filter combinations of paper 000 Table 4 as weights on (prompt, object, color)
+TABLE4_WEIGHTS = ((1, 1, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1),
+                  (0, 0, 0))
+
+
 def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[dict]:
     """Rows of paper 000 Table 4 from ``dvc exp show --json`` output: one per distinct
     (``filters.weights``, ``data.root``) (the first record of each, in the order DVC lists
     them: workspace, baseline, experiments), with the
     selected candidates' mean Object / Color / Prompt scores (``metrics/select.json``) and the
-    CLIPScore (mean, std) of the captioner trained on ``clip_row`` (``metrics/captioning.json``),
+    CLIPScore (mean, 95 % CI half-width) of the captioner trained on ``clip_row`` (``metrics/captioning.json``),
     and the experiment name.
 
     The paper's columns are human ratings (object, colour, skin, gender fidelity); here the
@@ -194,7 +256,8 @@ def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[
         cap = _file_data(data.get("metrics"), "metrics/captioning.json").get(clip_row) or {}
         row = {"filters": weights_label(weights, names), "weights": list(weights), "data": root,
                "experiment": rec.get("name") or data.get("name") or rec.get("rev"),
-               "CLIPScore": (_num(cap.get("CLIPScore")), _num(cap.get("CLIPScore_std")))}
+               "CLIPScore": ((_record(cap.get("CLIPScore")) or {}).get("mean"),
+                             (_record(cap.get("CLIPScore")) or {}).get("ci95"))}
         for k, h in TABLE4_FILTERS:
             row[h] = (_num(sel.get(k)), None)
         rows.append(row)
@@ -227,6 +290,7 @@ def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | No
 
 
 __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
-           "TABLE4_FILTERS", "TABLE4_WEIGHTS", "cell", "table1", "table2", "table3", "markdown",
-           "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
+           "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
+           "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
+           "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current"]

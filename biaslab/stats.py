@@ -57,6 +57,21 @@ def _floats(values: Sequence[Any]) -> tuple[np.ndarray, int, int, int]:
     return a, len(values), n_missing, int(np.isinf(a).sum())
 
 
+def to_json(v: Any, digits: int | None = 6) -> float | str | None:
+    """A per-seed value as stored in a metrics file's ``per_seed`` list: a finite float
+    (rounded to ``digits``), ``"inf"`` / ``"-inf"`` for an infinite metric (JSON has no
+    infinity; :func:`summarize` reads these strings back as infinities), None for a value that
+    could not be computed (None / NaN)."""
+    if v is None or isinstance(v, bool):
+        return None
+    f = float(v)
+    if math.isnan(f):
+        return None
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return round(f, digits) if digits is not None else f
+
+
 def t_halfwidth(std: float | None, n: int, level: float = LEVEL) -> float | None:
     """Half-width of the t confidence interval of a mean: ``t_{(1+level)/2, n-1} std/sqrt(n)``.
 
@@ -81,7 +96,8 @@ def summarize(values: Sequence[Any], level: float = LEVEL) -> dict:
     """Mean, sample std and t-based 95 % CI of per-seed values, counting what is not finite.
 
     Args:
-        values: sequence of numbers (one per seed); None/NaN = could not be computed
+        values: sequence of numbers (one per seed; the strings ``"inf"``/``"-inf"`` of
+            :func:`to_json` are infinities); None/NaN = could not be computed
             (counted in ``n_missing``, left out), +-inf = infinite metric (counted in
             ``n_inf``, kept: the mean becomes infinite).
         level: confidence level.
@@ -284,5 +300,5 @@ def verdict(lo: float | None, hi: float | None, expect: str, value: float = 0.0)
     return "holds" if below else ("fails" if lo >= value else "inconclusive")
 
 
-__all__ = ["LEVEL", "N_BOOT", "t_halfwidth", "summarize", "record", "difference", "bootstrap",
+__all__ = ["LEVEL", "N_BOOT", "to_json", "t_halfwidth", "summarize", "record", "difference", "bootstrap",
            "format_cell", "format_difference", "verdict"]

@@ -12,7 +12,10 @@ Every image shows exactly one person drawn with PIL. Gender is balanced (``ceil(
 * male: short hair cap, rectangular shirt torso, two separate trouser legs.
 
 Skin, hair and clothing colours, arm pose, position and size are drawn from the *same*
-distributions for both genders. The person's bounding box covers 10-35 % of the image (uniform).
+distributions for both genders. The person stands in a placement box that covers 10-35 % of the
+image (uniform; aspect 0.8 : 1, feet below the horizon when there is room); the figure is as tall
+as the box and horizontally centred in it, so its own bounding box is narrower (its width depends
+on the body shape and the arms). Objects avoid the placement box when they can.
 
 Planted structure, for gender ``g`` and bias ``b`` in [0, 1] (``s = +1`` if the attribute is
 associated with ``g``, ``-1`` if with the other gender, ``0`` if neutral):
@@ -54,7 +57,10 @@ Output layout (``out_dir``), readable by ``biaslab.coco.read_coco`` (split name 
     annotations/image_labels.json            {"description", "labels": {id: [category names]}}
     annotations/synth_truth.csv              image_id,gender,scene,cast,objects (';'-joined)
     annotations/image_attributes.csv         image_id,scene,cast (read by biaslab.coco)
+    annotations/synth_params.json            generator arguments + renderer version
     images/synth/<12-digit id>.png           the images (ids start at 1)
+    probe/pairs.csv                          probe manifest (PROBE_COLUMNS), if probe_pairs
+    probe/images/<attr>_<pair>_<value>.png   probe images (value: female/male-associated)
     README.md                                what was planted, with the realised counts
 
 Annotations: one person per image; ``bbox`` = [x, y, w, h] of the polygon points (pixels),
@@ -63,23 +69,43 @@ area of the union mask (pycocotools), ``iscrowd`` 0; the person's 17 keypoints (
 figure faces the viewer so ``left_*`` is on the image right) come from the figure geometry, all
 with visibility 2. Person and keypoint annotations share ids.
 
+Randomness: each image draws from independent, separately seeded streams
+(``SeedSequence([seed, 0x5EED, image key, stream, slot])``): ``scene`` (background and horizon),
+``placement`` (the person's placement box, drawn before and independently of the figure),
+``order`` (drawing order of the objects), ``object`` slot k (size, position and colours of the
+k-th drawn object), ``appearance`` (colours and arm pose of the person; the same draws for both
+genders) and ``captions``. The planted truth (gender, objects, scene, cast) comes from
+:func:`sample_truth`. Hence :func:`render_scene` re-draws the *same* scene with a person of
+another gender and/or appearance, and only pixels inside the union of the two persons' masks
+change (the ``render`` counterfactual backend, ``biaslab.counterfactual.render``).
+
+Probe pairs (``probe_pairs`` > 0; the causal attribute-sensitivity probe, ``biaslab.probe``):
+for each planted attribute in ``PROBE_ATTRIBUTES`` (``objects``: ``PROBE_OBJECTS``
+female-associated objects vs as many male-associated ones in the same slots; ``scene``: a
+female- vs a male-associated scene; ``cast``: warm vs cool) and each pair, two images that are
+identical except for that attribute (same person, same placement; :func:`probe_specs`). They
+are written to ``probe/`` only, never into the COCO annotations, so they never enter training.
+
 Every file is written atomically; the same arguments give byte-identical files.
 """
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import operator
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw
 from pycocotools import mask as mask_utils
 from tqdm import tqdm
 
-from biaslab.io import atomic_path, write_json
+from biaslab.io import InputError, atomic_path, write_json
 
 FEMALE, MALE = "female", "male"
 
@@ -130,6 +156,11 @@ SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], 
 
 SPLIT = "synth"
 _FILE_RE = re.compile(r"^\d{12}\.png$")
+_PROBE_RE = re.compile(r"^[a-z]+_\d{4,}_(female|male)\.png$")
+#: Generator parameters of a dataset, read by the ``render`` counterfactual backend.
+PARAMS_FILE = "annotations/synth_params.json"
+#: Bump when the same arguments draw different pixels (the render backend checks it).
+RENDER_VERSION = 2
 
 # Same palettes for both genders.
 _SKIN = [(255, 224, 189), (241, 194, 125), (224, 172, 105), (198, 134, 66), (141, 85, 36),
@@ -280,28 +311,38 @@ def _figure(rng, gender):
     return parts, [kp[k] for k in KEYPOINT_NAMES]
 
 
-def _place_person(rng, size, horizon, parts, kps):
-    """Scale and translate the unit figure so its box covers U(0.10, 0.35) of the image."""
-    pts = np.array([p for poly, _ in parts for p in poly])
-    x0, y0 = pts.min(0)
-    x1, y1 = pts.max(0)
-    uw, uh = x1 - x0, y1 - y0
+#: Half-width of the envelope of every unit figure (x in [-ENVELOPE_HALF_WIDTH, +...], y in
+#: [0, 1]): bounds both genders' bodies, the widest arm pose and the hands (max |x| ~ 0.383).
+ENVELOPE_HALF_WIDTH = 0.40
+
+
+def _placement(rng, size, horizon):
+    """The person's placement box (x, y, w, h) in pixels, drawn *before* the figure so that it
+    does not depend on gender or appearance: area U(0.10, 0.35) of the image, aspect
+    ``2 * ENVELOPE_HALF_WIDTH`` : 1, feet (box bottom) on the ground below the horizon when
+    there is room. Every figure fits inside it (its height is the box height)."""
+    aspect = 2 * ENVELOPE_HALF_WIDTH
     frac = rng.uniform(0.10, 0.35)
-    scale = math.sqrt(frac * size * size / (uw * uh))
-    scale = min(scale, (size - 4) / uh, (size - 4) / uw)
-    w, h = uw * scale, uh * scale
-    # feet on the ground (below the horizon) when there is room
+    h = math.sqrt(frac * size * size / aspect)
+    h = min(h, size - 4, (size - 4) / aspect)
+    w = aspect * h
     lo = max(h + 1, min(horizon + 0.08 * size, size - 2))
     bottom = rng.uniform(lo, size - 2) if lo < size - 2 else size - 2
     left = rng.uniform(1, size - 1 - w)
-    ox, oy = left - x0 * scale, bottom - y1 * scale
+    return (float(left), float(bottom - h), float(w), float(h))
+
+
+def _fit_figure(parts, kps, box):
+    """Scale the unit figure to the box height and centre it in the placement box."""
+    x0, y0, w, h = box
+    ox, oy = x0 + w / 2.0, y0
 
     def tf(p):
-        return (ox + p[0] * scale, oy + p[1] * scale)
+        return (ox + p[0] * h, oy + p[1] * h)
 
     parts = [(_round_poly([tf(p) for p in poly]), col) for poly, col in parts]
     kps = [tuple(round(v, 2) for v in tf(p)) for p in kps]
-    return parts, kps, scale
+    return parts, kps, h
 
 
 # --------------------------------------------------------------------------- objects
@@ -665,36 +706,82 @@ def sample_truth(n_images: int, bias: float, seed: int) -> dict[str, np.ndarray]
     return {"gender": gender, "scene": scene, "cast": cast, "objects": objects}
 
 
-def _render(rng, size, gender, scene, cast, objects):
-    """Draw one image. Returns (PIL image, person dict, [object dicts])."""
+# --------------------------------------------------------------------------- randomness
+
+#: Independent random streams of one image (see the module docstring, "Randomness").
+_STREAM = {"scene": 1, "placement": 2, "order": 3, "object": 4, "appearance": 5,
+           "captions": 6, "probe": 7}
+_DOMAIN_IMAGE, _DOMAIN_PROBE = 0, 1
+
+
+def _stream(seed, key, name, slot=0):
+    """Generator of stream ``name`` of the image ``key`` = (domain, a, b): dataset image
+    ``(0, image_id, 0)``, probe pair ``(1, attribute index, pair)``. Fixed-length entropy, so
+    no two (seed, key, stream, slot) share a state."""
+    return np.random.default_rng(np.random.SeedSequence(
+        [int(seed), 0x5EED, *(int(k) for k in key), _STREAM[name], int(slot)]))
+
+
+def _image_key(image_id):
+    return (_DOMAIN_IMAGE, int(image_id), 0)
+
+
+class Rendering(NamedTuple):
+    """One drawn image.
+
+    ``image``: (S, S, 3) uint8 RGB; ``person``: {"polys": [[(x, y), ...]], "box": (x, y, w, h)
+    of the polygon points, "keypoints": 17 (x, y) in COCO order} (pixels); ``person_mask``:
+    (S, S) bool, the pixels the person was painted on (before objects are drawn over it);
+    ``placement``: the placement box (x, y, w, h) (pixels), independent of the figure;
+    ``objects``: [{"name", "polys"}] in drawing order."""
+    image: np.ndarray
+    person: dict
+    person_mask: np.ndarray
+    placement: tuple
+    objects: list
+
+
+def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None) -> Rendering:
+    """Draw one image from its streams: background (``scene`` stream), placement box
+    (``placement``), person (``appearance`` stream or ``default_rng(appearance_seed)``),
+    objects in the given order (object k from stream ``object``/slot k; boxes avoid the
+    placement box), then the colour cast."""
     img = Image.new("RGB", (size, size))
     d = ImageDraw.Draw(img)
-    horizon = _scene(rng, d, size, scene)
-    parts, kps = _figure(rng, gender)
-    parts, kps, scale = _place_person(rng, size, horizon, parts, kps)
+    horizon = _scene(_stream(seed, key, "scene"), d, size, scene)
+    box = _placement(_stream(seed, key, "placement"), size, horizon)
+    arng = (_stream(seed, key, "appearance") if appearance_seed is None
+            else np.random.default_rng(int(appearance_seed)))
+    parts, kps = _figure(arng, gender)
+    parts, kps, scale = _fit_figure(parts, kps, box)
+    pm = Image.new("L", (size, size), 0)
+    dm = ImageDraw.Draw(pm)
     for poly, col in parts:
         d.polygon(poly, fill=col)
+        dm.polygon(poly, fill=1)
     # eyes (detail inside the head polygon), only where the head is big enough to show them
     eye = 0.008 * scale
     if eye >= 0.5:
         for ex, ey in kps[1:3]:
             d.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=(20, 20, 20))
+            dm.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=1)
     person_polys = [poly for poly, _ in parts]
     pts = np.array([p for poly in person_polys for p in poly])
     px0, py0 = pts.min(0)
     px1, py1 = pts.max(0)
-    person_box = (float(px0), float(py0), float(px1 - px0), float(py1 - py0))
-    person = {"polys": person_polys, "box": person_box, "keypoints": kps}
+    person = {"polys": person_polys, "keypoints": kps,
+              "box": (float(px0), float(py0), float(px1 - px0), float(py1 - py0))}
 
     u = size / 160.0
     boxes, objs = [], []
-    for name in objects:
+    for k, name in enumerate(objects):
+        orng = _stream(seed, key, "object", k)
         bw, bh, ground = _OBJ_SIZE[name]
-        f = rng.uniform(0.85, 1.25) * u
+        f = orng.uniform(0.85, 1.25) * u
         w, h = min(bw * f, size - 3), min(bh * f, size - 3)
-        box = _place_box(rng, size, w, h, ground, horizon, person_box, boxes)
-        boxes.append(box)
-        mask, drawing = _object_shapes(rng, name, *box)
+        obox = _place_box(orng, size, w, h, ground, horizon, box, boxes)
+        boxes.append(obox)
+        mask, drawing = _object_shapes(orng, name, *obox)
         for poly, col in drawing:
             d.polygon(_round_poly(poly), fill=col)
         objs.append({"name": name, "polys": [_round_poly(m) for m in mask]})
@@ -702,8 +789,145 @@ def _render(rng, size, gender, scene, cast, objects):
     arr = np.asarray(img, dtype=np.float32)
     tint = np.array(_CAST_TINT[cast], dtype=np.float32)
     arr = arr * (1.0 - CAST_STRENGTH) + tint * CAST_STRENGTH
-    img = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "RGB")
-    return img, person, objs
+    out = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
+    return Rendering(out, person, np.asarray(pm, bool), box, objs)
+
+
+def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scene: str,
+                 cast: str, objects: Sequence[str] = (), appearance_seed: int | None = None
+                 ) -> Rendering:
+    """Draw image ``image_id`` of the dataset ``generate(..., seed, image_size)``, optionally
+    with another person: the oracle counterfactual of ``biaslab.counterfactual.render``.
+
+    Background, placement box, objects and cast come from the image's own streams and do not
+    depend on the person, so ``gender`` / ``appearance_seed`` change only the pixels of the
+    union of the two persons' masks (``Rendering.person_mask``); objects stay drawn over the
+    person as in the original.
+
+    Args:
+        image_id: dataset image id (>= 1).
+        seed, image_size: the dataset's generator arguments (``annotations/
+            synth_params.json``).
+        gender: ``"female"`` / ``"male"``: the person's body shape.
+        scene, cast, objects: the image's truth (``annotations/synth_truth.csv``; objects in
+            any order, drawn in the image's own order).
+        appearance_seed: None = the original person's appearance (colours, arm pose); an int
+            draws them from ``numpy.random.default_rng(appearance_seed)`` instead.
+
+    Returns:
+        :class:`Rendering`. With the image's true gender and ``appearance_seed=None`` the
+        image equals ``images/synth/<id>.png`` pixel for pixel.
+
+    Raises:
+        ValueError: unknown gender, scene, cast or object.
+    """
+    if gender not in (FEMALE, MALE):
+        raise ValueError(f"gender must be 'female' or 'male', got {gender!r}")
+    if scene not in SCENES:
+        raise ValueError(f"unknown scene {scene!r}; known: {SCENES}")
+    if cast not in CASTS:
+        raise ValueError(f"unknown cast {cast!r}; known: {CASTS}")
+    bad = [o for o in objects if o not in OBJECTS]
+    if bad:
+        raise ValueError(f"unknown object(s) {bad}; known: {OBJECTS}")
+    key = _image_key(image_id)
+    present = sorted(set(objects), key=OBJECTS.index)
+    order = _stream(seed, key, "order").permutation(len(present))
+    return _draw(seed, key, int(image_size), gender, scene, cast,
+                 [present[k] for k in order], appearance_seed)
+
+
+# --------------------------------------------------------------------------- probe pairs
+
+#: Planted attributes the causal probe varies, one at a time.
+PROBE_ATTRIBUTES = ("objects", "scene", "cast")
+#: Associated objects per probe image of attribute "objects" (female set vs male set).
+PROBE_OBJECTS = 2
+PROBE_MANIFEST = "probe/pairs.csv"
+PROBE_COLUMNS = ["attribute", "pair", "value", "file", "person_gender", "scene", "cast",
+                 "objects", "x", "y", "w", "h", "polygon", "keypoints"]
+
+
+def probe_specs(attribute: str, pair: int, seed: int) -> dict:
+    """The two scenes of probe pair ``pair`` of ``attribute``: ``{"female": spec, "male":
+    spec}`` keyed by the associated gender of the varied value, spec = dict(gender, scene, cast,
+    objects (drawing order)). Everything but ``attribute`` is equal in the two specs, and so
+    is the person (gender drawn 50/50 here, placement and appearance from the pair's streams).
+
+    Values: ``objects``: ``PROBE_OBJECTS`` random female-associated vs as many
+    male-associated objects in the same slots (slot k has its own stream, so its position
+    differs only through the objects' sizes), no other object; ``scene``: a female- vs a
+    male-associated scene (same horizon, person, objects); ``cast``: warm vs cool. Scene and
+    cast of the other probes are uniform, their objects independent Bernoulli(``P_OBJECT``)
+    (the ``b = 0`` distribution), identical in both images."""
+    if attribute not in PROBE_ATTRIBUTES:
+        raise ValueError(f"unknown probe attribute {attribute!r}; known: {PROBE_ATTRIBUTES}")
+    rng = _stream(seed, (_DOMAIN_PROBE, PROBE_ATTRIBUTES.index(attribute), pair), "probe")
+    gender = FEMALE if rng.random() < 0.5 else MALE
+    scene = SCENES[int(rng.integers(len(SCENES)))]
+    cast = CASTS[int(rng.integers(len(CASTS)))]
+    present = rng.random(len(OBJECTS)) < P_OBJECT
+    base = [OBJECTS[k] for k in np.flatnonzero(present)]
+    base = [base[k] for k in rng.permutation(len(base))]
+    f_scene = FEMALE_SCENES[int(rng.integers(len(FEMALE_SCENES)))]
+    m_scene = MALE_SCENES[int(rng.integers(len(MALE_SCENES)))]
+    f_objs = [FEMALE_OBJECTS[k] for k in rng.permutation(len(FEMALE_OBJECTS))[:PROBE_OBJECTS]]
+    m_objs = [MALE_OBJECTS[k] for k in rng.permutation(len(MALE_OBJECTS))[:PROBE_OBJECTS]]
+    common = {"gender": gender, "scene": scene, "cast": cast, "objects": base}
+    if attribute == "objects":
+        return {FEMALE: {**common, "objects": f_objs}, MALE: {**common, "objects": m_objs}}
+    if attribute == "scene":
+        return {FEMALE: {**common, "scene": f_scene}, MALE: {**common, "scene": m_scene}}
+    return {FEMALE: {**common, "cast": "warm"}, MALE: {**common, "cast": "cool"}}
+
+
+def render_probe(attribute: str, pair: int, value: str, seed: int, image_size: int
+                 ) -> Rendering:
+    """Draw image ``value`` (``"female"`` / ``"male"``: the associated gender of the varied
+    attribute value) of probe pair ``pair`` of ``attribute`` (:func:`probe_specs`)."""
+    spec = probe_specs(attribute, pair, seed)[value]
+    key = (_DOMAIN_PROBE, PROBE_ATTRIBUTES.index(attribute), int(pair))
+    return _draw(seed, key, int(image_size), spec["gender"], spec["scene"], spec["cast"],
+                 spec["objects"])
+
+
+def _write_probe(out: Path, n_pairs: int, seed: int, size: int) -> dict:
+    """Write ``probe/images/<attribute>_<pair>_<value>.png`` and ``probe/pairs.csv``; remove
+    probe files of an earlier, larger run. Returns ``{attribute: pairs}``."""
+    img_dir = out / "probe" / "images"
+    wanted, rows = set(), []
+    if n_pairs:
+        img_dir.mkdir(parents=True, exist_ok=True)
+    total = n_pairs * len(PROBE_ATTRIBUTES)
+    bar = tqdm(total=total, desc="probe pairs", unit="pair", leave=False)
+    for attr in PROBE_ATTRIBUTES:
+        for p in range(n_pairs):
+            specs = probe_specs(attr, p, seed)
+            for value in (FEMALE, MALE):
+                r = render_probe(attr, p, value, seed, size)
+                name = f"{attr}_{p:04d}_{value}.png"
+                wanted.add(name)
+                with atomic_path(img_dir / name) as tmp:
+                    Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
+                s = specs[value]
+                x, y, w, h = (round(v, 2) for v in r.person["box"])
+                rows.append([attr, p, value, f"probe/images/{name}", s["gender"], s["scene"],
+                             s["cast"], ";".join(s["objects"]), x, y, w, h,
+                             json.dumps([_flat(q) for q in r.person["polys"]]),
+                             json.dumps([v for kp in r.person["keypoints"] for v in
+                                         (kp[0], kp[1], 2)])])
+            bar.update(1)
+    bar.close()
+    if img_dir.is_dir():
+        for stale in img_dir.iterdir():
+            if stale.name not in wanted and _PROBE_RE.match(stale.name):
+                stale.unlink()
+    manifest = out / PROBE_MANIFEST
+    if n_pairs:
+        _write_csv(manifest, PROBE_COLUMNS, rows)
+    elif manifest.exists():
+        manifest.unlink()
+    return {a: int(n_pairs) for a in PROBE_ATTRIBUTES}
 
 
 def _seg_box_area(polys, size):
@@ -730,7 +954,7 @@ def _write_csv(path, header, rows):
 
 def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: int = 0,
              image_size: int = 160, captions_per_image: int = 5,
-             p_no_gender_word: float = 0.2) -> dict:
+             p_no_gender_word: float = 0.2, probe_pairs: int = 0) -> dict:
     """Write the synthetic COCO-layout dataset (see the module docstring) into ``out_dir``.
 
     Args:
@@ -744,6 +968,8 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         image_size: side of the square RGB images in pixels (int >= 64).
         captions_per_image: captions per image (int >= 1).
         p_no_gender_word: probability in [0, 1] that a caption uses a gender-neutral subject.
+        probe_pairs: causal-probe pairs per planted attribute (int >= 0; 0 = no ``probe/``
+            directory): see the module docstring, "Probe pairs".
 
     Returns:
         JSON-serialisable summary: ``params``; ``n_images``; ``gender`` {female, male: int};
@@ -751,7 +977,8 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         {female, male}}; ``casts`` {warm/cool: {female, male}}; ``captions`` {female, male,
         none: caption counts by ``biaslab.gender.caption_gender``}; ``object_association``,
         ``scene_association``, ``cast_association`` {name: "female"/"male"/"neutral"};
-        ``expected`` {probability name: value}; ``files`` {role: path relative to out_dir}.
+        ``expected`` {probability name: value}; ``files`` {role: path relative to out_dir};
+        ``probe_pairs`` {attribute: pairs} (empty without probe pairs).
 
     Raises:
         ValueError: an argument out of range or of the wrong type, or ``out_dir`` is a file.
@@ -766,6 +993,7 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         raise ValueError(f"image_size must be <= 4096, got {size}")
     cpi = _as_int("captions_per_image", captions_per_image, 1)
     p_neutral = _as_prob("p_no_gender_word", p_no_gender_word)
+    n_probe = _as_int("probe_pairs", probe_pairs, 0)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
@@ -790,25 +1018,23 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     cap_counts = {FEMALE: 0, MALE: 0, "both": 0, "none": 0}
     ann_id = 0
     wanted = set()
-    root_ss = np.random.SeedSequence([seed, 0x5EED])
-    child_ss = root_ss.spawn(n)
     for i in tqdm(range(n), desc="synthetic images", unit="img", leave=False):
         iid = i + 1
         fname = f"{iid:012d}.png"
         wanted.add(fname)
-        rng = np.random.default_rng(child_ss[i])
         gender, scene, cast = str(truth["gender"][i]), str(truth["scene"][i]), str(
             truth["cast"][i])
         present = [o for o, p in zip(OBJECTS, truth["objects"][i]) if p]
-        order = list(rng.permutation(len(present)))
-        img, person, objs = _render(rng, size, gender, scene, cast,
-                                    [present[k] for k in order])
+        r = render_scene(iid, seed=seed, image_size=size, gender=gender, scene=scene,
+                         cast=cast, objects=present)
+        person, objs = r.person, r.objects
         with atomic_path(img_dir / fname) as tmp:
-            img.save(tmp, format="PNG")
+            Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
         images.append({"id": iid, "file_name": fname, "width": size, "height": size,
                        "license": 1})
+        crng = _stream(seed, _image_key(iid), "captions")
         for j in range(cpi):
-            text = _caption(rng, gender, scene, present, p_neutral)
+            text = _caption(crng, gender, scene, present, p_neutral)
             cap_counts[caption_gender(text)] += 1
             captions.append({"id": i * cpi + j + 1, "image_id": iid, "caption": text})
         ann_id += 1
@@ -855,13 +1081,18 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     _write_csv(ann_dir / "image_attributes.csv", ["image_id", "scene", "cast"],
                [[r[0], r[2], r[3]] for r in truth_rows])
 
-    summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts)
+    probe = _write_probe(out, n_probe, seed, size)
+    summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe)
+    summary["probe_pairs"] = probe if n_probe else {}
+    write_json(out / PARAMS_FILE, {"generator": "biaslab.synthetic",
+                                   "render_version": RENDER_VERSION,
+                                   "params": summary["params"]})
     with atomic_path(out / "README.md") as tmp:
         tmp.write_text(_readme(summary), encoding="utf-8")
     return summary
 
 
-def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts):
+def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe=0):
     g = truth["gender"]
     is_f, is_m = g == FEMALE, g == MALE
 
@@ -871,7 +1102,8 @@ def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts):
     return {
         "params": {"n_images": n, "bias": b, "seed": seed, "image_size": size,
                    "captions_per_image": cpi, "p_no_gender_word": p_neutral,
-                   "p_object": P_OBJECT, "cast_strength": CAST_STRENGTH},
+                   "probe_pairs": n_probe, "p_object": P_OBJECT,
+                   "cast_strength": CAST_STRENGTH},
         "n_images": n,
         "gender": {FEMALE: int(is_f.sum()), MALE: int(is_m.sum())},
         "objects": {o: by_gender(truth["objects"][:, k]) for k, o in enumerate(OBJECTS)},
@@ -896,7 +1128,9 @@ def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts):
             "perceived_gender": "annotations/perceived_gender_skin.csv",
             "image_labels": "annotations/image_labels.json",
             "truth": "annotations/synth_truth.csv",
+            "generator_params": PARAMS_FILE,
             "images": f"images/{SPLIT}",
+            **({"probe": PROBE_MANIFEST} if n_probe else {}),
         },
     }
 
@@ -931,6 +1165,9 @@ def _readme(s):
         "`annotations/synth_truth.csv` only.",
         f"- Captions: {p['captions_per_image']} per image; a caption is gender-neutral with "
         f"probability {p['p_no_gender_word']}, otherwise it uses words of the true gender only.",
+        f"- Causal probe: {p['probe_pairs']} pairs per attribute ({', '.join(PROBE_ATTRIBUTES)})"
+        f" in `{PROBE_MANIFEST}`: two images identical except for the attribute (not part of "
+        "the COCO annotations).",
         "",
         "## Realised counts (images)",
         "",
@@ -946,3 +1183,79 @@ def _readme(s):
     lines += ["", "Caption-level gender counts: "
               + ", ".join(f"{k} {v}" for k, v in s["captions"].items()), ""]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- readers
+
+def read_generator_params(root: str | Path) -> dict:
+    """The generator arguments of the synthetic dataset in ``root`` (``PARAMS_FILE``).
+
+    Returns:
+        ``{"n_images", "bias", "seed", "image_size", "captions_per_image",
+        "p_no_gender_word", "probe_pairs", "p_object", "cast_strength"}``.
+
+    Raises:
+        InputError: ``root`` has no ``PARAMS_FILE`` (not a dataset written by
+            :func:`generate`, e.g. real COCO), or it was written by another renderer version
+            (re-run the ``synthesize`` stage).
+    """
+    path = Path(root) / PARAMS_FILE
+    if not path.is_file():
+        raise InputError(path, "not found: the data root is not a biaslab synthetic dataset "
+                               "(the render backend and the causal probe need one; use "
+                               "generate.backend copy_paste or sd_inpaint on real data)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        params = dict(meta["params"])
+        version = meta.get("render_version")
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(path, f"not a synthetic-dataset parameter file ({e})") from e
+    if version != RENDER_VERSION:
+        raise InputError(path, f"written by renderer version {version}, this code draws "
+                               f"version {RENDER_VERSION}: re-run the synthesize stage")
+    return params
+
+
+def read_truth(root: str | Path) -> dict[int, dict]:
+    """``annotations/synth_truth.csv`` of ``root`` as ``{image_id: {"gender", "scene", "cast",
+    "objects": [names]}}``. Raises ``InputError`` when the file is missing or malformed."""
+    path = Path(root) / "annotations" / "synth_truth.csv"
+    if not path.is_file():
+        raise InputError(path, "not found: the data root is not a biaslab synthetic dataset")
+    out = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            try:
+                out[int(r["image_id"])] = {"gender": r["gender"], "scene": r["scene"],
+                                           "cast": r["cast"],
+                                           "objects": [o for o in r["objects"].split(";") if o]}
+            except (KeyError, ValueError) as e:
+                raise InputError(path, f"malformed row {r} ({e})") from e
+    return out
+
+
+def read_probe(root: str | Path):
+    """The probe manifest ``probe/pairs.csv`` of ``root`` as a DataFrame (``PROBE_COLUMNS``;
+    ``path`` = ``root / file``; ``polygon`` a JSON string, ``keypoints`` a list of 51 floats as
+    in ``persons.parquet``), or None when ``root`` has no probe pairs (real data, or
+    ``probe_pairs`` 0).
+
+    Raises:
+        InputError: the manifest lacks columns or a pair lacks one of its two images.
+    """
+    import pandas as pd
+    path = Path(root) / PROBE_MANIFEST
+    if not path.is_file():
+        return None
+    df = pd.read_csv(path, keep_default_na=False)
+    miss = [c for c in PROBE_COLUMNS if c not in df.columns]
+    if miss:
+        raise InputError(path, f"missing column(s) {miss}")
+    counts = df.groupby(["attribute", "pair"])["value"].apply(lambda v: sorted(v))
+    bad = [k for k, v in counts.items() if v != [FEMALE, MALE]]
+    if bad:
+        raise InputError(path, f"pairs without exactly one female and one male image: "
+                               f"{bad[:5]}")
+    df["path"] = [str(Path(root) / f) for f in df["file"]]
+    df["keypoints"] = [json.loads(k) for k in df["keypoints"]]
+    return df

@@ -7,12 +7,18 @@ caption-gender ratio r = #man / #woman captions (Burns et al.; `label.words`) is
 Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.caption_artifact_scores). `flip_rate`: % of
 images whose caption gender (man / woman / neutral) changes.
 
-params: artifact.datasets, captioner.seeds, captioner.beam, captioner.max_len,
+params: artifact.datasets, artifact.seed, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram, label.words, features.cache_dir
 in:   data/artifact/parts.parquet + images (stage artifact_test), data/prepared/images.parquet,
       data/models/captioner/<dataset>-<seed>/
-out:  metrics/artifact_captioner.json ({dataset: {ratio_orig_mean/_std, ratio_inp_mean/_std,
-      delta_mean/_std, flip_rate_mean/_std, per_seed}, test_set: {n_images, ...}}),
+Over the captioner seeds (biaslab.artifact.table3_json): Delta from the SEED-MEAN ratios, with a
+percentile bootstrap 95 % CI over test images, beside the per-seed ratios and Deltas.
+
+out:  metrics/artifact_captioner.json ({dataset: {ratio_orig, ratio_inp: record, delta: {mean,
+      ci95, lo, hi, n, n_boot, n_undefined}, delta_seeds: record, flip_rate: record,
+      per_seed: [{seed, ratio_orig, ratio_inp, delta, flip_rate, n_man_orig, n_woman_orig,
+      n_neutral_orig, ..._inp}]}, test_set: {n_images, n_male, n_female, ratio_gt}}; record
+      = {mean, ci95, std, n, n_inf, n_missing, sign}),
       data/artifact_captions/<dataset>-<seed>.json ({image_id: {orig, inp}})
 """
 import sys
@@ -20,8 +26,7 @@ import sys
 import pandas as pd
 
 from biaslab import captioner as C
-from biaslab.artifact import caption_artifact_scores
-from biaslab.classify import summarize
+from biaslab.artifact import caption_artifact_scores, caption_calls, table3_json
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
 
 
@@ -42,7 +47,7 @@ def main() -> None:
     feats: dict = {}
     out = {}
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
-        per_seed = []
+        per_seed, calls = [], []
         for seed in p["seeds"]:
             model = C.Captioner.load(f"data/models/captioner/{dataset}-{seed}")
             key = (model.config.image_encoder, model.config.image_size)
@@ -58,12 +63,12 @@ def main() -> None:
                        {str(i): {"orig": o, "inp": n} for i, o, n in zip(ids, c_o, c_i)})
             s = caption_artifact_scores(c_o, c_i, genders, words)
             per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})
-        out[dataset] = {**{k: json_number(v) for k, v in
-                           summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
-                                                "flip_rate")).items()},
-                        "per_seed": per_seed}
-        print(dataset, {k: out[dataset][k] for k in ("ratio_orig_mean", "ratio_inp_mean",
-                                                      "delta_mean")})
+            calls.append((*caption_calls(c_o, genders, words),
+                          *caption_calls(c_i, genders, words)))
+        out[dataset] = table3_json(calls, per_seed, seed=int(a.get("seed", 0)))
+        d = out[dataset]
+        print(dataset, {"ratio_orig": d["ratio_orig"]["mean"], "ratio_inp": d["ratio_inp"]["mean"],
+                        "delta": d["delta"]["mean"], "delta_ci95": d["delta"]["ci95"]})
     n_m, n_f = genders.count("male"), genders.count("female")
     out["test_set"] = {"n_images": len(ids), "n_male": n_m, "n_female": n_f,
                        "ratio_gt": json_number(n_m / n_f) if n_f else None}

@@ -9,21 +9,42 @@ inpainted images (persons visible): Delta = 100 |Ratio_orig - Ratio_inp| / Ratio
 
 in:  data/models/classifier/<dataset>-<seed>/, data/prepared/{images,persons,captions}.parquet,
      data/labels/images.parquet, data/split.parquet, data/features/images*.npy
+Over the classifier seeds (biaslab.artifact.artifact_summary): Delta from the SEED-MEAN ratios
+(as Table 3 reports one Delta per model), with a percentile bootstrap 95 % CI over test images,
+beside the per-seed ratios and Deltas (biaslab.stats records). Gender outputs count as
+predictions where they are >= their threshold (biaslab.classify.gender_thresholds; 0.5).
+
 out: data/artifact/ (images/<image_id>.jpg, parts.parquet: image, person, part, prompt, donor),
-     metrics/artifact.json ({dataset: {ratio_orig_mean/_std, ratio_inp_mean/_std,
-     delta_mean/_std, flip_rate_mean/_std, per_seed}, test_set: {...}})
+     metrics/artifact.json:
+       {<dataset>: {ratio_orig, ratio_inp: record (per-seed raw r), delta: {mean, ci95, lo, hi,
+                    n, n_boot, n_undefined} (Delta of the seed means, bootstrap CI),
+                    delta_seeds: record (per-seed Delta), flip_rate: record,
+                    per_seed: [{seed, ratio_orig, ratio_inp, delta, flip_rate, n_man_orig,
+                                n_woman_orig, n_both_orig, n_neither_orig, ..._inp}]},
+        test_set: {n_images, n_male, n_female, ratio_gt, backend, parts, ...}}
+     (record = {mean, ci95, std, n, n_inf, n_missing, sign})
 """
 import sys
 import time
 
-
-from biaslab.artifact import artifact_scores, build_inpainted_test_set, caption_prompt
-from biaslab.classify import GenderObjectClassifier, model_features, summarize, test_table
+from biaslab.artifact import (artifact_scores, build_inpainted_test_set, caption_prompt,
+                              classifier_calls, table3_json)
+from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_features, test_table
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json, write_parquet
 
 PREP = "data/prepared"
 OUT = "data/artifact"
+
+
+def inpainting_backend(a: dict, g: dict) -> str:
+    """The backend that inpaints the test images' body parts: ``artifact.backend`` when set,
+    else ``generate.backend``, except ``render``: the synthetic oracle re-draws whole persons and
+    cannot inpaint a body part, so its runs inpaint with ``copy_paste`` (cv2 inpainting + a
+    same-group donor patch). Table 3 then asks whether models trained on render's artifact-free
+    counterfactuals react to inpainting artifacts at all."""
+    name = a.get("backend") or g["backend"]
+    return "copy_paste" if name == "render" else name
 
 
 def make_backend(g: dict, persons, images, labels, split):
@@ -64,6 +85,7 @@ def main() -> None:
     test = test.assign(prompt=[caption_prompt(caps.get(i, []), gnd, words)
                                for i, gnd in zip(test["image_id"], test["gender"])])
     t0 = time.perf_counter()
+    g = {**g, "backend": inpainting_backend(a, g)}
     backend = make_backend(g, persons, images, labels, split)
     parts = build_inpainted_test_set(
         test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
@@ -79,17 +101,17 @@ def main() -> None:
     ids, base = load_features()
     out = {}
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
-        per_seed = []
+        per_seed, calls = [], []
         for seed in c["seeds"]:
             clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
+            thr = gender_thresholds(clf)
             fo = model_features(clf, orig, ids, base, cache)
             fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True)
-            s = artifact_scores(clf.gender_proba(fo), clf.gender_proba(fi))
+            po, pi = clf.gender_proba(fo), clf.gender_proba(fi)
+            s = artifact_scores(po, pi, thr)
             per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})
-        out[dataset] = {**{k: json_number(v) for k, v in
-                           summarize(per_seed, ("ratio_orig", "ratio_inp", "delta",
-                                                "flip_rate")).items()},
-                        "per_seed": per_seed}
+            calls.append((*classifier_calls(*po, thr), *classifier_calls(*pi, thr)))
+        out[dataset] = table3_json(calls, per_seed, seed=int(a.get("seed", 0)))
     n_m = int((parts["gender"] == "male").sum())
     n_f = int((parts["gender"] == "female").sum())
     out["test_set"] = {"n_images": int(len(parts)), "n_male": n_m, "n_female": n_f,
@@ -102,7 +124,8 @@ def main() -> None:
     write_json("metrics/artifact.json", out)
     for d, v in out.items():
         if d != "test_set":
-            print(d, {k: v[k] for k in ("ratio_orig_mean", "ratio_inp_mean", "delta_mean")})
+            print(d, {"ratio_orig": v["ratio_orig"]["mean"], "ratio_inp": v["ratio_inp"]["mean"],
+                      "delta": v["delta"]["mean"], "delta_ci95": v["delta"]["ci95"]})
 
 
 

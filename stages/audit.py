@@ -20,7 +20,7 @@ from biaslab import audit  # noqa: E402
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json  # noqa: E402
 
 DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
-            "area": "largest", "center_norm": "diagonal", "distance_person": "largest",
+            "area": "largest", "center_norm": "unit", "distance_person": "largest",
             "min_person_px": 0.0}
 
 

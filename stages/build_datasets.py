@@ -1,6 +1,7 @@
 """Stage `build_datasets`: training-set variants original / oversample / subsample / augment /
-synthetic (paper 000 Eqs. 2-3; params `datasets`) -> data/datasets/<name>.parquet manifests,
-metrics/datasets.json (group/object and hidden-attribute co-occurrence per dataset)."""
+synthetic (paper 000 Eqs. 2-3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
+manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hidden-attribute
+skew; `sources`: how many train images every variant draws on)."""
 from biaslab import datasets as D
 from biaslab.figures import skew_by_dataset
 from biaslab.io import load_params, read_parquet, write_json, write_parquet
@@ -16,10 +17,21 @@ def main() -> None:
                    read_parquet("data/split.parquet"), splits=p["splits"])
     cf = D.counterfactuals(read_parquet("data/select/selected.parquet"), d,
                            words=params["label"]["words"])
+    sources = {"train_gendered": len(d), "with_counterfactuals": 0, "used": len(d),
+               "same_sources": bool(p["same_sources"])}
+    d_cf, cf = D.same_sources(d, cf)
+    sources["with_counterfactuals"] = len(d_cf)
+    if p["same_sources"]:
+        d = d_cf
+        sources["used"] = len(d)
+    if len(d) == 0:
+        raise SystemExit("build_datasets: no training image has counterfactuals for every group")
     variants = {
         "original": d,
-        "oversample": D.oversample(d, seed=p["seed"], max_copies=p["max_copies"]),
-        "subsample": D.subsample(d, seed=p["seed"], min_fraction=p["min_fraction"]),
+        "oversample": D.oversample(d, seed=p["seed"], max_skew=p["max_skew"],
+                                   max_copies=p["max_copies"], max_factor=p["max_factor"]),
+        "subsample": D.subsample(d, seed=p["seed"], max_skew=p["max_skew"],
+                                 min_fraction=p["min_fraction"]),
         "augment": D.s_augment(d, cf),
         "synthetic": D.s_synthetic(cf),
     }
@@ -31,11 +43,14 @@ def main() -> None:
         c = D.cooccurrence(m, attributes)
         metrics[name] = {k: v for k, v in c.items()
                          if not isinstance(v, dict)}  # flat summary; full counts below
+        if "max_skew" in m.attrs:
+            metrics[name]["max_skew_bound"] = m.attrs["max_skew"]
         metrics[name]["counts"] = {k: v for k, v in c.items() if isinstance(v, dict)}
-    write_json("metrics/datasets.json", metrics)
     cols = [c for c in attributes.columns if c != "image_id"] if attributes is not None else []
     skew_by_dataset({label: {n: m.get(f"{label}_mean_abs_skew") for n, m in metrics.items()}
                      for label in ["objects"] + cols}, "plots/datasets/skew.png")
+    metrics["sources"] = sources
+    write_json("metrics/datasets.json", metrics)
     for n, m in metrics.items():
         print(n, {k: v for k, v in m.items() if k != "counts"})
 

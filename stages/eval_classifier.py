@@ -4,28 +4,62 @@ trained classifier on the real test split (biaslab.classify; params `classifier.
 `classifier.blackout_fill`, `classifier.leakage_rounds`; `features.cache_dir` only locates
 the cache).
 
+Leakage attackers are trained on the ORIGINAL training images (data/datasets/original.parquet,
+labelled rows: LK_D on their ground-truth objects, LK_M on each classifier's predictions for
+them) and scored on the labelled test images (paper 000 Eq. 7; Wang et al. 2019).
+Every metric is summarised over the classifier seeds with biaslab.stats (t 95 % CI, sample
+std; a seed whose Ratio is infinite is counted in n_inf and kept, never dropped).
+
 in:  data/models/classifier/<dataset>-<seed>/ for every dataset x seed, data/prepared/
      {images,objects,persons}.parquet, data/labels/images.parquet, data/split.parquet,
-     data/features/images*.npy
+     data/datasets/original.parquet, data/features/images*.npy
 out: data/eval_classifier/masked/ (test images with every person blacked out, for Ratio),
-     metrics/classification.json ({dataset: {mAP_mean, mAP_std, ratio_mean, ratio_std,
-     leakage_mean, leakage_std, ..., ratio_undefined, per_seed: [...]}, test_set: {...}};
-     ratio_mean/std over the seeds with a finite Ratio),
-     plots/classification.csv (one row per dataset: means and stds, for bar plots)
+     metrics/classification.json:
+       {<dataset>: {mAP, ratio, ratio_raw, leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
+                    masked_gender_auc: record {mean, ci95, std, n, n_inf, n_missing, sign},
+                    per_seed: [{seed, mAP, ratio, ratio_raw, ratio_flag, n_man, n_woman,
+                                n_both, n_neither, leakage, LK_M, LK_D, leakage_std, ...}]},
+        test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ...},
+        leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
+     (per-seed values as biaslab.stats.to_json: an infinite ratio / ratio_raw is "inf", 0/0
+     is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
+     plots/classification.csv (one row per dataset: mean, ci95, std of mAP, Ratio, Leakage)
 """
+import math
 import sys
-import time
 
+import numpy as np
 import pandas as pd
 
-from biaslab.classify import (GenderObjectClassifier, evaluate, model_features, object_matrix,
-                              summarize, test_table, write_blackout_images)
+from biaslab import stats
+from biaslab.classify import (GenderObjectClassifier, evaluate, json_record, model_features,
+                              object_matrix, test_table, write_blackout_images)
 from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, json_number, atomic_path, load_params, read_parquet, write_json
+from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
 
 PREP = "data/prepared"
-KEYS = ("mAP", "ratio", "leakage", "LK_M", "LK_D", "gender_acc", "masked_gender_acc",
-        "masked_gender_auc")
+TRAIN = "data/datasets/original.parquet"
+KEYS = ("mAP", "ratio", "ratio_raw", "leakage", "LK_M", "LK_D", "gender_acc",
+        "masked_gender_acc", "masked_gender_auc")
+COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
+CSV_KEYS = ("mAP", "ratio", "leakage", "LK_M", "LK_D")
+
+
+def train_table(path: str = TRAIN) -> pd.DataFrame:
+    """The training images T of the Leakage attackers: the ORIGINAL manifest's real rows with a
+    female/male gender and at least one object (labelled), one per image_id."""
+    m = read_parquet(path)
+    if "counterfactual" in m.columns:
+        m = m[~m["counterfactual"].fillna(False).astype(bool)]
+    m = m[m["gender"].isin(["female", "male"])].drop_duplicates("image_id")
+    labelled = m["objects"].apply(lambda v: v is not None and len(v) > 0)
+    return m[labelled.to_numpy()].reset_index(drop=True)
+
+
+def _value(r: dict, k: str):
+    """A per-seed value for stats.record: Ratio keeps +inf (counted), 0/0 is missing."""
+    v = r.get(k)
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def main() -> None:
@@ -41,6 +75,10 @@ def main() -> None:
                       persons)
     if test.empty:
         raise InputError("data/split.parquet", "no test image with a female/male label")
+    train = train_table()
+    if train.empty:
+        raise InputError(TRAIN, "no labelled female/male training image for the Leakage "
+                                "attackers")
     masked = write_blackout_images(test, persons, "data/eval_classifier/masked",
                                    sources=tuple(p.get("blackout", ["box"])),
                                    dilate_px=int(p.get("blackout_dilate_px", 0)),
@@ -51,41 +89,50 @@ def main() -> None:
     for dataset in p["datasets"]:
         per_seed = []
         for seed in p["seeds"]:
-            t0 = time.perf_counter()
             clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
             feats = model_features(clf, test, ids, base, cache)
             mfeats = model_features(clf, masked, ids, base, cache, derived=True) \
                 if len(masked) else None
-            y = object_matrix(test["objects"], clf.labels)
-            r = evaluate(clf, feats, y, test["labelled"].to_numpy(), test["gender"].tolist(),
-                         mfeats, masked_genders=masked["gender"].tolist(), leakage_kwargs=lk)
-            rec = {"seed": int(seed), **{k: json_number(r.get(k)) for k in
-                                         (*KEYS, "ratio_raw", "leakage_std")},
-                   "n_man": r.get("n_man"), "n_woman": r.get("n_woman"),
-                   "n_labels": len(clf.labels), "n_map_labels": r.get("n_map_labels"),
-                   "seconds": round(time.perf_counter() - t0, 2)}
-            per_seed.append(rec)
-        out[dataset] = {**{k: json_number(v) for k, v in summarize(per_seed, KEYS).items()},
-                        # seeds whose masked predictions are all one gender: r = 0 or inf
-                        "ratio_undefined": sum(r["ratio"] is None for r in per_seed),
-                        "per_seed": per_seed}
-        rows.append({"dataset": dataset, **{k: out[dataset][k] for k in
-                                            ("mAP_mean", "mAP_std", "ratio_mean", "ratio_std",
-                                             "leakage_mean", "leakage_std")}})
+            tfeats = model_features(clf, train, ids, base, cache)
+            r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
+                         test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
+                         masked_genders=masked["gender"].tolist(),
+                         train_feats=tfeats, train_objects=object_matrix(train["objects"],
+                                                                         clf.labels),
+                         train_genders=train["gender"].tolist(), leakage_kwargs=lk)
+            per_seed.append({"seed": int(seed), "raw": r, "n_labels": len(clf.labels)})
+        out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
+        out[dataset]["per_seed"] = [
+            # infinite values as "inf" (stats.to_json), so differences count them
+            {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
+                                   (*KEYS, "leakage_std")},
+             "ratio_flag": s["raw"].get("ratio_flag"),
+             **{k: s["raw"].get(k) for k in COUNTS},
+             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
+            for s in per_seed]
+        rows.append({"dataset": dataset,
+                     **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
+                        for f in ("mean", "ci95", "std")},
+                     "ratio_n_inf": out[dataset]["ratio"]["n_inf"],
+                     "n_seeds": len(per_seed)})
     n_m = int((masked["gender"] == "male").sum()) if len(masked) else 0
     n_f = int((masked["gender"] == "female").sum()) if len(masked) else 0
     out["test_set"] = {"n_test": int(len(test)), "n_labelled": int(test["labelled"].sum()),
                        "n_masked": int(len(masked)), "n_male": n_m, "n_female": n_f,
                        "ratio_gt": round(n_m / n_f, 4) if n_f else None,
                        "mean_masked_fraction": json_number(float(masked["masked_fraction"].mean())
-                                                  if len(masked) else None),
+                                                           if len(masked) else None),
                        "blackout": list(p.get("blackout", ["box"]))}
+    out["leakage_train"] = {"n_images": int(len(train)),
+                            "n_male": int((train["gender"] == "male").sum()),
+                            "n_female": int((train["gender"] == "female").sum()),
+                            "rounds": lk["rounds"]}
     write_json("metrics/classification.json", out)
     with atomic_path("plots/classification.csv") as tmp:
         pd.DataFrame(rows).to_csv(tmp, index=False)
     for r in rows:
-        print(r)
-
+        print({k: (round(v, 2) if isinstance(v, float) and np.isfinite(v) else v)
+               for k, v in r.items()})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ biaslab.counterfactual.generate + the backend named by `generate.backend`).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
 captions}.parquet, data/labels/images.parquet and data/split.parquet (donor pool of copy_paste),
-the `generate:` section and `label.words` of params.yaml; writes data/generate/images/*.jpg,
+the `generate:` section, `label.words` and `data.root` (backend render: the synthetic dataset's
+generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
+params.yaml; writes data/generate/images/*.jpg (*.png for render),
 data/generate/shards/shard-XXX.parquet (one per finished shard; a re-run skips finished shards),
 data/generate/candidates.parquet and metrics/generate.json.
 
@@ -24,9 +26,15 @@ from biaslab.counterfactual import generate as gen  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
 
 
-def make_backend(p: dict, prepared: str, labels: str, split: str):
-    """The backend named by params `generate.backend`."""
+def make_backend(p: dict, prepared: str, labels: str, split: str, data_root: str | None = None):
+    """The backend named by params `generate.backend` (render reads `data.root`)."""
     name = p.get("backend", "copy_paste")
+    if name == "render":
+        from biaslab.counterfactual.render import RenderBackend
+        if not data_root:
+            raise ValueError("generate.backend render needs params data.root (a synthetic "
+                             "dataset)")
+        return RenderBackend(data_root)
     if name == "copy_paste":
         from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
         donors = donor_pool(read_parquet(f"{prepared}/persons.parquet"),
@@ -45,7 +53,8 @@ def make_backend(p: dict, prepared: str, labels: str, split: str):
                                 batch_size=int(p.get("batch_size", 4)),
                                 feather_px=float(p.get("feather_px", 2.0)),
                                 extent_weight=float(p.get("extent_weight", 1.0)))
-    raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint")
+    raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint, "
+                     f"render")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     work, counts = gen.build_work(masks, read_parquet(f"{args.prepared}/images.parquet"),
                                   read_parquet(f"{args.prepared}/persons.parquet"), prompts,
                                   shards=int(p["shards"]), max_images=p.get("max_images"))
-    backend = make_backend(p, args.prepared, args.labels, args.split)
+    backend = make_backend(p, args.prepared, args.labels, args.split,
+                           (params.get("data") or {}).get("root"))
     table, stats = gen.generate_candidates(
         work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],
         seed=int(p["seed"]), shards=int(p["shards"]))
@@ -82,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         metrics["distinct_donors_used"] = int(table["donor_ann_ids"].explode().nunique())
         from biaslab.counterfactual.copy_paste import extent_agreement
         metrics["donor_body_extent"] = extent_agreement(work, table, backend.donors)
+    if backend.name == "render":
+        metrics["render"] = {"data_root": str(backend.root), "generator": backend.params,
+                             "sources_verified_this_run": int(backend.verified)}
     write_json(args.metrics, metrics)
     print({k: v for k, v in metrics.items()})
     return 0

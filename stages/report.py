@@ -1,32 +1,47 @@
-"""Stage `report`: the papers' tables (paper 000 Tables 1-4; biaslab/report.py) as markdown,
-one flat metrics file for `dvc metrics diff`, and bar charts.
+"""Stage `report`: the papers' tables (paper 000 Tables 1-4; biaslab/report.py) as markdown
+with every cell mean ± 95 % CI and n, each bias metric's difference from Original with its CI,
+the causal probe, the validity verdicts (biaslab/validity.py), a headline metrics file, and bar
+charts with CI error bars.
 
-params: report.digits, filters.names, filters.weights (Table 4's current row)
+params: report.digits, filters.names, filters.weights (Table 4's current row),
+        generate.backend, data.source (named in the report)
 in:   metrics/classification.json (eval_classifier), metrics/captioning.json (eval_captioner),
       metrics/artifact.json (artifact_test), metrics/artifact_captioner.json
-      (artifact_captioner), metrics/select.json (select),
+      (artifact_captioner), metrics/probe.json (probe), metrics/select.json (select),
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
       metrics/dcg_apply.json (dcg_apply)
-out:  plots/report/tables.md, metrics/report.json ({"table1/<row>/<column>": mean, ...}),
-      plots/report/table1.png, table2.png, table3.png
+out:  plots/report/tables.md,
+      metrics/summary.json (headline: per method mAP, Leakage, Ratio, LIC, Error, each
+      {mean, ci95, n, diff, diff_lo, diff_hi} with the difference from Original and its Welch
+      95 % CI),
+      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive, n}}),
+      plots/report/table1.png, table2.png, table3.png, probe.png
 
 Table 4 across filter combinations needs one experiment per combination:
 `python scripts/filter_ablation.py --run` queues and runs them, `--collect` writes
-plots/report/table4.md from `dvc exp show --json`.
+plots/report/table4.md from `dvc exp show --json`. The dose-response sweep (and the checks at
+planted bias 0) is `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).
 """
 import json
 import sys
 from pathlib import Path
 
 from biaslab import report as R
+from biaslab import stats, validity
 from biaslab.io import InputError, atomic_path, load_params, write_json
 
 IN = {"classification": "metrics/classification.json", "captioning": "metrics/captioning.json",
       "artifact": "metrics/artifact.json",
-      "artifact_captioner": "metrics/artifact_captioner.json", "select": "metrics/select.json",
+      "artifact_captioner": "metrics/artifact_captioner.json", "probe": "metrics/probe.json",
+      "select": "metrics/select.json",
       "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
       "dcg_apply": "metrics/dcg_apply.json"}
 OUT = Path("plots/report")
+#: headline metrics: (file key, metric key, name in summary.json)
+HEADLINE = (("classification", "mAP", "mAP"), ("classification", "leakage", "Leakage"),
+            ("classification", "ratio", "Ratio (classifier)"),
+            ("captioning", "Ratio", "Ratio (captioner)"), ("captioning", "LIC", "LIC"),
+            ("captioning", "Error", "Error"))
 
 
 def _read(path: str) -> dict:
@@ -40,81 +55,154 @@ def _read(path: str) -> dict:
 
 
 def _bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None = None) -> None:
-    """One panel per column, one bar per method with the std as error bar."""
+    """One panel per column, one bar per method, the 95 % CI as error bar, the unbiased value
+    as a dashed line."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = list(table)
-    cols = [(c, h) for c, h in columns if any(table[r][c][0] is not None for r in rows)]
+
+    def mean(r, c):
+        return (table[r].get(c) or {}).get("mean")
+    cols = [(c, h) for c, h in columns if any(mean(r, c) is not None for r in rows)]
     if not rows or not cols:
         return
-    fig, axes = plt.subplots(1, len(cols), figsize=(3.2 * len(cols), 0.45 * len(rows) + 1.2),
+    fig, axes = plt.subplots(1, len(cols), figsize=(3.2 * len(cols), 0.45 * len(rows) + 1.4),
                              squeeze=False)
     for ax, (c, h) in zip(axes[0], cols):
-        means = [table[r][c][0] if table[r][c][0] is not None else float("nan") for r in rows]
-        stds = [table[r][c][1] or 0.0 for r in rows]
-        ax.barh(range(len(rows)), means, xerr=stds, color="#4c72b0", alpha=0.85)
+        means = [mean(r, c) if mean(r, c) is not None else float("nan") for r in rows]
+        cis = [(table[r].get(c) or {}).get("ci95") or 0.0 for r in rows]
+        ax.barh(range(len(rows)), means, xerr=cis, color="#4c72b0", alpha=0.85, capsize=3)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels([R.ROW_NAMES.get(r, r) for r in rows] if ax is axes[0][0] else [])
         ax.invert_yaxis()
         ax.set_title(h, fontsize=10)
         if ideal and c in ideal:
             ax.axvline(ideal[c], color="k", lw=0.8, ls="--")
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(title + " (mean ± 95 % CI over seeds)", fontsize=11)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
 
 
+def headline(m: dict) -> dict:
+    """metrics/summary.json: per method the headline metrics with their CI, n and the
+    difference from Original (Welch 95 % CI over seeds)."""
+    out: dict = {}
+    for fkey, key, name in HEADLINE:
+        metrics = m[fkey]
+        diffs = R.differences(metrics, ((key, key),))
+        for row in R._rows(metrics):
+            rec = R._record(metrics[row].get(key)) or {}
+            d = (diffs.get(row) or {}).get(key) or {}
+            out.setdefault(row, {})[name] = {
+                "mean": stats.to_json(rec.get("mean"), 4), "ci95": stats.to_json(rec.get("ci95"), 4),
+                "n": rec.get("n"), "n_inf": rec.get("n_inf"),
+                **({"diff": stats.to_json(d.get("diff"), 4), "diff_lo": stats.to_json(d.get("lo"), 4),
+                    "diff_hi": stats.to_json(d.get("hi"), 4)} if row != "original" else {})}
+    return out
+
+
 def main() -> None:
     params = load_params()
     digits = int((params.get("report") or {}).get("digits", 1))
     filt = params.get("filters") or {}
+    backend = (params.get("generate") or {}).get("backend", "?")
+    source = (params.get("data") or {}).get("source", "?")
     m = {k: _read(v) for k, v in IN.items()}
     t1, t2, t3 = R.table1(m["classification"]), R.table2(m["captioning"]), \
         R.table3(m["artifact"])
     t3c = R.table3(m["artifact_captioner"])
+    d1 = R.differences(m["classification"], R.TABLE1_DIFF)
+    d2 = R.differences(m["captioning"], R.TABLE2_DIFF)
+    p_clf, p_cap = R.probe_table(m["probe"], "classifier"), R.probe_table(m["probe"], "captioner")
     t4 = R.table4_current(m["select"], m["captioning"], filt.get("names", []),
                           filt.get("weights", []))
+    checks = validity.probe_checks(m["probe"], "classifier") + \
+        validity.probe_checks(m["probe"], "captioner") + \
+        validity.table_checks(m["classification"], m["artifact"])
+    vsum = validity.summary(checks)
     hb = m["human_bias"]
     bcs = m["bcs"]
     apply_ = m["dcg_apply"]
     mix = ":".join(f"{float((bcs.get('mix') or {}).get(t, 0)):g}" for t in ("swap", "t5", "merged"))
-    seeds1 = len((next(iter(m["classification"].values()), {}) or {}).get("per_seed", []))
+    ts1 = m["classification"].get("test_set") or {}
+    ts2 = m["captioning"].get("test_set") or {}
     lines = [
         "# Bias report",
         "",
-        "Every cell is mean ± std over seeds. Ratio = max(r, 1/r) with r = #man / #woman "
-        "predictions (paper 000 sec. 3.1); 1 is unbiased. Leakage = LK_M - LK_D (Eq. 7) and "
-        "LIC = LIC_M - LIC_D (thesis Eq. 2.11), x100. Models are the tiny offline tier unless "
-        "`models: paper` is composed: not comparable with the papers' numbers.",
+        f"Data: `{source}`; counterfactual backend (S_augment, S_synthetic, Table 3): "
+        f"`{backend}`. Every cell is mean ± 95 % CI over training seeds (Student t; n seeds in "
+        "each heading); `∞ (k/n seeds)` marks seeds whose Ratio is infinite (a model that never "
+        "predicts one gender), `(k missing)` seeds where a metric could not be computed. "
+        "Ratio = max(r, 1/r) with r = #man / #woman predictions (paper 000 sec. 3.1); 1 is "
+        "unbiased. Leakage = LK_M - LK_D (Eq. 7) and LIC = LIC_M - LIC_D (thesis Eq. 2.11), "
+        "x100. Models are the tiny offline tier unless `models: paper` is composed: not "
+        "comparable with the papers' numbers.",
         "",
-        f"## Table 1: multi-label classification ({seeds1} seeds)",
+        f"## Table 1: multi-label classification (n = {R.n_seeds(m['classification'])} seeds; "
+        f"test images: {ts1.get('n_female', '?')} female / {ts1.get('n_male', '?')} male)",
         "",
         R.markdown(t1, R.TABLE1_COLUMNS, digits),
         "",
-        "## Table 2: image captioning",
+        R.diff_markdown(d1, R.TABLE1_DIFF, digits),
+        "",
+        f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
+        f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
+        f"{ts2.get('gender_source', '?')})",
         "",
         R.markdown(t2, R.TABLE2_COLUMNS, digits),
         "",
-        f"Human captions of the dataset (stage human_bias): Ratio {R.cell(hb.get('ratio'), None, 2)}, "
-        f"Error {R.cell(hb.get('error'), None, 1)}, LIC_D {R.cell(hb.get('LIC_D'), hb.get('LIC_D_std'), 1)} "
-        f"(classifier {hb.get('lic_classifier', '?')}).",
+        R.diff_markdown(d2, R.TABLE2_DIFF, digits),
+        "",
+        f"Human captions of the dataset (stage human_bias, {hb.get('n_female', '?')} female / "
+        f"{hb.get('n_male', '?')} male images, gender from {hb.get('gender_source', '?')}): "
+        f"Ratio {R.cell(hb.get('Ratio'), None, 2)}, Error {R.cell(hb.get('Error'), None, 1)}, "
+        f"LIC_D {stats.format_cell(hb.get('LIC_D'), 1)} over "
+        f"{(hb.get('LIC_D') or {}).get('n', '?')} LIC classifier seeds "
+        f"({hb.get('lic_classifier', '?')}).",
         "",
         "## Table 3: synthetic-artifact test",
         "",
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
         "images with a random body part inpainted (inp); Δ = 100 |Ratio_orig - Ratio_inp| / "
-        "Ratio_orig. A large Δ means the model reacts to inpainting artifacts.",
+        "Ratio_orig of the seed-mean ratios (paper 000 Table 3). A large Δ means the model "
+        f"reacts to inpainting artifacts. Inpainting backend: `{backend}`.",
         "",
-        "Multi-label classifiers (gender outputs):",
+        f"Multi-label classifiers (gender outputs; n = {R.n_seeds(m['artifact'])} seeds):",
         "",
         R.markdown(t3, R.TABLE3_COLUMNS, 2),
         "",
-        "Captioners (caption gender):",
+        f"Captioners (caption gender; n = {R.n_seeds(m['artifact_captioner'])} seeds):",
         "",
         R.markdown(t3c, R.TABLE3_COLUMNS, 2),
+        "",
+        "## Causal attribute-sensitivity probe",
+        "",
+    ]
+    if p_clf or p_cap:
+        np_ = m["probe"].get("n_pairs") or {}
+        lines += [
+            "Paired test images identical except for one planted attribute (its male- vs "
+            "female-associated value), person masked out as in the Ratio protocol. Cell: mean "
+            "change of the model's man-vs-woman output across the pair (classifier: P(man) - "
+            "P(woman); captioner: male-word rate - female-word rate), ± 95 % CI over seeds. "
+            "A model that ignores context scores 0. Pairs per attribute: "
+            + (", ".join(f"{k} {v}" for k, v in np_.items()) if np_ else "?") + ".",
+            "",
+            "Classifiers:", "", R.markdown(p_clf, R.PROBE_COLUMNS, 3), "",
+            "Captioners:", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), ""]
+    else:
+        lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
+    lines += [
+        "## Validity (planted truth as referee)",
+        "",
+        f"{vsum['holds']} hold, {vsum['fails']} fail, {vsum['inconclusive']} inconclusive "
+        "(verdicts from the 95 % CIs; biaslab/validity.py). Checks at planted bias 0 come from "
+        "the sweep: `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).",
+        "",
+        validity.markdown(checks) if checks else "No check applies to this data.",
         "",
         "## Table 4: filter ablation",
         "",
@@ -147,12 +235,15 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with atomic_path(OUT / "tables.md") as tmp:
         tmp.write_text("\n".join(lines))
-    write_json("metrics/report.json", R.flat_metrics({"table1": t1, "table2": t2, "table3": t3,
-                                                     "table3_captioner": t3c}))
+    write_json("metrics/summary.json", headline(m))
+    write_json("metrics/validity.json", {"checks": checks, "summary": vsum})
     _bar_chart(OUT / "table1.png", t1, R.TABLE1_COLUMNS[:3], "Table 1: classification",
                {"ratio": 1.0, "leakage": 0.0})
     _bar_chart(OUT / "table2.png", t2, R.TABLE2_COLUMNS[:6], "Table 2: captioning",
-               {"ratio": 1.0, "LIC": 0.0})
+               {"Ratio": 1.0, "LIC": 0.0})
+    _bar_chart(OUT / "probe.png", {**{f"{k} (clf)": v for k, v in p_clf.items()},
+                                   **{f"{k} (cap)": v for k, v in p_cap.items()}},
+               R.PROBE_COLUMNS, "Attribute sensitivity", {a: 0.0 for a, _ in R.PROBE_COLUMNS})
     _bar_chart(OUT / "table3.png", {**{f"{k} (clf)": v for k, v in t3.items()},
                                     **{f"{k} (cap)": v for k, v in t3c.items()}},
                R.TABLE3_COLUMNS, "Table 3: artifact test")

@@ -1,11 +1,12 @@
 """Stage `select`: weighted rank selection of one candidate per (image, group) (paper 000
-Eq. 2; params `filters`) -> data/select/selected.parquet, metrics/select.json,
+Eq. 2; params `filters`; with `filters.knn` first the GenSynth KNN gate and its per-image
+retention rule, paper 001 sec. 4.2, counts in metrics/select.json `knn`) -> data/select/selected.parquet, metrics/select.json,
 plots/filters/ (Fig. 4 style grid, score distributions). Only this stage and its dependents
 re-run when `filters.weights` changes."""
 import numpy as np
 
 from biaslab.figures import filter_grid, score_distributions
-from biaslab.filters import select
+from biaslab.filters import knn_gate, select
 from biaslab.io import load_params, read_parquet, write_json, write_parquet
 
 
@@ -13,12 +14,18 @@ def main() -> None:
     p = load_params()["filters"]
     scores = read_parquet("data/score/scores.parquet")
     names, weights = list(p["names"]), list(p["weights"])
-    if p.get("knn"):
-        scores = scores[scores["knn_accept"]]  # GenSynth KNN filter as a hard gate
+    knn = None
+    if p.get("knn"):  # GenSynth KNN filter as a hard gate, with its per-image retention rule
+        scores, knn = knn_gate(scores)
+        if scores.empty:
+            raise SystemExit("select: the KNN filter (filters.knn) left no image with an "
+                             "accepted edit for every group")
     sel = select(scores, names, weights)
     write_parquet("data/select/selected.parquet", sel)
     metrics = {"weights": dict(zip(names, weights)), "selected": len(sel),
                "candidates": len(scores)}
+    if knn is not None:
+        metrics["knn"] = knn
     for f in names:
         v_all = scores[f].replace([np.inf], np.nan)
         v_sel = sel[f].replace([np.inf], np.nan)

@@ -90,16 +90,70 @@ def test_delta_formula_reproduces_paper_table_3():
 
 
 def test_artifact_scores_table_3_ratios():
-    # original: 3 man, 1 woman (r = 3); inpainted: 1 man, 2 women, 1 tie (r = 0.5)
-    orig = (np.array([.1, .2, .3, .9]), np.array([.9, .8, .7, .1]))    # (p_woman, p_man)
-    inp = (np.array([.9, .8, .3, .5]), np.array([.1, .2, .7, .5]))
+    # gender outputs on at >= 0.5 (each output on its own; an image with both counts twice)
+    orig = (np.array([.9, .8, .1, .1, .6]), np.array([.1, .2, .7, .9, .6]))  # (p_woman, p_man)
+    inp = (np.array([.9, .8, .3, .6, .2]), np.array([.1, .2, .7, .2, .3]))
     s = A.artifact_scores(orig, inp)
-    assert s["ratio_orig"] == pytest.approx(3.0) and s["ratio_inp"] == pytest.approx(0.5)
-    assert s["delta"] == pytest.approx(100 * 2.5 / 3)
-    assert (s["n_man_inp"], s["n_woman_inp"]) == (1, 2)
-    assert s["flip_rate"] == pytest.approx(75.0)                 # 2 man->woman, 1 -> tie
+    # orig: man on {2, 3, 4}, woman on {0, 1, 4} -> r = 3 / 3 = 1 (image 4 both)
+    # inp: man on {2}, woman on {0, 1, 3} -> r = 1 / 3; image 4 neither
+    assert (s["n_man_orig"], s["n_woman_orig"], s["n_both_orig"]) == (3, 3, 1)
+    assert (s["n_man_inp"], s["n_woman_inp"], s["n_neither_inp"]) == (1, 3, 1)
+    assert s["ratio_orig"] == pytest.approx(1.0) and s["ratio_inp"] == pytest.approx(1 / 3)
+    assert s["delta"] == pytest.approx(100 * (2 / 3))
+    assert s["flip_rate"] == pytest.approx(40.0)      # images 3 (man -> woman) and 4 (both
+    #                                                   -> neither) change
+    t = A.artifact_scores(orig, inp, thresholds=(0.5, 0.65))    # (woman, man): man needs .65
+    assert t["n_man_orig"] == 2 and t["ratio_orig"] == pytest.approx(2 / 3)
     s0 = A.artifact_scores((np.ones(2), np.zeros(2)), (np.ones(2), np.zeros(2)))
     assert s0["ratio_orig"] == 0.0 and s0["delta"] is None      # no man predicted: undefined
+
+
+def _calls(man, woman):
+    return np.array(man, bool), np.array(woman, bool)
+
+
+def test_artifact_summary_delta_of_seed_means_hand_computed():
+    """Paper 000 Table 3 over seeds: Delta of the seed-mean ratios, per-seed spread beside."""
+    # seed 0: orig man 3 / woman 2 (r 1.5), inp man 1 / woman 3 (r 1/3)
+    # seed 1: orig man 2 / woman 1 (r 2),   inp man 2 / woman 2 (r 1)
+    mo = np.array([[1, 1], [1, 1], [1, 0], [0, 0]], bool)
+    wo = np.array([[0, 0], [0, 0], [1, 1], [1, 0]], bool)
+    mi = np.array([[1, 1], [0, 1], [0, 0], [0, 0]], bool)
+    wi = np.array([[0, 0], [1, 1], [1, 1], [1, 0]], bool)
+    s = A.artifact_summary(mo, wo, mi, wi, n_boot=200, seed=0)
+    assert s["ratio_orig"]["mean"] == pytest.approx(1.75)
+    assert s["ratio_orig"]["std"] == pytest.approx(0.5 / np.sqrt(2))
+    assert s["ratio_inp"]["mean"] == pytest.approx(2 / 3)
+    # Delta = 100 |1.75 - 2/3| / 1.75 = 61.90 (not the mean of the per-seed 77.8 and 50)
+    assert s["delta"]["mean"] == pytest.approx(100 * (1.75 - 2 / 3) / 1.75)
+    assert s["delta_seeds"]["mean"] == pytest.approx((100 * (1.5 - 1 / 3) / 1.5 + 50) / 2)
+    assert s["delta_seeds"]["n"] == 2 and s["delta"]["n"] == 4
+    assert s["delta"]["lo"] <= s["delta"]["mean"] <= s["delta"]["hi"]
+    assert s["delta"]["n_boot"] == 200
+    # pairs are resampled together: identical predictions give Delta 0 in every resample
+    z = A.artifact_summary(mo, wo, mo, wo, n_boot=200)
+    assert z["delta"]["mean"] == 0.0 and (z["delta"]["lo"], z["delta"]["hi"]) == (0.0, 0.0)
+    # a seed that never predicts woman on the originals: r = inf, counted, Delta undefined
+    wo2 = wo.copy()
+    wo2[:, 1] = False
+    u = A.artifact_summary(mo, wo2, mi, wi, n_boot=200)
+    assert u["ratio_orig"]["n_inf"] == 1 and u["ratio_orig"]["mean"] is None
+    assert u["delta"]["mean"] is None and u["delta_seeds"]["n_missing"] == 1
+    with pytest.raises(ValueError, match="2-D"):
+        A.artifact_summary(mo[:, 0], wo[:, 0], mi[:, 0], wi[:, 0])
+
+
+def test_table3_json_collects_seeds():
+    calls = [(*_calls([1, 1, 0], [0, 1, 1]), *_calls([1, 0, 0], [0, 1, 1])),
+             (*_calls([1, 1, 1], [0, 0, 1]), *_calls([1, 1, 0], [0, 0, 1]))]
+    per_seed = [{"seed": 0, "flip_rate": 10.0}, {"seed": 1, "flip_rate": 30.0}]
+    j = A.table3_json(calls, per_seed)
+    # seed 0: r_orig 2/2 = 1, r_inp 1/2; seed 1: r_orig 3/1 = 3, r_inp 2/1 = 2
+    assert j["ratio_orig"]["mean"] == 2.0 and j["ratio_inp"]["mean"] == 1.25
+    assert j["delta"]["mean"] == pytest.approx(37.5)       # 100 |2 - 1.25| / 2
+    assert j["flip_rate"]["mean"] == 20.0 and j["per_seed"] == per_seed
+    assert set(j["ratio_orig"]) == {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}
+    json.dumps(j)
 
 
 def test_caption_prompt():
@@ -198,6 +252,10 @@ def test_caption_artifact_scores_hand_computed():
     assert s["delta"] == 75.0                           # 100 * |2 - 0.5| / 2
     assert (s["n_man_orig"], s["n_woman_orig"], s["n_man_inp"], s["n_woman_inp"]) == (2, 1, 1, 2)
     assert s["flip_rate"] == 50.0                       # 2 of 4 captions change label
+    # the same counts per image for the seed summary (the unsure image counts for neither)
+    mo, wo = A.caption_calls(orig, g)
+    assert mo.tolist() == [True, True, False, False] and wo.tolist() == [False, False, True,
+                                                                          False]
     no_woman = caption_artifact_scores(["a man"], ["a man"], ["male"])
     assert no_woman["ratio_orig"] is None and no_woman["delta"] is None
     with pytest.raises(ValueError, match="aligned"):

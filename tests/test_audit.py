@@ -164,22 +164,38 @@ def test_person_prominence_hand_computed():
     # image 3 is undefined, image 4 has no person -> only 1 and 2
     assert list(prom.index) == [1, 2]
     # image 1 (200x100): largest box (100,50,100,50) = 5000 px of 20000 -> 0.25; its centre
-    # (150,75) is (50,25) from (100,50): sqrt(3125)/sqrt(50000) = 0.25 of the diagonal
+    # (150,75) on the unit square (REVISE, the default): (150/200-.5, 75/100-.5) = (.25, .25)
+    # -> sqrt(.125) = 0.353553
     assert prom.loc[1, "area_frac"] == pytest.approx(0.25)
-    assert prom.loc[1, "center_dist"] == pytest.approx(0.25)
+    assert prom.loc[1, "center_dist"] == pytest.approx(math.sqrt(0.125))
     assert prom.loc[1, "n_persons"] == 2 and prom.loc[1, "person_px"] == 5000
     # image 2: centred 50x50 box in 100x100 -> area 0.25, distance 0
     assert prom.loc[2, "area_frac"] == pytest.approx(0.25)
     assert prom.loc[2, "center_dist"] == pytest.approx(0.0)
-    # area="sum": (200 + 5000) / 20000 = 0.26; center_norm="unit": (150/200-.5, 75/100-.5)
-    # = (.25, .25) -> sqrt(.125) = 0.353553 (REVISE code's unit-square scale)
+    # area="sum": (200 + 5000) / 20000 = 0.26; center_norm="diagonal": (50,25) px from
+    # (100,50): sqrt(3125)/sqrt(50000) = 0.25 of the diagonal
     p2 = audit.person_prominence(images, persons, labels, area="sum",
-                                 center_norm="unit").set_index("image_id")
+                                 center_norm="diagonal").set_index("image_id")
     assert p2.loc[1, "area_frac"] == pytest.approx(0.26)
-    assert p2.loc[1, "center_dist"] == pytest.approx(math.sqrt(0.125))
+    assert p2.loc[1, "center_dist"] == pytest.approx(0.25)
     # min_person_px drops image 2 (2500 px) at 3000
     assert list(audit.person_prominence(images, persons, labels,
                                         min_person_px=3000)["image_id"]) == [1]
+
+
+def test_center_dist_unit_square_reaches_paper_range():
+    # REVISE's COCO female mean (.510) exceeds 0.5, the maximum on the diagonal scale; on the
+    # unit square a person box centred in a corner region reaches it. 400x100 image, box
+    # (360,0,40,20): centre (380,10) -> (.95, .1) -> |(.45, -.4)| = sqrt(.2025+.16) = .602080;
+    # on the diagonal scale: |(180, -40)| / |(400, 100)| = 184.391 / 412.311 = .447214
+    images = pd.DataFrame({"image_id": [1], "width": [400], "height": [100]})
+    persons = pd.DataFrame({"image_id": [1], "x": [360], "y": [0], "w": [40], "h": [20]})
+    labels = _labels({1: "female"})
+    unit = audit.person_prominence(images, persons, labels)["center_dist"].iloc[0]
+    diag = audit.person_prominence(images, persons, labels,
+                                   center_norm="diagonal")["center_dist"].iloc[0]
+    assert unit == pytest.approx(0.602080, abs=1e-6) and unit > 0.5
+    assert diag == pytest.approx(0.447214, abs=1e-6)
 
 
 def test_prominence_summary():
@@ -187,7 +203,7 @@ def test_prominence_summary():
     prom = audit.person_prominence(images, persons, labels)
     s = audit.prominence_summary(prom, labels, tiny_px=3000)
     assert s["area_frac"]["female_n"] == 1 and s["area_frac"]["male_n"] == 1
-    assert s["center_dist"]["female_mean"] == pytest.approx(0.25)
+    assert s["center_dist"]["female_mean"] == pytest.approx(math.sqrt(0.125))
     assert math.isnan(s["area_frac"]["cohens_d"])  # one image per gender
     assert s["gendered_without_person"] == 1  # image 4
     # tiny (< 3000 px): only image 2 (male, 2500 px) -> male share 1

@@ -55,44 +55,118 @@ def test_balancing_weights_hand_computed():
     assert D.balancing_weights(_d()).mean() == pytest.approx(1.0)
 
 
-def test_oversample_balances_each_object():
-    d = _d()
-    over = D.oversample(d, seed=0)
-    c = D.cooccurrence(over)["objects"]
-    # the one male umbrella image is repeated round(w) ~ round(3.47) = 3 times (limit 3.5)
-    assert c["umbrella"][0] == 4 and c["umbrella"][1] == 3
-    assert c["tie"] == [0, 2]                           # oversampling never drops an image
-    assert len(over) == 4 + 3 + 2 and over["sample_id"].is_unique
-    pd.testing.assert_frame_equal(over, D.oversample(d, seed=0))
-    assert D.oversample(d, max_copies=2)["sample_id"].str.count("#").max() == 1
+def _six():
+    """F1, F2 with an umbrella, F3 with a tie; M1, M2 with a tie, M3 with an umbrella."""
+    rows = [(str(i), i, f"{i}.jpg", g, ["x"], [o]) for i, (g, o) in enumerate(
+        [("female", "umbrella"), ("female", "umbrella"), ("female", "tie"),
+         ("male", "tie"), ("male", "tie"), ("male", "umbrella")], start=1)]
+    df = pd.DataFrame(rows, columns=D.MANIFEST_COLUMNS[:-1])
+    df["counterfactual"] = False
+    return df
 
 
-def test_subsample_balances_each_object():
-    for seed in range(5):
-        sub = D.subsample(_d(), seed=seed)
-        c = D.cooccurrence(sub)["objects"]
-        assert c == {"umbrella": [1, 1]}   # 4 x 0.25 -> exactly one female umbrella image
-        assert D.cooccurrence(sub)["objects_mean_abs_skew"] == 0.0
-    with pytest.raises(ValueError):
-        D.subsample(_d(), min_fraction=0)
+def _copies(m):
+    return m.groupby("image_id").size().reindex(range(1, 7), fill_value=0).tolist()
 
 
-def test_resampling_stays_bounded_on_strongly_biased_multilabel_data():
+def test_oversample_hand_computed_exact_balance():
+    # umbrella: c1 + c2 = c6 >= 2 and tie: c3 = c4 + c5 >= 2 (every c >= 1); the fewest
+    # samples are all ones but c3 = c6 = 2: 8 samples, 4 per gender, skew 0 for both objects
+    over = D.oversample(_six(), max_skew=0.0)
+    assert _copies(over) == [1, 1, 2, 1, 1, 2]
+    c = D.cooccurrence(over)
+    assert c["objects"] == {"tie": [2, 2], "umbrella": [2, 2]}
+    assert (c["n_female"], c["n_male"], c["objects_mean_abs_skew"]) == (4, 4, 0.0)
+    assert over["sample_id"].is_unique and c["max_repeats"] == 2 and c["n_images"] == 6
+    assert over.attrs["max_skew"] == 0.0
+    pd.testing.assert_frame_equal(over, D.oversample(_six(), max_skew=0.0))
+
+
+def test_oversample_cap_relaxes_the_bound():
+    # max_copies=1 leaves the original: umbrella 2 vs 1 and tie 1 vs 2 -> |skew| = 1/3 each;
+    # the bound is relaxed (bisection, 1e-3) to the smallest feasible one, just above 1/3
+    over = D.oversample(_six(), max_skew=0.0, max_copies=1)
+    assert _copies(over) == [1] * 6
+    assert 1 / 3 <= over.attrs["max_skew"] <= 1 / 3 + 1e-3
+    assert D.cooccurrence(over)["objects_mean_abs_skew"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="max_copies"):
+        D.oversample(_six(), max_copies=0)
+    with pytest.raises(ValueError, match="max_skew"):
+        D.oversample(_six(), max_skew=1.0)
+    # unequal groups that no copy count within the cap can equalise
+    with pytest.raises(ValueError, match="max_copies=1"):
+        D.oversample(_six().iloc[:5], max_copies=1)
+
+
+def test_subsample_hand_computed_exact_balance():
+    # binary keep: umbrella k1 + k2 = k6 <= 1, tie k3 = k4 + k5 <= 1 -> at most 4 images:
+    # one of F1/F2, M3, F3 and one of M1/M2
+    for seed in range(3):
+        sub = D.subsample(_six(), seed=seed, max_skew=0.0)
+        k = _copies(sub)
+        assert len(sub) == 4 and k[0] + k[1] == 1 and k[2] == 1 and k[3] + k[4] == 1
+        assert k[5] == 1
+        c = D.cooccurrence(sub)
+        assert c["objects"] == {"tie": [1, 1], "umbrella": [1, 1]}
+        assert c["objects_mean_abs_skew"] == 0.0 and c["n_female"] == c["n_male"] == 2
+        pd.testing.assert_frame_equal(sub, D.subsample(_six(), seed=seed, max_skew=0.0))
+    # min_fraction=1 keeps all 6: the bound is relaxed to just above 1/3
+    full = D.subsample(_six(), max_skew=0.0, min_fraction=1.0)
+    assert len(full) == 6 and 1 / 3 <= full.attrs["max_skew"] <= 1 / 3 + 1e-3
+    with pytest.raises(ValueError, match="min_fraction"):
+        D.subsample(_six(), min_fraction=0)
+
+
+def test_resampling_one_gender_object():
+    # _d(): F1-F4 and M5 hold an umbrella, M6 and M7 a tie (men only). Over-sampling keeps
+    # every image: n_f = n_m forces F = c5 + c6 + c7 = c5 + 2 (F = female copies, all with an
+    # umbrella), so the umbrella skew is (F - c5) / (F + c5) = 2 / (2 c5 + 2) <= 0.2 ->
+    # c5 >= 4, F = 6: 12 samples, umbrella [6, 4] (skew 0.2), the tie stays at [0, 2] (skew 1)
+    over = D.oversample(_d(), max_skew=0.2)
+    c = D.cooccurrence(over)
+    assert c["objects"] == {"tie": [0, 2], "umbrella": [6, 4]} and len(over) == 12
+    assert (c["n_female"], c["n_male"], c["n_objects_one_gender"]) == (6, 6, 1)
+    assert c["objects_mean_abs_skew"] == pytest.approx((0.2 + 1) / 2)
+    assert c["objects_max_abs_skew"] == pytest.approx(1.0)
+    # exact balance needs c6 + c7 = 0: infeasible, the bound is relaxed. With max_factor 15
+    # the size 2 c5 + 4 <= 105 -> c5 <= 50 -> smallest bound 1 / 51 (bisection: within 1e-3)
+    over = D.oversample(_d(), max_skew=0.0, max_factor=15)
+    assert 1 / 51 <= over.attrs["max_skew"] <= 1 / 51 + 1e-3 and len(over) <= 105
+    with pytest.raises(ValueError, match="max_factor"):
+        D.oversample(_d(), max_factor=0.5)
+    # sub-sampling drops the tie images (an object seen with one gender must vanish) and keeps
+    # one female umbrella image for M5
+    sub = D.subsample(_d(), max_skew=0.0)
+    assert D.cooccurrence(sub)["objects"] == {"umbrella": [1, 1]} and len(sub) == 2
+
+
+def test_resampling_reaches_the_bound_on_strongly_biased_multilabel_data():
     rng = np.random.default_rng(0)
     rows = []
-    for i in range(400):
+    for i in range(200):
         g = "female" if i % 2 else "male"
         objs = [o for o, fav in [("a", "female"), ("b", "female"), ("c", "male"), ("d", "male")]
                 if rng.random() < (0.63 if fav == g else 0.07)]
         rows.append((str(i), i, f"{i}.jpg", g, ["x"], objs))
     d = pd.DataFrame(rows, columns=D.MANIFEST_COLUMNS[:-1])
     d["counterfactual"] = False
-    before = D.cooccurrence(d)["objects_mean_abs_skew"]
-    over, sub = D.oversample(d), D.subsample(d)
-    assert len(d) <= len(over) <= 5 * len(d) and 0.25 * len(d) - 1 <= len(sub) <= len(d)
-    # bounded resampling only partly balances strongly correlated multi-label data
-    assert D.cooccurrence(over)["objects_mean_abs_skew"] < before
-    assert D.cooccurrence(sub)["objects_mean_abs_skew"] < before
+    before = D.cooccurrence(d)["objects_max_abs_skew"]
+    for m in (D.oversample(d, max_skew=0.05), D.subsample(d, max_skew=0.05)):
+        c = D.cooccurrence(m)
+        assert m.attrs["max_skew"] == 0.05 and before > 0.5
+        assert c["objects_max_abs_skew"] <= 0.05 + 1e-12 and c["n_female"] == c["n_male"]
+        assert c["objects_mean_abs_skew"] <= 0.05
+    over = D.oversample(d, max_skew=0.05)
+    assert over.groupby("image_id").size().min() == 1 and over["image_id"].nunique() == 200
+
+
+def test_same_sources():
+    d = _d()
+    sel = pd.concat([_selected([1, 6]), _selected([5]).iloc[:1]])  # image 5: female only
+    cf = D.counterfactuals(sel, d)
+    d2, cf2 = D.same_sources(d, cf)
+    assert d2["image_id"].tolist() == [1, 6] and sorted(set(cf2["image_id"])) == [1, 6]
+    assert len(cf2) == 4
 
 
 def test_cooccurrence_with_hidden_attribute():

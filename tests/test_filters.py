@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab.filters import color_fidelity, knn_filter, prompt_adherence, select
+from biaslab.filters import (color_fidelity, knn_filter, knn_gate, prompt_adherence,
+                             select)
 
 
 def test_color_fidelity_known_arrays():
@@ -81,6 +82,39 @@ def test_knn_filter_hand_made():
     # s2 (100,100): neighbours s3 (d=1) and s1 (d=127.3, closer than real (10,11) at 127.6):
     # a cluster of synthetic images far from every real one -> P_R = 0 -> rejected
     assert out.loc[2, "P_R"] == 0.0 and not out.loc[2, "accept"]
+
+
+def test_knn_filter_thresholds_are_strict():
+    # s0 at (0,1) between a female real (0,0) and a male real (0,2), K=2: P_R = 2/2 = 1,
+    # P_G = 1/2 -> not > tau_G = 0.5 -> rejected (Eq. 2 uses strict inequalities)
+    out = knn_filter(np.array([[0.0, 0], [0, 2]]), ["female", "male"], np.array([[0.0, 1]]),
+                     ["female"], k=2, tau_r=0.08, tau_g=0.5)
+    assert out.loc[0, "P_R"] == 1.0 and out.loc[0, "P_G"] == 0.5 and not out.loc[0, "accept"]
+    # tau_G just below 0.5 accepts it
+    assert knn_filter(np.array([[0.0, 0], [0, 2]]), ["female", "male"], np.array([[0.0, 1]]),
+                      ["female"], k=2, tau_g=0.49).loc[0, "accept"]
+
+
+def test_knn_gate_gensynth_retention_rule():
+    # image 1: one accepted edit per group -> kept (its 2 accepted edits only);
+    # image 2: every male edit rejected -> dropped entirely, its accepted female edits too;
+    # image 3: nothing accepted -> dropped
+    rows = [(1, "female", 0, True, 0.1), (1, "female", 1, False, 0.9),
+            (1, "male", 0, False, 0.9), (1, "male", 1, True, 0.1),
+            (2, "female", 0, True, 0.5), (2, "female", 1, True, 0.6),
+            (2, "male", 0, False, 0.5), (2, "male", 1, False, 0.6),
+            (3, "female", 0, False, 0.5), (3, "male", 0, False, 0.5)]
+    scores = pd.DataFrame(rows, columns=["image_id", "group", "j", "knn_accept", "s"])
+    kept, counts = knn_gate(scores)
+    assert list(zip(kept.image_id, kept.group, kept.j)) == [(1, "female", 0), (1, "male", 1)]
+    assert counts == {"images": 3, "images_kept": 1, "images_dropped": 2,
+                      "candidates_accepted": 4, "candidates_kept": 2}
+    # the rank selection then chooses among accepted edits only: the rejected j=1 female edit
+    # of image 1 scores higher but is not eligible
+    sel = select(kept, ["s"], [1])
+    assert list(zip(sel.group, sel.j)) == [("female", 0), ("male", 1)]
+    with pytest.raises(ValueError, match="knn_accept"):
+        knn_gate(scores.drop(columns="knn_accept"))
 
 
 class _FeatScorer:

@@ -83,23 +83,33 @@ def test_classification_ratio_binary():
     man = [1, 1, 0, 1, 0, 1]
     woman = [0, 0, 1, 1, 0, 0]
     r = captions.classification_ratio(man, woman)
-    # man-only: 0, 1, 5; woman-only: 2; both (3) and neither (4) are not counted
-    assert (r["n_man"], r["n_woman"], r["n_uncounted"]) == (3, 1, 2)
-    assert r["ratio"] == 3.0 and r["ratio_max"] == 3.0
+    # man output on: 0, 1, 3, 5; woman on: 2, 3; image 3 (both) counts for both, 4 for none
+    assert (r["n_man"], r["n_woman"], r["n_both"], r["n_neither"]) == (4, 2, 1, 1)
+    assert r["ratio"] == 2.0 and r["ratio_max"] == 2.0 and r["n_images"] == 6
     r = captions.classification_ratio(np.array(woman, bool), np.array(man, bool))
-    assert r["ratio"] == pytest.approx(1 / 3) and r["ratio_max"] == pytest.approx(3.0)
+    assert r["ratio"] == pytest.approx(0.5) and r["ratio_max"] == pytest.approx(2.0)
 
 
-def test_classification_ratio_scores():
-    man = [0.9, 0.2, 0.6, 0.5]
-    woman = [0.1, 0.7, 0.3, 0.5]
-    r = captions.classification_ratio(man, woman)   # argmax; exact tie (3) uncounted
-    assert (r["n_man"], r["n_woman"], r["n_uncounted"]) == (2, 1, 1)
-    assert r["ratio"] == 2.0
-    r = captions.classification_ratio(man, woman, threshold=0.65)  # image 2 (0.6) drops out
-    assert (r["n_man"], r["n_woman"], r["ratio_max"]) == (1, 1, 1.0)
+def test_classification_ratio_thresholds_each_output():
+    man = [0.9, 0.2, 0.6, 0.5, 0.3]
+    woman = [0.1, 0.7, 0.55, 0.2, 0.4]
+    r = captions.classification_ratio(man, woman)      # both at 0.5, ">=": 0.5 is on
+    # man on: 0, 2, 3; woman on: 1, 2 (image 2 both, image 4 neither) -- not argmax
+    assert (r["n_man"], r["n_woman"], r["n_both"], r["n_neither"]) == (3, 2, 1, 1)
+    assert r["ratio"] == pytest.approx(1.5)
+    r = captions.classification_ratio(man, woman, threshold=(0.65, 0.5))  # (man, woman)
+    assert (r["n_man"], r["n_woman"]) == (1, 2)
+    assert r["ratio"] == pytest.approx(0.5) and r["ratio_max"] == pytest.approx(2.0)
+    none = captions.classification_ratio([0.1, 0.2], [0.3, 0.4])
+    assert math.isnan(none["ratio"]) and none["n_neither"] == 2
+    no_woman = captions.classification_ratio([0.9], [0.1])
+    assert no_woman["ratio"] == math.inf and no_woman["ratio_max"] == math.inf
     with pytest.raises(ValueError):
         captions.classification_ratio([1, 0], [1])
+    with pytest.raises(ValueError, match="threshold"):
+        captions.classification_ratio([1, 0], [1, 0], threshold=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="threshold"):
+        captions.classification_ratio([1, 0], [1, 0], threshold=float("nan"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,6 +448,86 @@ def test_leakage_input_errors(leak_result):
         leakage.leakage(d["X"], d["X"], ["female"] * len(d["g"]))
     with pytest.raises(ValueError):
         leakage.leakage(d["X"][:3], d["X"][:3], ["female", "male", "male"])
+    with pytest.raises(ValueError, match="train_gt, train_pred and train_genders"):
+        leakage.leakage(d["X"], d["X"], d["g"], train_gt=d["X"])
+    with pytest.raises(ValueError, match="columns"):
+        leakage.leakage(d["X"], d["X"], d["g"], train_gt=d["X"][:, :3],
+                        train_pred=d["X"][:, :3], train_genders=d["g"])
+
+
+def _marked(n_f, n_m, base):
+    """Object vectors whose column 0 names the row (base + row index), genders f then m."""
+    x = np.zeros((n_f + n_m, 3))
+    x[:, 0] = base + np.arange(n_f + n_m)
+    return x, ["female"] * n_f + ["male"] * n_m
+
+
+def test_leakage_attackers_are_fit_on_training_rows_only(monkeypatch):
+    """Paper 000 Eq. 7 / Wang et al. 2019: LK_D's attacker is fit on the TRAINING ground truth,
+    LK_M's on the model's predictions for the training images; both are scored on test rows
+    only, gender-balanced (here 3 train and 2 test rows per group)."""
+    import torch
+    fits, scored = [], []
+
+    class Constant:                      # softmax 0.5 / 0.5 -> argmax group 0
+        def __call__(self, x):
+            scored.append(x.numpy()[:, 0].copy())
+            return torch.zeros(len(x), 2)
+
+    def fake_train(x, y, n_classes, *args):
+        fits.append((x[:, 0].copy(), np.bincount(y, minlength=2).tolist()))
+        return Constant()
+
+    monkeypatch.setattr(leakage, "_train_attacker", fake_train)
+    monkeypatch.setattr(leakage, "_DATASET_MEMO", {})
+    tr_gt, tr_g = _marked(3, 5, 1000)
+    tr_pred, _ = _marked(3, 5, 2000)
+    te_gt, te_g = _marked(4, 2, 3000)
+    te_pred, _ = _marked(4, 2, 4000)
+    r = leakage.leakage(te_gt, te_pred, te_g, train_gt=tr_gt, train_pred=tr_pred,
+                        train_genders=tr_g, rounds=2, seed=0, threshold=None)
+    assert r["protocol"] == "train_test" and (r["n_train"], r["n_test"]) == (6, 4)
+    assert len(fits) == 4 and len(scored) == 4          # 2 rounds x (D, M)
+    d_fits = [f for f in fits if f[0].min() < 2000]
+    m_fits = [f for f in fits if f[0].min() >= 2000]
+    assert len(d_fits) == len(m_fits) == 2
+    for x, counts in d_fits:
+        assert set(x) <= set(tr_gt[:, 0]) and counts == [3, 3]
+    for x, counts in m_fits:
+        assert set(x) <= set(tr_pred[:, 0]) and counts == [3, 3]
+    for x in scored:
+        assert len(x) == 4 and (set(x) <= set(te_gt[:, 0]) or set(x) <= set(te_pred[:, 0]))
+    # the constant attacker is right on the female half with p = 0.5: Eq. 7 = 25
+    assert r["LK_D"] == pytest.approx(25.0) and r["leakage"] == pytest.approx(0.0)
+    # LK_D is memoised: a second model on the same images trains only its LK_M attackers
+    r2 = leakage.leakage(te_gt, te_pred + 1, te_g, train_gt=tr_gt, train_pred=tr_pred + 1,
+                         train_genders=tr_g, rounds=2, seed=0, threshold=None)
+    assert len(fits) == 6 and r2["rounds"][0]["LK_D"] == r["rounds"][0]["LK_D"]
+    # without a training set: hold-out split of the given set (not the paper's protocol)
+    h = leakage.leakage(te_gt, te_pred, te_g, rounds=1, test_fraction=0.5, threshold=None)
+    assert h["protocol"] == "holdout"
+    assert set(fits[-1][0]) <= set(te_pred[:, 0])
+
+
+def test_leakage_train_test_learns_the_training_correlation():
+    """An object that reveals gender in the training ground truth and the test ground truth
+    gives LK_D near 100; model predictions that lost it give LK_M near chance."""
+    rng = np.random.default_rng(1)
+
+    def world(n):
+        g = np.array(["female", "male"])[rng.integers(0, 2, n)]
+        x = (rng.random((n, 5)) < 0.3).astype(float)
+        x[:, 0] = g == "female"
+        pred = x.copy()
+        pred[:, 0] = rng.random(n) < 0.5                   # the model lost object 0
+        return x, pred, list(g)
+
+    tr, te = world(400), world(200)
+    r = leakage.leakage(te[0], te[1], te[2], train_gt=tr[0], train_pred=tr[1],
+                        train_genders=tr[2], rounds=2, seed=0, epochs=20)
+    assert r["acc_D"] > 99 and r["LK_D"] > 90
+    assert r["acc_M"] == pytest.approx(50, abs=10)
+    assert r["leakage"] < -30
 
 
 # --------------------------------------------------------------------------------------------

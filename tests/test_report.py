@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from biaslab import report as R
+from biaslab import stats
 from tests.conftest import REPO
 
 
@@ -21,50 +22,75 @@ def test_cell_formats_mean_std_and_missing():
     assert R.cell(True) == R.DASH     # a flag is not a metric
 
 
+def _r(values):
+    """A stored record plus its per-seed values (as the stages write them)."""
+    return stats.record(values)
+
+
+def _row(**metrics):
+    n = max(len(v) for v in metrics.values())
+    per = [{"seed": i, **{k: (v[i] if i < len(v) else None) for k, v in metrics.items()}}
+           for i in range(n)]
+    return {**{k: _r(v) for k, v in metrics.items()}, "per_seed": per}
+
+
 CLASSIFICATION = {
-    "synthetic": {"mAP_mean": 60.0, "mAP_std": 0.5, "ratio_mean": 1.1, "ratio_std": 0.1,
-                  "leakage_mean": -4.7, "leakage_std": 1.6, "LK_M_mean": 90, "LK_D_mean": 94.7},
-    "original": {"mAP_mean": 78.93, "mAP_std": 1.24, "ratio_mean": 10.64, "ratio_std": 4.36,
-                 "leakage_mean": 0.24, "leakage_std": 3.49},
-    "test_set": {"n": 80},
-    "extra_method": {"mAP_mean": 1.0},
+    "synthetic": _row(mAP=[60.0, 61.0, 59.0], ratio=[1.1, 1.0, 1.2],
+                      leakage=[-4.7, -5.0, -4.4], LK_M=[90.0, 90.0, 90.0]),
+    "original": _row(mAP=[78.0, 79.0, 80.0], ratio=[10.0, "inf", 11.0],
+                     leakage=[0.2, 0.4, 0.0]),
+    "test_set": {"n_female": 40, "n_male": 40},
+    "extra_method": _row(mAP=[1.0]),
 }
 
 
-def test_table1_rows_in_paper_order_and_cells():
+def test_table1_rows_in_paper_order_and_cells_with_ci():
     t = R.table1(CLASSIFICATION)
     assert list(t) == ["original", "synthetic", "extra_method"]   # test_set skipped
-    assert t["original"]["mAP"] == (78.93, 1.24)
-    assert t["original"]["LK_M"] == (None, None)
-    md = R.markdown(t, R.TABLE1_COLUMNS)
-    lines = md.splitlines()
-    assert lines[0].startswith("| Method | mAP ↑ | Ratio →1 | Leakage ↓")
-    assert lines[2] == "| Original | 78.9 ± 1.2 | 10.6 ± 4.4 | 0.2 ± 3.5 | – | – |"
-    assert lines[3].startswith("| S_synthetic | 60.0 ± 0.5 | 1.1 ± 0.1 | -4.7 ± 1.6 | 90.0 |")
+    assert t["original"]["mAP"]["mean"] == 79.0 and t["original"]["LK_M"] is None
+    md = R.markdown(t, R.TABLE1_COLUMNS).splitlines()
+    assert md[0].startswith("| Method | mAP ↑ | Ratio →1 | Leakage ↓")
+    # mAP 78, 79, 80: std 1, t(0.975, 2) * 1 / sqrt(3) = 2.48; one infinite Ratio seed is shown
+    assert md[2] == "| Original | 79.0 ± 2.5 | ∞ (1/3 seeds) | 0.2 ± 0.5 | – | – |"
+    assert md[4] == "| extra_method | 1.0 | – | – | – | – |"     # one seed: no interval
+    assert R.n_seeds(CLASSIFICATION) == "1-3"
 
 
-def test_table2_uses_flat_keys_and_libra_row_after_subsample():
-    cap = {"synthetic": {"METEOR": 20.0, "METEOR_std": 1.0, "LIC": 2.0, "LIC_std": 0.5},
-           "original+LIBRA": {"METEOR": 18.0, "METEOR_std": 0.0},
-           "original": {"METEOR": 21.0, "METEOR_std": 0.2, "ratio": 2.5, "ratio_std": None},
-           "subsample": {"METEOR": 15.0}}
+def test_differences_from_original_hand_computed():
+    d = R.differences(CLASSIFICATION, R.TABLE1_DIFF)
+    # leakage: synthetic mean -4.7 minus original mean 0.2 = -4.9 (Welch interval)
+    assert d["synthetic"]["leakage"]["diff"] == pytest.approx(-4.9)
+    assert d["synthetic"]["leakage"]["hi"] < 0
+    assert d["synthetic"]["ratio"]["diff"] is None          # Original has an infinite seed
+    md = R.diff_markdown(d, R.TABLE1_DIFF)
+    assert "| S_synthetic | – | -4.9 [" in md
+
+
+def test_table2_rows_and_records():
+    cap = {"synthetic": _row(METEOR=[20.0, 21.0], LIC=[2.0, 3.0]),
+           "original+LIBRA": _row(METEOR=[18.0, 18.0]),
+           "original": _row(METEOR=[21.0, 21.2], Ratio=[2.5, None]),
+           "subsample": _row(METEOR=[15.0])}
     t = R.table2(cap)
     assert list(t) == ["original", "subsample", "original+LIBRA", "synthetic"]
-    assert t["synthetic"]["LIC"] == (2.0, 0.5)
-    assert t["original"]["ratio"] == (2.5, None)
-    assert "| Original + LIBRA | 18.0 ± 0.0 |" in R.markdown(t, R.TABLE2_COLUMNS)
+    assert t["synthetic"]["LIC"]["mean"] == 2.5
+    md = R.markdown(t, R.TABLE2_COLUMNS)
+    assert "| Original + LIBRA | 18.0 ± 0.0 |" in md
+    assert "| Original | 21.1 ± 1.3 | – | 2.5 (1 missing) |" in md
 
 
-def test_table3_and_flat_metrics():
-    art = {"original": {"ratio_orig_mean": 1.0, "ratio_orig_std": 0.0, "ratio_inp_mean": 1.0256,
-                        "ratio_inp_std": 0.0256, "delta_mean": 2.5641, "delta_std": 2.5641},
-           "test_set": {"backend": "copy_paste"}}
+def test_table3_probe_and_flat_metrics():
+    art = {"original": _row(ratio_orig=[1.0, 1.0], ratio_inp=[1.0, 1.05], delta=[0.0, 5.0]),
+           "test_set": {"backend": "render"}}
     t = R.table3(art)
     assert list(t) == ["original"]
     flat = R.flat_metrics({"table3": t, "table1": R.table1(CLASSIFICATION)})
-    assert flat["table3/original/delta"] == 2.5641
-    assert flat["table1/original/mAP"] == 78.93
-    assert "table1/original/LK_M" not in flat        # missing cells are left out
+    assert flat["table3/original/delta"] == 2.5
+    assert flat["table1/original/mAP"] == 79.0
+    assert "table1/original/ratio" not in flat        # infinite cells are left out
+    probe = {"classifier": {"original": {"cast": {**_r([0.3, 0.4]), "values": [0.3, 0.4]}}}}
+    pt = R.probe_table(probe, "classifier")
+    assert pt["original"]["cast"]["mean"] == pytest.approx(0.35) and pt["original"]["scene"] is None
 
 
 def test_weights_label():
@@ -83,7 +109,7 @@ def _rec(name, weights, obj, clip=None):
             "prompt_adherence/mean_selected": 0.3}}}}
     if clip is not None:
         data["metrics"]["metrics/captioning.json"] = {"data": {"synthetic": {
-            "CLIPScore": clip, "CLIPScore_std": 1.0}}}
+            "CLIPScore": {"mean": clip, "ci95": 1.0, "n": 3}}}}
     return {"rev": f"rev-{name}", "name": name, "data": data, "experiments": None}
 
 
@@ -126,16 +152,20 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"report": {"digits": 1}, "filters": {
         "names": ["prompt_adherence", "object_consistency", "color_fidelity"],
-        "weights": [1, 0, 1]}}))
+        "weights": [1, 0, 1]}, "generate": {"backend": "render"},
+        "data": {"source": "synthetic"}}))
     m = tmp_path / "metrics"
     m.mkdir()
+    sens = {"original": {"cast": {**_r([0.3, 0.31, 0.29]), "values": [0.3, 0.31, 0.29]}},
+            "synthetic": {"cast": {**_r([0.0, 0.01, -0.01]), "values": [0.0, 0.01, -0.01]}}}
     files = {"classification": CLASSIFICATION,
-             "captioning": {"original": {"METEOR": 21.0, "METEOR_std": 0.2,
-                                         "CLIPScore": 60.0, "CLIPScore_std": 1.0}},
-             "artifact": {"original": {"ratio_orig_mean": 1.0, "delta_mean": 2.0}},
-             "artifact_captioner": {"synthetic": {"ratio_inp_mean": 1.5, "delta_mean": 4.0}},
+             "captioning": {"original": _row(METEOR=[21.0, 21.2], CLIPScore=[60.0, 61.0]),
+                            "synthetic": _row(METEOR=[20.0, 20.0], CLIPScore=[58.0, 59.0])},
+             "artifact": {"original": _row(ratio_orig=[1.0], delta=[2.0])},
+             "artifact_captioner": {"synthetic": _row(ratio_inp=[1.5], delta=[4.0])},
+             "probe": {"classifier": sens, "captioner": {}, "n_pairs": {"cast": 3}},
              "select": {"object_consistency/mean_selected": 0.7},
-             "human_bias": {"ratio": 1.03, "error": 0.0, "LIC_D": 61.0},
+             "human_bias": {"Ratio": 1.03, "Error": 0.0, "LIC_D": _r([61.0, 62.0])},
              "bcs": {"total": 10, "selected": {"swap": 0, "t5": 5, "merged": 5},
                      "mix": {"swap": 0.0, "t5": 1.0, "merged": 1.0},
                      "d_mean": {"A_GC": 0.3125, "Dt5g": -0.04}},
@@ -145,15 +175,22 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
-    assert "| Original | 78.9 ± 1.2 |" in md
+    assert "| Original | 79.0 ± 2.5 |" in md and "counterfactual backend" in md
+    assert "test images: 40 female / 40 male" in md
     assert "| prompt_adherence + color_fidelity | 0.700 |" in md
     assert "gender wrong 100.0% -> 25.0%" in md
     assert "swap:t5:merged = 0:1:1): 10 captions (swap: 0, t5: 5, merged: 5)" in md and "= 0.312." in md
-    flat = json.loads((m / "report.json").read_text())
-    assert flat["table2/original/METEOR"] == 21.0 and flat["table3/original/delta"] == 2.0
-    assert flat["table3_captioner/synthetic/delta"] == 4.0
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
+    assert "## Validity" in md and "**holds**" in md
+    summary = json.loads((m / "summary.json").read_text())
+    assert summary["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
+    assert summary["original"]["mAP"]["mean"] == 79.0 and "diff" not in summary["original"]["mAP"]
+    val = json.loads((m / "validity.json").read_text())
+    ids = {c["id"]: c["verdict"] for c in val["checks"]}
+    assert ids["classifier/original/cast>0"] == "holds"
+    assert ids["classifier/synthetic-original/cast<0"] == "holds"
     assert (tmp_path / "plots/report/table1.png").stat().st_size > 1000
+    assert (tmp_path / "plots/report/probe.png").stat().st_size > 1000
 
     (m / "artifact.json").unlink()
     with pytest.raises(mod.InputError, match="metrics/artifact.json"):

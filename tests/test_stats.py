@@ -103,3 +103,10 @@ def test_record_is_the_stored_subset():
     assert set(r) == {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}
     assert r["mean"] == 2.0 and stats.format_cell(r) == "2.0 ± 2.5"
     assert stats.format_cell(stats.record([1.0, math.inf])) == "∞ (1/2 seeds)"
+
+
+def test_to_json_round_trips_infinity_through_summarize():
+    vals = [stats.to_json(v) for v in (1.23456789, math.inf, float("nan"), None, -math.inf)]
+    assert vals == [1.234568, "inf", None, None, "-inf"]
+    s = stats.summarize(vals)
+    assert s["n_inf"] == 2 and s["n_missing"] == 2 and s["sign"] == 0

@@ -153,8 +153,11 @@ def test_person_polygon_inside_bbox_and_keypoints_inside_image(small):
         assert (pts[:, 0] >= x - 1e-6).all() and (pts[:, 0] <= x + w + 1e-6).all()
         assert (pts[:, 1] >= y - 1e-6).all() and (pts[:, 1] <= y + h + 1e-6).all()
         assert 0 <= x and 0 <= y and x + w <= SIZE and y + h <= SIZE
-        frac = w * h / SIZE ** 2
-        assert 0.09 <= frac <= 0.36, frac
+        # the placement box (height = the figure's, width 0.8 x height) covers U(0.10, 0.35)
+        # of the image; the figure's own box is as tall and at most as wide
+        frac = 0.8 * h * h / SIZE ** 2
+        assert 0.099 <= frac <= 0.351, frac
+        assert w <= 0.8 * h + 0.01
         assert 0 < a["area"] <= w * h
     for a in kps.dataset["annotations"]:
         k = np.reshape(a["keypoints"], (17, 3))
@@ -331,7 +334,7 @@ def test_p_no_gender_word_extremes(tmp_path, p):
     ({"bias": "high"}, "bias"), ({"n_images": 1}, "n_images"), ({"n_images": 2.5}, "n_images"),
     ({"n_images": True}, "n_images"), ({"seed": -1}, "seed"), ({"image_size": 32}, "image_size"),
     ({"captions_per_image": 0}, "captions_per_image"),
-    ({"p_no_gender_word": 1.2}, "p_no_gender_word"),
+    ({"p_no_gender_word": 1.2}, "p_no_gender_word"), ({"probe_pairs": -1}, "probe_pairs"),
 ])
 def test_bad_arguments_raise(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -344,3 +347,107 @@ def test_out_dir_is_a_file(tmp_path):
     f.write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         generate(f, n_images=2)
+
+
+# ----------------------------------------------------------------------------- probe pairs
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth_probe")
+    summary = generate(out, n_images=4, bias=0.8, seed=5, image_size=SIZE, probe_pairs=6)
+    return out, summary
+
+
+def _img(path):
+    from PIL import Image
+    return np.asarray(Image.open(path).convert("RGB")).astype(int)
+
+
+def test_probe_manifest_pairs_and_params_file(probed):
+    out, summary = probed
+    df = synthetic.read_probe(out)
+    assert len(df) == 3 * 6 * 2
+    assert sorted(df["attribute"].unique()) == sorted(synthetic.PROBE_ATTRIBUTES)
+    assert summary["probe_pairs"] == {"objects": 6, "scene": 6, "cast": 6}
+    assert summary["files"]["probe"] == "probe/pairs.csv"
+    assert all(Path(p).is_file() for p in df["path"])
+    # never in the COCO annotations
+    inst = json.loads((out / "annotations" / "instances_synth.json").read_text())
+    assert len(inst["images"]) == 4
+    params = synthetic.read_generator_params(out)
+    assert params["seed"] == 5 and params["image_size"] == SIZE and params["probe_pairs"] == 6
+    for (attr, _), g in df.groupby(["attribute", "pair"]):
+        f, m = g[g["value"] == "female"].iloc[0], g[g["value"] == "male"].iloc[0]
+        # the same person (box, polygon, keypoints, gender) in both images
+        for col in ("person_gender", "x", "y", "w", "h", "polygon"):
+            assert f[col] == m[col], (attr, col)
+        assert f["keypoints"] == m["keypoints"]
+        others = {"objects": ("scene", "cast"), "scene": ("cast", "objects"),
+                  "cast": ("scene", "objects")}[attr]
+        for col in others:
+            assert f[col] == m[col], (attr, col)
+        if attr == "objects":
+            fo, mo = f["objects"].split(";"), m["objects"].split(";")
+            assert len(fo) == len(mo) == synthetic.PROBE_OBJECTS
+            assert set(fo) <= set(FEMALE_OBJECTS) and set(mo) <= set(MALE_OBJECTS)
+        elif attr == "scene":
+            assert f["scene"] in FEMALE_SCENES and m["scene"] in synthetic.MALE_SCENES
+        else:
+            assert (f["cast"], m["cast"]) == ("warm", "cool")
+
+
+def test_probe_cast_pair_differs_by_the_tint_only(probed):
+    out, _ = probed
+    df = synthetic.read_probe(out)
+    s = synthetic.CAST_STRENGTH
+    # warm - cool = s * ((255, 150, 40) - (40, 130, 255)) = (38.7, 3.6, -38.7) per pixel,
+    # up to the rounding of each image (|error| <= 1)
+    expected = s * (np.array([255, 150, 40]) - np.array([40, 130, 255]))
+    for _, g in df[df["attribute"] == "cast"].groupby("pair"):
+        f = _img(g.loc[g["value"] == "female", "path"].iloc[0])
+        m = _img(g.loc[g["value"] == "male", "path"].iloc[0])
+        d = (f - m).reshape(-1, 3)
+        assert (np.abs(d - expected) <= 1.0).all()
+
+
+def test_probe_scene_and_object_pairs_keep_the_person_pixels(probed):
+    out, _ = probed
+    df = synthetic.read_probe(out)
+    seed = 5
+    for attr in ("scene", "objects"):
+        for p in range(6):
+            rf = synthetic.render_probe(attr, p, "female", seed, SIZE)
+            rm = synthetic.render_probe(attr, p, "male", seed, SIZE)
+            assert np.array_equal(rf.person_mask, rm.person_mask)
+            assert rf.placement == rm.placement
+            row = df[(df["attribute"] == attr) & (df["pair"] == p) & (df["value"] == "female")]
+            assert np.array_equal(rf.image, _img(row["path"].iloc[0]))
+            # person pixels not covered by an object are identical
+            covered = np.zeros((SIZE, SIZE), bool)
+            from PIL import Image, ImageDraw
+            for r in (rf, rm):
+                im = Image.new("L", (SIZE, SIZE), 0)
+                d = ImageDraw.Draw(im)
+                for o in r.objects:
+                    for poly in o["polys"]:
+                        d.polygon(poly, fill=1)
+                covered |= np.asarray(im, bool)
+            keep = rf.person_mask & ~covered
+            assert np.array_equal(rf.image[keep], rm.image[keep]), (attr, p)
+
+
+def test_probe_rerun_smaller_removes_stale_and_zero_removes_manifest(tmp_path):
+    generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=3)
+    generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=2)
+    names = {p.name for p in (tmp_path / "probe" / "images").iterdir()}
+    assert len(names) == 3 * 2 * 2 and "cast_0002_male.png" not in names
+    generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=0)
+    assert synthetic.read_probe(tmp_path) is None
+    assert not any((tmp_path / "probe" / "images").iterdir())
+
+
+def test_read_generator_params_rejects_real_data(tiny_coco):
+    from biaslab.io import InputError
+    with pytest.raises(InputError, match="not a biaslab synthetic dataset"):
+        synthetic.read_generator_params(tiny_coco)
+    assert synthetic.read_probe(tiny_coco) is None

@@ -17,9 +17,12 @@ never recomputed, so a killed run resumes at the first unfinished shard. After t
 image and shard files no candidate refers to (stale params, temporary files of a killed write)
 are deleted, so the output directory depends only on the final table.
 
-Backends (``biaslab.counterfactual.copy_paste``, ``biaslab.counterfactual.sd_inpaint``) share one
-interface: ``name``, ``fingerprint() -> dict`` (cheap, no model load) and
-``generate(item, image, mask, group, prompt, js, seeds, scales) -> list[(image, donor_ids)]``.
+Backends (``biaslab.counterfactual.copy_paste``, ``biaslab.counterfactual.sd_inpaint``,
+``biaslab.counterfactual.render``) share one interface: ``name``, ``fingerprint() -> dict``
+(cheap, no model load) and ``generate(item, image, mask, group, prompt, js, seeds, scales) ->
+list[(image, donor_ids)]``; an optional ``image_format`` (``"jpg"``, the default, or ``"png"``)
+names the candidates' file format (``render`` writes lossless PNGs so that pixels outside the
+person stay identical to the source).
 """
 from __future__ import annotations
 
@@ -201,6 +204,14 @@ def _save_jpeg(path: Path, arr: np.ndarray, quality: int) -> None:
         Image.fromarray(arr).save(tmp, format="JPEG", quality=int(quality))
 
 
+def _save_candidate(path: Path, arr: np.ndarray, fmt: str, quality: int) -> None:
+    if fmt == "png":
+        with atomic_path(path, suffix=".png") as tmp:
+            Image.fromarray(arr).save(tmp, format="PNG")
+    else:
+        _save_jpeg(path, arr, quality)
+
+
 def _file_digest(path: str | os.PathLike) -> str:
     try:
         return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
@@ -303,6 +314,7 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
             ``shards``).
         backend: a backend object (module docstring).
         out_dir: output directory: images go to ``<out_dir>/images/<image_id>_<group>_<j>.jpg``
+            (``.png`` for a backend whose ``image_format`` is ``"png"``)
             (the ``path`` column joins ``out_dir`` as given, so relative stays relative),
             shard tables to ``<out_dir>/shards/``.
         m: candidates per (image, group).
@@ -329,6 +341,9 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
                 "seed": int(seed), "shards": int(shards), "groups": list(groups),
                 "jpeg_quality": int(jpeg_quality), "out_dir": str(out_dir)}
     bfp = {**backend.fingerprint(), **donor_images_fingerprint(backend)}
+    fmt = getattr(backend, "image_format", "jpg")
+    if fmt not in ("jpg", "png"):
+        raise ValueError(f"backend {backend.name} has image_format {fmt!r} (jpg | png)")
     plan = []
     for s in range(shards):
         items = work[work["shard"] == s]
@@ -368,8 +383,8 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
                         if arr.shape != image.shape:
                             raise RuntimeError(f"backend {backend.name} returned shape "
                                                f"{arr.shape} for image of shape {image.shape}")
-                        p = os.path.join(img_dir, f"{it['image_id']}_{g}_{j}.jpg")
-                        _save_jpeg(Path(p), arr, jpeg_quality)
+                        p = os.path.join(img_dir, f"{it['image_id']}_{g}_{j}.{fmt}")
+                        _save_candidate(Path(p), arr, fmt, jpeg_quality)
                         rows.append({"image_id": int(it["image_id"]), "group": g, "j": j,
                                      "seed": sd, "guidance_scale": sc, "prompt": prompt,
                                      "path": p,

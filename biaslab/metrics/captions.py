@@ -11,7 +11,8 @@
   generated captions, in percent.
 * ``classification_ratio`` -- paper 000 sec. 3.1 "Ratio" for multi-label classifiers that also
   predict {woman, man}: persons are masked out of the test images and r = #man / #woman
-  predictions; reported as ``max(r, 1/r)``.
+  predictions, each gender output counted where it is above its threshold (an image with both
+  on counts for both); reported as ``max(r, 1/r)``.
 
 Gender values follow ``biaslab.gender``: images are ``"female"``/``"male"``; anything else
 (``"undefined"``, ``None``, ``"other"``) is unlabelled and ignored where genders are used.
@@ -171,33 +172,46 @@ def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
     return 100.0 * wrong / n if n else math.nan
 
 
-def classification_ratio(pred_man, pred_woman, threshold: float | None = None) -> dict:
+def classification_ratio(pred_man, pred_woman, threshold: float | Sequence[float] = 0.5
+                         ) -> dict:
     """Ratio of a multi-label classifier's gender predictions (paper 000 sec. 3.1, Table 1).
 
-    Persons are masked out of the test images and the classifier, whose heads include
-    ``man`` and ``woman``, is run on them; ``r = #images predicted man / #images predicted
-    woman`` and paper 000 reports ``max(r, 1/r)``.
+    Persons are masked out of the test images and the classifier, whose outputs include
+    ``man`` and ``woman`` (appendix B.1: "the classification layers predict both protected
+    groups and object classes"), is run on them; ``r = #man / #woman`` predictions and paper
+    000 reports ``max(r, 1/r)``.
 
-    Decision (the paper does not say how an image predicted as both or neither counts): each
-    image is assigned the gender with the *larger* of its two values -- binary predictions
-    (bool/int 0-1) or scores/probabilities (float) alike; an image is *not counted* when the
-    two values are equal (binary: predicted both or neither; scores: an exact tie). For binary
-    inputs this is exactly "man if predicted man and not woman, woman the reverse". With
-    ``threshold`` (scores only), images whose larger score is below ``threshold`` are also not
-    counted (i.e. "neither gender predicted" at that operating point).
+    Counting (a decision; the paper only says "measuring the bias in group predictions (e.g.,
+    #man-to-#woman ratio)"): predictions are counted the way a multi-label classifier
+    predicts, each output independently: the ``man`` output is *on* when its value is
+    ``>= threshold`` (per output), likewise ``woman``. ``#man`` is the number of images whose
+    man output is on, ``#woman`` those whose woman output is on; an image with BOTH outputs
+    on is one man prediction and one woman prediction (it counts for both), an image with
+    neither on counts for none. So ``r`` is the ratio of the two outputs' positive-prediction
+    counts, not a ratio of argmax calls (an argmax of two sigmoids would turn every image into
+    a call although the classifier predicts no person for many masked images). ``n_both`` and
+    ``n_neither`` are reported beside.
 
     Args:
-        pred_man: array-like (n,) of man predictions or scores.
-        pred_woman: array-like (n,) of woman predictions or scores, same length.
-        threshold: optional minimum score of the winning gender (None: every non-tied image
-            counts).
+        pred_man: array-like (n,) of man predictions: 0/1 / bool, or probabilities / scores.
+        pred_woman: array-like (n,) of woman predictions, same length and kind.
+        threshold: the decision threshold of both outputs (float), or ``(thr_man,
+            thr_woman)``; default 0.5 (a sigmoid output's natural operating point; for 0/1
+            predictions any threshold in (0, 1] gives the 0/1 values themselves).
 
     Returns:
-        dict with ``ratio`` (float, ``inf``/``nan`` as in ``ratio``), ``ratio_max``, ``n_man``,
-        ``n_woman``, ``n_uncounted`` (ints).
+        dict with ``ratio`` (float ``r = n_man / n_woman``: ``inf`` when no image has the
+        woman output on but some the man output, ``nan`` when neither output is ever on, 0
+        when only the woman output is), ``ratio_max`` (``max(r, 1/r)``; ``inf`` when r is 0
+        or inf, ``nan`` when r is nan), ``n_man``, ``n_woman`` (images with that output on,
+        both-images included), ``n_both``, ``n_neither``, ``n_images`` (ints).
 
     Raises:
-        ValueError: shapes differ, are not 1-D, or contain NaN.
+        ValueError: shapes differ, are not 1-D, contain NaN, or a threshold is not finite or
+            not one number / a pair.
+
+    Example: man = [1, 1, 0, 1, 0], woman = [0, 0, 1, 1, 0] -> n_man 3, n_woman 2 (image 3
+    counts for both), n_both 1, n_neither 1, r = 1.5.
     """
     m = np.asarray(pred_man, dtype=float)
     w = np.asarray(pred_woman, dtype=float)
@@ -206,13 +220,14 @@ def classification_ratio(pred_man, pred_woman, threshold: float | None = None) -
                          f"and {w.shape}")
     if np.isnan(m).any() or np.isnan(w).any():
         raise ValueError("predictions contain NaN")
-    is_man = m > w
-    is_woman = w > m
-    if threshold is not None:
-        top = np.maximum(m, w)
-        is_man &= top >= threshold
-        is_woman &= top >= threshold
+    thr = np.atleast_1d(np.asarray(threshold, dtype=float))
+    if thr.shape not in ((1,), (2,)) or not np.isfinite(thr).all():
+        raise ValueError(f"threshold must be a finite number or a (man, woman) pair, got "
+                         f"{threshold!r}")
+    t_man, t_woman = (thr[0], thr[0]) if len(thr) == 1 else (thr[0], thr[1])
+    is_man, is_woman = m >= t_man, w >= t_woman
     n_man, n_woman = int(is_man.sum()), int(is_woman.sum())
     r = _safe_div(n_man, n_woman)
     return {"ratio": r, "ratio_max": _ratio_max(r), "n_man": n_man, "n_woman": n_woman,
-            "n_uncounted": int(len(m) - n_man - n_woman)}
+            "n_both": int((is_man & is_woman).sum()),
+            "n_neither": int((~is_man & ~is_woman).sum()), "n_images": int(len(m))}

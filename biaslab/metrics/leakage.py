@@ -17,19 +17,29 @@ Decisions (the paper gives no attacker details):
   with Adam on cross-entropy in mini-batches for a fixed number of epochs (defaults: two
   hidden layers of 128, 30 epochs, batch 128, lr 2e-3 -- chosen for speed on CPU; about 2-3 s
   for 1,000 samples x 20 objects x 5 rounds on 2 cores).
-* Gender-balanced sampling (Wang et al. 2019): each round draws the same number of samples per
-  group (the size of the smallest group, or ``n_per_group``) without replacement, then splits
-  them, stratified, into attacker-train / attacker-test (``test_fraction``). ``LK_D`` and
-  ``LK_M`` use the *same* samples and split in a round, and attackers with the same
-  initialisation seed, so their difference is paired.
+* Train / test (paper 000 sec. 3.1: f is "trained on a training set T", Eq. 7 averages over
+  the test set T'): ``LK_D``'s attacker is trained on the ground-truth objects of the
+  training images and scored on those of the test images; ``LK_M``'s attacker is trained on
+  the model's predictions for the training images and scored on its predictions for the test
+  images (Wang et al. 2019, code ``object_multilabel/attacker.py``: the attacker is fit on
+  the model's outputs for the training split and evaluated on the test split). Without a
+  training set :func:`leakage` falls back to splitting the given set (``protocol:
+  "holdout"``), which is not paper 000's protocol.
+* Gender-balanced sampling (Wang et al. 2019): each round draws the same number of training
+  samples per group (the smallest training group, or ``n_per_group``) and of test samples
+  per group (the smallest test group), without replacement. ``LK_D`` and ``LK_M`` use the
+  *same* rows in a round, and attackers with the same initialisation seed, so their
+  difference is paired.
 * ``pred_objects`` may be scores; with ``threshold`` (default 0.5) they are binarised
   (``>= threshold``), matching "input y (i.e. set of objects)"; ``threshold=None`` feeds the
   scores as they are.
 * ``rounds`` rounds with seeds derived from ``seed``; reported values are means over rounds,
-  ``*_std`` the population standard deviations over rounds.
+  ``*_std`` the sample standard deviations over rounds (the attacker's own variability; the
+  uncertainty over model seeds is summarised by the caller with ``biaslab.stats``).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -129,96 +139,197 @@ def attacker_score(train_x, train_g, test_x, test_g, *, hidden: Sequence[int] = 
     return {"lk": 100.0 * lk, "acc": 100.0 * acc}
 
 
-def leakage(gt_objects, pred_objects, genders, *, rounds: int = 5, seed: int = 0,
+#: LK_D per round, memoised by a digest of everything it depends on (see :func:`leakage`).
+_DATASET_MEMO: dict[str, list[dict]] = {}
+_MEMO_SIZE = 16
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha1()
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            h.update(str((p.dtype.str, p.shape)).encode())
+            h.update(np.ascontiguousarray(p).tobytes())
+        else:
+            h.update(repr(p).encode())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def _check_pair(gt, pred, genders, name):
+    X_d = np.asarray(gt, dtype=np.float32)
+    X_m = np.asarray(pred, dtype=np.float32)
+    if X_d.ndim != 2 or X_m.shape != X_d.shape:
+        raise ValueError(f"{name}: ground-truth and predicted objects must be 2-D of equal "
+                         f"shape, got {X_d.shape} and {X_m.shape}")
+    gen = list(genders)
+    if len(gen) != X_d.shape[0]:
+        raise ValueError(f"{name}: genders has {len(gen)} entries for {X_d.shape[0]} samples")
+    if np.isnan(X_d).any() or np.isnan(X_m).any():
+        raise ValueError(f"{name}: object arrays contain NaN")
+    return X_d, X_m, gen
+
+
+def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None,
+            train_genders=None, rounds: int = 5, seed: int = 0,
             groups: Sequence | None = None, n_per_group: int | None = None,
-            test_fraction: float = 0.2, threshold: float | None = 0.5,
-            hidden: Sequence[int] = (128, 128), epochs: int = 30, lr: float = 2e-3,
-            batch_size: int = 128, weight_decay: float = 0.0, num_threads: int | None = 1) -> dict:
+            n_test_per_group: int | None = None, test_fraction: float = 0.2,
+            threshold: float | None = 0.5, hidden: Sequence[int] = (128, 128), epochs: int = 30,
+            lr: float = 2e-3, batch_size: int = 128, weight_decay: float = 0.0,
+            num_threads: int | None = 1) -> dict:
     """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), x100.
 
+    Protocol (paper 000 sec. 3.1: the attacker "is trained on a training set T = {(y, g)}"
+    and Eq. 7 averages over "the test set T'"; Wang et al. 2019, whose code trains the
+    model-leakage attacker on the model's outputs for the TRAINING images and scores it on its
+    outputs for the test images):
+
+    * ``LK_D``: attacker trained on the ground-truth object vectors of the training images
+      (``train_gt``), scored (Eq. 7) on the ground truth of the test images (``gt_objects``).
+    * ``LK_M``: attacker trained on the model's predictions for the training images
+      (``train_pred``), scored on its predictions for the test images (``pred_objects``).
+      The model has seen its training images, so its predictions there are closer to the
+      ground truth than on the test set -- the same choice as Wang et al. 2019.
+    * Each round draws a gender-balanced sample of the training rows (``n_per_group`` per
+      group, default the smallest training group) and of the test rows
+      (``n_test_per_group``, default the smallest test group), both without replacement
+      (Wang et al. 2019 train and evaluate attackers on gender-balanced splits), with
+      ``numpy.random.default_rng([seed, round])``; LK_D and LK_M use the same rows and the
+      same attacker initialisation in a round, so their difference is paired. The sampling
+      depends only on the group labels, so every model evaluated on the same images gets the
+      same rows.
+    * Without ``train_*`` (one labelled set only, e.g. a user's own model outputs), each
+      round instead splits the balanced sample of the given set, stratified, into attacker
+      train / test (``test_fraction``) -- NOT the protocol of paper 000; ``protocol`` in the
+      result says which was used.
+
+    LK_D depends only on the ground truth, the genders and the settings, so it is memoised
+    (by a SHA-1 of all of them, last 16 kept): evaluating several models on the same images
+    trains the dataset attackers once; the attackers are deterministic, so this changes no
+    number.
+
     Args:
-        gt_objects: array (n, |O|) of ground-truth object labels (0/1) -> ``LK_D``.
-        pred_objects: array (n, |O|) of the model's predictions for the same samples (0/1 or
-            scores in [0, 1]) -> ``LK_M``; binarised with ``threshold`` unless it is None.
-        genders: sequence (n,) of group labels (e.g. "female"/"male"); samples whose label is
-            not in ``groups`` are ignored.
-        rounds: number of random balanced subsample/split/initialisation rounds (>= 1).
+        gt_objects: (n, |O|) ground-truth object labels (0/1) of the test images -> ``LK_D``.
+        pred_objects: (n, |O|) the model's predictions for the same images (0/1 or scores in
+            [0, 1]) -> ``LK_M``; binarised with ``threshold`` unless it is None.
+        genders: (n,) group labels (e.g. "female"/"male"); samples whose label is not in
+            ``groups`` are ignored (train and test alike).
+        train_gt, train_pred, train_genders: the same three for the training images (all
+            three or none).
+        rounds: number of balanced sampling / initialisation rounds (>= 1).
         seed: base seed; the result is deterministic given it.
-        groups: the groups (default: the sorted distinct labels except None, "undefined",
-            "other", "both", "none", "").
-        n_per_group: samples drawn per group each round (default: the smallest group's size).
-        test_fraction: attacker-test fraction of the balanced sample (stratified).
-        threshold: binarisation threshold for ``pred_objects`` (None: use values as given).
+        groups: the groups (default: the sorted distinct test labels except None,
+            "undefined", "other", "both", "none", "").
+        n_per_group: training samples per group each round (default: the smallest training
+            group; hold-out mode: the smallest group of the given set).
+        n_test_per_group: test samples per group each round (train/test mode; default: the
+            smallest test group).
+        test_fraction: attacker-test fraction of the balanced sample (hold-out mode only).
+        threshold: binarisation threshold of the predictions (None: use them as given).
         hidden, epochs, lr, batch_size, weight_decay: attacker MLP / Adam settings.
         num_threads: torch intra-op threads while training (restored afterwards; None: leave).
 
     Returns:
         dict with ``LK_D``, ``LK_M``, ``leakage`` (means over rounds, x100, Eq. 7),
-        ``LK_D_std``, ``LK_M_std``, ``leakage_std``, ``acc_D``, ``acc_M`` (plain accuracy,
-        x100), ``n_per_group``, ``n_train``, ``n_test``, ``rounds`` (list of per-round dicts).
+        ``LK_D_std``, ``LK_M_std``, ``leakage_std`` (sample std over rounds; None with one
+        round), ``acc_D``, ``acc_M`` (plain accuracy, x100), ``protocol`` ("train_test" or
+        "holdout"), ``n_per_group``, ``n_train``, ``n_test`` (attacker rows per round),
+        ``groups``, ``rounds`` (list of per-round dicts).
 
     Raises:
-        ValueError: misshaped inputs, fewer than two groups, too few samples per group for a
-            train/test split, bad rounds/test_fraction.
+        ValueError: misshaped inputs, only some of ``train_*``, fewer than two groups, too few
+            samples per group, bad rounds / test_fraction / n_per_group.
     """
     import torch
 
-    X_d = np.asarray(gt_objects, dtype=np.float32)
-    X_m = np.asarray(pred_objects, dtype=np.float32)
-    if X_d.ndim != 2 or X_m.shape != X_d.shape:
-        raise ValueError(f"gt_objects and pred_objects must be 2-D of equal shape, got "
-                         f"{X_d.shape} and {X_m.shape}")
-    gen = list(genders)
-    if len(gen) != X_d.shape[0]:
-        raise ValueError(f"genders has {len(gen)} entries for {X_d.shape[0]} samples")
+    X_d, X_m, gen = _check_pair(gt_objects, pred_objects, genders, "test")
+    given = [a is not None for a in (train_gt, train_pred, train_genders)]
+    if any(given) and not all(given):
+        raise ValueError("give all of train_gt, train_pred and train_genders, or none")
+    split_mode = not all(given)
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if not 0 < test_fraction < 1:
+    if split_mode and not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    if np.isnan(X_d).any() or np.isnan(X_m).any():
-        raise ValueError("object arrays contain NaN")
     if threshold is not None:
         X_m = (X_m >= threshold).astype(np.float32)
     groups, keep, lab = _groups_and_labels(gen, groups)
-    idx_by_group = [np.flatnonzero(keep & (lab == k)) for k in range(len(groups))]
-    smallest = min(len(ix) for ix in idx_by_group)
+    idx_te = [np.flatnonzero(keep & (lab == k)) for k in range(len(groups))]
+    if split_mode:
+        T_d, T_m, lab_tr, idx_tr = X_d, X_m, lab, idx_te
+    else:
+        T_d, T_m, tgen = _check_pair(train_gt, train_pred, train_genders, "train")
+        if T_d.shape[1] != X_d.shape[1]:
+            raise ValueError(f"train objects have {T_d.shape[1]} columns, test {X_d.shape[1]}")
+        if threshold is not None:
+            T_m = (T_m >= threshold).astype(np.float32)
+        _, keep_tr, lab_tr = _groups_and_labels(tgen, groups)
+        idx_tr = [np.flatnonzero(keep_tr & (lab_tr == k)) for k in range(len(groups))]
+    smallest = min(len(ix) for ix in idx_tr)
     n_pg = smallest if n_per_group is None else int(n_per_group)
     if n_pg > smallest:
-        raise ValueError(f"n_per_group={n_pg} exceeds the smallest group ({smallest})")
-    n_test_pg = int(round(n_pg * test_fraction))
-    if n_test_pg < 1 or n_pg - n_test_pg < 1:
-        raise ValueError(f"{n_pg} samples per group are too few for a train/test split")
+        raise ValueError(f"n_per_group={n_pg} exceeds the smallest training group ({smallest})")
+    if split_mode:
+        n_te_pg = int(round(n_pg * test_fraction))
+        n_tr_pg = n_pg - n_te_pg
+        if n_te_pg < 1 or n_tr_pg < 1:
+            raise ValueError(f"{n_pg} samples per group are too few for a train/test split")
+    else:
+        small_te = min(len(ix) for ix in idx_te)
+        n_te_pg = small_te if n_test_per_group is None else int(n_test_per_group)
+        if n_te_pg > small_te:
+            raise ValueError(f"n_test_per_group={n_te_pg} exceeds the smallest test group "
+                             f"({small_te})")
+        n_tr_pg = n_pg
+        if n_tr_pg < 1 or n_te_pg < 1:
+            raise ValueError(f"need at least one training and one test sample per group, got "
+                             f"{n_tr_pg} and {n_te_pg}")
+
+    plan = []   # per round: (train rows, test rows, attacker seed)
+    for r in range(rounds):
+        rng = np.random.default_rng([seed, r])
+        tr, te = [], []
+        for k in range(len(groups)):
+            if split_mode:
+                pick = rng.choice(idx_tr[k], size=n_pg, replace=False)
+                te.append(pick[:n_te_pg])
+                tr.append(pick[n_te_pg:])
+            else:
+                tr.append(rng.choice(idx_tr[k], size=n_tr_pg, replace=False))
+        if not split_mode:
+            te = [rng.choice(idx_te[k], size=n_te_pg, replace=False)
+                  for k in range(len(groups))]
+        plan.append((np.concatenate(tr), np.concatenate(te), int(rng.integers(2**31 - 1))))
+    kw = dict(hidden=tuple(hidden), epochs=int(epochs), lr=float(lr),
+              batch_size=int(batch_size), weight_decay=float(weight_decay))
+    key = _digest(X_d, T_d, lab, lab_tr, split_mode, [(a, b, s) for a, b, s in plan], kw)
 
     old_threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(num_threads)
-    per_round = []
     try:
-        for r in range(rounds):
-            rng = np.random.default_rng([seed, r])
-            tr, te = [], []
-            for ix in idx_by_group:
-                pick = rng.choice(ix, size=n_pg, replace=False)
-                te.append(pick[:n_test_pg])
-                tr.append(pick[n_test_pg:])
-            tr, te = np.concatenate(tr), np.concatenate(te)
-            kw = dict(hidden=hidden, epochs=epochs, lr=lr, batch_size=batch_size,
-                      weight_decay=weight_decay, seed=int(rng.integers(2**31 - 1)))
-            d = attacker_score(X_d[tr], lab[tr], X_d[te], lab[te], **kw)
-            m = attacker_score(X_m[tr], lab[tr], X_m[te], lab[te], **kw)
+        d_rounds = _DATASET_MEMO.get(key)
+        if d_rounds is None:
+            d_rounds = [attacker_score(T_d[tr], lab_tr[tr], X_d[te], lab[te], seed=s, **kw)
+                        for tr, te, s in plan]
+            if len(_DATASET_MEMO) >= _MEMO_SIZE:
+                _DATASET_MEMO.pop(next(iter(_DATASET_MEMO)))
+            _DATASET_MEMO[key] = d_rounds
+        per_round = []
+        for (tr, te, s), d in zip(plan, d_rounds):
+            m = attacker_score(T_m[tr], lab_tr[tr], X_m[te], lab[te], seed=s, **kw)
             per_round.append({"LK_D": d["lk"], "LK_M": m["lk"], "leakage": m["lk"] - d["lk"],
                               "acc_D": d["acc"], "acc_M": m["acc"]})
     finally:
         if num_threads is not None:
             torch.set_num_threads(old_threads)
 
-    def agg(key):
-        v = np.array([p[key] for p in per_round])
-        return float(v.mean()), float(v.std())
-
     out = {}
-    for key in ("LK_D", "LK_M", "leakage", "acc_D", "acc_M"):
-        out[key], out[key + "_std"] = agg(key)
-    out.update({"n_per_group": n_pg, "n_train": (n_pg - n_test_pg) * len(groups),
-                "n_test": n_test_pg * len(groups), "groups": groups, "rounds": per_round})
+    for k in ("LK_D", "LK_M", "leakage", "acc_D", "acc_M"):
+        v = np.array([p[k] for p in per_round])
+        out[k] = float(v.mean())
+        out[k + "_std"] = float(v.std(ddof=1)) if len(v) > 1 else None
+    out.update({"protocol": "holdout" if split_mode else "train_test", "n_per_group": n_pg,
+                "n_train": n_tr_pg * len(groups), "n_test": n_te_pg * len(groups),
+                "groups": groups, "rounds": per_round})
     return out

@@ -1,0 +1,196 @@
+"""Causal attribute-sensitivity probe: how much a model's man-vs-woman output moves when one
+planted context attribute changes and nothing else does.
+
+Hirota et al., "Resampled Datasets Are Not Enough" (EMNLP 2024, paper 000) sec. 2.1 argue that
+resampling balances labeled attributes but leaves correlations with unlabeled ones (here: the
+colour cast) and with combinations. Observational metrics (Ratio, Leakage, LIC) mix all
+attributes; the probe isolates each one. The synthetic generator writes, for every planted
+attribute ``a`` in ``biaslab.synthetic.PROBE_ATTRIBUTES`` (``objects``, ``scene``, ``cast``),
+pairs of test images identical except for ``a`` (its female-associated vs its male-associated
+value; ``biaslab.synthetic.probe_specs``). The person of the pair is blacked out exactly as in
+the Ratio protocol (``biaslab.classify.blackout_persons`` with the ``classifier.blackout*``
+params) before any model sees the images, so only context remains.
+
+Definitions (a model M, pair k of attribute a, images x_k^male / x_k^female):
+
+* classifier output ``o(x) = P(man | x) - P(woman | x)`` (sigmoid outputs, in [-1, 1]);
+* captioner output ``o(x) = +1`` if the caption has male words only, ``-1`` female words only,
+  ``0`` otherwise (``biaslab.metrics.captions.caption_label``), so a mean of o is the rate of
+  male minus the rate of female captions;
+* pair sensitivity ``s_k = o(x_k^male) - o(x_k^female)`` (classifier in [-2, 2], captioner in
+  {-2, ..., 2});
+* sensitivity of M to a: ``S_a = mean_k s_k``. A model that ignores context has S_a = 0 for
+  every a (ground truth); a model that learned the planted correlation has S_a > 0.
+
+Over training seeds (:func:`summarize_sensitivity`): the per-seed means give
+``stats.record`` (t interval over seeds), and a pooled interval comes from a percentile
+bootstrap over *pairs* of the seed-averaged pair sensitivities (the same pairs are scored by
+every seed, so pairs, not pair x seed cells, are the independent units; this interval reflects
+the test-pair sample, not training noise). The headline ``ci95``/``lo``/``hi`` of a record --
+the interval verdicts should use -- is the t interval over seeds when there are at least
+``MIN_SEEDS_T`` (3) seeds and the pair bootstrap otherwise (``ci_method`` says which).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from biaslab import stats
+from biaslab.io import InputError
+
+#: Seeds from which the headline interval is the t interval over seeds (else pair bootstrap).
+MIN_SEEDS_T = 3
+PAIR_COLUMNS = ("attribute", "pair", "value")
+
+
+def blackout_probe(pairs: pd.DataFrame, out_dir: str | os.PathLike, *,
+                   sources: Sequence[str] = ("box",), dilate_px: int = 0,
+                   fill: int | str = 0, progress: bool = False) -> pd.DataFrame:
+    """Person-blacked-out copies of the probe images (the Ratio protocol of paper 000 sec. 3.1,
+    ``biaslab.classify.blackout_persons`` with the person's box / polygon / keypoints).
+
+    Args:
+        pairs: ``biaslab.synthetic.read_probe`` output (path, x, y, w, h, polygon, keypoints,
+            attribute, pair, value).
+        out_dir: where ``<attribute>_<pair>_<value>.png`` are written.
+        sources, dilate_px, fill: as ``blackout_persons`` (params ``classifier.blackout``,
+            ``classifier.blackout_dilate_px``, ``classifier.blackout_fill``).
+
+    Returns:
+        ``pairs`` with ``path`` replaced by the masked image and ``masked_fraction`` (share of
+        pixels blacked out) added; row order kept.
+
+    Raises:
+        InputError: a missing column or image.
+    """
+    from tqdm import tqdm
+
+    from biaslab.classify import blackout_persons, save_like
+    from biaslab.counterfactual.generate import load_image
+    miss = [c for c in ("path", "x", "y", "w", "h", "polygon", "keypoints", *PAIR_COLUMNS)
+            if c not in pairs.columns]
+    if miss:
+        raise InputError("probe manifest", f"missing column(s) {miss}")
+    paths, fracs = [], []
+    for r in tqdm(pairs.to_dict("records"), disable=not progress, desc="probe blackout",
+                  unit="img"):
+        img = load_image(r["path"])
+        person = pd.DataFrame([{k: r[k] for k in ("x", "y", "w", "h", "polygon",
+                                                  "keypoints")}])
+        out, mask = blackout_persons(img, person, sources=tuple(sources),
+                                     dilate_px=int(dilate_px), fill=fill)
+        stem = os.path.join(str(out_dir), f"{r['attribute']}_{int(r['pair']):04d}_{r['value']}")
+        paths.append(save_like(r["path"], out, stem))
+        fracs.append(float(mask.mean()))
+    return pairs.assign(path=paths, masked_fraction=fracs)
+
+
+def classifier_output(p_woman: np.ndarray, p_man: np.ndarray) -> np.ndarray:
+    """``P(man) - P(woman)`` per image, float64 (n,) in [-1, 1]."""
+    return np.asarray(p_man, np.float64) - np.asarray(p_woman, np.float64)
+
+
+def caption_output(captions: Sequence[str], words: str = "lic") -> np.ndarray:
+    """+1 (male words only), -1 (female words only) or 0 per caption, float64 (n,)
+    (``biaslab.metrics.captions.caption_label``; a caption with words of both genders is 0)."""
+    from biaslab.metrics.captions import caption_label
+    value = {"man": 1.0, "woman": -1.0, "neutral": 0.0}
+    return np.array([value[caption_label(c, words)] for c in captions], np.float64)
+
+
+def pair_sensitivities(pairs: pd.DataFrame, outputs: Sequence[float]) -> pd.DataFrame:
+    """Pair sensitivities ``s_k = o(male-associated image) - o(female-associated image)``.
+
+    Args:
+        pairs: rows with ``attribute``, ``pair``, ``value`` (``"female"``/``"male"``), one
+            female and one male row per (attribute, pair).
+        outputs: (len(pairs),) model output o per row, in row order.
+
+    Returns:
+        DataFrame ``attribute, pair, out_female, out_male, sensitivity`` sorted by
+        (attribute, pair).
+
+    Raises:
+        ValueError: lengths differ, or a pair lacks its female or male image.
+    """
+    o = np.asarray(outputs, np.float64)
+    if len(o) != len(pairs):
+        raise ValueError(f"{len(o)} outputs for {len(pairs)} probe images")
+    df = pairs[list(PAIR_COLUMNS)].assign(out=o)
+    wide = df.pivot_table(index=["attribute", "pair"], columns="value", values="out",
+                          aggfunc="first")
+    for v in ("female", "male"):
+        if v not in wide.columns or wide[v].isna().any():
+            raise ValueError(f"probe pairs without a {v}-associated image")
+    wide = wide.reset_index().rename(columns={"female": "out_female", "male": "out_male"})
+    wide["sensitivity"] = wide["out_male"] - wide["out_female"]
+    wide.columns.name = None
+    return wide[["attribute", "pair", "out_female", "out_male", "sensitivity"]] \
+        .sort_values(["attribute", "pair"], ignore_index=True)
+
+
+def summarize_sensitivity(per_seed: Mapping[int, pd.DataFrame], *,
+                          min_seeds_t: int = MIN_SEEDS_T, n_boot: int = stats.N_BOOT,
+                          seed: int = 0) -> dict:
+    """Sensitivity records of one model family (one training dataset) over seeds.
+
+    Args:
+        per_seed: ``{training seed: pair_sensitivities(...)}``; every seed must score the same
+            pairs.
+        min_seeds_t: from this many seeds on, the headline interval is the t interval over
+            seeds, else the pair bootstrap (module docstring).
+        n_boot, seed: bootstrap resamples and generator seed.
+
+    Returns:
+        ``{attribute: {"mean", "ci95", "lo", "hi", "ci_method" ("t_over_seeds" |
+        "pair_bootstrap"), "seeds": stats.record of the per-seed means, "pooled":
+        stats.bootstrap over pairs of the seed-averaged pair sensitivities ({"mean", "ci95",
+        "lo", "hi", "n", "n_boot", "n_undefined"}), "per_seed": [{"seed", "mean"}],
+        "mean_output": {"female", "male"} (mean o on each side), "n_pairs", "n_seeds"}}``.
+        ``mean`` is the mean over seeds and pairs (equal in both intervals' centres).
+
+    Raises:
+        ValueError: no seeds, or seeds scored different pairs.
+    """
+    if not per_seed:
+        raise ValueError("no seeds to summarise")
+    seeds = sorted(per_seed)
+    keys = None
+    for s in seeds:
+        k = list(zip(per_seed[s]["attribute"], per_seed[s]["pair"]))
+        if keys is None:
+            keys = k
+        elif k != keys:
+            raise ValueError(f"seed {s} scored other probe pairs than seed {seeds[0]}")
+    out = {}
+    attrs = list(dict.fromkeys(per_seed[seeds[0]]["attribute"]))
+    for a in attrs:
+        rows = [per_seed[s][per_seed[s]["attribute"] == a] for s in seeds]
+        sens = np.stack([r["sensitivity"].to_numpy(np.float64) for r in rows])   # (seeds, pairs)
+        seed_means = sens.mean(1)
+        by_seed = stats.record(seed_means.tolist())
+        pooled = stats.bootstrap(np.mean, sens.mean(0), n_boot=n_boot, seed=seed)
+        use_t = len(seeds) >= int(min_seeds_t)
+        mean = float(sens.mean())
+        hw = by_seed["ci95"] if use_t else pooled["ci95"]
+        if use_t:
+            lo, hi = ((mean - hw, mean + hw) if hw is not None else (None, None))
+        else:
+            lo, hi = pooled["lo"], pooled["hi"]
+        out[a] = {"mean": mean, "ci95": hw, "lo": lo, "hi": hi,
+                  "ci_method": "t_over_seeds" if use_t else "pair_bootstrap",
+                  "seeds": by_seed, "pooled": pooled,
+                  "per_seed": [{"seed": int(s), "mean": float(m)}
+                               for s, m in zip(seeds, seed_means)],
+                  "mean_output": {
+                      "female": float(np.mean([r["out_female"].mean() for r in rows])),
+                      "male": float(np.mean([r["out_male"].mean() for r in rows]))},
+                  "n_pairs": int(sens.shape[1]), "n_seeds": len(seeds)}
+    return out
+
+
+__all__ = ["MIN_SEEDS_T", "blackout_probe", "classifier_output", "caption_output",
+           "pair_sensitivities", "summarize_sensitivity"]

@@ -1,0 +1,177 @@
+"""Dose-response of the bias metrics against the planted bias (issue 11 item 3).
+
+The synthetic generator (``biaslab.synthetic``) plants a gender-context correlation of strength
+``b = synthetic.bias``. One DVC experiment per ``b`` (``scripts/bias_sweep.py``) gives, for each
+training-set variant, every bias metric as a function of ``b``. Ground truth: at ``b = 0`` every
+metric must read "unbiased" (Leakage and every attribute sensitivity ~ 0, Ratio ~ 1), and the
+metrics of models trained on Original must grow with ``b``.
+
+Pure functions over ``dvc exp show --json`` output (no file-system conventions):
+
+* :func:`sweep_points` -- one point per (experiment, variant, metric): bias, mean, ci95, n.
+* :func:`sweep_markdown` -- one table per metric (rows: variants, columns: b).
+* :func:`bias0_checks` -- the validity checks at ``b = 0`` (``biaslab.validity`` format).
+* :func:`plot_sweep` -- one panel per metric, one line per variant, 95 % CI error bars.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from biaslab import stats
+from biaslab.report import ROW_NAMES, _file_data, _walk_exp_records
+
+#: (key, metrics file, path inside the file (``{row}`` = the variant), label, reference value)
+#: of every metric the sweep draws. Ratio uses the raw r = #man / #woman, whose unbiased value
+#: is 1 (max(r, 1/r) is >= 1 by construction, so its CI can never cover 1 from below).
+SWEEP_METRICS: tuple[tuple[str, str, tuple[str, ...], str, float], ...] = (
+    ("leakage", "metrics/classification.json", ("{row}", "leakage"), "Leakage (classifier)", 0.0),
+    ("ratio_raw", "metrics/classification.json", ("{row}", "ratio_raw"),
+     "Ratio r (classifier)", 1.0),
+    ("LIC", "metrics/captioning.json", ("{row}", "LIC"), "LIC (captioner)", 0.0),
+    ("Error", "metrics/captioning.json", ("{row}", "Error"), "Error (captioner)", 0.0),
+    ("BiasAmp", "metrics/captioning.json", ("{row}", "BiasAmp"), "BiasAmp (captioner)", 0.0),
+    ("sens_objects", "metrics/probe.json", ("classifier", "{row}", "objects"),
+     "sensitivity: objects (classifier)", 0.0),
+    ("sens_scene", "metrics/probe.json", ("classifier", "{row}", "scene"),
+     "sensitivity: scene (classifier)", 0.0),
+    ("sens_cast", "metrics/probe.json", ("classifier", "{row}", "cast"),
+     "sensitivity: cast (classifier)", 0.0),
+)
+
+
+def _dig(node: Any, path: Sequence[str]) -> Any:
+    for k in path:
+        if not isinstance(node, Mapping) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def _rows(data: Mapping[str, Any]) -> list[str]:
+    rows = set()
+    for _, f, path, _, _ in SWEEP_METRICS:
+        d = _file_data(data.get("metrics"), f)
+        node = _dig(d, path[:path.index("{row}")])
+        if isinstance(node, Mapping):
+            rows |= {k for k, v in node.items() if isinstance(v, Mapping) and k != "test_set"}
+    order = list(ROW_NAMES)
+    return [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
+
+
+def sweep_points(exp_show: Any) -> list[dict]:
+    """One point per (experiment, variant, metric) from ``dvc exp show --json``.
+
+    Args:
+        exp_show: parsed ``dvc exp show --json`` output (DVC 3 layout).
+
+    Returns:
+        list of ``{"bias": float, "experiment": str, "row": variant, "metric": key,
+        "mean", "ci95", "n", "n_inf", "n_missing"}`` (the record of that metric, see
+        ``biaslab.stats.record``), one per distinct (bias, data.root) -- the first experiment
+        DVC lists for it -- sorted by metric, row, bias. Records without ``synthetic.bias`` or
+        without the metric are skipped.
+    """
+    pts, seen = [], set()
+    for rec in _walk_exp_records(exp_show):
+        data = rec["data"]
+        params = _file_data(data.get("params"), "params.yaml")
+        b = _dig(params, ("synthetic", "bias"))
+        src = _dig(params, ("data", "source"))
+        if b is None or (src is not None and src != "synthetic"):
+            continue
+        key = float(b)
+        if key in seen:
+            continue
+        seen.add(key)
+        name = rec.get("name") or data.get("name") or rec.get("rev")
+        for row in _rows(data):
+            for mkey, f, path, _, _ in SWEEP_METRICS:
+                r = _dig(_file_data(data.get("metrics"), f),
+                         [p.format(row=row) for p in path])
+                if not isinstance(r, Mapping) or "mean" not in r:
+                    continue
+                pts.append({"bias": key, "experiment": name, "row": row, "metric": mkey,
+                            **{k: r.get(k) for k in ("mean", "ci95", "n", "n_inf",
+                                                     "n_missing", "sign")}})
+    pts.sort(key=lambda p: (p["metric"], p["row"], p["bias"]))
+    return pts
+
+
+def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
+    """One markdown table per metric: rows = variants, columns = planted bias, cells
+    ``mean ± 95 % CI`` (``biaslab.stats.format_cell``)."""
+    out = []
+    biases = sorted({p["bias"] for p in points})
+    for mkey, _, _, label, ref in SWEEP_METRICS:
+        ps = [p for p in points if p["metric"] == mkey]
+        if not ps:
+            continue
+        out += [f"### {label} (unbiased = {ref:g})", "",
+                "| variant | " + " | ".join(f"b = {b:g}" for b in biases) + " |",
+                "|---|" + "---|" * len(biases)]
+        for row in dict.fromkeys(p["row"] for p in ps):
+            cells = []
+            for b in biases:
+                p = next((q for q in ps if q["row"] == row and q["bias"] == b), None)
+                cells.append(stats.format_cell(p, digits) if p else "–")
+            out.append(f"| {ROW_NAMES.get(row, row)} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def bias0_checks(points: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """Validity at planted bias 0: every variant's Leakage and sensitivities have a 95 % CI
+    that covers 0, and its Ratio r a CI that covers 1 (``biaslab.stats.verdict`` with
+    ``"≈"``). Returns checks in the ``biaslab.validity`` format (empty without a b = 0 run)."""
+    checks = []
+    for p in points:
+        if p["bias"] != 0.0:
+            continue
+        ref = next(r for k, _, _, _, r in SWEEP_METRICS if k == p["metric"])
+        m, hw = p.get("mean"), p.get("ci95")
+        lo, hi = (m - hw, m + hw) if m is not None and hw is not None else (None, None)
+        checks.append({
+            "id": f"bias0/{p['row']}/{p['metric']}",
+            "claim": f"at planted bias 0, {ROW_NAMES.get(p['row'], p['row'])}: "
+                     f"{p['metric']} ≈ {ref:g}",
+            "expect": "≈", "reference": ref, "mean": m, "lo": lo, "hi": hi, "n": p.get("n"),
+            "verdict": stats.verdict(lo, hi, "≈", ref)})
+    return checks
+
+
+def plot_sweep(points: Sequence[Mapping[str, Any]], path) -> None:
+    """One panel per metric (x: planted bias b, y: metric), one line per variant with 95 % CI
+    error bars and the unbiased value as a dashed line; written atomically as PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from biaslab.io import atomic_path
+    metrics = [m for m in SWEEP_METRICS if any(p["metric"] == m[0] for p in points)]
+    if not metrics:
+        return
+    ncol = min(4, len(metrics))
+    nrow = -(-len(metrics) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 3.2 * nrow), squeeze=False)
+    for ax, (mkey, _, _, label, ref) in zip(axes.flat, metrics):
+        ps = [p for p in points if p["metric"] == mkey and p.get("mean") is not None]
+        for row in dict.fromkeys(p["row"] for p in ps):
+            q = [p for p in ps if p["row"] == row]
+            ax.errorbar([p["bias"] for p in q], [p["mean"] for p in q],
+                        yerr=[p.get("ci95") or 0.0 for p in q], marker="o", capsize=3,
+                        label=ROW_NAMES.get(row, row))
+        ax.axhline(ref, color="k", lw=0.8, ls="--")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("planted bias b")
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle("Bias metrics against planted bias (mean ± 95 % CI over seeds)", fontsize=11)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+__all__ = ["SWEEP_METRICS", "sweep_points", "sweep_markdown", "bias0_checks", "plot_sweep"]

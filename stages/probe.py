@@ -1,0 +1,138 @@
+"""Stage `probe`: causal attribute sensitivity of every trained classifier and captioner on the
+synthetic probe pairs (biaslab.probe; paper 000 sec. 2.1: does a model still use a planted
+context attribute -- labeled objects, scene, the unlabeled colour cast -- once the person is
+masked?).
+
+params: data.root (the synthetic dataset with probe/pairs.csv), classifier.datasets,
+        classifier.seeds, classifier.blackout, classifier.blackout_dilate_px,
+        classifier.blackout_fill (the Ratio protocol's person masking), captioner.datasets,
+        captioner.seeds, captioner.beam, captioner.max_len, captioner.no_repeat_ngram,
+        label.words, generate.backend (recorded: which counterfactuals the models saw), probe
+        (min_seeds_t, n_boot, seed); features.cache_dir only locates the feature cache
+in:   <data.root>/probe/ (written by stage synthesize), data/models/classifier/<dataset>-<seed>/,
+      data/models/captioner/<dataset>-<seed>/, data/features/images*.npy
+out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pairs.parquet (one
+      row per model x pair: model, dataset, seed, attribute, pair, out_female, out_male,
+      sensitivity, and the caption of each image for captioners), metrics/probe.json
+      ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
+      {attribute: record}}, "captioner": {...}, "ci_rule", "blackout"}; record: see
+      biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
+      says "not available (no planted truth)" and the stage exits 0.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from biaslab import captioner as C
+from biaslab import probe as P
+from biaslab.classify import GenderObjectClassifier, encode_files, file_id, model_features
+from biaslab.features import load_features, set_threads
+from biaslab.io import InputError, load_params, write_json, write_parquet
+from biaslab.synthetic import read_probe
+
+OUT = Path("data/probe")
+METRICS = "metrics/probe.json"
+CI_RULE = (f"ci95/lo/hi: t interval over training seeds when there are >= "
+           f"{P.MIN_SEEDS_T} seeds, else percentile bootstrap over probe pairs of the "
+           f"seed-averaged pair sensitivities (ci_method says which); 'seeds' and 'pooled' "
+           f"hold both")
+
+
+def _not_available(root: str, backend: str) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_parquet(OUT / "pairs.parquet", pd.DataFrame(
+        columns=["model", "dataset", "seed", "attribute", "pair", "out_female", "out_male",
+                 "sensitivity"]))
+    write_json(METRICS, {"available": False,
+                         "reason": f"not available (no planted truth): {root} has no probe "
+                                   f"pairs (only the synthetic dataset has them)",
+                         "backend": backend, "n_pairs": {}, "classifier": {},
+                         "captioner": {}})
+    print(f"probe: no probe pairs under {root}: not available (no planted truth)")
+
+
+def main() -> None:
+    params = load_params()
+    root = params["data"]["root"]
+    backend = params.get("generate", {}).get("backend")
+    pairs = read_probe(root)
+    if pairs is None or pairs.empty:
+        _not_available(root, backend)
+        return
+    c, cap = params["classifier"], params["captioner"]
+    pp = params.get("probe") or {}
+    kw = dict(min_seeds_t=int(pp.get("min_seeds_t", P.MIN_SEEDS_T)),
+              n_boot=int(pp.get("n_boot", 2000)), seed=int(pp.get("seed", 0)))
+    words = params.get("label", {}).get("words", "lic")
+    cache = params.get("features", {}).get("cache_dir", "data/cache/features")
+    set_threads(c.get("threads", 1))
+    masked = P.blackout_probe(pairs, OUT / "masked",
+                              sources=tuple(c.get("blackout", ["box"])),
+                              dilate_px=int(c.get("blackout_dilate_px", 0)),
+                              fill=c.get("blackout_fill", 0), progress=True)
+    table = masked[["path"]].assign(image_id=[file_id(p) for p in masked["path"]])
+    rows, out = [], {"classifier": {}, "captioner": {}}
+
+    ids, base = load_features()
+    for d in c["datasets"]:
+        per_seed = {}
+        for s in c["seeds"]:
+            clf = GenderObjectClassifier.load(f"data/models/classifier/{d}-{s}")
+            feats = model_features(clf, table, ids, base, cache, derived=True)
+            sens = P.pair_sensitivities(masked, P.classifier_output(*clf.gender_proba(feats)))
+            per_seed[int(s)] = sens
+            rows.append(sens.assign(model="classifier", dataset=d, seed=int(s)))
+        out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
+
+    feats_by_encoder: dict = {}
+    cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
+    missing = [f"{d}-{s}" for d, s in cap_dirs
+               if not Path(f"data/models/captioner/{d}-{s}/{C.CONFIG_FILE}").exists()]
+    if missing:
+        raise InputError("data/models/captioner", f"no trained captioner for {missing}")
+    for d in cap["datasets"]:
+        per_seed = {}
+        for s in cap["seeds"]:
+            model = C.Captioner.load(f"data/models/captioner/{d}-{s}")
+            key = (model.config.image_encoder, model.config.image_size)
+            if key not in feats_by_encoder:
+                # content-keyed like the classifiers' derived images (same feature cache)
+                feats_by_encoder[key] = encode_files(
+                    masked["path"].tolist(), cache, key[0], image_size=key[1],
+                    num_threads=model.config.num_threads)
+            caps = model.generate(feats_by_encoder[key], beam=cap.get("beam"),
+                                  max_len=cap.get("max_len"),
+                                  no_repeat_ngram=cap.get("no_repeat_ngram"))
+            sens = P.pair_sensitivities(masked, P.caption_output(caps, words))
+            by = dict(zip(zip(masked["attribute"], masked["pair"], masked["value"]), caps))
+            sens = sens.assign(
+                caption_female=[by[(a, k, "female")] for a, k in zip(sens["attribute"],
+                                                                      sens["pair"])],
+                caption_male=[by[(a, k, "male")] for a, k in zip(sens["attribute"],
+                                                                  sens["pair"])])
+            per_seed[int(s)] = sens
+            rows.append(sens.assign(model="captioner", dataset=d, seed=int(s)))
+        out["captioner"][d] = P.summarize_sensitivity(per_seed, **kw)
+
+    n_pairs = {a: int(n) for a, n in
+               pairs.drop_duplicates(["attribute", "pair"])["attribute"].value_counts()
+               .sort_index().items()}
+    write_parquet(OUT / "pairs.parquet", pd.concat(rows, ignore_index=True))
+    write_json(METRICS, {"available": True, "backend": backend, "n_pairs": n_pairs,
+                         **out, "ci_rule": CI_RULE,
+                         "blackout": list(c.get("blackout", ["box"])),
+                         "mean_masked_fraction": float(np.mean(masked["masked_fraction"]))})
+    for model, by_d in out.items():
+        for d, recs in by_d.items():
+            print(f"probe {model} {d}: " + ", ".join(
+                f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
+                for a, r in recs.items()))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"probe: {e}")

@@ -1,0 +1,86 @@
+"""biaslab.validity and biaslab.sweep: verdicts from hand-made probe/metrics files."""
+import pytest
+
+from biaslab import sweep, validity
+
+
+def _rec(values):
+    return {"values": values}
+
+
+PROBE = {"classifier": {
+    # Original reads every attribute; oversample dropped objects only; synthetic reads nothing
+    "original": {"objects": _rec([0.30, 0.32, 0.31]), "scene": _rec([0.20, 0.22, 0.21]),
+                 "cast": _rec([0.40, 0.41, 0.39])},
+    "oversample": {"objects": _rec([0.02, 0.01, 0.03]), "scene": _rec([0.20, 0.19, 0.21]),
+                   "cast": _rec([0.40, 0.42, 0.41])},
+    "synthetic": {"objects": _rec([0.0, 0.01, -0.01]), "scene": _rec([0.01, 0.0, -0.01]),
+                  "cast": _rec([0.02, -0.01, 0.0])},
+}}
+
+
+def test_probe_checks_verdicts_hand_made():
+    checks = {c["id"]: c for c in validity.probe_checks(PROBE)}
+    for a in ("objects", "scene", "cast"):
+        assert checks[f"classifier/original/{a}>0"]["verdict"] == "holds"
+        assert checks[f"classifier/synthetic-original/{a}<0"]["verdict"] == "holds"
+    assert checks["classifier/oversample-original/objects<0"]["verdict"] == "holds"
+    assert checks["classifier/oversample-original/cast≥0"]["verdict"] == "holds"
+    # over-sampling left the scene as it was: S_synthetic is below it there too
+    assert checks["classifier/synthetic-oversample/scene<0"]["verdict"] == "holds"
+    d = checks["classifier/synthetic-original/cast<0"]
+    assert d["mean"] == pytest.approx((0.02 - 0.01 + 0.0) / 3 - 0.40)
+    assert validity.summary(checks.values())["fails"] == 0
+
+
+def test_probe_checks_fail_when_truth_disagrees():
+    probe = {"classifier": {"original": {"cast": _rec([-0.3, -0.31, -0.29])},
+                            "oversample": {"cast": _rec([-0.6, -0.61, -0.62])}}}
+    checks = {c["id"]: c for c in validity.probe_checks(probe)}
+    assert checks["classifier/original/cast>0"]["verdict"] == "fails"
+    assert checks["classifier/oversample-original/cast≥0"]["verdict"] == "fails"
+
+
+def test_table_checks_ratio_and_delta():
+    cls = {"original": {"per_seed": [{"ratio": 3.0}, {"ratio": 3.2}, {"ratio": 2.9}]},
+           "synthetic": {"per_seed": [{"ratio": 1.1}, {"ratio": 1.0}, {"ratio": 1.2}]}}
+    art = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}]},
+           "synthetic": {"per_seed": [{"delta": 30.0}, {"delta": 31.0}, {"delta": 29.0}]}}
+    checks = {c["id"]: c for c in validity.table_checks(cls, art)}
+    assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
+    assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "fails"
+
+
+def test_markdown_lists_every_check():
+    checks = validity.probe_checks(PROBE)
+    md = validity.markdown(checks)
+    assert len(md.splitlines()) == 2 + len(checks)
+    # S_synthetic vs over-sampling on objects: both near 0, the CI straddles 0
+    c = {c["id"]: c for c in checks}["classifier/synthetic-oversample/objects<0"]
+    assert c["verdict"] == "inconclusive" and f"**{c['verdict']}**" in md
+
+
+def _exp(name, bias, leak_mean, leak_ci, sens):
+    return {"name": name, "data": {
+        "params": {"params.yaml": {"data": {"synthetic": {"bias": bias},
+                                            "data": {"source": "synthetic"}}}},
+        "metrics": {
+            "metrics/classification.json": {"data": {
+                "original": {"leakage": {"mean": leak_mean, "ci95": leak_ci, "n": 3}}}},
+            "metrics/probe.json": {"data": {"classifier": {
+                "original": {"cast": {"mean": sens, "ci95": 0.05, "n": 3}}}}}}}}
+
+
+def test_sweep_points_markdown_and_bias0_checks(tmp_path):
+    show = [{"rev": "workspace", "data": {"params": {}, "metrics": {}}},
+            {"experiments": [{"revs": [_exp("sweep-b0", 0.0, 0.5, 1.0, 0.01),
+                                       _exp("sweep-b0.9", 0.9, 6.0, 1.0, 0.4)]}]}]
+    pts = sweep.sweep_points(show)
+    assert {(p["bias"], p["metric"]) for p in pts} == {
+        (0.0, "leakage"), (0.9, "leakage"), (0.0, "sens_cast"), (0.9, "sens_cast")}
+    md = sweep.sweep_markdown(pts)
+    assert "| Original | 0.50 ± 1.00 | 6.00 ± 1.00 |" in md
+    checks = sweep.bias0_checks(pts)
+    assert {c["verdict"] for c in checks} == {"holds"} and len(checks) == 2
+    sweep.plot_sweep(pts, tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 1000
