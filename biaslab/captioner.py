@@ -38,7 +38,10 @@ untouched).
 Evaluation (:func:`caption_metrics`): METEOR, BLEU-4, CIDEr (pycocoevalcap, x100), CLIPScore
 (x100, Hessel et al. 2021, with any :class:`biaslab.metrics.quality.ClipScorer`, e.g. the
 offline LiT scorer), Ratio (``max(r, 1/r)``), Error (%), LIC / LIC_M / LIC_D and BiasAmp,
-through :func:`biaslab.cli.evaluate_captions` (one implementation of the metric plumbing).
+through :func:`biaslab.cli.evaluate_captions` (one implementation of the metric plumbing), and
+DBA_G / DBA_O (:func:`biaslab.metrics.biasamp.caption_dba`). Over captioner seeds every metric
+is a :func:`biaslab.stats.record` (:func:`seed_records`); image gender labels come from one
+source (:func:`gender_labels`).
 """
 from __future__ import annotations
 
