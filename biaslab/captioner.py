@@ -714,7 +714,8 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     captions, thesis 2.8.2 / LIBRA supp. 2) when given, else ``human``. DBA_G / DBA_O (thesis
     Eqs. 2.12-2.14, :func:`biaslab.metrics.biasamp.caption_dba`) need ``image_objects``
     (image id -> MSCOCO categories annotated on it); only labelled images WITH an entry are
-    used (an image without one has an unknown object set, e.g. most coco-mini images).
+    used (an image without one has an unknown object set, e.g. most coco-mini images);
+    DBA_O's reference is the objects mentioned in ``human`` captions when given.
     """
     from biaslab.cli import evaluate_captions
     det = evaluate_captions(dict(predictions), dict(genders), dict(human), tuple(metrics),
@@ -734,7 +735,9 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
         from biaslab.metrics.biasamp import caption_dba
         gid = [i for i in ids if genders.get(i) in ("female", "male") and i in image_objects]
         d = caption_dba([predictions[i] for i in gid], [genders[i] for i in gid],
-                        [image_objects.get(i, ()) for i in gid], words=words)
+                        [image_objects.get(i, ()) for i in gid], words=words,
+                        human_captions=([list(human.get(i) or []) for i in gid]
+                                        if human else None))
         dba = {"DBA_G": d["DBA_G"], "DBA_O": d["DBA_O"]}
         det["DBA"] = {k: d[k] for k in ("DBA_G", "DBA_O", "n_images", "n_objects")}
     else:

@@ -565,3 +565,21 @@ def test_retrieval_bias_ranks_scores_and_bootstraps_over_queries():
     assert math.isnan(retrieval.per_query_max_skew(["undefined"], 1, {F: 0.5, M: 0.5}))
     with pytest.raises(ValueError):
         retrieval.retrieval_bias(scores[:, :3], gallery)
+
+
+def test_caption_dba_o_against_human_caption_mentions():
+    # 2 female, 2 male images; human captions (2 each) and model captions mention objects.
+    gens = ["female", "female", "male", "male"]
+    objs = [["oven"], ["oven"], ["dog"], ["dog"]]
+    human = [["a woman at an oven", "a woman cooking"], ["a woman at an oven", "a woman"],
+             ["a man with a dog", "a man with a dog"], ["a man", "a man and a dog"]]
+    model = ["a woman at an oven", "a woman at an oven", "a man with a dog", "a man"]
+    r = biasamp.caption_dba(model, gens, objs, human_captions=human)
+    # p(l|a) per human caption: f: oven 2/4, dog 0; m: oven 0, dog 3/4.
+    # p_hat per model caption:  f: oven 2/2, dog 0; m: oven 0, dog 1/2.
+    # y (human samples, n = 8): (f, oven) 2/8 > 1/2 * 2/8 -> 1; (m, dog) 3/8 > 1/2 * 3/8 -> 1;
+    # (f, dog), (m, oven) 0 -> y = 0 with Delta 0.
+    # terms: (f, oven) +0.5; (m, dog) 1/2 - 3/4 = -0.25 -> 100 * 0.25 / (2 * 2) = 6.25
+    assert r["DBA_O"] == pytest.approx(6.25) and r["n_human_captions"] == 8
+    with pytest.raises(ValueError):
+        biasamp.caption_dba(model, gens, objs, human_captions=human[:3])

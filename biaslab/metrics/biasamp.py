@@ -605,7 +605,8 @@ def caption_objects(caption: str, categories: Sequence[str],
 
 def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
                 image_objects: Sequence[Iterable[str]], categories: Sequence[str] | None = None,
-                *, words: str = "lic", exclude: Iterable[str] = ("person",),
+                *, human_captions: Sequence[Sequence[str]] | None = None, words: str = "lic",
+                exclude: Iterable[str] = ("person",),
                 synonyms: dict[str, str] | None = None) -> dict:
     """DBA_G and DBA_O of one set of generated captions (thesis 2.8.2, Eqs. 2.12-2.14).
 
@@ -617,9 +618,15 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
       (``caption_gender``; a caption with none or both genders has an all-zero row, so it
       lowers every ``p_hat(a|l)``: "gender words in the captions as A"), conditioned on the
       ground-truth objects (:func:`dba_g`, ``norm="image"``).
-    * DBA_O (gender -> object): ``T_pred_i`` = the categories mentioned in the generated
-      caption (:func:`caption_objects`; "MSCOCO objects in the captions as L"), conditioned on
-      the ground-truth gender (:func:`dba_o`, ``norm="image"``).
+    * DBA_O (gender -> object; "MSCOCO objects in the captions as L, gender annotations as
+      A"): with ``human_captions`` (default of the stage), ``p(l|a)`` = the share of the
+      HUMAN captions of gender-``a`` images that mention ``l`` (:func:`caption_objects`; every
+      human caption is one sample) and ``p_hat(l|a)`` = the share of the generated captions of
+      gender-``a`` images that mention ``l``; ``y_al`` from the human-caption samples. Both are
+      rates of mentions per caption, so a captioner that names fewer objects than the image
+      holds is not counted as de-amplifying (decision: the thesis gives no more detail).
+      Without ``human_captions``, the ground truth is the objects annotated on the image
+      (:func:`dba_o` with ``T``, ``T_pred`` = mentioned in the generated caption).
 
     ``L`` (decision: the thesis says "MSCOCO objects"): ``categories`` if given, else every
     category annotated on at least one counted image, minus ``exclude`` (``person`` is the
@@ -633,6 +640,7 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
         words: gender word list.
         exclude: categories never in L.
         synonyms: see :func:`caption_objects`.
+        human_captions: aligned lists of each image's human captions (DBA_O's reference).
 
     Returns:
         ``{"DBA_G", "DBA_O"}`` (x100 floats; nan when fewer than one image of each gender or
@@ -670,5 +678,29 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
         for c in caption_objects(caps[i], cats, synonyms):
             Tp[r, col[c]] = 1
     out["DBA_G"] = dba_g(A, T, Ap)["DBA_G"]
-    out["DBA_O"] = dba_o(A, T, Tp)["DBA_O"]
+    if human_captions is None:
+        out["DBA_O"] = dba_o(A, T, Tp)["DBA_O"]
+        return out
+    hum = list(human_captions)
+    if len(hum) != len(caps):
+        raise ValueError(f"human_captions has {len(hum)} items for {len(caps)} captions")
+    rows_a, rows_t = [], []
+    for i in keep:
+        for h in ([hum[i]] if isinstance(hum[i], str) else list(hum[i])):
+            a = np.zeros(2)
+            a[GROUPS.index(gens[i])] = 1
+            t = np.zeros(len(cats))
+            for c in caption_objects(h, cats, synonyms):
+                t[col[c]] = 1
+            rows_a.append(a)
+            rows_t.append(t)
+    if not rows_a:
+        return out
+    Ah, Th = np.array(rows_a), np.array(rows_t)
+    if (Ah.sum(axis=0) == 0).any():
+        return out
+    p = (Ah.T @ Th) / Ah.sum(axis=0)[:, None]
+    ph = (A.T @ Tp) / A.sum(axis=0)[:, None]
+    out["DBA_O"], _ = _dba_core(Ah, Th, ph - p, 2, len(cats))
+    out["n_human_captions"] = int(len(Ah))
     return out
