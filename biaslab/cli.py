@@ -23,7 +23,7 @@ import importlib
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,14 +293,35 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                       classifier: str = "lstm", preset: str = "paper", seeds: int = 10,
                       num_threads: int | None = None, progress: bool = False,
                       biasamp_min_count: int = 100, bert_model: str | None = None,
+                      train_captions: Sequence[str] | None = None,
                       on_partial: Callable[[dict], None] | None = None) -> dict:
     """All requested metrics in one dict. Bias metrics use the predictions of images labelled
     female/male; quality metrics use every prediction that has human references.
 
-    A metric whose inputs are missing is reported as ``{"skipped": reason}``.
+    BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
+    reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
+    D) is ``train_captions`` when given -- the human captions of the captioner's TRAINING set,
+    as the papers do -- and otherwise the human captions of the evaluated images (``human``);
+    ``BiasAmp["reference"]`` says which (``"train"`` / ``"test_human"``) and
+    ``n_reference_captions`` how many captions it has. The model side is every labelled
+    prediction (with the test reference: every labelled prediction with human captions).
 
-    ``on_partial``, when given, gets a copy of the metrics computed so far just before the
-    slow LIC step (the CLI writes it to ``<out>.partial`` so a crash keeps them).
+    Args:
+        predictions: image id -> generated caption.
+        genders: image id -> "female"/"male" (others are not bias-evaluated).
+        human: image id -> human captions (references), or None.
+        metrics: metric groups of :data:`METRIC_GROUPS`.
+        words, classifier, preset, seeds, num_threads, progress, bert_model: LIC / word-list
+            settings (see :func:`biaslab.metrics.lic.lic`).
+        biasamp_min_count: BiasAmp min co-occurrences with each gender in D (papers: 100).
+        train_captions: flat sequence of the training set's human captions (BiasAmp's D).
+        on_partial: when given, gets a copy of the metrics computed so far just before the
+            slow LIC step (the CLI writes it to ``<out>.partial`` so a crash keeps them).
+
+    Returns:
+        ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
+        "LIC_details"}`` (the requested groups); a metric whose inputs are missing is
+        reported as ``{"skipped": reason}``.
     """
     ids = sorted(i for i in predictions if i in genders)
     caps = {i: predictions[i] for i in ids}
@@ -321,17 +342,26 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         except ImportError as e:
             out["Error"] = _unavailable("biaslab.metrics.captions", e)
     if "biasamp" in metrics:
-        if human is None:
-            out["BiasAmp"] = {"skipped": need_h}
+        if human is None and train_captions is None:
+            out["BiasAmp"] = {"skipped": "needs --train-captions (or --human)"}
         else:
             try:
                 from biaslab.metrics.biasamp import bias_amplification
-                hid = [i for i in ids if human.get(i)]
-                res = bias_amplification([caps[i] for i in hid], [human[i] for i in hid],
-                                         [gen[i] for i in hid], [gen[i] for i in hid],
+                if train_captions is not None:
+                    ref_name, hid = "train", ids
+                    ref, ref_g = [str(c) for c in train_captions], None
+                else:
+                    ref_name = "test_human"
+                    hid = [i for i in ids if human.get(i)]
+                    ref, ref_g = [human[i] for i in hid], [gen[i] for i in hid]
+                res = bias_amplification([caps[i] for i in hid], ref,
+                                         [gen[i] for i in hid], ref_g,
                                          words=words, min_count=biasamp_min_count)
                 out["BiasAmp"] = {"ba": res["ba"], "n_words": res["n_words"],
-                                  "min_count": biasamp_min_count,
+                                  "n_undefined": res["n_undefined"],
+                                  "min_count": biasamp_min_count, "reference": ref_name,
+                                  "n_reference_captions": sum(
+                                      1 if isinstance(r, str) else len(r) for r in ref),
                                   "n_human_captions": res["n_human_captions"],
                                   "n_model_captions": res["n_model_captions"]}
             except ImportError as e:
@@ -415,8 +445,14 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                    "[{\"image_id\": int, \"caption\": str}, ...]")
     p.add_argument("--gender", required=True, help="CSV with image_id and gender or bb_gender "
                    "(Male/Female, any case; other values ignored)")
-    p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, BiasAmp, "
-                   "BLEU/CIDEr/METEOR)")
+    p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, "
+                   "BLEU/CIDEr/METEOR; BiasAmp's reference when --train-captions is absent)")
+    p.add_argument("--train-captions", metavar="CAPTIONS_JSON",
+                   help="COCO captions JSON of the captioner's TRAINING set (e.g. "
+                        "captions_train2017.json): BiasAmp's reference D (top 1,000 words, "
+                        "b and the min-count filter from D, as the papers). Without it BiasAmp "
+                        "uses the --human captions of the evaluated images and says so "
+                        "(BiasAmp.reference = test_human)")
     p.add_argument("--metrics", nargs="+", choices=METRIC_GROUPS, default=list(METRIC_GROUPS),
                    help="metric groups")
     p.add_argument("--seeds", type=_positive_int, default=10, help="LIC seeds (paper: 10)")
@@ -460,6 +496,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         raise InputError(args.gender, f"no female/male labels ({label_info['n_rows']} rows, "
                                       f"all other values)")
     human = read_human_captions(args.human) if args.human else None
+    train_caps = None
+    if args.train_captions:
+        train_caps = [c for cs in read_human_captions(args.train_captions).values() for c in cs]
     if "lic" in args.metrics and args.classifier != "lstm":
         _check_bert_available(args.classifier, args.preset, args.bert_model)
     unlabelled = sorted(i for i in predictions if i not in labels)
@@ -481,6 +520,15 @@ def _run_evaluate(args: argparse.Namespace) -> int:
               "gender_column": label_info["gender_column"]}
     if human is not None:
         inputs["n_predictions_without_human"] = sum(1 for i in predictions if i not in human)
+    inputs["train_captions"] = str(args.train_captions) if args.train_captions else None
+    if "biasamp" in args.metrics:
+        inputs["biasamp_reference"] = (
+            f"training captions {args.train_captions}" if train_caps is not None else
+            f"human captions of the evaluated images ({args.human}); pass --train-captions "
+            f"for the papers' training-set reference" if human is not None else None)
+        if train_caps is None and human is not None:
+            print(f"biaslab evaluate-captions: note: BiasAmp reference = the --human captions "
+                  f"of the evaluated images (no --train-captions)", file=sys.stderr)
     from biaslab.gender import caption_gender
     n_gendered = sum(caption_gender(c, args.words) in ("female", "male", "both")
                      for i, c in predictions.items() if i in labels)
@@ -499,7 +547,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     result = evaluate_captions(predictions, labels, human, tuple(args.metrics), args.words,
                                args.classifier, args.preset, args.seeds, args.num_threads,
                                args.progress, args.biasamp_min_count, args.bert_model,
-                               on_partial=write_partial if partial else None)
+                               train_caps, on_partial=write_partial if partial else None)
     result = _jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:

@@ -1,24 +1,41 @@
 """Stage `eval_captioner`: caption the real test images with every trained captioner and score
 them as paper 000 Table 2 (METEOR, CLIPScore, Ratio, LIC) plus BLEU-4, CIDEr, Error, LIC_M,
-LIC_D and BiasAmp (thesis Table 2.1); a "+LIBRA" row debiases the original-data captioner's
-captions with the LIBRA DCG when one exists.
+LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1); a "+LIBRA" row debiases the original-data
+captioner's captions with the LIBRA DCG when one exists.
 
 params: captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
-        eval_captioner (test_images, biasamp_min_count, batch_size, scorer, dcg), lic
-        (classifier, preset, seeds, num_threads), label.words, features.cache_dir, libra.seed and
-        libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner seed, beams; as
-        stage dcg_apply)
+        eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg),
+        lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
+        libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
+        seed, beams; as stage dcg_apply)
 in:   data/models/captioner/<dataset>-<seed>/ (stage train_captioner), data/split.parquet
-      (split == test; test_images: gendered (default, paper 000: images labelled female/male)
-      or all), data/prepared/{images,captions}.parquet (references = human captions),
-      data/labels/images.parquet (female/male), <eval_captioner.scorer> (LiT CLIP scorer,
-      optional: CLIPScore is skipped with a note when absent), <eval_captioner.dcg> (LIBRA DCG,
-      optional: the +LIBRA row is skipped when absent)
+      (split == test: evaluated images; split == train: BiasAmp's reference captions D),
+      data/prepared/{images,captions}.parquet (references = human captions),
+      data/labels/images.parquet (caption-derived female/male) and
+      data/prepared/perceived_gender.parquet (perceived labels): ONE source chosen by
+      eval_captioner.gender_source (auto = perceived where the data has it, else caption;
+      captioner.gender_labels), data/prepared/objects.parquet (MSCOCO objects on the images,
+      for DBA_G / DBA_O), <eval_captioner.scorer> (LiT CLIP scorer, optional: CLIPScore is
+      skipped with a note when absent), <eval_captioner.dcg> (LIBRA DCG, optional: the +LIBRA
+      row is skipped when absent)
 out:  data/captions/<dataset>-<seed>.json (COCO results format), data/captions/
       original+LIBRA-<seed>.json, data/captions/eval.json (per-model metrics and details),
-      metrics/captioning.json ({row: {metric: mean over seeds, metric_std, n_seeds}}),
-      plots/captioning.csv (one row per training set, means)
+      metrics/captioning.json (layout below), plots/captioning.csv (one row per training set:
+      dataset, <metric>_mean, <metric>_ci95)
+
+metrics/captioning.json::
+
+    {"<row>": {"<metric>": stats.record over captioner seeds
+                           ({mean, ci95, std, n, n_inf, n_missing, sign}),   # C.METRICS
+               "per_seed": [{"seed", "<metric>": value | null | "inf"}, ...]},
+     ...,                       # rows: original, original+LIBRA, oversample, subsample, ...
+     "test_set": {"n_images", "n_female", "n_male", "gender_source", "gender_source_param",
+                  "test_images", "biasamp_reference", "n_reference_captions",
+                  "biasamp_min_count", "n_dba_images", "lic_seeds"}}
+
+LIC per row: each captioner seed's LIC is the mean over the LIC classifier seeds (lic.seeds) of
+its captions; the record is over captioner seeds (captioner.seed_records).
 """
 import csv
 import sys
@@ -33,32 +50,54 @@ from biaslab.io import InputError, atomic_path, load_params, read_parquet, write
 
 LIBRA = "original+LIBRA"
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer",
-            "dcg": "data/libra/dcg", "test_images": "gendered"}
+            "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto"}
 
 
-def _test_set(which: str):
-    """Test images (``gendered``: labelled female/male, the paper 000 test set "retaining only
-    images with gender-specific terms"; ``all``: every test image), their human captions and
-    female/male labels."""
+def load_gender_labels(source: str) -> tuple[dict, str]:
+    """``C.gender_labels`` on the pipeline's two label tables (shared with stage human_bias)."""
+    per = Path("data/prepared/perceived_gender.parquet")
+    lab = Path("data/labels/images.parquet")
+    return C.gender_labels(source, read_parquet(per) if per.exists() else None,
+                           read_parquet(lab) if lab.exists() else None)
+
+
+def _test_set(which: str, source: str):
+    """Test images (``gendered``: labelled female/male by the chosen source, the paper 000 test
+    set "retaining only images with gender-specific terms"; ``all``: every test image), their
+    human captions, female/male labels, the source used, and the training split's human
+    captions (BiasAmp's reference D)."""
     if which not in ("gendered", "all"):
         raise InputError("params.yaml", f"eval_captioner.test_images must be 'gendered' or "
                                         f"'all', got {which!r}")
     split = read_parquet("data/split.parquet")
     images = read_parquet("data/prepared/images.parquet")
-    lab = read_parquet("data/labels/images.parquet")
+    labels, used = load_gender_labels(source)
     test_ids = set(split.loc[split["split"] == "test", "image_id"].astype(int))
+    train_ids = set(split.loc[split["split"] == "train", "image_id"].astype(int))
     if which == "gendered":
-        test_ids &= set(lab.loc[lab["gender"].isin(["female", "male"]), "image_id"].astype(int))
+        test_ids &= set(labels)
     table = images[images["image_id"].isin(test_ids)][["image_id", "path"]] \
         .sort_values("image_id", ignore_index=True)
     if table.empty:
-        raise InputError("data/split.parquet", "no test images")
-    caps = read_parquet("data/prepared/captions.parquet")
-    caps = caps[caps["image_id"].isin(test_ids)].sort_values(["image_id", "caption_id"])
-    human = {int(i): list(g["caption"]) for i, g in caps.groupby("image_id")}
-    genders = {int(i): g for i, g in zip(lab["image_id"], lab["gender"])
-               if int(i) in test_ids and g in ("female", "male")}
-    return table, human, genders
+        raise InputError("data/split.parquet", f"no test images (labelled by {used})")
+    caps = read_parquet("data/prepared/captions.parquet").sort_values(["image_id", "caption_id"])
+    human = {int(i): list(g["caption"]) for i, g in caps[caps["image_id"].isin(test_ids)]
+             .groupby("image_id")}
+    train_caps = caps.loc[caps["image_id"].isin(train_ids), "caption"].astype(str).tolist()
+    if not train_caps:
+        raise InputError("data/split.parquet", "no training captions (BiasAmp's reference)")
+    genders = {i: g for i, g in labels.items() if i in test_ids}
+    return table, human, genders, used, train_caps
+
+
+def _image_objects(ids) -> dict:
+    """image id -> MSCOCO categories annotated on it (images with at least one row)."""
+    p = Path("data/prepared/objects.parquet")
+    if not p.exists():
+        return {}
+    o = read_parquet(p)
+    o = o[o["image_id"].isin(set(ids))]
+    return {int(i): sorted(set(g["category"].astype(str))) for i, g in o.groupby("image_id")}
 
 
 def _write_results(path: str, ids, captions) -> None:
@@ -74,8 +113,13 @@ def main() -> None:
     lib = params.get("libra") or {}
     libra_seed = int(lib.get("seed", 0))
     libra_beams = (lib.get("apply") or {}).get("num_beams")
-    table, human, genders = _test_set(e["test_images"])
+    table, human, genders, g_used, train_caps = _test_set(e["test_images"],
+                                                          e["gender_source"])
     ids = table["image_id"].astype(int).tolist()
+    objects = _image_objects(ids)
+    print(f"eval_captioner: {len(ids)} test images, gender labels from {g_used} "
+          f"(gender_source={e['gender_source']}), BiasAmp reference = {len(train_caps)} "
+          f"training captions, object sets for {len(objects)} images")
     paths = dict(zip(ids, table["path"].astype(str)))
 
     scorer = None
@@ -86,7 +130,8 @@ def main() -> None:
         print(f"eval_captioner: no CLIP scorer at {e['scorer']}: CLIPScore skipped")
     mkw = dict(scorer=scorer, image_paths=paths, words=words, classifier=lp["classifier"],
                preset=lp["preset"], seeds=lp["seeds"], num_threads=lp.get("num_threads"),
-               biasamp_min_count=int(e["biasamp_min_count"]))
+               biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
+               image_objects=objects)
     feats_by_encoder: dict = {}
 
     def feats_for(model):
@@ -112,7 +157,7 @@ def main() -> None:
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing} "
                                                   f"(run train_captioner)")
-    per_model, rows = {}, {}
+    per_model, rows, row_seeds = {}, {}, {}
     dcg_ok = Path(e["dcg"], "dcg.json").is_file()
     for d in datasets:
         for s in seeds:
@@ -139,6 +184,7 @@ def main() -> None:
                                                 "caption": c, "human": human.get(i, [""])[0]}
                                                for i, c in list(zip(ids, caps))[:10]]}
                 rows.setdefault(row, []).append(flat)
+                row_seeds.setdefault(row, []).append(s)
                 print(f"eval_captioner {key}: " + ", ".join(
                     f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                     for k, v in flat.items()))
@@ -146,7 +192,17 @@ def main() -> None:
         print(f"eval_captioner: no LIBRA DCG at {e['dcg']}: the +LIBRA row is skipped")
     order = ["original"] + ([LIBRA] if LIBRA in rows else []) + \
         [d for d in datasets if d != "original"]
-    summary = {r: C.summarize_seeds(rows[r]) for r in order if r in rows}
+    summary = {r: C.seed_records(rows[r], seeds=row_seeds[r]) for r in order if r in rows}
+    n_g = {g: sum(1 for v in genders.values() if v == g) for g in ("female", "male")}
+    ba0 = next(iter(per_model.values()))["details"].get("BiasAmp") or {}
+    summary["test_set"] = {
+        "n_images": len(ids), "n_female": n_g["female"], "n_male": n_g["male"],
+        "gender_source": g_used, "gender_source_param": e["gender_source"],
+        "test_images": e["test_images"], "biasamp_reference": ba0.get("reference"),
+        "n_reference_captions": ba0.get("n_reference_captions"),
+        "biasamp_min_count": int(e["biasamp_min_count"]),
+        "n_dba_images": sum(1 for i in ids if i in objects and i in genders),
+        "lic_seeds": lp["seeds"]}
     notes = {}
     if scorer is not None:  # reference: the first human caption of each test image
         hid = [i for i in ids if human.get(i)]
@@ -159,15 +215,19 @@ def main() -> None:
         notes[LIBRA] = f"skipped: no DCG at {e['dcg']}"
     write_json("data/captions/eval.json", _jsonable({"models": per_model, "notes": notes,
                                                      "n_test_images": len(ids),
-                                                     "n_test_gendered": len(genders)}))
+                                                     "n_test_gendered": len(genders),
+                                                     "gender_source": g_used}))
     write_json("metrics/captioning.json", summary)
     with atomic_path("plots/captioning.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["dataset", *C.METRICS])
+        w.writerow(["dataset", *[f"{k}_{x}" for k in C.METRICS for x in ("mean", "ci95")]])
         for r, m in summary.items():
-            w.writerow([r, *["" if m[k] is None else m[k] for k in C.METRICS]])
+            if r == "test_set":
+                continue
+            w.writerow([r, *["" if m[k][x] is None else round(m[k][x], 4)
+                             for k in C.METRICS for x in ("mean", "ci95")]])
     print(f"eval_captioner: {len(per_model)} result sets on {len(ids)} test images "
-          f"({len(genders)} female/male)")
+          f"({n_g['female']} female, {n_g['male']} male; labels from {g_used})")
 
 
 if __name__ == "__main__":

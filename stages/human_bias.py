@@ -1,44 +1,67 @@
-"""Stage `human_bias`: bias of the dataset's own (human) captions against perceived gender
-(crowd labels when the source has them, else caption-derived labels): Ratio and Error of every
-human caption (Burns et al. 2018) and LIC_D (thesis Eq. 2.9) -> metrics/human_bias.json.
-Params: `lic` (classifier, preset, seeds, words), `label.words`."""
+"""Stage `human_bias`: bias of the dataset's own (human) captions against the image gender
+labels: Ratio and Error of every human caption (Burns et al. 2018) and LIC_D (thesis Eq. 2.9)
+-> metrics/human_bias.json.
+
+Gender labels: ONE source, chosen by the same param as stage eval_captioner
+(``eval_captioner.gender_source``: auto = perceived labels where the data has them, else
+caption-derived; ``biaslab.captioner.gender_labels``), so both stages judge captions against
+the same labels. Params: ``lic`` (classifier, preset, seeds, num_threads), ``label.words``,
+``eval_captioner.gender_source``.
+
+metrics/human_bias.json::
+
+    {"gender_source", "gender_source_param", "n_images", "n_female", "n_male", "n_captions",
+     "Ratio", "ratio_raw", "Error",
+     "LIC_D", "LIC_M", "LIC": stats.record over the LIC classifier seeds,
+     "lic_classifier"}
+
+(``Error``, not ``error``: DVC reads a metrics key named ``error`` as a load error.)
+"""
+from pathlib import Path
+
 import numpy as np
 
+from biaslab import stats
+from biaslab.captioner import gender_labels
 from biaslab.io import load_params, read_parquet, write_json
 from biaslab.metrics.captions import error, ratio
 from biaslab.metrics.lic import lic
 from biaslab.textclf import default_config
 
 
+def _finite(v):
+    return None if isinstance(v, float) and not np.isfinite(v) else v
+
+
 def main() -> None:
     params = load_params()
     p, words = params["lic"], params["label"]["words"]
-    perceived = read_parquet("data/prepared/perceived_gender.parquet")
-    perceived = perceived[perceived["perceived_gender"].isin(["female", "male"])]
-    if len(perceived):
-        genders, source = dict(zip(perceived.image_id, perceived.perceived_gender)), "perceived"
-    else:
-        lab = read_parquet("data/labels/images.parquet")
-        lab = lab[lab["gender"].isin(["female", "male"])]
-        genders, source = dict(zip(lab.image_id, lab.gender)), "captions"
+    source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
+    per = Path("data/prepared/perceived_gender.parquet")
+    lab = Path("data/labels/images.parquet")
+    genders, used = gender_labels(source, read_parquet(per) if per.exists() else None,
+                                  read_parquet(lab) if lab.exists() else None)
     caps = read_parquet("data/prepared/captions.parquet").sort_values("caption_id")
     caps = caps[caps["image_id"].isin(genders)]
     human = caps.groupby("image_id")["caption"].apply(list).to_dict()
     every = caps["caption"].tolist()
     every_g = [genders[i] for i in caps["image_id"]]
     r = ratio(every, every_g, words=words)
-    out = {"gender_source": source, "n_images": len(human), "n_captions": len(every),
-           "ratio": r["ratio"], "ratio_max": r["ratio_max"], "error": error(every, every_g, words)}
+    out = {"gender_source": used, "gender_source_param": source, "n_images": len(human),
+           "n_female": sum(1 for i in human if genders[i] == "female"),
+           "n_male": sum(1 for i in human if genders[i] == "male"), "n_captions": len(every),
+           "Ratio": _finite(r["ratio_max"]), "ratio_raw": _finite(r["ratio"]),
+           "Error": _finite(error(every, every_g, words))}
     # LIC_D of the human captions; the "model" captions are each image's first human caption,
     # so LIC = LIC_M - LIC_D is a sanity value expected near 0.
     cfg = default_config(p["classifier"], p["preset"], progress=False,
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
     res = lic({i: c[0] for i, c in human.items()}, human, genders, classifier=p["classifier"],
               seeds=p["seeds"], config=cfg, words=words)
-    out.update({k: res[k] for k in ("LIC_D", "LIC_D_std", "LIC_M", "LIC_M_std", "LIC", "LIC_std")})
+    for k in ("LIC_D", "LIC_M", "LIC"):
+        out[k] = stats.record([s[k] for s in res["per_seed"]])
     out["lic_classifier"] = f"{p['classifier']}/{p['preset']}"
-    write_json("metrics/human_bias.json", {k: (None if isinstance(v, float) and not np.isfinite(v)
-                                               else v) for k, v in out.items()})
+    write_json("metrics/human_bias.json", out)
     print(out)
 
 

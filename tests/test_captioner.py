@@ -182,12 +182,50 @@ def test_manifest_tables_key_counterfactuals_by_path():
     assert rows.tolist() == [0, 0, 1, 1, 2]
 
 
-def test_summarize_seeds():
-    s = C.summarize_seeds([{"LIC": 1.0, "ratio": None}, {"LIC": 3.0, "ratio": 2.0}],
-                          keys=("LIC", "ratio", "error"))
-    assert s["LIC"] == 2.0 and s["LIC_std"] == pytest.approx(math.sqrt(2), abs=1e-4)
-    assert s["ratio"] == 2.0 and s["ratio_std"] == 0.0
-    assert s["error"] is None and s["n_seeds"] == 2
+def test_seed_records_count_infinite_and_missing_seeds():
+    rows = [{"LIC": 1.0, "Ratio": math.inf, "Error": None},
+            {"LIC": 3.0, "Ratio": 2.0, "Error": 4.0},
+            {"LIC": 5.0, "Ratio": 1.0, "Error": 6.0}]
+    s = C.seed_records(rows, keys=("LIC", "Ratio", "Error"), seeds=[0, 1, 2])
+    # LIC: mean 3, sample std 2, ci95 = t(0.975, 2) * 2 / sqrt(3) = 4.3027 * 1.1547
+    assert s["LIC"]["mean"] == pytest.approx(3.0) and s["LIC"]["std"] == pytest.approx(2.0)
+    assert s["LIC"]["ci95"] == pytest.approx(4.302653 * 2 / math.sqrt(3), rel=1e-5)
+    # an infinite Ratio seed is counted, never dropped: no finite mean
+    assert s["Ratio"]["n_inf"] == 1 and s["Ratio"]["n"] == 3 and s["Ratio"]["mean"] is None
+    # a missing Error seed is left out and counted
+    assert s["Error"]["n_missing"] == 1 and s["Error"]["mean"] == pytest.approx(5.0)
+    assert s["per_seed"][0] == {"seed": 0, "LIC": 1.0, "Ratio": "inf", "Error": None}
+    json.dumps(s, allow_nan=False)                      # strict JSON
+    with pytest.raises(ValueError):
+        C.seed_records(rows, seeds=[0])
+
+
+def test_caption_metrics_keep_an_infinite_ratio_and_name_error_Error():
+    preds = {1: "a man on a bike", 2: "a man in a kitchen", 3: "a man with a dog"}
+    genders = {1: "male", 2: "female", 3: "male"}
+    flat, det = C.caption_metrics(preds, genders, {}, metrics=("ratio", "error"))
+    assert flat["Ratio"] == math.inf                   # never says "woman": r = inf
+    assert flat["Error"] == pytest.approx(100 / 3)     # image 2 called a man
+    assert "error" not in flat and flat["DBA_G"] is None and flat["LIC"] is None
+    flat, det = C.caption_metrics(preds, genders, {}, metrics=("ratio",),
+                                  image_objects={1: ["bicycle"], 2: ["oven"], 3: ["dog"]})
+    assert det["DBA"]["n_images"] == 3 and det["DBA"]["n_objects"] == 3
+    assert flat["DBA_O"] is not None and flat["DBA_G"] is not None
+
+
+def test_gender_labels_one_source():
+    per = pd.DataFrame({"image_id": [1, 2, 3], "perceived_gender": ["female", "male", "unsure"]})
+    cap = pd.DataFrame({"image_id": [1, 2, 4], "gender": ["male", "male", "female"]})
+    assert C.gender_labels("auto", per, cap) == ({1: "female", 2: "male"}, "perceived")
+    assert C.gender_labels("caption", per, cap) == ({1: "male", 2: "male", 4: "female"},
+                                                    "caption")
+    empty = per.iloc[:0]
+    assert C.gender_labels("auto", empty, cap)[1] == "caption"
+    assert C.gender_labels("auto", None, cap)[1] == "caption"
+    with pytest.raises(C.InputError, match="perceived"):
+        C.gender_labels("perceived", empty, cap)
+    with pytest.raises(C.InputError, match="gender_source"):
+        C.gender_labels("crowd", per, cap)
 
 
 def test_clip_score_for_uses_cached_features_with_a_lit_scorer():
@@ -266,15 +304,23 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
     res = json.loads((tmp_path / "data/captions/original-0.json").read_text())
     assert len(res) == n_test and all(isinstance(r["caption"], str) for r in res)
     metrics = json.loads((tmp_path / "metrics/captioning.json").read_text())
-    assert list(metrics) == ["original", "original+LIBRA", "oversample"]
+    assert list(metrics) == ["original", "original+LIBRA", "oversample", "test_set"]
     deb = json.loads((tmp_path / "data/captions/original+LIBRA-0.json").read_text())
     assert [r["image_id"] for r in deb] == [r["image_id"] for r in res]
+    ts = metrics.pop("test_set")
+    assert ts["n_female"] + ts["n_male"] == ts["n_images"] == n_test
+    assert ts["gender_source"] == "perceived"          # the synthetic source has crowd-style labels
+    assert ts["gender_source_param"] == "auto"
+    assert ts["biasamp_reference"] == "train" and ts["n_reference_captions"] > 0
     for m in metrics.values():
-        assert m["n_seeds"] == 1 and m["METEOR"] is not None and m["CIDEr"] is not None
-        assert m["CLIPScore"] is None                      # no data/scorer here
-        assert set(C.METRICS) <= set(m)
+        assert set(m) == set(C.METRICS) | {"per_seed"}
+        assert m["METEOR"]["n"] == 1 and m["METEOR"]["mean"] is not None
+        assert m["CIDEr"]["mean"] is not None
+        assert m["CLIPScore"]["mean"] is None and m["CLIPScore"]["n_missing"] == 1  # no scorer
+        assert [r["seed"] for r in m["per_seed"]] == [0]
     rows = (tmp_path / "plots/captioning.csv").read_text().splitlines()
-    assert rows[0].split(",")[0] == "dataset" and len(rows) == 4
+    assert rows[0].split(",")[:3] == ["dataset", "METEOR_mean", "METEOR_ci95"]
+    assert len(rows) == 4
     ev = json.loads((tmp_path / "data/captions/eval.json").read_text())
     assert "skipped" in ev["notes"]["CLIPScore"] and "original+LIBRA" not in ev["notes"]
     assert set(ev["models"]) == {"original-0", "original+LIBRA-0", "oversample-0"}

@@ -73,14 +73,45 @@ def test_happy_path_with_human(files, capsys):
     assert inp["predictions_without_label_sample"] == [2 * N, 2 * N + 1]
 
 
+def test_biasamp_reference_from_train_captions(files, capsys):
+    # Training captions D: kitchen 3 f : 1 m, dog 1 f : 3 m (b_male(dog) = 0.75).
+    anns = [{"id": n, "image_id": 100 + n, "caption": c} for n, c in enumerate(
+        ["a woman in a kitchen"] * 3 + ["a man in a kitchen"] + ["a woman with a dog"]
+        + ["a man with a dog"] * 3)]
+    (files / "train.json").write_text(json.dumps({"annotations": anns}))
+    rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                          "--gender", files / "labels.csv", "--human", files / "human.json",
+                          "--train-captions", files / "train.json", "--metrics", "biasamp",
+                          "--biasamp-min-count", "1")
+    assert rc == 0
+    res = json.loads(stdout)
+    ba = res["BiasAmp"]
+    # L = {kitchen, dog} from D (dress/tie/cat/car of the test captions are not in D). Model:
+    # dog with N women and N men -> b_hat_male = 0.5: (0.5 - 0.75); kitchen never said -> no
+    # term; Eq. 2.3 divides by |L| = 2 -> -12.5
+    assert ba["reference"] == "train" and ba["n_reference_captions"] == 8
+    assert ba["n_words"] == 2 and ba["n_undefined"] == 1
+    assert ba["ba"] == pytest.approx(-12.5)
+    assert "training captions" in res["inputs"]["biasamp_reference"]
+    # without --train-captions the test references are used, and the output says so
+    rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                          "--gender", files / "labels.csv", "--human", files / "human.json",
+                          "--metrics", "biasamp", "--biasamp-min-count", "1")
+    res = json.loads(stdout)
+    assert res["BiasAmp"]["reference"] == "test_human"
+    assert "--train-captions" in res["inputs"]["biasamp_reference"]
+    assert "BiasAmp reference" in err
+
+
 def test_missing_human_reports_skipped(files, capsys):
     rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
                           "--gender", files / "labels.csv", *FAST)
     assert rc == 0
     res = json.loads(stdout)
     assert isinstance(res["LIC_M"], float)
-    for k in ("LIC_D", "LIC", "BiasAmp", "quality"):
+    for k in ("LIC_D", "LIC", "quality"):
         assert res[k] == {"skipped": "needs --human"}
+    assert res["BiasAmp"] == {"skipped": "needs --train-captions (or --human)"}
     assert "LIC_D_std" not in res
     assert isinstance(res["Error"], float)
     assert "2 of 18 predicted image ids have no female/male label" in err

@@ -135,6 +135,37 @@ def test_lic_aligns_human_captions_and_shares_splits(monkeypatch):
     assert res["n_test_per_gender"] == 1
 
 
+def test_lic_model_vocabulary_comes_from_the_training_split_only(monkeypatch):
+    # Every image's model and human caption has its own word w<i>: V_pre (thesis 2.4: the
+    # vocabulary "in the training set") holds the words of the seed's TRAINING images only,
+    # so a test image's own word is <unk> in its human caption, a training image's is kept.
+    W = [f"zz{chr(97 + i)}" for i in range(20)]                     # zza, zzb, ...
+    model = {i: f"A {'woman' if i < 10 else 'man'} with a {W[i]}." for i in range(20)}
+    human = {i: [f"A person with a {W[i]}."] for i in range(20)}
+    genders = {i: ("female" if i < 10 else "male") for i in range(20)}
+    calls = []
+
+    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None):
+        calls.append((tr_x, te_x))
+        return 50.0
+
+    monkeypatch.setattr(L, "_score", fake_score)
+    L.lic(model, human, genders, seeds=[0], config=tiny_lstm())
+    train_ids, test_ids = L.balanced_split(genders, 0)
+    assert len(test_ids) == 2 and len(train_ids) == 18
+    (m_tr, m_te), (d_tr, d_te) = calls
+    assert m_te == [f"a [MASK] with a {W[i]}" for i in test_ids]      # LIC_M texts untouched
+    # "person" is never in the model captions -> <unk>; a training image's own word is kept
+    assert d_tr == [f"a <unk> with a {W[i]}" for i in train_ids]
+    assert d_te == ["a <unk> with a <unk>"] * 2                     # test-only word: <unk>
+
+
+def test_lstm_classifier_vocabulary_is_built_from_its_training_texts():
+    model = textclf.train(["a [MASK] in a dress", "a [MASK] in a tie"] * 4, [0, 1] * 4,
+                          tiny_lstm(epochs=1), seed=0)
+    assert set(model.vocab) == {"<pad>", "<unk>", "[MASK]", "a", "in", "dress", "tie"}
+
+
 def test_lic_bert_alignment_uses_tokenizer_unk(monkeypatch, tiny_bert_dir):
     model = {i: "A woman with a dog." for i in range(20)}
     human = {i: ["A woman with a zebra."] for i in range(20)}

@@ -169,10 +169,71 @@ def test_biasamp_top_k_counts_all_human_captions():
     assert sorted(r["vocab"]) == ["kitchen", "skateboard"]   # dog/red never co-occur
 
 
-def test_biasamp_word_missing_from_model_is_left_out():
+def test_biasamp_word_missing_from_model_counts_in_L_with_no_term():
     model = _caps("kitchen", 4, 0) + ["a dog"]     # model never says skateboard
     r = biasamp.bias_amplification(model, HUMAN, min_count=1)
-    assert r["vocab"] == ["kitchen"] and r["ba"] == pytest.approx(25.0)
+    # Eq. 2.3 divides by |L| = 2 (kitchen, skateboard); skateboard's b_hat is 0/0 -> no term:
+    # (1 - 0.75) / 2 = 0.125
+    assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
+    assert r["n_words"] == 2 and r["n_undefined"] == 1
+    assert r["ba"] == pytest.approx(12.5)
+    t = r["table"].set_index("word")
+    assert math.isnan(t.loc["skateboard", "amplification"])
+
+
+def test_biasamp_reference_is_the_training_captions():
+    # Training captions D: kitchen 3 f : 1 m (b_f = 0.75), skateboard 1 : 3; 'dog' is frequent
+    # only in the TEST references, so with D = training captions it is not in L.
+    train = HUMAN
+    test_refs = _caps("dog", 3, 1) + _caps("kitchen", 1, 3)     # kitchen skews male here
+    model = _caps("kitchen", 4, 0) + _caps("dog", 4, 0)
+    r = biasamp.bias_amplification(model, train, min_count=1)
+    # L = {kitchen, skateboard} from D; kitchen: 1 - 0.75; skateboard unused (0/0): /2
+    assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
+    assert r["ba"] == pytest.approx(100 * 0.25 / 2)
+    # the test references give another L and another b: dog 1 - 0.75, kitchen (b_m = 0.75)
+    # 0 - 0.75 -> (0.25 - 0.75) / 2
+    r = biasamp.bias_amplification(model, test_refs, min_count=1)
+    assert sorted(r["vocab"]) == ["dog", "kitchen"]
+    assert r["ba"] == pytest.approx(100 * (0.25 - 0.75) / 2)
+    # min_count applies to D: kitchen has 1 male co-occurrence in D
+    assert biasamp.bias_amplification(model, train, min_count=2)["n_words"] == 0
+
+
+def test_caption_objects_matches_names_plurals_and_synonyms():
+    cats = ["dog", "baseball bat", "knife", "cell phone", "person", "skis"]
+    got = biasamp.caption_objects("Two dogs and a man with a baseball bat and knives", cats)
+    assert got == {"dog", "baseball bat", "knife"}
+    assert biasamp.caption_objects("a woman on her phone on skis", cats) == {"cell phone",
+                                                                            "skis"}
+    assert biasamp.caption_objects("a bat", ["baseball bat"], synonyms={}) == set()
+    assert biasamp.caption_objects("a baseball game", cats) == set()
+
+
+def test_caption_dba_by_hand():
+    # 4 images: A (truth) f, f, m, m; objects on images: kitchen-ish 'oven' on images 0, 1, 2;
+    # 'dog' on 3. Model captions: genders f, none, m, m; objects mentioned: oven on 0, 1, 3.
+    caps = ["a woman at an oven", "someone at an oven", "a man near a table", "a man at an oven"]
+    gens = ["female", "female", "male", "male"]
+    objs = [["oven"], ["oven"], ["oven"], ["dog", "person"]]
+    r = biasamp.caption_dba(caps, gens, objs)
+    assert r["categories"] == ["dog", "oven"] and r["n_images"] == 4   # person excluded
+    A = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
+    T = np.array([[0, 1], [0, 1], [0, 1], [1, 0]])
+    Ap = np.array([[1, 0], [0, 0], [0, 1], [0, 1]])
+    Tp = np.array([[0, 1], [0, 1], [0, 0], [0, 1]])
+    assert r["DBA_G"] == pytest.approx(biasamp.dba_g(A, T, Ap)["DBA_G"])
+    assert r["DBA_O"] == pytest.approx(biasamp.dba_o(A, T, Tp)["DBA_O"])
+    # by hand, DBA_O: p(l|a): f: dog 0, oven 1; m: dog .5, oven .5.  p_hat: f: dog 0, oven 1;
+    # m: dog 0, oven .5 -> Delta only at (m, dog) = -0.5; y(m, dog) = 1 (p = 1/4 > 1/2 * 1/4)
+    # -> term -0.5; DBA_O = 100 * -0.5 / 4 = -12.5
+    assert r["DBA_O"] == pytest.approx(-12.5)
+    # DBA_G: p(a|oven): f 2/3, m 1/3; p_hat(a|oven): f 1/3 (image 1 neutral), m 1/3;
+    # p(a|dog): m 1; p_hat(m|dog) = 1. y: (f, oven) = 1 (2/4 > 1/2 * 3/4), (m, oven) = 0,
+    # (f, dog) = 0, (m, dog) = 1. Terms: (f, oven) -1/3; (m, oven) -(0) = 0 -> -1/3 / 4
+    assert r["DBA_G"] == pytest.approx(100 * (-1 / 3) / 4)
+    with pytest.raises(ValueError):
+        biasamp.caption_dba(caps, gens[:3], objs)
 
 
 def test_biasamp_image_gender_source_and_nested_captions():
@@ -574,3 +635,41 @@ def test_skew_and_max_skew_at_k():
     assert retrieval.max_skew_at_k([[M, M, M, F]], 4) == pytest.approx(math.log(1.5))
     with pytest.raises(ValueError):
         retrieval.max_skew_at_k([Q1], 4, {F: 0.5, M: 0.6})
+
+
+def test_retrieval_bias_ranks_scores_and_bootstraps_over_queries():
+    # gallery: m, m, f, undefined -> desired female 1/3, male 2/3
+    gallery = ["male", "male", "female", "undefined"]
+    scores = np.array([[0.9, 0.8, 0.1, 0.5],      # ranks m, m, u, f
+                       [0.1, 0.2, 0.9, 0.5]])     # ranks f, u, m, m
+    r = retrieval.retrieval_bias(scores, gallery, ks=(1, 2), n_boot=200, seed=0)
+    # delta_2: q0 (m, m) = +1; q1 (f, u) = -1 -> Bias@2 = 0; the CI spans both
+    assert r["Bias@2"]["mean"] == pytest.approx(0.0) and r["Bias@2"]["n"] == 2
+    assert r["Bias@2"]["lo"] == pytest.approx(-1.0) and r["Bias@2"]["hi"] == pytest.approx(1.0)
+    # MaxSkew@2 (undefined dropped before K): q0 (m, m): ln(1 / (2/3)); q1 (f, m):
+    # max(ln(.5 / (1/3)), ln(.5 / (2/3))) = ln 1.5 -> mean ln 1.5, no spread
+    assert r["MaxSkew@2"]["mean"] == pytest.approx(math.log(1.5))
+    assert r["MaxSkew@2"]["ci95"] == pytest.approx(0.0) and r["MaxSkew@2"]["n_undefined"] == 0
+    # K=1: q0 m -> ln 1.5; q1 f -> ln 3
+    assert r["MaxSkew@1"]["mean"] == pytest.approx((math.log(1.5) + math.log(3)) / 2)
+    assert math.isnan(retrieval.per_query_max_skew(["undefined"], 1, {F: 0.5, M: 0.5}))
+    with pytest.raises(ValueError):
+        retrieval.retrieval_bias(scores[:, :3], gallery)
+
+
+def test_caption_dba_o_against_human_caption_mentions():
+    # 2 female, 2 male images; human captions (2 each) and model captions mention objects.
+    gens = ["female", "female", "male", "male"]
+    objs = [["oven"], ["oven"], ["dog"], ["dog"]]
+    human = [["a woman at an oven", "a woman cooking"], ["a woman at an oven", "a woman"],
+             ["a man with a dog", "a man with a dog"], ["a man", "a man and a dog"]]
+    model = ["a woman at an oven", "a woman at an oven", "a man with a dog", "a man"]
+    r = biasamp.caption_dba(model, gens, objs, human_captions=human)
+    # p(l|a) per human caption: f: oven 2/4, dog 0; m: oven 0, dog 3/4.
+    # p_hat per model caption:  f: oven 2/2, dog 0; m: oven 0, dog 1/2.
+    # y (human samples, n = 8): (f, oven) 2/8 > 1/2 * 2/8 -> 1; (m, dog) 3/8 > 1/2 * 3/8 -> 1;
+    # (f, dog), (m, oven) 0 -> y = 0 with Delta 0.
+    # terms: (f, oven) +0.5; (m, dog) 1/2 - 3/4 = -0.25 -> 100 * 0.25 / (2 * 2) = 6.25
+    assert r["DBA_O"] == pytest.approx(6.25) and r["n_human_captions"] == 8
+    with pytest.raises(ValueError):
+        biasamp.caption_dba(model, gens, objs, human_captions=human[:3])

@@ -107,12 +107,15 @@ def bias_amplification_from_counts(c_ref, c_model) -> dict:
     1[b_al > 1/|A|]``. BA > 0: the model amplifies the reference skew; a model reproducing the
     reference co-occurrences exactly gives 0; a model skewed less than the reference gives < 0.
 
-    Note ``|L|`` counts every annotation, including ones with no ``a`` above ``1/|A|`` (exact
-    ties), as Eq. (2.3) divides by ``|L|``, not by the number of masked pairs.
+    Note ``|L|`` counts every annotation given (every column), including ones with no ``a``
+    above ``1/|A|`` (exact ties), as Eq. (2.3) divides by ``|L|``, not by the number of masked
+    pairs.
 
     Decision: ``b_hat_al`` is undefined (0/0) for an annotation ``l`` the model never produces
-    with any ``a`` (and ``b_al`` for one absent from the reference). Such annotations are
-    left out of the sum *and* of ``|L|``; ``defined`` marks the others.
+    with any ``a`` (and ``b_al`` for one absent from the reference). Such an annotation
+    contributes 0 to the sum (no measurable amplification) but stays in ``|L|`` (Eq. 2.3
+    divides by the size of the annotation set, e.g. the 290 words of thesis 2.8.2, not by the
+    words a model happens to use); ``defined`` marks the others, ``n_undefined`` counts them.
 
     Args:
         c_ref: array (|A|, |L|) of non-negative reference co-occurrence counts ``c_al``.
@@ -122,7 +125,8 @@ def bias_amplification_from_counts(c_ref, c_model) -> dict:
         dict: ``ba`` (float, x100; nan if no annotation is defined), ``b_ref``, ``b_model``
         (arrays (|A|, |L|), nan in undefined columns), ``mask`` (bool (|A|, |L|),
         ``b_ref > 1/|A|``), ``contrib`` ((b_model - b_ref) * mask, 0 in undefined columns),
-        ``defined`` (bool (|L|,)), ``n_labels`` (defined |L|).
+        ``defined`` (bool (|L|,)), ``n_labels`` (|L|, every column), ``n_undefined``
+        (columns with an undefined ``b`` or ``b_hat``).
 
     Raises:
         ValueError: shapes differ, not 2-D, negative counts, or |A| < 2.
@@ -145,10 +149,11 @@ def bias_amplification_from_counts(c_ref, c_model) -> dict:
     bh[:, sh > 0] = ch[:, sh > 0] / sh[sh > 0]
     mask = np.nan_to_num(b, nan=0.0) > 1.0 / n_groups
     contrib = np.where(defined[None, :] & mask, np.nan_to_num(bh - b), 0.0)
-    n_labels = int(defined.sum())
+    n_labels = int(c.shape[1])
     ba = 100.0 * contrib.sum() / n_labels if n_labels else math.nan
     return {"ba": float(ba), "b_ref": b, "b_model": bh, "mask": mask, "contrib": contrib,
-            "defined": defined, "n_labels": n_labels}
+            "defined": defined, "n_labels": n_labels,
+            "n_undefined": int(n_labels - defined.sum())}
 
 
 def bias_amplification_arrays(A, T, T_pred, A_pred=None) -> dict:
@@ -299,19 +304,29 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
 
     Set-up as in the papers:
 
-    1. ``L`` = content words among the ``top_k`` (1,000) most frequent words of all human
-       captions of the counted images, gendered or not (``caption_vocabulary``; offline POS
-       stand-in: ``STOP_WORDS``), unless ``vocab`` is given.
+    Reference: ``human_captions`` is the reference set ``D`` of Eqs. (2.2)-(2.3). The papers
+    take the human captions of the TRAINING set (LIBRA supp. 2: "the top 1,000 frequent words
+    in D", D = the training data; ``b`` "from the training data", Zhao et al. 2017); pass the
+    training captions here (``biaslab evaluate-captions --train-captions``; stage
+    ``eval_captioner`` passes the training split's human captions). Passing the test images'
+    human captions instead measures amplification relative to the test references (the
+    pre-issue-12 behaviour; the CLI says which reference it used).
+
+    1. ``L`` = content words among the ``top_k`` (1,000) most frequent words of all reference
+       captions, gendered or not (``caption_vocabulary``; offline POS stand-in:
+       ``STOP_WORDS``), unless ``vocab`` is given.
     2. Co-occurrence ``c(w, g)`` = number of captions of group ``g`` containing ``w`` (each
        word counted once per caption). Decision on ``g``: with ``gender_source="caption"``
        (default) a caption's group is given by its gender words (``caption_gender``; thesis:
        "co-occurrence of the gender words and the common words in the captions"; captions with
        no or both genders are skipped); with ``"image"`` it is the image's ground-truth gender.
-    3. Keep words that co-occur with *each* gender at least ``min_count`` times in the human
-       captions (thesis: "at least 100 times"; LIBRA says "more than 100" -- we use >=).
+    3. Keep words that co-occur with *each* gender at least ``min_count`` times in the
+       reference captions (thesis: "at least 100 times"; LIBRA says "more than 100" -- we use
+       >=). The kept words are ``L``.
     4. ``b`` from human captions, ``b_hat`` from model captions (Eq. 2.2); BA by Eq. (2.3):
-       ``1/|L| sum_{g, w} (b_hat(w,g) - b(w,g)) 1[b(w,g) > 1/2]`` (x100). Words the model
-       never uses with a gendered caption are left out (see
+       ``1/|L| sum_{g, w} (b_hat(w,g) - b(w,g)) 1[b(w,g) > 1/2]`` (x100), ``|L|`` = every
+       kept word. A word the model never uses with a gendered caption (``b_hat`` = 0/0)
+       contributes 0 but counts in ``|L|`` (``n_undefined``; see
        ``bias_amplification_from_counts``).
 
     Sign: a model that exaggerates the human skew (e.g. ``little``: 70% women in human
@@ -320,7 +335,9 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
     Args:
         model_captions: sequence, one item per image: a generated caption (str) or a list of
             captions.
-        human_captions: sequence, one item per image: list of human captions (or one str).
+        human_captions: the reference captions D (training captions): a sequence, one item
+            per image, of a list of captions or one str (a flat list of caption strings is
+            fine: one caption per item).
         model_genders, human_genders: optional image genders aligned with the caption
             sequences; when given, only images labelled ``"female"``/``"male"`` are used
             (required for ``gender_source="image"``).
@@ -333,8 +350,9 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
         vocab: explicit vocabulary (skips 1.; the ``min_count`` filter still applies).
 
     Returns:
-        dict: ``ba`` (float, x100; nan when no word is left), ``n_words`` (|L| used),
-        ``vocab`` (words used), ``table`` (pandas DataFrame, one row per word that passed the
+        dict: ``ba`` (float, x100; nan when no word is left), ``n_words`` (|L|),
+        ``n_undefined`` (words of L the model never uses with a gendered caption),
+        ``vocab`` (L, in vocabulary order), ``table`` (pandas DataFrame, one row per word that passed the
         ``min_count`` filter -- words the model never uses have NaN ``b_hat_*`` and
         ``amplification`` -- columns
         ``word, c_female, c_male, c_hat_female, c_hat_male, b_female, b_male, b_hat_female,
@@ -367,7 +385,7 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
         table = pd.DataFrame(columns=["word", "c_female", "c_male", "c_hat_female",
                                       "c_hat_male", "b_female", "b_male", "b_hat_female",
                                       "b_hat_male", "skew", "amplification"])
-        return {"ba": math.nan, "n_words": 0, "vocab": [], "table": table,
+        return {"ba": math.nan, "n_words": 0, "n_undefined": 0, "vocab": [], "table": table,
                 "n_human_captions": len(human), "n_model_captions": len(model)}
     b, bh, mask = res["b_ref"], res["b_model"], res["mask"]
     skew = np.where(mask[0], FEMALE, np.where(mask[1], MALE, ""))
@@ -376,8 +394,8 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
         "word": vocab, "c_female": c_ref[0], "c_male": c_ref[1], "c_hat_female": c_mod[0],
         "c_hat_male": c_mod[1], "b_female": b[0], "b_male": b[1], "b_hat_female": bh[0],
         "b_hat_male": bh[1], "skew": skew, "amplification": amp})
-    return {"ba": res["ba"], "n_words": res["n_labels"],
-            "vocab": [w for w, d in zip(vocab, res["defined"]) if d], "table": table,
+    return {"ba": res["ba"], "n_words": res["n_labels"], "n_undefined": res["n_undefined"],
+            "vocab": list(vocab), "table": table,
             "n_human_captions": len(human), "n_model_captions": len(model)}
 
 
@@ -513,4 +531,176 @@ def dba(A, T, A_pred=None, T_pred=None,
     if T_pred is not None:
         r = dba_o(A, T, T_pred, norm)
         out["DBA_O"], out["delta_O"], out["y"] = r["DBA_O"], r["delta"], r["y"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# DBA_G / DBA_O of captions (thesis 2.8.2)
+# --------------------------------------------------------------------------------------------
+
+#: A few caption words for MSCOCO categories whose name is rarely the word used (offline
+#: stand-in for the synonym lists of Hendricks et al. 2018; the thesis gives none). Keys are
+#: single tokens; plurals of category names and of these words are matched too.
+OBJECT_SYNONYMS: dict[str, str] = {
+    "bike": "bicycle", "motorbike": "motorcycle", "plane": "airplane", "jet": "airplane",
+    "phone": "cell phone", "cellphone": "cell phone", "television": "tv", "sofa": "couch",
+    "ball": "sports ball", "puppy": "dog", "kitten": "cat", "doughnut": "donut",
+    "table": "dining table", "glass": "wine glass", "bat": "baseball bat",
+    "glove": "baseball glove", "racket": "tennis racket", "racquet": "tennis racket",
+    "hydrant": "fire hydrant", "computer": "laptop", "fridge": "refrigerator",
+    "skateboarder": "skateboard", "surfer": "surfboard", "teddy": "teddy bear",
+}
+
+
+def _plurals(word: str) -> set[str]:
+    out = {word, word + "s", word + "es"}
+    if word.endswith("y"):
+        out.add(word[:-1] + "ies")
+    if word.endswith("f"):
+        out.add(word[:-1] + "ves")
+    if word.endswith("fe"):
+        out.add(word[:-2] + "ves")
+    return out
+
+
+def caption_objects(caption: str, categories: Sequence[str],
+                    synonyms: dict[str, str] | None = None) -> set[str]:
+    """MSCOCO categories mentioned in a caption ("MSCOCO objects in the captions", thesis
+    2.8.2, DBA_O).
+
+    A category is mentioned when its name's tokens (``biaslab.gender.tokenize``) occur
+    contiguously, the last one possibly in a plural form (``dogs``, ``skis``, ``knives``), or
+    when a word of ``synonyms`` (default :data:`OBJECT_SYNONYMS`) mapping to it occurs
+    (plural forms too). Word matching only: no sense disambiguation (``bat`` of a baseball
+    game and the animal are the same word).
+
+    Args:
+        caption: one caption.
+        categories: category names (e.g. ``"baseball bat"``); only these can be returned.
+        synonyms: word -> category.
+
+    Returns:
+        the set of mentioned categories (a subset of ``categories``).
+    """
+    toks = tokenize(caption)
+    tokset = set(toks)
+    syn = OBJECT_SYNONYMS if synonyms is None else synonyms
+    out = set()
+    for cat in categories:
+        ct = tokenize(cat)
+        if not ct:
+            continue
+        head, last = ct[:-1], _plurals(ct[-1])
+        n = len(ct)
+        for i in range(len(toks) - n + 1):
+            if toks[i:i + n - 1] == head and toks[i + n - 1] in last:
+                out.add(cat)
+                break
+    cats = set(categories)
+    for w, cat in syn.items():
+        if cat in cats and cat not in out and tokset & _plurals(w):
+            out.add(cat)
+    return out
+
+
+def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
+                image_objects: Sequence[Iterable[str]], categories: Sequence[str] | None = None,
+                *, human_captions: Sequence[Sequence[str]] | None = None, words: str = "lic",
+                exclude: Iterable[str] = ("person",),
+                synonyms: dict[str, str] | None = None) -> dict:
+    """DBA_G and DBA_O of one set of generated captions (thesis 2.8.2, Eqs. 2.12-2.14).
+
+    Per image ``i`` (only images labelled female/male are used):
+
+    * ``A_i`` = one-hot ground-truth gender (the image's label), ``T_i`` = the MSCOCO objects
+      annotated on the image (binary over ``categories``); ``y_al`` (Eq. 2.13) from (A, T).
+    * DBA_G (object -> gender): ``A_pred_i`` = gender of the generated caption's gender words
+      (``caption_gender``; a caption with none or both genders has an all-zero row, so it
+      lowers every ``p_hat(a|l)``: "gender words in the captions as A"), conditioned on the
+      ground-truth objects (:func:`dba_g`, ``norm="image"``).
+    * DBA_O (gender -> object; "MSCOCO objects in the captions as L, gender annotations as
+      A"): with ``human_captions`` (default of the stage), ``p(l|a)`` = the share of the
+      HUMAN captions of gender-``a`` images that mention ``l`` (:func:`caption_objects`; every
+      human caption is one sample) and ``p_hat(l|a)`` = the share of the generated captions of
+      gender-``a`` images that mention ``l``; ``y_al`` from the human-caption samples. Both are
+      rates of mentions per caption, so a captioner that names fewer objects than the image
+      holds is not counted as de-amplifying (decision: the thesis gives no more detail).
+      Without ``human_captions``, the ground truth is the objects annotated on the image
+      (:func:`dba_o` with ``T``, ``T_pred`` = mentioned in the generated caption).
+
+    ``L`` (decision: the thesis says "MSCOCO objects"): ``categories`` if given, else every
+    category annotated on at least one counted image, minus ``exclude`` (``person`` is the
+    protected subject, not a task).
+
+    Args:
+        model_captions: one generated caption per image.
+        image_genders: aligned image labels (``"female"``/``"male"``; others skipped).
+        image_objects: aligned iterables of the categories annotated on each image.
+        categories: the category set L (see above).
+        words: gender word list.
+        exclude: categories never in L.
+        synonyms: see :func:`caption_objects`.
+        human_captions: aligned lists of each image's human captions (DBA_O's reference).
+
+    Returns:
+        ``{"DBA_G", "DBA_O"}`` (x100 floats; nan when fewer than one image of each gender or
+        L is empty), ``n_images``, ``n_objects`` (|L|), ``categories`` (L).
+
+    Raises:
+        ValueError: sequences of different lengths.
+    """
+    caps, gens, objs = list(model_captions), list(image_genders), [set(o) for o in image_objects]
+    if not (len(caps) == len(gens) == len(objs)):
+        raise ValueError(f"captions, genders and objects differ in length: {len(caps)}, "
+                         f"{len(gens)}, {len(objs)}")
+    keep = [i for i, g in enumerate(gens) if g in GROUPS]
+    ex = set(exclude)
+    if categories is None:
+        categories = sorted({c for i in keep for c in objs[i]} - ex)
+    cats = [c for c in categories if c not in ex]
+    out = {"DBA_G": math.nan, "DBA_O": math.nan, "n_images": len(keep), "n_objects": len(cats),
+           "categories": list(cats)}
+    if not keep or not cats or len({gens[i] for i in keep}) < 2:
+        return out
+    col = {c: j for j, c in enumerate(cats)}
+    A = np.zeros((len(keep), 2))
+    Ap = np.zeros((len(keep), 2))
+    T = np.zeros((len(keep), len(cats)))
+    Tp = np.zeros((len(keep), len(cats)))
+    for r, i in enumerate(keep):
+        A[r, GROUPS.index(gens[i])] = 1
+        cg = caption_gender(caps[i], words)
+        if cg in GROUPS:
+            Ap[r, GROUPS.index(cg)] = 1
+        for c in objs[i]:
+            if c in col:
+                T[r, col[c]] = 1
+        for c in caption_objects(caps[i], cats, synonyms):
+            Tp[r, col[c]] = 1
+    out["DBA_G"] = dba_g(A, T, Ap)["DBA_G"]
+    if human_captions is None:
+        out["DBA_O"] = dba_o(A, T, Tp)["DBA_O"]
+        return out
+    hum = list(human_captions)
+    if len(hum) != len(caps):
+        raise ValueError(f"human_captions has {len(hum)} items for {len(caps)} captions")
+    rows_a, rows_t = [], []
+    for i in keep:
+        for h in ([hum[i]] if isinstance(hum[i], str) else list(hum[i])):
+            a = np.zeros(2)
+            a[GROUPS.index(gens[i])] = 1
+            t = np.zeros(len(cats))
+            for c in caption_objects(h, cats, synonyms):
+                t[col[c]] = 1
+            rows_a.append(a)
+            rows_t.append(t)
+    if not rows_a:
+        return out
+    Ah, Th = np.array(rows_a), np.array(rows_t)
+    if (Ah.sum(axis=0) == 0).any():
+        return out
+    p = (Ah.T @ Th) / Ah.sum(axis=0)[:, None]
+    ph = (A.T @ Tp) / A.sum(axis=0)[:, None]
+    out["DBA_O"], _ = _dba_core(Ah, Th, ph - p, 2, len(cats))
+    out["n_human_captions"] = int(len(Ah))
     return out

@@ -29,11 +29,18 @@ Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leak
   given, the CLI sorts them by annotation id), or ``max_human_captions`` if smaller.
 * Vocabulary alignment (thesis 2.4 "Bias amplification"): words of the human captions that are
   not in the vocabulary of the MODEL captions become an out-of-vocabulary token before the LIC_D
-  classifiers are trained and tested. The model vocabulary is the set of tokens of all masked
-  model captions of the evaluated images (the authors saved it from their model-caption
-  split). The replacement token is the one the classifier reads as unknown: ``<unk>`` for the
-  LSTM (its vocabulary index 1) and the tokenizer's ``unk_token`` for BERT (``[UNK]``), as in the
-  authors' ``bias_dataset.py``. The mask token is never replaced.
+  classifiers are trained and tested. The thesis defines both vocabularies "for all
+  annotations and predictions in the training set": per seed, ``V_pre`` is the token set of
+  the masked model captions of that seed's TRAINING images only (issue 12 item 7; the test
+  images' captions never shape what a classifier can read). Decision: this differs from the
+  authors' code, which saved ``V_pre`` from their model captions' train and test splits
+  together (``--save_model_vocab``). The replacement token is the one the classifier reads as
+  unknown: ``<unk>`` for the LSTM (its vocabulary index 1) and the tokenizer's ``unk_token`` for
+  BERT (``[UNK]``), as in the authors' ``bias_dataset.py``. The mask token is never replaced.
+* Classifier vocabulary: each LSTM classifier builds its own vocabulary from the texts it is
+  trained on (``textclf.build_vocab`` over the training split only: the human training
+  captions for LIC_D, the model training captions for LIC_M); test-split words it never saw
+  read as ``<unk>``. BERT uses its fixed WordPiece vocabulary.
 * Images: those with a female/male label and a model caption (and, when human captions are
   given, at least one human caption: the same images for LIC_M and LIC_D).
 * Seeds (paper: 10): ``seeds=n`` means seeds ``0..n-1``; a list gives them explicitly. Reported
@@ -263,11 +270,10 @@ def lic(model_captions: Mapping[int, str],
         k_n = min(len(human_captions[i]) for i in ids)
         if max_human_captions is not None:
             k_n = min(k_n, int(max_human_captions))
-        vocab = model_vocabulary(model_text.values())
         unk = (textclf.UNK if cfg.kind == "lstm" else cache.load(cfg)[0].unk_token)
-        for k in range(k_n):
-            raw = [preprocess(human_captions[i][k], words, mask_token) for i in ids]
-            human_text.append(dict(zip(ids, align_vocabulary(raw, vocab, unk, keep=[mtok]))))
+        for k in range(k_n):   # masked, not yet aligned (V_pre depends on the seed's split)
+            human_text.append({i: preprocess(human_captions[i][k], words, mask_token)
+                               for i in ids})
 
     label = {i: textclf.CLASSES.index(g[i]) for i in ids}
     per_seed = []
@@ -284,10 +290,11 @@ def lic(model_captions: Mapping[int, str],
                        [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache)
             bar.update(1)
             d_k = []
+            v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
             for k, texts in enumerate(human_text):
-                d_k.append(_score(cfg, [texts[i] for i in train_ids], ytr,
-                                  [texts[i] for i in test_ids], yte, _derive_seed(s, 1, k),
-                                  cache))
+                tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
+                te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
+                d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache))
                 bar.update(1)
             d = float(np.mean(d_k)) if d_k else None
             per_seed.append({"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,

@@ -187,3 +187,74 @@ def max_skew_at_k(retrieved_genders_per_query: Sequence[Sequence], k: int,
         if s:
             vals.append(max(s))
     return sum(vals) / len(vals) if vals else math.nan
+
+
+def per_query_max_skew(retrieved: Sequence, k: int, desired: Mapping | Sequence | None = None,
+                       groups: Sequence = GROUPS,
+                       undefined: Literal["drop_before_k", "drop_after_k"] = "drop_before_k",
+                       ) -> float:
+    """MaxSkew@K of ONE query (GenSynth Eq. 5): ``max_A Skew_A@K``; ``nan`` when no defined
+    image is in its top ``k`` (see :func:`skew_at_k`)."""
+    s = [v for v in skew_at_k(retrieved, k, desired, groups, undefined).values()
+         if not math.isnan(v)]
+    return max(s) if s else math.nan
+
+
+def retrieval_bias(scores, gallery_genders: Sequence, ks: Sequence[int] = (10, 50, 100),
+                   desired: Mapping | Sequence | None = None, n_boot: int = 2000,
+                   seed: int = 0) -> dict:
+    """Bias@K and MaxSkew@K of a text-to-image retrieval model, with percentile-bootstrap 95 %
+    CIs over queries (GenSynth, paper 001, sec. 3.1 / 5 and appendix C, Eqs. 3-5).
+
+    Each query ranks the whole gallery by ``scores`` (descending; ties keep gallery order).
+    Per query ``delta_K`` (:func:`delta_at_k`) and MaxSkew@K (:func:`per_query_max_skew`);
+    the reported value is their mean over queries (Eq. 3; GenSynth's tables average MaxSkew
+    over queries too), and the CI resamples queries (``biaslab.stats.bootstrap``): the
+    uncertainty of the query sample for this one model. Queries whose MaxSkew is undefined
+    (no defined image in their top K) are left out of MaxSkew and counted.
+
+    Args:
+        scores: array (n_queries, n_gallery) of query-image similarities.
+        gallery_genders: (n_gallery,) labels ``"female"``/``"male"``/anything else (= undefined,
+            ``g(I)`` of appendix C).
+        ks: cut-offs K (paper: 5, 10, 25, 100; a K >= n_gallery ranks the whole gallery, so
+            it reads the gallery's own balance).
+        desired: MaxSkew's desired proportions (default: the gallery's female/male
+            distribution, GenSynth Eq. 4 "the actual attribute distribution over the entire
+            dataset").
+        n_boot, seed: bootstrap resamples and seed.
+
+    Returns:
+        ``{"Bias@K": {"mean", "ci95", "lo", "hi", "n"}, "MaxSkew@K": {..., "n_undefined"}}``
+        for each K (unscaled; Bias@K in [-1, 1], > 0 = men over-represented).
+
+    Raises:
+        ValueError: ``scores`` not 2-D or not matching the gallery, no queries, bad K, no
+            defined gallery label.
+    """
+    import numpy as np
+
+    from biaslab import stats
+    s = np.asarray(scores, dtype=np.float64)
+    g = list(gallery_genders)
+    if s.ndim != 2 or s.shape[1] != len(g):
+        raise ValueError(f"scores must be (n_queries, {len(g)}), got {s.shape}")
+    if s.shape[0] == 0:
+        raise ValueError("no queries")
+    for k in ks:
+        _check_k(k)
+    p_d = _desired(g if desired is None else desired, GROUPS)
+    order = np.argsort(-s, axis=1, kind="stable")
+    ranked = [[g[j] for j in row] for row in order]
+    out = {}
+    keys = ("mean", "ci95", "lo", "hi", "n")
+    for k in ks:
+        d = np.array([delta_at_k(r, k) for r in ranked])
+        ms = np.array([per_query_max_skew(r, k, p_d) for r in ranked])
+        ok = ~np.isnan(ms)
+        b = stats.bootstrap(np.mean, d, n_boot=n_boot, seed=seed)
+        out[f"Bias@{k}"] = {x: b[x] for x in keys}
+        m = (stats.bootstrap(np.mean, ms[ok], n_boot=n_boot, seed=seed) if ok.any()
+             else {x: None for x in keys} | {"n": 0})
+        out[f"MaxSkew@{k}"] = {x: m[x] for x in keys} | {"n_undefined": int((~ok).sum())}
+    return out
