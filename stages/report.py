@@ -9,7 +9,7 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
       metrics/artifact.json (artifact_test), metrics/artifact_captioner.json
       (artifact_captioner), metrics/probe.json (probe), metrics/select.json (select),
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
-      metrics/dcg_apply.json (dcg_apply)
+      metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval)
 out:  plots/report/tables.md,
       metrics/summary.json (headline: per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, n, diff, diff_lo, diff_hi} with the difference from Original and its Welch
@@ -35,7 +35,7 @@ IN = {"classification": "metrics/classification.json", "captioning": "metrics/ca
       "artifact_captioner": "metrics/artifact_captioner.json", "probe": "metrics/probe.json",
       "select": "metrics/select.json",
       "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
-      "dcg_apply": "metrics/dcg_apply.json"}
+      "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json"}
 OUT = Path("plots/report")
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "leakage", "Leakage"),
@@ -195,6 +195,29 @@ def main() -> None:
             "Captioners:", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), ""]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
+    ret = m["retrieval"]
+    ks = (ret.get("setup") or {}).get("ks") or []
+    if ks and isinstance(ret.get("scorer"), dict):
+        su = ret["setup"]
+        lines += [
+            "## Retrieval bias of the CLIP-style scorer (paper 001 sec. 5)",
+            "",
+            f"{su.get('n_queries', '?')} gender-neutralised test captions as queries over "
+            f"{su.get('n_gallery', '?')} test images ({su.get('n_female', '?')} female / "
+            f"{su.get('n_male', '?')} male); Bias@K (0 = balanced) and MaxSkew@K (0 = the "
+            "gallery's own balance) ± 95 % bootstrap CI over queries; `random` is a random "
+            "ranking of the same gallery.",
+            "",
+            "| ranking | " + " | ".join(f"Bias@{k} | MaxSkew@{k}" for k in ks) + " |",
+            "|---|" + "---|---|" * len(ks)]
+        for name in ("scorer", "random"):
+            r = ret.get(name) or {}
+            cells = []
+            for k in ks:
+                cells += [stats.format_cell(r.get(f"Bias@{k}"), 3),
+                          stats.format_cell(r.get(f"MaxSkew@{k}"), 3)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
     lines += [
         "## Validity (planted truth as referee)",
         "",

@@ -170,7 +170,11 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                      "mix": {"swap": 0.0, "t5": 1.0, "merged": 1.0},
                      "d_mean": {"A_GC": 0.3125, "Dt5g": -0.04}},
              "dcg_apply": {"swapped": {"n": 4, "before": {"wrong": 1.0, "correct": 0.0},
-                                       "after": {"wrong": 0.25, "correct": 0.5}}}}
+                                       "after": {"wrong": 0.25, "correct": 0.5}}},
+             "retrieval": {"scorer": {"Bias@10": {"mean": 0.0, "ci95": 0.1},
+                                      "MaxSkew@10": {"mean": 0.655, "ci95": 0.008}},
+                           "random": {"Bias@10": {"mean": -0.02, "ci95": 0.03}},
+                           "setup": {"ks": [10], "n_queries": 326, "n_gallery": 80}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
@@ -182,6 +186,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "swap:t5:merged = 0:1:1): 10 captions (swap: 0, t5: 5, merged: 5)" in md and "= 0.312." in md
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
     assert "## Validity" in md and "**holds**" in md
+    assert "| scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
     summary = json.loads((m / "summary.json").read_text())
     assert summary["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
     assert summary["original"]["mAP"]["mean"] == 79.0 and "diff" not in summary["original"]["mAP"]
