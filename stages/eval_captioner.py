@@ -58,7 +58,7 @@ def load_gender_labels(source: str) -> tuple[dict, str]:
     per = Path("data/prepared/perceived_gender.parquet")
     lab = Path("data/labels/images.parquet")
     return C.gender_labels(source, read_parquet(per) if per.exists() else None,
-                           read_parquet(lab) if lab.exists() else None)
+                           read_parquet(lab))  # label_gender always writes it
 
 
 def _test_set(which: str, source: str):

@@ -46,11 +46,11 @@ def main() -> None:
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
     if not Path(e["scorer"]).exists():
-        raise InputError(e["scorer"], "no CLIP-style scorer (run stage train_scorer)")
+        raise InputError(e["scorer"], "missing: no CLIP-style scorer there (run stage train_scorer)")
     per = Path("data/prepared/perceived_gender.parquet")
     lab = Path("data/labels/images.parquet")
     labels, used = C.gender_labels(source, read_parquet(per) if per.exists() else None,
-                                   read_parquet(lab) if lab.exists() else None)
+                                   read_parquet(lab))  # label_gender always writes it
     split = read_parquet("data/split.parquet")
     test = set(split.loc[split["split"] == "test", "image_id"].astype(int))
     images = read_parquet("data/prepared/images.parquet")

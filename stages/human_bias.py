@@ -40,7 +40,7 @@ def main() -> None:
     per = Path("data/prepared/perceived_gender.parquet")
     lab = Path("data/labels/images.parquet")
     genders, used = gender_labels(source, read_parquet(per) if per.exists() else None,
-                                  read_parquet(lab) if lab.exists() else None)
+                                  read_parquet(lab))  # label_gender always writes it
     caps = read_parquet("data/prepared/captions.parquet").sort_values("caption_id")
     caps = caps[caps["image_id"].isin(genders)]
     human = caps.groupby("image_id")["caption"].apply(list).to_dict()

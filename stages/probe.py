@@ -56,6 +56,8 @@ def _not_available(root: str, backend: str) -> None:
 def main() -> None:
     params = load_params()
     root = params["data"]["root"]
+    if not Path(root).is_dir():
+        raise InputError(root, "missing: data.root is not a directory")
     backend = params.get("generate", {}).get("backend")
     pairs = read_probe(root)
     if pairs is None or pairs.empty:
