@@ -46,7 +46,7 @@ def filter_grid(scores: pd.DataFrame, originals: dict[int, str], filters: Sequen
             if f == "overall":
                 ranked = select(cand, filters, weights)
                 best = cand[cand.j == ranked.iloc[0]["j"]].iloc[0]
-                inv = select(cand, filters, [-c for c in weights])
+                inv = select(cand, filters, weights, worst=True)
                 worst = cand[cand.j == inv.iloc[0]["j"]].iloc[0]
                 picks += [(best.path, ""), (worst.path, "")]
             else:

@@ -254,7 +254,7 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
 
 
 def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float],
-           keys: Sequence[str] = ("image_id", "group")) -> pd.DataFrame:
+           keys: Sequence[str] = ("image_id", "group"), worst: bool = False) -> pd.DataFrame:
     """Weighted rank selection (paper 000 Eq. 2): for each tuple (i, g'),
     j* = argmin_j sum_k c_k * r(s_k^(i,j,g')), with r the rank of the score among the m
     candidates of (i, g') in DESCENDING order (rank 1 = highest score = least biased).
@@ -267,6 +267,8 @@ def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float
         scores: one row per candidate with columns ``keys``, ``j`` and one column per filter.
         filters: the filter columns, aligned with ``weights``.
         weights: c_k, finite real numbers >= 0 (all zero: no filtering, the first candidate).
+        worst: pick the candidate with the LARGEST weighted rank sum instead (the worst under
+            the same weights; paper 000 Fig. 4's "worst" column), ties again by smaller ``j``.
 
     Returns:
         The selected rows (one per (i, g')) with extra columns ``rank_<filter>`` and
@@ -291,5 +293,6 @@ def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float
         df[f"rank_{f}"] = r.astype("int64")
         total = total + float(c) * r.to_numpy()
     df["rank_sum"] = total
-    df = df.sort_values(keys + ["rank_sum", "j"], kind="stable")
+    df = df.sort_values(keys + ["rank_sum", "j"], ascending=[True] * len(keys) + [not worst, True],
+                        kind="stable")
     return df.groupby(keys, sort=True).head(1).sort_values(keys, ignore_index=True)

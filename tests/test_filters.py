@@ -200,3 +200,14 @@ def test_score_candidates_errors(tmp_path):
     with pytest.raises(ValueError, match="lacks column"):
         score_candidates(cands.drop(columns="prompt"), {7: p["orig"]}, _FeatScorer(),
                          _FeatObjects(), encode=lambda t: np.zeros((len(t), 2)))
+
+
+def test_select_worst_is_the_largest_rank_sum():
+    import pandas as pd
+    from biaslab.filters import select
+    # one (image, group), three candidates: a is best on both filters, c worst on both
+    s = pd.DataFrame({"image_id": [1, 1, 1], "group": ["male"] * 3, "j": [0, 1, 2],
+                      "f1": [0.9, 0.5, 0.1], "f2": [0.8, 0.6, 0.2]})
+    assert select(s, ["f1", "f2"], [1, 1]).iloc[0]["j"] == 0
+    w = select(s, ["f1", "f2"], [1, 1], worst=True).iloc[0]
+    assert w["j"] == 2 and w["rank_sum"] == 6.0
