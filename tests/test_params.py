@@ -103,3 +103,16 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
         if lack:
             missing[name] = lack
     assert not missing, f"dvc.yaml deps lack imported modules: {missing}"
+
+
+def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
+    """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
+    from biaslab.classify import METHODS
+    out = tmp_path / "p.yaml"
+    compose_and_dump(str(out), str(REPO / "conf"), None, "config", "", ["scale=full"])
+    full = yaml.safe_load(out.read_text())["classifier"]
+    assert sorted(full["methods"]) == sorted(set(METHODS) - {"erm"})
+    ci = yaml.safe_load((REPO / "params.yaml").read_text())["classifier"]
+    assert ci["methods"] == ["group_dro", "adversarial", "domain_independent"]
+    for name, params in ci["method_params"].items():       # every param is a known one
+        assert set(params) <= set(METHODS[name].PARAMS), name
