@@ -199,6 +199,10 @@ def test_every_method_trains_saves_and_reloads(method, tmp_path):
     assert clf.config["method"] == method and len(hist) == 4
     assert set(clf.config["method_params"]) == set(METHODS[method].PARAMS)
     assert np.isfinite([h["train_loss"] for h in hist]).all()
+    again, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
+                                  params={"epochs": 4, "lr": 1e-2})
+    for k, v in clf.head.state_dict().items():           # deterministic given the seed
+        assert torch.equal(v, again.head.state_dict()[k]), k
     clf.save(tmp_path / method)
     back = C.GenderObjectClassifier.load(tmp_path / method)
     np.testing.assert_array_equal(back.predict_proba(x), clf.predict_proba(x))
