@@ -30,8 +30,13 @@ from biaslab import stats
 #: Row order and display names (paper 000 Tables 1-3).
 ROW_NAMES = {"original": "Original", "oversample": "Over-sampling",
              "subsample": "Sub-sampling", "original+LIBRA": "Original + LIBRA",
-             "augment": "S_augment", "synthetic": "S_synthetic"}
-ROW_ORDER = ("original", "oversample", "subsample", "original+LIBRA", "augment", "synthetic")
+             "augment": "S_augment", "synthetic": "S_synthetic",
+             "adversarial": "Adversarial", "domain_discriminative": "DomDisc",
+             "domain_independent": "DomInd", "upweight": "Upweight", "focal": "Focal",
+             "class_balanced": "CB", "group_dro": "GroupDRO"}
+ROW_ORDER = ("original", "oversample", "subsample", "adversarial", "domain_discriminative",
+             "domain_independent", "upweight", "focal", "class_balanced", "group_dro",
+             "original+LIBRA", "augment", "synthetic")
 
 #: (metrics key, column header) per table; headers mark the better direction.
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("ratio", "Ratio →1"), ("leakage", "Leakage ↓"),

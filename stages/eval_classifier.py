@@ -1,6 +1,7 @@
 """Stage `eval_classifier`: mAP, Ratio and Leakage (paper 000 sec. 3.1, Table 1) of every
 trained classifier on the real test split (biaslab.classify; params `classifier.datasets`,
-`classifier.seeds`, `classifier.blackout`, `classifier.blackout_dilate_px`,
+`classifier.methods` (the model-level baselines trained on Original, one row each after the
+datasets), `classifier.seeds`, `classifier.blackout`, `classifier.blackout_dilate_px`,
 `classifier.blackout_fill`, `classifier.leakage_rounds`; `features.cache_dir` only locates
 the cache).
 
@@ -10,20 +11,24 @@ them) and scored on the labelled test images (paper 000 Eq. 7; Wang et al. 2019)
 Every metric is summarised over the classifier seeds with biaslab.stats (t 95 % CI, sample
 std; a seed whose Ratio is infinite is counted in n_inf and kept, never dropped).
 
-in:  data/models/classifier/<dataset>-<seed>/ for every dataset x seed, data/prepared/
+in:  data/models/classifier/<name>-<seed>/ for every name in datasets + methods and every
+     seed, data/prepared/
      {images,objects,persons}.parquet, data/labels/images.parquet, data/split.parquet,
      data/datasets/original.parquet, data/features/images*.npy
 out: data/eval_classifier/masked/ (test images with every person blacked out, for Ratio),
      metrics/classification.json:
-       {<dataset>: {mAP, ratio, ratio_raw, leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
-                    masked_gender_auc: record {mean, ci95, std, n, n_inf, n_missing, sign},
-                    per_seed: [{seed, mAP, ratio, ratio_raw, ratio_flag, n_man, n_woman,
-                                n_both, n_neither, leakage, LK_M, LK_D, leakage_std, ...}]},
+       {<name>: {mAP, ratio, ratio_raw, leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
+                 masked_gender_auc: record {mean, ci95, std, n, n_inf, n_missing, sign},
+                 per_seed: [{seed, mAP, ratio, ratio_raw, ratio_flag, n_man, n_woman,
+                             n_both, n_neither, leakage, LK_M, LK_D, leakage_std, ...}],
+                 method: "erm" | the method name,
+                 [ratio_na: why -- only for a model without gender outputs (adversarial):
+                  its ratio / gender values are null, counted as missing, ratio_flag "n/a"]},
         test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ...},
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
      (per-seed values as biaslab.stats.to_json: an infinite ratio / ratio_raw is "inf", 0/0
      is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
-     plots/classification.csv (one row per dataset: mean, ci95, std of mAP, Ratio, Leakage)
+     plots/classification.csv (one row per model name: mean, ci95, std of mAP, Ratio, Leakage)
 """
 import math
 import sys
@@ -86,7 +91,9 @@ def main() -> None:
     ids, base = load_features()
     lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0}
     out, rows = {}, []
-    for dataset in p["datasets"]:
+    names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
+                                   if m not in p["datasets"]]
+    for dataset in names:
         per_seed = []
         for seed in p["seeds"]:
             clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
@@ -100,8 +107,13 @@ def main() -> None:
                          train_feats=tfeats, train_objects=object_matrix(train["objects"],
                                                                          clf.labels),
                          train_genders=train["gender"].tolist(), leakage_kwargs=lk)
-            per_seed.append({"seed": int(seed), "raw": r, "n_labels": len(clf.labels)})
+            per_seed.append({"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
+                             "method": clf.config.get("method", "erm")})
         out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
+        out[dataset]["method"] = per_seed[0]["method"]
+        na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}
+        if na:
+            out[dataset]["ratio_na"] = sorted(na)[0]
         out[dataset]["per_seed"] = [
             # infinite values as "inf" (stats.to_json), so differences count them
             {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in

@@ -4,7 +4,7 @@ context attribute -- labeled objects, scene, the unlabeled colour cast -- once t
 masked?).
 
 params: data.root (the synthetic dataset with probe/pairs.csv), classifier.datasets,
-        classifier.seeds, classifier.blackout, classifier.blackout_dilate_px,
+        classifier.methods (the model-level baselines, after the datasets), classifier.seeds, classifier.blackout, classifier.blackout_dilate_px,
         classifier.blackout_fill (the Ratio protocol's person masking), captioner.datasets,
         captioner.seeds, captioner.beam, captioner.max_len, captioner.no_repeat_ngram,
         label.words, generate.backend (recorded: which counterfactuals the models saw), probe
@@ -15,7 +15,9 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pair
       row per model x pair: model, dataset, seed, attribute, pair, out_female, out_male,
       sensitivity, and the caption of each image for captioners), metrics/probe.json
       ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
-      {attribute: record}}, "captioner": {...}, "ci_rule", "blackout"}; record: see
+      {attribute: record}}, "captioner": {...}, "ci_rule", "blackout", and
+      "classifier_na": {name: why} for models without gender outputs (adversarial), which
+      the probe's output P(man) - P(woman) does not exist for}; record: see
       biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
       says "not available (no planted truth)" and the stage exits 0.
 """
@@ -78,15 +80,20 @@ def main() -> None:
     rows, out = [], {"classifier": {}, "captioner": {}}
 
     ids, base = load_features()
-    for d in c["datasets"]:
+    for d in list(c["datasets"]) + [m for m in (c.get("methods") or [])
+                                    if m not in c["datasets"]]:
         per_seed = {}
         for s in c["seeds"]:
             clf = GenderObjectClassifier.load(f"data/models/classifier/{d}-{s}")
+            if not clf.has_gender:
+                out.setdefault("classifier_na", {})[d] = "no gender outputs"
+                break
             feats = model_features(clf, table, ids, base, cache, derived=True)
             sens = P.pair_sensitivities(masked, P.classifier_output(*clf.gender_proba(feats)))
             per_seed[int(s)] = sens
             rows.append(sens.assign(model="classifier", dataset=d, seed=int(s)))
-        out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
+        if per_seed:
+            out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
 
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
@@ -126,7 +133,7 @@ def main() -> None:
                          **out, "ci_rule": CI_RULE,
                          "blackout": list(c.get("blackout", ["box"])),
                          "mean_masked_fraction": float(np.mean(masked["masked_fraction"]))})
-    for model, by_d in out.items():
+    for model, by_d in ((k, v) for k, v in out.items() if k != "classifier_na"):
         for d, recs in by_d.items():
             print(f"probe {model} {d}: " + ", ".join(
                 f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"

@@ -1,23 +1,26 @@
-"""Stage `train_classifier` (matrix: dataset x seed): multi-label object + gender classifier of
-paper 000 sec. 3.1 / appendix B.1 trained on one training-set variant
-(biaslab.classify; params `classifier` except datasets/seeds, `features.backbone`,
-`features.image_size`).
+"""Stages `train_classifier` (matrix: dataset x seed, plain ERM) and `train_method` (matrix:
+method x seed, a model-level baseline of paper 000 Table 1 trained on Original): multi-label
+object + gender classifier of paper 000 sec. 3.1 / appendix B.1 (biaslab.classify; params
+`classifier` except datasets/seeds/methods, `features.backbone`, `features.image_size`;
+`train_method` also reads `classifier.method_params`).
 
 usage: python stages/train_classifier.py --dataset augment --seed 0
+       python stages/train_classifier.py --method group_dro --seed 0   (dataset: original)
 
 in:  data/datasets/original.parquet (label list: objects co-occurring with each gender >=
      classifier.min_cooccur times), data/datasets/<dataset>.parquet, data/features/images*.npy
      (frozen features of the real images), the counterfactual image files the manifest names
      (data/generate/images/, encoded through the feature cache)
-out: data/models/classifier/<dataset>-<seed>/ (classifier_config.json incl. labels/outputs,
-     classifier_head.safetensors, history.json), dvclive/classifier/<dataset>-<seed>/ (per-epoch
-     train/loss, val/loss, val/mAP, val/gender_acc)
+out: data/models/classifier/<name>-<seed>/ (classifier_config.json incl. labels/outputs,
+     method, method_params; classifier_head.safetensors, history.json),
+     dvclive/classifier/<name>-<seed>/ (per-epoch train/loss, val/loss, val/mAP,
+     val/gender_acc); <name> = the dataset for ERM, the method otherwise
 """
 import argparse
 import sys
 import time
 
-from biaslab.classify import (DEFAULTS, GenderObjectClassifier, manifest_features,
+from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, manifest_features,
                               select_labels, train_classifier, train_finetune)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, read_parquet, write_json
@@ -25,11 +28,18 @@ from biaslab.io import InputError, load_params, read_parquet, write_json
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--dataset", default="original")
+    ap.add_argument("--method", default="erm", choices=sorted(METHODS))
     ap.add_argument("--seed", type=int, required=True)
     args = ap.parse_args(argv)
     params = load_params()
     p = {**DEFAULTS, **params.get("classifier", {})}
+    method_params = (p.get("method_params") or {}).get(args.method) or {}
+    if args.method != "erm" and p["finetune"]:
+        raise InputError("params.yaml", "classifier.finetune: true trains ERM only; the "
+                                        f"{args.method} baseline trains a head on frozen "
+                                        f"features")
+    name = args.dataset if args.method == "erm" else args.method
     fp = params.get("features", {})
     backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
     set_threads(p.get("threads", 1))
@@ -44,12 +54,12 @@ def main(argv=None) -> None:
     if len(manifest) < 2:
         raise InputError(f"data/datasets/{args.dataset}.parquet",
                          f"{len(manifest)} training rows: nothing to train on")
-    out = f"data/models/classifier/{args.dataset}-{args.seed}"
+    out = f"data/models/classifier/{name}-{args.seed}"
     train_params = {k: p[k] for k in DEFAULTS}
     stats: dict = {}
     from dvclive import Live
     t0 = time.perf_counter()
-    with Live(dir=f"dvclive/classifier/{args.dataset}-{args.seed}", dvcyaml=False,
+    with Live(dir=f"dvclive/classifier/{name}-{args.seed}", dvcyaml=False,
               save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:
             live.log_metric("train/loss", rec["train_loss"])
@@ -72,7 +82,8 @@ def main(argv=None) -> None:
             feat_seconds = time.perf_counter() - tf
             clf, hist = train_classifier(feats, manifest, labels, seed=args.seed,
                                          params=train_params, backbone=backbone,
-                                         image_size=size, on_epoch=on_epoch)
+                                         image_size=size, method=args.method,
+                                         method_params=method_params, on_epoch=on_epoch)
         seconds = time.perf_counter() - t0
         # run statistics go to the DVCLive summary, not into the model (which must not vary)
         live.summary.update({"feature_seconds": round(feat_seconds, 2),
@@ -83,7 +94,8 @@ def main(argv=None) -> None:
     write_json(f"{out}/history.json", hist)
     GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable
     last = hist[clf.config["best_epoch"]] if hist else {}
-    print(f"train_classifier {args.dataset}-{args.seed}: {len(labels)} objects + 2 genders, "
+    print(f"train_classifier {name}-{args.seed} ({args.method} on {args.dataset}): "
+          f"{len(labels)} objects{' + 2 genders' if clf.has_gender else ''}, "
           f"{len(manifest)} rows, {len(hist)} epochs (best {clf.config['best_epoch']}), "
           f"val_loss {last.get('val_loss')}, val_mAP {last.get('val_mAP')}, "
           f"{seconds:.1f} s")

@@ -350,6 +350,8 @@ def _tiny_repo(root: Path, n=48, size=64):
                        "dropout": 0.0, "weight_decay": 0.0, "labelled_only": True,
                        "finetune": False, "leakage_threshold": 0.5, "threads": 1,
                        "seeds": [0], "datasets": ["original", "augment", "synthetic"],
+                       "methods": ["adversarial", "group_dro"],
+                       "method_params": {"group_dro": {"eta": 0.05}},
                        "blackout": ["box"], "blackout_dilate_px": 1, "leakage_rounds": 2},
         "artifact": {"seed": 0, "parts": ["head", "left_hand", "right_hand"],
                      "radius_scale": 1.0, "box_fraction": 0.3,
@@ -375,6 +377,13 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
         loss = tmp_path / f"dvclive/classifier/{ds}-0/plots/metrics/train/loss.tsv"
         assert len(loss.read_text().splitlines()) == len(json.loads(
             (d / "history.json").read_text())) + 1
+    for method in ("adversarial", "group_dro"):      # stage train_method: on Original
+        train_classifier.main(["--method", method, "--seed", "0"])
+        cfg = json.loads((tmp_path / f"data/models/classifier/{method}-0/"
+                          "classifier_config.json").read_text())
+        assert cfg["method"] == method and cfg["dataset"] == "original"
+        assert (tmp_path / f"dvclive/classifier/{method}-0/metrics.json").exists()
+    assert cfg["method_params"] == {"eta": 0.05}      # classifier.method_params.group_dro
     labels = json.loads((tmp_path / "data/models/classifier/original-0/"
                          "classifier_config.json").read_text())["labels"]
     assert labels == json.loads((tmp_path / "data/models/classifier/synthetic-0/"
@@ -384,8 +393,15 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
 
     eval_classifier.main()
     m = json.loads((tmp_path / "metrics/classification.json").read_text())
-    assert set(m) == {"original", "augment", "synthetic", "test_set", "leakage_train"}
+    assert set(m) == {"original", "augment", "synthetic", "adversarial", "group_dro",
+                      "test_set", "leakage_train"}
     rec_keys = {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}
+    assert m["group_dro"]["method"] == "group_dro" and m["original"]["method"] == "erm"
+    # adversarial: no gender outputs -> Ratio n/a, counted as missing; mAP and Leakage exist
+    adv = m["adversarial"]
+    assert "no gender outputs" in adv["ratio_na"] and "ratio_na" not in m["group_dro"]
+    assert adv["ratio"]["n"] == 0 and adv["ratio"]["n_missing"] == 1
+    assert adv["per_seed"][0]["ratio_flag"] == "n/a" and adv["mAP"]["n"] == 1
     for ds in ("original", "augment", "synthetic"):
         for k in ("mAP", "ratio", "ratio_raw", "leakage", "LK_M", "LK_D"):
             assert set(m[ds][k]) == rec_keys, k
@@ -403,7 +419,8 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     assert m["leakage_train"]["n_images"] == int(train["objects"].apply(len).gt(0).sum()) > 0
     assert m["test_set"]["n_masked"] == m["test_set"]["n_test"] > 0
     csv = pd.read_csv(tmp_path / "plots/classification.csv")
-    assert list(csv["dataset"]) == ["original", "augment", "synthetic"]
+    assert list(csv["dataset"]) == ["original", "augment", "synthetic", "adversarial",
+                                    "group_dro"]
     assert {"mAP_mean", "mAP_ci95", "ratio_mean", "ratio_ci95", "leakage_mean",
             "leakage_ci95", "ratio_n_inf"} <= set(csv.columns)
     assert len(list((tmp_path / "data/eval_classifier/masked").iterdir())) == \

@@ -18,9 +18,32 @@ def test_coco_mini_profile_switches_the_data_source(tmp_path):
     assert p["data"]["source"] == "coco" and p["data"]["root"] == "../shared/coco-mini"
 
 
+def _defining_module(package_dir, name):
+    """The module file of a package that defines ``name`` at top level (def, class or
+    assignment), searched below ``package_dir`` (``__init__.py`` last: a re-export is not a
+    definition); None when no module defines it."""
+    import ast
+    files = sorted(p for p in package_dir.rglob("*.py") if p.name != "__init__.py")
+    for f in files + sorted(package_dir.rglob("__init__.py")):
+        for node in ast.parse(f.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined = [node.name]
+            elif isinstance(node, ast.Assign):
+                defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                defined = [node.target.id]
+            else:
+                continue
+            if name in defined:
+                return f
+    return None
+
+
 def _direct_biaslab_modules(script):
     """Files of the biaslab modules a stage script imports itself (``import biaslab.x``,
-    ``from biaslab.x import y``, ``from biaslab.x import submodule``)."""
+    ``from biaslab.x import y``, ``from biaslab.x import submodule``). A name imported from a
+    package's ``__init__`` (a re-export, e.g. ``from biaslab.classify import evaluate``) maps
+    to the package module that defines it."""
     import ast
     from pathlib import Path
 
@@ -38,11 +61,29 @@ def _direct_biaslab_modules(script):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("biaslab"):
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            pkg = REPO / node.module.replace(".", "/")
+            if (pkg / "__init__.py").exists():
+                for a in node.names:
+                    if path_of(f"{node.module}.{a.name}") is None:
+                        f = _defining_module(pkg, a.name)
+                        if f is not None:
+                            out.add(f.relative_to(REPO).as_posix())
         for n in names:
             p = path_of(n) if n.startswith("biaslab") else None
             if p is not None:
                 out.add(p.relative_to(REPO).as_posix())
     return out
+
+
+def test_names_re_exported_by_a_package_map_to_their_defining_module(tmp_path):
+    """``from biaslab.classify import GenderObjectClassifier, DEFAULTS`` must require
+    biaslab/classify/model.py, not only the exempt ``__init__``."""
+    script = tmp_path / "stage.py"
+    script.write_text("from biaslab.classify import DEFAULTS, GenderObjectClassifier, evaluate\n"
+                      "from biaslab.classify import methods\n")
+    mods = _direct_biaslab_modules(script)
+    assert {"biaslab/classify/model.py", "biaslab/classify/evaluate.py",
+            "biaslab/classify/methods/__init__.py"} <= mods
 
 
 def test_every_stage_depends_on_the_modules_its_script_imports():
@@ -62,3 +103,16 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
         if lack:
             missing[name] = lack
     assert not missing, f"dvc.yaml deps lack imported modules: {missing}"
+
+
+def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
+    """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
+    from biaslab.classify import METHODS
+    out = tmp_path / "p.yaml"
+    compose_and_dump(str(out), str(REPO / "conf"), None, "config", "", ["scale=full"])
+    full = yaml.safe_load(out.read_text())["classifier"]
+    assert sorted(full["methods"]) == sorted(set(METHODS) - {"erm"})
+    ci = yaml.safe_load((REPO / "params.yaml").read_text())["classifier"]
+    assert ci["methods"] == ["group_dro", "adversarial", "domain_independent"]
+    for name, params in ci["method_params"].items():       # every param is a known one
+        assert set(params) <= set(METHODS[name].PARAMS), name

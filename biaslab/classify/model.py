@@ -1,0 +1,169 @@
+"""Model of the multi-label object + gender classifier (paper 000 appendix B.1): output
+layout, training defaults, the head on backbone features and the saved classifier."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from biaslab.io import InputError, atomic_path, read_json, without_run_stats, write_json
+
+#: Output names of the protected groups (appendix B.1), in this order after the objects.
+GENDER_OUTPUTS = ("woman", "man")
+#: manifest gender -> output name.
+GENDER_OF = {"female": "woman", "male": "man"}
+CONFIG_FILE = "classifier_config.json"
+WEIGHTS_FILE = "classifier_head.safetensors"
+BACKBONE_FILE = "classifier_backbone.safetensors"
+
+#: Training defaults (params.yaml ``classifier``); ci values, paper values in comments.
+DEFAULTS = {
+    "min_cooccur": 5,         # paper: 100
+    "cooccur_rule": "each",   # each | any
+    "epochs": 60,             # max epochs (early stopping)
+    "lr": 1e-3,               # paper: 1e-5 (fine-tuning the whole backbone)
+    "batch_size": 32,         # paper: 32
+    "patience": 5,
+    "val_fraction": 0.2,      # paper: 0.2
+    "hidden": [],             # [] = linear head
+    "dropout": 0.0,
+    "weight_decay": 0.0,
+    "labelled_only": True,
+    "finetune": False,
+    "leakage_threshold": 0.5,
+}
+
+
+# --------------------------------------------------------------------------- model
+def _head(d: int, n_out: int, hidden: Sequence[int], dropout: float):
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(d))
+            self.register_buffer("std", torch.ones(d))
+            layers, k = [], d
+            for h in hidden:
+                layers += [nn.Linear(k, int(h)), nn.ReLU(), nn.Dropout(float(dropout))]
+                k = int(h)
+            layers.append(nn.Linear(k, n_out))
+            self.net = nn.Sequential(*layers)
+
+        def forward(self, x):
+            return self.net((x - self.mean) / self.std)
+
+    return Head()
+
+
+class GenderObjectClassifier:
+    """Multi-label object + gender classifier (paper 000 appendix B.1) on backbone features.
+
+    ``labels`` are the object names; outputs are ``labels + ["woman", "man"]`` (only
+    ``labels`` for a method without gender outputs, ``config["method"] == "adversarial"``:
+    :attr:`has_gender`). ``predict_proba(feats (n, d) float32) -> (n, |outputs|)`` sigmoid
+    probabilities of the method's inference rule (:mod:`biaslab.classify.methods`; ERM: the
+    head's outputs themselves); ``objects_proba`` / ``gender_proba`` slice it. For a
+    fine-tuned model (``config["finetune"]``) features must come from :meth:`encode` (its own
+    backbone).
+    """
+
+    def __init__(self, head, labels: Sequence[str], config: dict, backbone=None):
+        from biaslab.classify.methods import get_method
+        self.head = head.eval()
+        self.labels = list(labels)
+        self.config = dict(config)
+        self.method = get_method(self.config.get("method", "erm"),
+                                 self.config.get("method_params"))
+        self.backbone = backbone          # fine-tuned encoder (ImageEncoder) or None
+        thr = config.get("thresholds") or [0.5] * len(self.labels)
+        self.thresholds = np.array([np.nan if t is None else t for t in thr], np.float64)
+
+    @property
+    def has_gender(self) -> bool:
+        """Whether the model has ``woman`` / ``man`` outputs (not the adversarial model)."""
+        return bool(self.method.gender_outputs)
+
+    @property
+    def outputs(self) -> list[str]:
+        return [*self.labels, *(GENDER_OUTPUTS if self.has_gender else ())]
+
+    def predict_proba(self, feats: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+        import torch
+        x = np.asarray(feats, np.float32)
+        if x.ndim != 2 or x.shape[1] != self.config["d_img"]:
+            raise ValueError(f"features must be (n, {self.config['d_img']}), got {x.shape}")
+        out = np.zeros((len(x), len(self.outputs)), np.float32)
+        with torch.inference_mode():
+            for s in range(0, len(x), batch_size):
+                out[s:s + batch_size] = torch.sigmoid(self.method.logits(
+                    self.head(torch.from_numpy(x[s:s + batch_size])))).numpy()
+        return out
+
+    def objects_proba(self, feats: np.ndarray) -> np.ndarray:
+        return self.predict_proba(feats)[:, :len(self.labels)]
+
+    def gender_proba(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_woman, p_man)`` float32 (n,) each. Raises ValueError for a model without
+        gender outputs."""
+        if not self.has_gender:
+            raise ValueError(f"the {self.config.get('method')!r} classifier has no gender "
+                             f"outputs")
+        p = self.predict_proba(feats)
+        return p[:, -2], p[:, -1]
+
+    def encode(self, images: Sequence, batch_size: int = 32) -> np.ndarray:
+        """Features of images (paths / PIL) with the model's backbone: the fine-tuned one, or
+        the frozen ``config["backbone"]`` at ``config["image_size"]``."""
+        if self.backbone is None:
+            from biaslab.features import load_image_encoder
+            self.backbone = load_image_encoder(self.config["backbone"],
+                                               image_size=self.config.get("image_size"))
+        return self.backbone.encode(list(images), batch_size=batch_size)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``classifier_config.json`` (labels, outputs, config) and the head weights
+        (safetensors); a fine-tuned backbone too."""
+        from safetensors.torch import save_file
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        with atomic_path(d / WEIGHTS_FILE) as tmp:
+            save_file({k: v.detach().cpu().contiguous()
+                       for k, v in self.head.state_dict().items()}, str(tmp))
+        if self.config.get("finetune") and self.backbone is not None:
+            with atomic_path(d / BACKBONE_FILE) as tmp:
+                save_file({k: v.detach().cpu().contiguous()
+                           for k, v in self.backbone.model.state_dict().items()}, str(tmp))
+        write_json(d / CONFIG_FILE, without_run_stats(
+            {**self.config, "type": "gender_object_classifier", "labels": self.labels,
+             "outputs": self.outputs, "thresholds": _thr_list(self.thresholds)}))
+        return d
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "GenderObjectClassifier":
+        """Read a :meth:`save` directory. Raises ``InputError`` when it is not one."""
+        from safetensors.torch import load_file
+        d = Path(directory)
+        if not ((d / CONFIG_FILE).is_file() and (d / WEIGHTS_FILE).is_file()):
+            raise InputError(d, f"not a classifier directory (needs {CONFIG_FILE} and "
+                                f"{WEIGHTS_FILE}; did train_classifier run?)")
+        cfg = read_json(d / CONFIG_FILE)
+        from biaslab.classify.methods import get_method
+        n_raw = get_method(cfg.get("method", "erm"), cfg.get("method_params")).n_raw(
+            len(cfg["labels"]))
+        head = _head(cfg["d_img"], n_raw, cfg.get("hidden", []), cfg.get("dropout", 0.0))
+        head.load_state_dict(load_file(str(d / WEIGHTS_FILE)), strict=True)
+        backbone = None
+        if cfg.get("finetune"):
+            from biaslab.features import load_image_encoder
+            backbone = load_image_encoder(cfg["backbone"], image_size=cfg.get("image_size"))
+            backbone.model.load_state_dict(load_file(str(d / BACKBONE_FILE)), strict=True)
+            backbone.model.eval()
+        return cls(head, cfg["labels"], cfg, backbone)
+
+
+def _thr_list(t) -> list:
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(t, float)]
