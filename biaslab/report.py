@@ -93,8 +93,17 @@ def _record(v: Any) -> dict | None:
 
 def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | None]]:
     """``{row: {column: record | None}}`` from a metrics file laid out as
-    ``{row: {metric: stats.record, ..., "per_seed": [...]}, "test_set": {...}}``."""
-    return {r: {c: _record(metrics[r].get(c)) for c, _ in columns} for r in _rows(metrics)}
+    ``{row: {metric: stats.record, ..., "per_seed": [...]}, "test_set": {...}}``. A row with
+    ``ratio_na`` (a model without gender outputs, paper 000 Table 1's Adversarial) gets
+    ``{"mean": None, "na": why}`` in its Ratio columns, printed "n/a"."""
+    out = {}
+    for r in _rows(metrics):
+        out[r] = {c: _record(metrics[r].get(c)) for c, _ in columns}
+        if metrics[r].get("ratio_na"):        # a model without gender outputs (Adversarial)
+            for c in ("ratio", "ratio_raw", "Ratio"):
+                if c in out[r]:
+                    out[r][c] = {"mean": None, "na": str(metrics[r]["ratio_na"])}
+    return out
 
 
 def table1(classification: Mapping[str, Any]) -> dict:
@@ -157,7 +166,8 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
     sep = "|" + "---|" * (len(columns) + 1)
     lines = [head, sep]
     for r, vals in tab.items():
-        cells = [stats.format_cell(vals.get(c), digits) for c, _ in columns]
+        cells = ["n/a" if (vals.get(c) or {}).get("na") else
+                 stats.format_cell(vals.get(c), digits) for c, _ in columns]
         lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
     return "\n".join(lines)
 
