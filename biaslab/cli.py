@@ -316,7 +316,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         biasamp_min_count: BiasAmp min co-occurrences with each gender in D (papers: 100).
         train_captions: flat sequence of the training set's human captions (BiasAmp's D).
         on_partial: when given, gets a copy of the metrics computed so far just before the
-            slow LIC step (the CLI writes it to ``<out>.partial`` so a crash keeps them).
+            slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
+            it to ``<out>.partial`` so a crash keeps them.
 
     Returns:
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
@@ -393,9 +394,15 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             cfg = dataclasses.replace(cfg, num_threads=num_threads)
         if bert_model and classifier != "lstm":
             cfg = dataclasses.replace(cfg, model=bert_model)
+        done: list[dict] = []
+
+        def seed_done(rec: dict) -> None:   # the partial file grows seed by seed
+            done.append(rec)
+            on_partial({**out, "LIC_seeds_done": list(done)})
         try:
             res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words, progress=progress)
+                      words=words, progress=progress,
+                      on_seed=seed_done if on_partial is not None else None)
         except ValueError as e:   # e.g. too few images per gender
             out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
         else:

@@ -372,3 +372,25 @@ def test_truncated_model_safetensors_is_an_input_error(dcg_model, tmp_path, caps
     assert rc == 2
     assert err.startswith(f"biaslab libra: error: {weights}: truncated or corrupt safetensors")
     assert not (tmp_path / "o.json").exists()
+
+
+def test_partial_file_grows_seed_by_seed(files, capsys, monkeypatch):
+    """A crash in the second LIC seed keeps the first seed's record in <out>.partial."""
+    import biaslab.metrics.lic as L
+    real_score = L._score
+    calls = []
+
+    def score_then_crash(*a, **k):
+        calls.append(1)
+        if len(calls) > 1:          # without --human a seed trains one classifier (LIC_M)
+            raise RuntimeError("killed in seed 1")
+        return real_score(*a, **k)
+
+    monkeypatch.setattr(L, "_score", score_then_crash)
+    out = files / "m.json"
+    with pytest.raises(RuntimeError):
+        run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender",
+            files / "labels.csv", "--metrics", "lic", "--out", out, *FAST, "--seeds", "2")
+    part = json.loads((files / "m.json.partial").read_text())
+    assert [r["seed"] for r in part["LIC_seeds_done"]] == [0]
+    assert isinstance(part["LIC_seeds_done"][0]["LIC_M"], float)

@@ -53,7 +53,7 @@ Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leak
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -214,7 +214,8 @@ def lic(model_captions: Mapping[int, str],
         mask_token: str = "[MASK]",
         test_ratio: float = 0.1,
         max_human_captions: int | None = None,
-        progress: bool = False) -> dict:
+        progress: bool = False,
+        on_seed: Callable[[dict], None] | None = None) -> dict:
     """LIC, LIC_M and LIC_D (thesis Eqs. 2.9-2.11), mean and std over seeds (see module doc).
 
     Args:
@@ -231,6 +232,9 @@ def lic(model_captions: Mapping[int, str],
         max_human_captions: cap on the number of human-caption indices for LIC_D.
         progress: tqdm bar over the classifiers trained (their own bars follow
             ``config.progress``).
+        on_seed: called after each seed with that seed's record ``{seed, LIC_M, LIC_D,
+            LIC_D_per_index, LIC}`` (the CLI writes it to its partial file, so a crash after
+            hours keeps the seeds already computed).
 
     Returns:
         dict with ``LIC_M``, ``LIC_M_std``, ``LIC_D``, ``LIC_D_std``, ``LIC``, ``LIC_std`` (the
@@ -299,6 +303,8 @@ def lic(model_captions: Mapping[int, str],
             d = float(np.mean(d_k)) if d_k else None
             per_seed.append({"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,
                              "LIC": (m - d) if d is not None else None})
+            if on_seed is not None:
+                on_seed(dict(per_seed[-1]))
 
     ms = [r["LIC_M"] for r in per_seed]
     out = {"LIC_M": float(np.mean(ms)), "LIC_M_std": _std(ms),
