@@ -93,6 +93,20 @@ def classifier_output(p_woman: np.ndarray, p_man: np.ndarray) -> np.ndarray:
     return np.asarray(p_man, np.float64) - np.asarray(p_woman, np.float64)
 
 
+def classifier_logit_output(p_woman: np.ndarray, p_man: np.ndarray,
+                            eps: float = 1e-6) -> np.ndarray:
+    """``logit P(man) - logit P(woman)`` per image, float64 (n,), unbounded.
+
+    The probability difference saturates: a model whose masked-image output sits at
+    P(man) ~ 0.99 can move it by at most 0.01 whatever the context does, so a near-zero
+    probability sensitivity may be a ceiling, not independence. The logit margin has no
+    ceiling (the two sigmoid outputs are independent, so each is inverted on its own);
+    probabilities are clipped to ``[eps, 1 - eps]``. Not in paper 000 (the probe is ours)."""
+    pw = np.clip(np.asarray(p_woman, np.float64), eps, 1 - eps)
+    pm = np.clip(np.asarray(p_man, np.float64), eps, 1 - eps)
+    return (np.log(pm) - np.log1p(-pm)) - (np.log(pw) - np.log1p(-pw))
+
+
 def caption_output(captions: Sequence[str], words: str = "lic") -> np.ndarray:
     """+1 (male words only), -1 (female words only) or 0 per caption, float64 (n,)
     (``biaslab.metrics.captions.caption_label``; a caption with words of both genders is 0)."""

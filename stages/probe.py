@@ -15,7 +15,9 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pair
       row per model x pair: model, dataset, seed, attribute, pair, out_female, out_male,
       sensitivity, and the caption of each image for captioners), metrics/probe.json
       ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
-      {attribute: record}}, "captioner": {...}, "ci_rule", "blackout", and
+      {attribute: record}} (output P(man) - P(woman)), "classifier_logit": {...} (the same
+      pairs on the logit margin logit P(man) - logit P(woman), which does not saturate:
+      biaslab.probe.classifier_logit_output), "captioner": {...}, "ci_rule", "blackout", and
       "classifier_na": {name: why} for models without gender outputs (adversarial), which
       the probe's output P(man) - P(woman) does not exist for}; record: see
       biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
@@ -50,7 +52,7 @@ def _not_available(root: str, backend: str) -> None:
     write_json(METRICS, {"available": False,
                          "reason": f"not available (no planted truth): {root} has no probe "
                                    f"pairs (only the synthetic dataset has them)",
-                         "backend": backend, "n_pairs": {}, "classifier": {},
+                         "backend": backend, "n_pairs": {}, "classifier": {}, "classifier_logit": {},
                          "captioner": {}})
     print(f"probe: no probe pairs under {root}: not available (no planted truth)")
 
@@ -77,23 +79,28 @@ def main() -> None:
                               dilate_px=int(c.get("blackout_dilate_px", 0)),
                               fill=c.get("blackout_fill", 0), progress=True)
     table = masked[["path"]].assign(image_id=[file_id(p) for p in masked["path"]])
-    rows, out = [], {"classifier": {}, "captioner": {}}
+    rows, out = [], {"classifier": {}, "classifier_logit": {}, "captioner": {}}
 
     ids, base = load_features()
     for d in list(c["datasets"]) + [m for m in (c.get("methods") or [])
                                     if m not in c["datasets"]]:
-        per_seed = {}
+        per_seed, per_seed_logit = {}, {}
         for s in c["seeds"]:
             clf = GenderObjectClassifier.load(f"data/models/classifier/{d}-{s}")
             if not clf.has_gender:
                 out.setdefault("classifier_na", {})[d] = "no gender outputs"
                 break
             feats = model_features(clf, table, ids, base, cache, derived=True)
-            sens = P.pair_sensitivities(masked, P.classifier_output(*clf.gender_proba(feats)))
+            probs = clf.gender_proba(feats)
+            sens = P.pair_sensitivities(masked, P.classifier_output(*probs))
             per_seed[int(s)] = sens
+            # the same pairs on the logit margin: no ceiling for saturated outputs
+            per_seed_logit[int(s)] = P.pair_sensitivities(masked,
+                                                          P.classifier_logit_output(*probs))
             rows.append(sens.assign(model="classifier", dataset=d, seed=int(s)))
         if per_seed:
             out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
+            out["classifier_logit"][d] = P.summarize_sensitivity(per_seed_logit, **kw)
 
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]

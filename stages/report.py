@@ -119,7 +119,9 @@ def main() -> None:
     p_clf, p_cap = R.probe_table(m["probe"], "classifier"), R.probe_table(m["probe"], "captioner")
     t4 = R.table4_current(m["select"], m["captioning"], filt.get("names", []),
                           filt.get("weights", []))
+    p_lgt = R.probe_table(m["probe"], "classifier_logit")
     checks = validity.probe_checks(m["probe"], "classifier") + \
+        validity.probe_checks(m["probe"], "classifier_logit") + \
         validity.probe_checks(m["probe"], "captioner") + \
         validity.table_checks(m["classification"], m["artifact"])
     vsum = validity.summary(checks)
@@ -191,7 +193,11 @@ def main() -> None:
             "A model that ignores context scores 0. Pairs per attribute: "
             + (", ".join(f"{k} {v}" for k, v in np_.items()) if np_ else "?") + ".",
             "",
-            "Classifiers:", "", R.markdown(p_clf, R.PROBE_COLUMNS, 3), "",
+            "Classifiers (P(man) - P(woman)):", "", R.markdown(p_clf, R.PROBE_COLUMNS, 3), "",
+            "Classifiers on the logit margin (logit P(man) - logit P(woman); a probability near "
+            "0 or 1 cannot move, the logit can, so a near-zero probability sensitivity of a "
+            "saturated model shows here as what it is):", "",
+            R.markdown(p_lgt, R.PROBE_COLUMNS, 2), "",
             "Captioners:", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), ""]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]

@@ -122,3 +122,16 @@ def test_stage_without_probe_pairs_is_not_available(tiny_coco, tmp_path, monkeyp
     m = json.loads(open("metrics/probe.json").read())
     assert m["available"] is False and "not available (no planted truth)" in m["reason"]
     assert m["classifier"] == {} and m["backend"] == "copy_paste"
+
+
+def test_logit_margin_does_not_saturate():
+    from biaslab import probe as P
+    # a saturated model: P(man) 0.99 vs 0.999 across a pair moves the probability difference
+    # by 0.009 but the logit margin by logit(0.999) - logit(0.99) = 6.9068 - 4.5951 = 2.3116
+    pw = np.array([0.5, 0.5])
+    pm = np.array([0.99, 0.999])
+    d_prob = np.diff(P.classifier_output(pw, pm))[0]
+    d_logit = np.diff(P.classifier_logit_output(pw, pm))[0]
+    assert d_prob == pytest.approx(0.009)
+    assert d_logit == pytest.approx(np.log(0.999 / 0.001) - np.log(0.99 / 0.01))
+    assert np.isfinite(P.classifier_logit_output(np.array([0.0]), np.array([1.0]))).all()
