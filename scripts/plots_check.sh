@@ -46,7 +46,7 @@ if grep -q 'cdn\.jsdelivr' "$HTML"; then echo "plots_check: a CDN reference is l
 n_specs=$(grep -c 'vegaEmbed(' "$HTML" || true)
 n_imgs=$(grep -o '<img [^>]*src="[^"]*"' "$HTML" | wc -l)
 URL="file://$PWD/$HTML"
-H=${HEIGHT:-$(( 400 * (n_specs + n_imgs) / 2 + 800 ))}
+H=${HEIGHT:-$(( 260 * (n_specs + n_imgs) + 800 ))}
 FLAGS=(--headless --no-sandbox --disable-gpu --hide-scrollbars --allow-file-access-from-files
        --virtual-time-budget=20000)
 "$CHROMIUM" "${FLAGS[@]}" --dump-dom "$URL" 2>/dev/null > "$OUT/rendered.html"
