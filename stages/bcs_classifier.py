@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from biaslab import textclf  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import bcs  # noqa: E402
+from biaslab import runstats  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,10 +47,12 @@ def main(argv: list[str] | None = None) -> None:
                                               val_fraction=spec.get("val_fraction", 0.1),
                                               words=p.get("words", "libra"))
     textclf.save(model, a.out)
-    metrics = {"n_D": int(len(d)), **info, "classifier": spec.get("model", "minilm"),
-               "seconds": round(time.perf_counter() - t0, 1)}
+    metrics, run = runstats.split({"n_D": int(len(d)), **info,
+                                   "classifier": spec.get("model", "minilm"),
+                                   "seconds": round(time.perf_counter() - t0, 1)})
     write_json(a.metrics, metrics)
     print(metrics)
+    runstats.publish("bcs_classifier", run)  # timings: benchmarks/runs/, not metrics/
 
 
 if __name__ == "__main__":

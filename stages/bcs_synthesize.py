@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from biaslab import textclf  # noqa: E402
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
 from biaslab.libra import bcs, t5  # noqa: E402
+from biaslab import runstats  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,11 +85,13 @@ def main(argv: list[str] | None = None) -> None:
     n_gen = metrics["t5"]["n_samples"] - metrics["t5"]["no_content_word"]
     gen_s = metrics["seconds"].get("t5_generation")
     metrics["t5_generation_captions_per_s"] = round(n_gen / gen_s, 1) if gen_s else None
+    metrics, run = runstats.split(metrics)  # timings / throughput: benchmarks/runs/, not metrics/
     write_json(a.metrics, metrics)
     with atomic_path(a.samples) as tmp:
         tmp.write_text(bcs.samples_markdown(synth, cand, seed=seed))
     print({k: metrics[k] for k in ("n_D", "n_Dg", "available", "selected", "removed_fraction",
-                                   "d_mean", "seconds")})
+                                   "d_mean")})
+    runstats.publish("bcs_synthesize", run)
 
 
 if __name__ == "__main__":

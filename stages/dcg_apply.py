@@ -31,6 +31,7 @@ from biaslab.gender import FEMALE, MALE, caption_gender, swap  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import dcg as D  # noqa: E402
 from biaslab.libra.t5 import word_spans  # noqa: E402
+from biaslab import runstats  # noqa: E402
 
 
 def gender_scores(captions: dict[int, str], labels: dict[int, str], words: str) -> dict:
@@ -127,7 +128,9 @@ def main(argv: list[str] | None = None) -> None:
             "examples": [{"image_id": i, "input": preds[i], "debiased": deb[i]}
                          for i in ids[:5]],
         }
+    metrics, run = runstats.split(metrics)  # throughput: benchmarks/runs/, not metrics/
     write_json(a.metrics, metrics)
+    runstats.publish("dcg_apply", run)
     print({k: ({kk: vv for kk, vv in v.items() if kk != "examples"} if isinstance(v, dict)
                else v) for k, v in metrics.items()})
 

@@ -22,7 +22,8 @@ Reads  data/libra/synthesized.parquet, data/features/images{,_ids}.npy,
        `libra.max_train_captions`, `libra.dcg_val_fraction`,
        `libra.dcg_eval_max`, `libra.seed`, `libra.threads`, `libra.words`, `features.backbone`,
        `features.image_size`
-Writes data/libra/dcg/ (biaslab.libra.dcg.save), metrics/dcg.json, dvclive/dcg/
+Writes data/libra/dcg/ (biaslab.libra.dcg.save), metrics/dcg.json, dvclive/dcg/; timings and
+       throughput: benchmarks/runs/dcg_train.json (biaslab.runstats)
 
 Usage: python stages/dcg_train.py [--params params.yaml] [--synth ...] [--features ...]
        [--images ...] [--out data/libra/dcg] [--metrics metrics/dcg.json] [--live dvclive/dcg]
@@ -41,6 +42,7 @@ import numpy as np  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import bcs  # noqa: E402
 from biaslab.libra import dcg as D  # noqa: E402
+from biaslab import runstats  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,8 +167,10 @@ def main(argv: list[str] | None = None) -> None:
                "pretrain": {"epochs": pre_epochs, "n_captions": len(d_caps),
                             "final_loss": pre_hist[-1]["loss"] if pre_hist else None,
                             "seconds": round(pre_s, 1)}}
+    metrics, run = runstats.split(metrics)  # timings / throughput: benchmarks/runs/, not metrics/
     write_json(a.metrics, metrics)
     print({k: v for k, v in metrics.items() if k != "eval"}, ev.get("overall"))
+    runstats.publish("dcg_train", run)
 
 
 if __name__ == "__main__":

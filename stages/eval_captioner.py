@@ -131,7 +131,7 @@ def main() -> None:
     mkw = dict(scorer=scorer, image_paths=paths, words=words, classifier=lp["classifier"],
                preset=lp["preset"], seeds=lp["seeds"], num_threads=lp.get("num_threads"),
                biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
-               image_objects=objects)
+               image_objects=objects, progress=True)   # tqdm over the LIC classifiers
     feats_by_encoder: dict = {}
 
     def feats_for(model):

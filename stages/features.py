@@ -4,7 +4,9 @@
 in:  data/prepared/images.parquet
 out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
      data/features/images_ids.npy (int64 (n,), row i = image_id of row i),
-     metrics/features.json (n, dim, backbone, computed/cached, images_per_s)
+     metrics/features.json (n, dim, backbone, image_size); run statistics (computed/cached
+     rows, seconds, images_per_s) are printed and written to benchmarks/runs/features.json
+     (biaslab.runstats), not to metrics/: they describe the machine and the cache, not the result
 cache: <cache_dir>/<backbone>_<size>px/ (persistent, see biaslab.features.encode_cached):
      an image is encoded once, an interrupted run resumes.
 """
@@ -13,6 +15,7 @@ import time
 
 from biaslab.features import encode_cached, save_features
 from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab import runstats
 
 OUT = "data/features"
 
@@ -33,7 +36,9 @@ def main() -> None:
                "cached": stats["cached"], "seconds": round(time.perf_counter() - t0, 1)}
     if rate is not None:  # throughput of this run's encoding only (cached rows are free)
         metrics["images_per_s"] = round(rate, 2)
+    metrics, run = runstats.split(metrics, extra=("computed",))
     write_json("metrics/features.json", metrics)
+    runstats.publish("features", run)
     print(f"features: {feats.shape} ({stats['computed']} computed, {stats['cached']} cached)")
 
 

@@ -7,7 +7,9 @@ the `generate:` section, `label.words` and `data.root` (backend render: the synt
 generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
 params.yaml; writes data/generate/images/*.jpg (*.png for render),
 data/generate/shards/shard-XXX.parquet (one per finished shard; a re-run skips finished shards),
-data/generate/candidates.parquet and metrics/generate.json.
+data/generate/candidates.parquet and metrics/generate.json (results only: the resume counters
+RUN_COUNTERS, seconds_computing and candidates_per_s of this run are printed and written to
+benchmarks/runs/generate.json, biaslab.runstats).
 
 Usage (from the repository root): python stages/generate.py [--params params.yaml]
     [--prepared data/prepared] [--labels data/labels/images.parquet]
@@ -24,6 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from biaslab.counterfactual import generate as gen  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
+from biaslab import runstats  # noqa: E402
+
+#: Counters of what this run did (they differ between a fresh and a resumed run of the same
+#: inputs), kept out of metrics/generate.json.
+RUN_COUNTERS = ("candidates_computed", "shards_computed", "shards_skipped",
+                "stale_files_removed", "sources_verified_this_run")
 
 
 def make_backend(p: dict, prepared: str, labels: str, split: str, data_root: str | None = None):
@@ -95,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     if backend.name == "render":
         metrics["render"] = {"data_root": str(backend.root), "generator": backend.params,
                              "sources_verified_this_run": int(backend.verified)}
+    # resume counters and timings describe this run, not the candidates: benchmarks/runs/
+    metrics, run = runstats.split(metrics, extra=RUN_COUNTERS)
     write_json(args.metrics, metrics)
     print({k: v for k, v in metrics.items()})
+    runstats.publish("generate", run)
     return 0
 
 

@@ -57,7 +57,8 @@ def main() -> None:
     cfg = default_config(p["classifier"], p["preset"], progress=False,
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
     res = lic({i: c[0] for i, c in human.items()}, human, genders, classifier=p["classifier"],
-              seeds=p["seeds"], config=cfg, words=words)
+              seeds=p["seeds"], config=cfg, words=words,
+              progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
     for k in ("LIC_D", "LIC_M", "LIC"):
         out[k] = stats.record([s[k] for s in res["per_seed"]])
     out["lic_classifier"] = f"{p['classifier']}/{p['preset']}"

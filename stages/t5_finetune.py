@@ -9,8 +9,8 @@ Reads  data/labels/captions.parquet, data/split.parquet, params `libra` (t5, see
        max_train_captions, words)
 Writes data/libra/t5/ (save_pretrained + libra_t5.json), metrics/t5.json (held-out masked-word
        accuracy at mask_rate over all words and at the synthesis rate over content words, each
-       with a most-frequent-word baseline; throughput), dvclive/t5/ (per-epoch loss, Eq. 1 NLL,
-       val loss, tokens/s)
+       with a most-frequent-word baseline), dvclive/t5/ (per-epoch loss, Eq. 1 NLL,
+       val loss, tokens/s); timings and throughput: benchmarks/runs/t5_finetune.json
 
 Usage: python stages/t5_finetune.py [--params params.yaml] [--captions ...] [--split ...]
        [--out data/libra/t5] [--metrics metrics/t5.json] [--live dvclive/t5]
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import bcs, t5  # noqa: E402
+from biaslab import runstats  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,8 +105,10 @@ def main(argv: list[str] | None = None) -> None:
         "train_seconds": round(train_s, 1),
         "eval_seconds": round(time.perf_counter() - t0, 1),
     }
+    metrics, run = runstats.split(metrics)  # timings / throughput: benchmarks/runs/, not metrics/
     write_json(a.metrics, metrics)
     print(metrics)
+    runstats.publish("t5_finetune", run)
 
 
 if __name__ == "__main__":

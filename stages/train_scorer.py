@@ -5,7 +5,8 @@ in:  data/features/images.npy, data/features/images_ids.npy (stage `features`),
      data/prepared/captions.parquet, data/split.parquet
 out: data/scorer/ (lit_config.json + lit_heads.safetensors; biaslab.clipscorer.load_scorer),
      metrics/scorer.json (test image->text / text->image R@1, R@5, chance levels, n_test,
-     final loss), dvclive/scorer/ (per-epoch train loss, val R@1, temperature)
+     final loss), dvclive/scorer/ (per-epoch train loss, val R@1, temperature; one line per
+     epoch on stdout); train/text-encoding seconds: benchmarks/runs/train_scorer.json
 cache: <scorer.cache_dir>/text_<encoder>/ caption embeddings (each distinct caption encoded
      once across runs; biaslab.features.encode_texts_cached)
 """
@@ -17,6 +18,7 @@ import numpy as np
 from biaslab.clipscorer import DEFAULTS, retrieval_recall, train_lit
 from biaslab.features import encode_texts_cached, load_features, split_rows
 from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab import runstats
 
 
 def main() -> None:
@@ -53,6 +55,8 @@ def main() -> None:
             if "val_R@1" in rec:
                 live.log_metric("val/R@1", rec["val_R@1"])
             live.next_step()
+            print(f"train_scorer epoch {epoch}: " + ", ".join(
+                f"{k}={v:.4g}" for k, v in rec.items() if isinstance(v, float)), flush=True)
 
         train_params = {k: p[k] for k in DEFAULTS}
         scorer, hist = train_lit(feats, txt, txt_image, train, val, params=train_params,
@@ -83,7 +87,9 @@ def main() -> None:
                 "temperature": round(scorer.temperature, 4),
                 "train_seconds": round(train_seconds, 1),
                 "text_seconds": round(text_seconds, 1)})
+    out, run = runstats.split(out)  # timings: benchmarks/runs/, not metrics/
     write_json("metrics/scorer.json", out)
+    runstats.publish("train_scorer", run)
     print({k: out[k] for k in ("i2t_R@1", "t2i_R@1", "chance_t2i_R@1", "i2t_R@5", "t2i_R@5")})
 
 

@@ -335,9 +335,12 @@ def test_features_and_objects_stages(tmp_path, monkeypatch):
     assert f.shape == (n, 1280) and f.dtype == np.float32
     assert np.load(tmp_path / "data/features/images_ids.npy").tolist() == ids.tolist()
     m = json.loads((tmp_path / "metrics/features.json").read_text())
-    assert m["n"] == n and m["dim"] == 1280 and m["computed"] == n and m["images_per_s"] > 0
+    run = json.loads((tmp_path / "benchmarks/runs/features.json").read_text())
+    assert m["n"] == n and m["dim"] == 1280 and run["computed"] == n and run["images_per_s"] > 0
+    assert not {"computed", "cached", "seconds", "images_per_s"} & set(m)
     _run_stage("features.py", tmp_path, monkeypatch)            # second run: all cached
-    assert json.loads((tmp_path / "metrics/features.json").read_text())["computed"] == 0
+    assert json.loads((tmp_path / "benchmarks/runs/features.json").read_text())["computed"] == 0
+    assert json.loads((tmp_path / "metrics/features.json").read_text()) == m
 
     _run_stage("train_objects.py", tmp_path, monkeypatch)
     m = json.loads((tmp_path / "metrics/objects.json").read_text())

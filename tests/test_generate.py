@@ -331,9 +331,13 @@ def test_generate_stage(synth, tmp_path, monkeypatch):
     assert all(os.path.exists(p) for p in c["path"])
     assert set(c["guidance_scale"]) == {7.5, 9.5}
     metrics = json.loads(open("metrics/generate.json").read())
-    assert metrics["candidates"] == 20 and metrics["shards_computed"] == 2
+    run = json.loads(open("benchmarks/runs/generate.json").read())
+    assert metrics["candidates"] == 20 and run["shards_computed"] == 2
     assert metrics["skipped_max_images"] == len(pd.read_parquet("data/masks/masks.parquet")) - 5
+    assert not {"shards_computed", "seconds_computing", "candidates_per_s"} & set(metrics)
     assert stage.main([]) == 0                                   # resume: nothing to do
+    first = metrics
     metrics = json.loads(open("metrics/generate.json").read())
-    assert metrics["shards_skipped"] == 2
+    assert json.loads(open("benchmarks/runs/generate.json").read())["shards_skipped"] == 2
+    assert metrics == first                  # a resumed run leaves the metrics unchanged
     pd.testing.assert_frame_equal(pd.read_parquet("data/generate/candidates.parquet"), c)
