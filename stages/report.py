@@ -170,7 +170,9 @@ def main() -> None:
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
         "images with a random body part inpainted (inp); Δ = 100 |Ratio_orig - Ratio_inp| / "
         "Ratio_orig of the seed-mean ratios (paper 000 Table 3). A large Δ means the model "
-        f"reacts to inpainting artifacts. Inpainting backend: `{backend}`.",
+        "reacts to inpainting artifacts. Test-set inpainting backend: "
+        f"`{(m['artifact'].get('test_set') or {}).get('backend', '?')}` (the training sets' "
+        f"counterfactuals: `{backend}`).",
         "",
         f"Multi-label classifiers (gender outputs; n = {R.n_seeds(m['artifact'])} seeds):",
         "",
