@@ -10,7 +10,7 @@ images whose caption gender (man / woman / neutral) changes.
 params: artifact.datasets, artifact.seed, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram, label.words, features.cache_dir
 in:   data/artifact/parts.parquet + images (stage artifact_test), data/prepared/images.parquet,
-      data/models/captioner/<dataset>-<seed>/
+      data/models/captioner/<dataset>/<dataset>-<seed>/
 Over the captioner seeds (biaslab.artifact.table3_json): Delta from the SEED-MEAN ratios, with a
 percentile bootstrap 95 % CI over test images, beside the per-seed ratios and Deltas.
 
@@ -28,6 +28,7 @@ import pandas as pd
 from biaslab import captioner as C
 from biaslab.artifact import caption_artifact_scores, caption_calls, table3_json
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.paths import model_dir
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
         per_seed, calls = [], []
         for seed in p["seeds"]:
-            model = C.Captioner.load(f"data/models/captioner/{dataset}-{seed}")
+            model = C.Captioner.load(model_dir("captioner", dataset, seed))
             key = (model.config.image_encoder, model.config.image_size)
             if key not in feats:
                 feats[key] = tuple(C.image_features(t, cache, *key,

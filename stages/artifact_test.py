@@ -7,7 +7,7 @@ caption as prompt); the gender-prediction ratio r = #man / #woman of the classif
 `artifact.datasets` (original, augment, synthetic) is compared on the original and the
 inpainted images (persons visible): Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig.
 
-in:  data/models/classifier/<dataset>-<seed>/, data/prepared/{images,persons,captions}.parquet,
+in:  data/models/classifier/<dataset>/<dataset>-<seed>/, data/prepared/{images,persons,captions}.parquet,
      data/labels/images.parquet, data/split.parquet, data/features/images*.npy
 Over the classifier seeds (biaslab.artifact.artifact_summary): Delta from the SEED-MEAN ratios
 (as Table 3 reports one Delta per model), with a percentile bootstrap 95 % CI over test images,
@@ -33,6 +33,7 @@ from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_fe
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json, write_parquet
 from biaslab import runstats
+from biaslab.paths import model_dir
 
 PREP = "data/prepared"
 OUT = "data/artifact"
@@ -104,7 +105,7 @@ def main() -> None:
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
         per_seed, calls = [], []
         for seed in c["seeds"]:
-            clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
+            clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             thr = gender_thresholds(clf)
             fo = model_features(clf, orig, ids, base, cache)
             fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True)

@@ -5,11 +5,12 @@ captioner's captions with the LIBRA DCG when one exists.
 
 params: captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
-        eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg),
+        eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
+        workers: captioners evaluated at once, biaslab.parallel),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
         seed, beams; as stage dcg_apply)
-in:   data/models/captioner/<dataset>-<seed>/ (stage train_captioner), data/split.parquet
+in:   data/models/captioner/<dataset>/<dataset>-<seed>/ (stage train_captioner), data/split.parquet
       (split == test: evaluated images; split == train: BiasAmp's reference captions D),
       data/prepared/{images,captions}.parquet (references = human captions),
       data/labels/images.parquet (caption-derived female/male) and
@@ -47,9 +48,11 @@ import numpy as np
 from biaslab import captioner as C
 from biaslab.cli import _jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.parallel import map_jobs, resolve_workers
+from biaslab.paths import model_dir
 
 LIBRA = "original+LIBRA"
-DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer",
+DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
             "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto"}
 
 
@@ -153,41 +156,56 @@ def main() -> None:
     s_feats = scorer_feats() if scorer is not None else None
     datasets, seeds = list(p["datasets"]), [int(s) for s in p["seeds"]]
     missing = [f"{d}-{s}" for d in datasets for s in seeds
-               if not Path(f"data/models/captioner/{d}-{s}/{C.CONFIG_FILE}").exists()]
+               if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing} "
                                                   f"(run train_captioner)")
     per_model, rows, row_seeds = {}, {}, {}
     dcg_ok = Path(e["dcg"], "dcg.json").is_file()
-    for d in datasets:
-        for s in seeds:
-            name = f"{d}-{s}"
-            t0 = time.perf_counter()
-            model = C.Captioner.load(f"data/models/captioner/{name}")
-            preds = model.generate(feats_for(model), beam=p.get("beam"),
-                                   max_len=p.get("max_len"), batch_size=e["batch_size"],
-                                   no_repeat_ngram=p.get("no_repeat_ngram"))
-            _write_results(f"data/captions/{name}.json", ids, preds)
-            variants = [(d, name, preds)]
-            if d == "original" and dcg_ok:
-                deb = C.apply_libra(e["dcg"], preds, table, cache,
-                                    seed=libra_seed + s, num_threads=lp.get("num_threads"),
-                                    num_beams=libra_beams)
-                _write_results(f"data/captions/{LIBRA}-{s}.json", ids, deb)
-                variants.append((LIBRA, f"{LIBRA}-{s}", deb))
-            for row, key, caps in variants:
-                flat, det = C.caption_metrics(dict(zip(ids, caps)), genders, human,
-                                              image_feats=s_feats, **mkw)
-                flat["seconds"] = round(time.perf_counter() - t0, 1)
-                per_model[key] = {"metrics": flat, "details": det,
-                                  "examples": [{"image_id": i, "gender": genders.get(i),
-                                                "caption": c, "human": human.get(i, [""])[0]}
-                                               for i, c in list(zip(ids, caps))[:10]]}
-                rows.setdefault(row, []).append(flat)
-                row_seeds.setdefault(row, []).append(s)
-                print(f"eval_captioner {key}: " + ", ".join(
-                    f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
-                    for k, v in flat.items()))
+    # features of the first captioner's encoder are read before the fork (every worker
+    # inherits them); each (dataset, seed) is one job on eval_captioner.workers processes
+    feats_for(C.Captioner.load(model_dir("captioner", datasets[0], seeds[0])))
+
+    def evaluate(job: tuple[str, int]) -> list[tuple]:
+        d, s = job
+        name = f"{d}-{s}"
+        t0 = time.perf_counter()
+        model = C.Captioner.load(model_dir("captioner", d, s))
+        preds = model.generate(feats_for(model), beam=p.get("beam"),
+                               max_len=p.get("max_len"), batch_size=e["batch_size"],
+                               no_repeat_ngram=p.get("no_repeat_ngram"))
+        _write_results(f"data/captions/{name}.json", ids, preds)
+        variants = [(d, name, preds)]
+        if d == "original" and dcg_ok:
+            deb = C.apply_libra(e["dcg"], preds, table, cache,
+                                seed=libra_seed + s, num_threads=lp.get("num_threads"),
+                                num_beams=libra_beams)
+            _write_results(f"data/captions/{LIBRA}-{s}.json", ids, deb)
+            variants.append((LIBRA, f"{LIBRA}-{s}", deb))
+        out = []
+        for row, key, caps in variants:
+            flat, det = C.caption_metrics(dict(zip(ids, caps)), genders, human,
+                                          image_feats=s_feats, **mkw)
+            flat["seconds"] = round(time.perf_counter() - t0, 1)
+            out.append((row, key, s, {
+                "metrics": flat, "details": det,
+                "examples": [{"image_id": i, "gender": genders.get(i), "caption": c,
+                              "human": human.get(i, [""])[0]}
+                             for i, c in list(zip(ids, caps))[:10]]}))
+        return out
+
+    jobs = [(d, s) for d in datasets for s in seeds]
+    workers = resolve_workers(e["workers"], len(jobs))
+    if workers > 1:
+        mkw["progress"] = False       # one bar per worker would interleave
+    for results in map_jobs(evaluate, jobs, workers):
+        for row, key, s, res in results:   # job order: identical to a sequential run
+            per_model[key] = res
+            rows.setdefault(row, []).append(res["metrics"])
+            row_seeds.setdefault(row, []).append(s)
+            print(f"eval_captioner {key}: " + ", ".join(
+                f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in res["metrics"].items()))
     if not dcg_ok:
         print(f"eval_captioner: no LIBRA DCG at {e['dcg']}: the +LIBRA row is skipped")
     order = ["original"] + ([LIBRA] if LIBRA in rows else []) + \

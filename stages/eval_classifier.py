@@ -11,7 +11,7 @@ them) and scored on the labelled test images (paper 000 Eq. 7; Wang et al. 2019)
 Every metric is summarised over the classifier seeds with biaslab.stats (t 95 % CI, sample
 std; a seed whose Ratio is infinite is counted in n_inf and kept, never dropped).
 
-in:  data/models/classifier/<name>-<seed>/ for every name in datasets + methods and every
+in:  data/models/classifier/<name>/<name>-<seed>/ for every name in datasets + methods and every
      seed, data/prepared/
      {images,objects,persons}.parquet, data/labels/images.parquet, data/split.parquet,
      data/datasets/original.parquet, data/features/images*.npy
@@ -41,6 +41,7 @@ from biaslab.classify import (GenderObjectClassifier, evaluate, json_record, mod
                               object_matrix, test_table, write_blackout_images)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
+from biaslab.paths import model_dir
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
@@ -96,7 +97,7 @@ def main() -> None:
     for dataset in names:
         per_seed = []
         for seed in p["seeds"]:
-            clf = GenderObjectClassifier.load(f"data/models/classifier/{dataset}-{seed}")
+            clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             feats = model_features(clf, test, ids, base, cache)
             mfeats = model_features(clf, masked, ids, base, cache, derived=True) \
                 if len(masked) else None

@@ -9,8 +9,8 @@ params: data.root (the synthetic dataset with probe/pairs.csv), classifier.datas
         captioner.seeds, captioner.beam, captioner.max_len, captioner.no_repeat_ngram,
         label.words, generate.backend (recorded: which counterfactuals the models saw), probe
         (min_seeds_t, n_boot, seed); features.cache_dir only locates the feature cache
-in:   <data.root>/probe/ (written by stage synthesize), data/models/classifier/<dataset>-<seed>/,
-      data/models/captioner/<dataset>-<seed>/, data/features/images*.npy
+in:   <data.root>/probe/ (written by stage synthesize), data/models/classifier/<dataset>/<dataset>-<seed>/,
+      data/models/captioner/<dataset>/<dataset>-<seed>/, data/features/images*.npy
 out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pairs.parquet (one
       row per model x pair: model, dataset, seed, attribute, pair, out_female, out_male,
       sensitivity, and the caption of each image for captioners), metrics/probe.json
@@ -35,6 +35,7 @@ from biaslab.classify import GenderObjectClassifier, encode_files, file_id, mode
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, write_json, write_parquet
 from biaslab.synthetic import read_probe
+from biaslab.paths import model_dir
 
 OUT = Path("data/probe")
 METRICS = "metrics/probe.json"
@@ -86,7 +87,7 @@ def main() -> None:
                                     if m not in c["datasets"]]:
         per_seed, per_seed_logit = {}, {}
         for s in c["seeds"]:
-            clf = GenderObjectClassifier.load(f"data/models/classifier/{d}-{s}")
+            clf = GenderObjectClassifier.load(model_dir("classifier", d, s))
             if not clf.has_gender:
                 out.setdefault("classifier_na", {})[d] = "no gender outputs"
                 break
@@ -105,13 +106,13 @@ def main() -> None:
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
     missing = [f"{d}-{s}" for d, s in cap_dirs
-               if not Path(f"data/models/captioner/{d}-{s}/{C.CONFIG_FILE}").exists()]
+               if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing}")
     for d in cap["datasets"]:
         per_seed = {}
         for s in cap["seeds"]:
-            model = C.Captioner.load(f"data/models/captioner/{d}-{s}")
+            model = C.Captioner.load(model_dir("captioner", d, s))
             key = (model.config.image_encoder, model.config.image_size)
             if key not in feats_by_encoder:
                 # content-keyed like the classifiers' derived images (same feature cache)

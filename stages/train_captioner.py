@@ -1,26 +1,35 @@
-"""Stage `train_captioner` (matrix: dataset x seed): a ClipCap-style captioner (paper 000 sec.
-3.2; biaslab/captioner.py) trained on one training-set variant.
+"""Stage `train_captioner` (foreach dataset): ClipCap-style captioners (paper 000 sec. 3.2;
+biaslab/captioner.py) trained on one training-set variant, one per seed of `captioner.seeds`, on
+`captioner.workers` forked processes (biaslab.parallel: one torch thread each; features are
+loaded once, before the fork).
 
-usage: python stages/train_captioner.py --dataset augment --seed 0
+usage: python stages/train_captioner.py --dataset augment [--seeds 0 1] [--workers 2]
 
 params: captioner (captions_per_image: the first k captions of each training image, null =
         all; decoder, layers, d_model, heads, dropout, prefix_len, vocab_size, min_count,
-        max_len, epochs, lr, weight_decay, warmup, batch_size, patience, num_threads),
+        max_len, epochs, lr, weight_decay, warmup, batch_size, patience, num_threads,
+        seeds, workers),
         features.backbone / features.image_size / features.cache_dir (the frozen image features)
 in:   data/datasets/<dataset>.parquet (every caption of every row is a training sample),
       data/prepared/{images,captions,objects}.parquet, data/labels/images.parquet,
       data/split.parquet (validation = the real `val` images with a female/male label)
-out:  data/models/captioner/<dataset>-<seed>/ (biaslab.captioner.Captioner.load),
-      dvclive/captioner/<dataset>-<seed>/ (per-epoch train/val loss and lr; metrics.json)
+out:  data/models/captioner/<dataset>/<dataset>-<seed>/ (biaslab.captioner.Captioner.load),
+      dvclive/captioner/<dataset>/<dataset>-<seed>/ (per-epoch train/val loss and lr;
+      metrics.json); paths from biaslab.paths
 cache: <features.cache_dir>/<backbone>_<size>px/ (each image encoded once; counterfactual images
       are keyed by their path)
 """
 import argparse
+import shutil
 import sys
+import time
+from pathlib import Path
 
 from biaslab import captioner as C
 from biaslab import datasets as D
 from biaslab.io import InputError, load_params, read_parquet
+from biaslab.parallel import map_jobs
+from biaslab.paths import live_dir, model_dir
 
 PREP = "data/prepared"
 
@@ -29,14 +38,20 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True, help="training-set variant "
                     "(data/datasets/<dataset>.parquet)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="seeds to train (default: params captioner.seeds)")
+    ap.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="worker processes (default: params captioner.workers)")
     args = ap.parse_args(argv)
     params = load_params()
     p, fp = params["captioner"], params.get("features", {})
-    cfg = C.config_from_params(p, seed=args.seed, image_encoder=fp.get("backbone"),
+    seeds = ([args.seed] if args.seed is not None else args.seeds) or \
+        [int(s) for s in p.get("seeds", [0])]
+    workers = args.workers if args.workers is not None else p.get("workers", 1)
+    cfg = C.config_from_params(p, seed=seeds[0], image_encoder=fp.get("backbone"),
                                image_size=fp.get("image_size", 224))
     cache = fp.get("cache_dir", "data/cache/features")
-    name = f"{args.dataset}-{args.seed}"
 
     train = read_parquet(f"data/datasets/{args.dataset}.parquet")
     if train.empty:
@@ -58,26 +73,41 @@ def main(argv=None) -> None:
     v_caps, v_rows = C.manifest_samples(val, v_tab)
     v_feats = C.image_features(v_tab, **fkw) if len(v_tab) else None
 
-    from dvclive import Live
-    with Live(dir=f"dvclive/captioner/{name}", dvcyaml=False, save_dvc_exp=False) as live:
-        def on_epoch(epoch: int, rec: dict) -> None:
-            live.log_metric("train/loss", rec["train_loss"])
-            if "val_loss" in rec:
-                live.log_metric("val/loss", rec["val_loss"])
-            live.log_metric("lr", rec["lr"])
-            live.next_step()
+    # the stage owns data/models/captioner/<dataset>/: seeds no longer listed are removed
+    for d in (Path(model_dir("captioner", args.dataset, 0)).parent,
+              Path(live_dir("captioner", args.dataset, 0)).parent):
+        shutil.rmtree(d, ignore_errors=True)
 
-        model, hist = C.train_captioner(t_feats, t_caps, t_rows, v_feats, v_caps, v_rows,
-                                        cfg, on_epoch=on_epoch, progress=True)
-        model.meta.update(dataset=args.dataset, seed=args.seed,
-                          n_train_samples=len(train))
-        model.save(f"data/models/captioner/{name}")
-        for k in ("best_epoch", "best_val_loss", "epochs_run", "n_train_captions",
-                  "n_train_images", "vocab_size", "train_seconds"):
-            if model.meta.get(k) is not None:
-                live.summary[k] = model.meta[k]
-    print(f"train_captioner {name}: {model.meta}")
+    def train_seed(seed: int) -> str:
+        from dvclive import Live
+        scfg = C.config_from_params(p, seed=seed, image_encoder=fp.get("backbone"),
+                                    image_size=fp.get("image_size", 224))
+        with Live(dir=live_dir("captioner", args.dataset, seed), dvcyaml=False,
+                  save_dvc_exp=False) as live:
+            def on_epoch(epoch: int, rec: dict) -> None:
+                live.log_metric("train/loss", rec["train_loss"])
+                if "val_loss" in rec:
+                    live.log_metric("val/loss", rec["val_loss"])
+                live.log_metric("lr", rec["lr"])
+                live.next_step()
 
+            # one bar per run would interleave across workers: progress only when sequential
+            model, hist = C.train_captioner(t_feats, t_caps, t_rows, v_feats, v_caps, v_rows,
+                                            scfg, on_epoch=on_epoch,
+                                            progress=len(seeds) == 1 or workers == 1)
+            model.meta.update(dataset=args.dataset, seed=seed, n_train_samples=len(train))
+            model.save(model_dir("captioner", args.dataset, seed))
+            for k in ("best_epoch", "best_val_loss", "epochs_run", "n_train_captions",
+                      "n_train_images", "vocab_size", "train_seconds"):
+                if model.meta.get(k) is not None:
+                    live.summary[k] = model.meta[k]
+        return f"train_captioner {args.dataset}-{seed}: {model.meta}"
+
+    t0 = time.perf_counter()
+    for line in map_jobs(train_seed, seeds, workers):
+        print(line)
+    print(f"train_captioner {args.dataset}: {len(seeds)} seeds on {workers} workers, "
+          f"{time.perf_counter() - t0:.1f} s")
 
 if __name__ == "__main__":
     try:

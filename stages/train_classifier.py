@@ -1,39 +1,52 @@
-"""Stages `train_classifier` (matrix: dataset x seed, plain ERM) and `train_method` (matrix:
-method x seed, a model-level baseline of paper 000 Table 1 trained on Original): multi-label
-object + gender classifier of paper 000 sec. 3.1 / appendix B.1 (biaslab.classify; params
-`classifier` except datasets/seeds/methods, `features.backbone`, `features.image_size`;
-`train_method` also reads `classifier.method_params`).
+"""Stages `train_classifier` (foreach dataset, plain ERM) and `train_method` (foreach method, a
+model-level baseline of paper 000 Table 1 trained on Original): multi-label object + gender
+classifier of paper 000 sec. 3.1 / appendix B.1 (biaslab.classify; params `classifier` except
+datasets/methods, `features.backbone`, `features.image_size`; `train_method` also reads
+`classifier.method_params`). One stage per training set trains every seed of
+`classifier.seeds` on `classifier.workers` forked processes (biaslab.parallel: one torch thread
+each; the features are loaded once, before the fork).
 
-usage: python stages/train_classifier.py --dataset augment --seed 0
-       python stages/train_classifier.py --method group_dro --seed 0   (dataset: original)
+usage: python stages/train_classifier.py --dataset augment            (every seed)
+       python stages/train_classifier.py --method group_dro --seeds 0 1 (dataset: original)
 
 in:  data/datasets/original.parquet (label list: objects co-occurring with each gender >=
      classifier.min_cooccur times), data/datasets/<dataset>.parquet, data/features/images*.npy
      (frozen features of the real images), the counterfactual image files the manifest names
      (data/generate/images/, encoded through the feature cache)
-out: data/models/classifier/<name>-<seed>/ (classifier_config.json incl. labels/outputs,
+out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. labels/outputs,
      method, method_params; classifier_head.safetensors, history.json),
-     dvclive/classifier/<name>-<seed>/ (per-epoch train/loss, val/loss, val/mAP,
-     val/gender_acc); <name> = the dataset for ERM, the method otherwise
+     dvclive/classifier/<name>/<name>-<seed>/ (per-epoch train/loss, val/loss, val/mAP,
+     val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.paths)
 """
 import argparse
+import shutil
 import sys
 import time
+from pathlib import Path
 
 from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, manifest_features,
                               select_labels, train_classifier, train_finetune)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.parallel import map_jobs
+from biaslab.paths import live_dir, model_dir
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="original")
     ap.add_argument("--method", default="erm", choices=sorted(METHODS))
-    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="seeds to train (default: params classifier.seeds)")
+    ap.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="worker processes (default: params classifier.workers)")
     args = ap.parse_args(argv)
     params = load_params()
     p = {**DEFAULTS, **params.get("classifier", {})}
+    seeds = ([args.seed] if args.seed is not None else args.seeds) or \
+        [int(s) for s in p.get("seeds", [0])]
+    workers = args.workers if args.workers is not None else p.get("workers", 1)
     method_params = (p.get("method_params") or {}).get(args.method) or {}
     if args.method != "erm" and p["finetune"]:
         raise InputError("params.yaml", "classifier.finetune: true trains ERM only; the "
@@ -54,51 +67,64 @@ def main(argv=None) -> None:
     if len(manifest) < 2:
         raise InputError(f"data/datasets/{args.dataset}.parquet",
                          f"{len(manifest)} training rows: nothing to train on")
-    out = f"data/models/classifier/{name}-{args.seed}"
     train_params = {k: p[k] for k in DEFAULTS}
     stats: dict = {}
-    from dvclive import Live
-    t0 = time.perf_counter()
-    with Live(dir=f"dvclive/classifier/{name}-{args.seed}", dvcyaml=False,
-              save_dvc_exp=False) as live:
-        def on_epoch(epoch: int, rec: dict) -> None:
-            live.log_metric("train/loss", rec["train_loss"])
-            for k in ("val_loss", "val_mAP", "val_gender_acc"):
-                if rec.get(k) is not None and rec[k] == rec[k]:   # skip NaN
-                    live.log_metric(k.replace("val_", "val/"), rec[k])
-            live.next_step()
+    feats, feat_seconds = None, 0.0
+    if not p["finetune"]:     # frozen features: encoded once, shared by every seed's worker
+        ids, base = load_features()
+        tf = time.perf_counter()
+        feats = manifest_features(manifest, ids, base, fp.get("cache_dir", "data/cache/features"),
+                                  backbone, image_size=size, batch_size=fp.get("batch_size", 32),
+                                  stats=stats)
+        feat_seconds = time.perf_counter() - tf
+    # the stage owns data/models/classifier/<name>/: seeds no longer listed are removed
+    for d in (Path(model_dir("classifier", name, 0)).parent,
+              Path(live_dir("classifier", name, 0)).parent):
+        shutil.rmtree(d, ignore_errors=True)
 
-        if p["finetune"]:
-            clf, hist = train_finetune(manifest, labels, backbone=backbone, image_size=size,
-                                       seed=args.seed, params=train_params, on_epoch=on_epoch)
-            feat_seconds = 0.0
-        else:
-            ids, base = load_features()
-            tf = time.perf_counter()
-            feats = manifest_features(manifest, ids, base,
-                                      fp.get("cache_dir", "data/cache/features"), backbone,
-                                      image_size=size, batch_size=fp.get("batch_size", 32),
-                                      stats=stats)
-            feat_seconds = time.perf_counter() - tf
-            clf, hist = train_classifier(feats, manifest, labels, seed=args.seed,
-                                         params=train_params, backbone=backbone,
-                                         image_size=size, method=args.method,
-                                         method_params=method_params, on_epoch=on_epoch)
-        seconds = time.perf_counter() - t0
-        # run statistics go to the DVCLive summary, not into the model (which must not vary)
-        live.summary.update({"feature_seconds": round(feat_seconds, 2),
-                             "train_seconds": round(seconds - feat_seconds, 2),
-                             "encoded_now": int(stats.get("computed", 0))})
-    clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest))})
-    clf.save(out)
-    write_json(f"{out}/history.json", hist)
-    GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable
-    last = hist[clf.config["best_epoch"]] if hist else {}
-    print(f"train_classifier {name}-{args.seed} ({args.method} on {args.dataset}): "
-          f"{len(labels)} objects{' + 2 genders' if clf.has_gender else ''}, "
-          f"{len(manifest)} rows, {len(hist)} epochs (best {clf.config['best_epoch']}), "
-          f"val_loss {last.get('val_loss')}, val_mAP {last.get('val_mAP')}, "
-          f"{seconds:.1f} s")
+    def train_seed(seed: int) -> str:
+        from dvclive import Live
+        t0 = time.perf_counter()
+        out = model_dir("classifier", name, seed)
+        with Live(dir=live_dir("classifier", name, seed), dvcyaml=False,
+                  save_dvc_exp=False) as live:
+            def on_epoch(epoch: int, rec: dict) -> None:
+                live.log_metric("train/loss", rec["train_loss"])
+                for k in ("val_loss", "val_mAP", "val_gender_acc"):
+                    if rec.get(k) is not None and rec[k] == rec[k]:   # skip NaN
+                        live.log_metric(k.replace("val_", "val/"), rec[k])
+                live.next_step()
+
+            if p["finetune"]:
+                clf, hist = train_finetune(manifest, labels, backbone=backbone,
+                                           image_size=size, seed=seed, params=train_params,
+                                           on_epoch=on_epoch)
+            else:
+                clf, hist = train_classifier(feats, manifest, labels, seed=seed,
+                                             params=train_params, backbone=backbone,
+                                             image_size=size, method=args.method,
+                                             method_params=method_params, on_epoch=on_epoch)
+            seconds = time.perf_counter() - t0
+            # run statistics go to the DVCLive summary, not into the model (which must not vary)
+            live.summary.update({"feature_seconds": round(feat_seconds, 2),
+                                 "train_seconds": round(seconds, 2),
+                                 "encoded_now": int(stats.get("computed", 0))})
+        clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest))})
+        clf.save(out)
+        write_json(f"{out}/history.json", hist)
+        GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable
+        last = hist[clf.config["best_epoch"]] if hist else {}
+        return (f"train_classifier {name}-{seed} ({args.method} on {args.dataset}): "
+                f"{len(labels)} objects{' + 2 genders' if clf.has_gender else ''}, "
+                f"{len(manifest)} rows, {len(hist)} epochs (best {clf.config['best_epoch']}), "
+                f"val_loss {last.get('val_loss')}, val_mAP {last.get('val_mAP')}, "
+                f"{seconds:.1f} s")
+
+    t0 = time.perf_counter()
+    for line in map_jobs(train_seed, seeds, workers):
+        print(line)
+    print(f"train_classifier {name}: {len(seeds)} seeds on {workers} workers, "
+          f"{time.perf_counter() - t0:.1f} s (features {feat_seconds:.1f} s)")
 
 
 if __name__ == "__main__":

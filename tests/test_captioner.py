@@ -293,9 +293,9 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
     train = _load_stage("train_captioner")
     for ds in ("original", "oversample"):
         train.main(["--dataset", ds, "--seed", "0"])
-        model_dir = tmp_path / f"data/models/captioner/{ds}-0"
+        model_dir = tmp_path / f"data/models/captioner/{ds}/{ds}-0"
         assert (model_dir / C.CONFIG_FILE).is_file()
-        live = json.loads((tmp_path / f"dvclive/captioner/{ds}-0/metrics.json").read_text())
+        live = json.loads((tmp_path / f"dvclive/captioner/{ds}/{ds}-0/metrics.json").read_text())
         assert live["epochs_run"] == 2 and "val" in live
     _tiny_dcg(tmp_path, image_size=64)
     _load_stage("eval_captioner").main()

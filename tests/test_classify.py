@@ -370,25 +370,32 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for ds in ("original", "augment", "synthetic"):
         train_classifier.main(["--dataset", ds, "--seed", "0"])
-        d = tmp_path / f"data/models/classifier/{ds}-0"
+        d = tmp_path / f"data/models/classifier/{ds}/{ds}-0"
         cfg = json.loads((d / "classifier_config.json").read_text())
         assert cfg["dataset"] == ds and cfg["outputs"][-2:] == ["woman", "man"]
-        assert (tmp_path / f"dvclive/classifier/{ds}-0/metrics.json").exists()
-        loss = tmp_path / f"dvclive/classifier/{ds}-0/plots/metrics/train/loss.tsv"
+        assert (tmp_path / f"dvclive/classifier/{ds}/{ds}-0/metrics.json").exists()
+        loss = tmp_path / f"dvclive/classifier/{ds}/{ds}-0/plots/metrics/train/loss.tsv"
         assert len(loss.read_text().splitlines()) == len(json.loads(
             (d / "history.json").read_text())) + 1
+    # two seeds on two forked workers: byte-identical to training them one after another
+    heads = {}
+    for w in ("1", "2"):
+        train_classifier.main(["--dataset", "original", "--seeds", "0", "1", "--workers", w])
+        heads[w] = [(tmp_path / f"data/models/classifier/original/original-{s}/"
+                     "classifier_head.safetensors").read_bytes() for s in (0, 1)]
+    assert heads["1"] == heads["2"] and heads["1"][0] != heads["1"][1]
     for method in ("adversarial", "group_dro"):      # stage train_method: on Original
         train_classifier.main(["--method", method, "--seed", "0"])
-        cfg = json.loads((tmp_path / f"data/models/classifier/{method}-0/"
+        cfg = json.loads((tmp_path / f"data/models/classifier/{method}/{method}-0/"
                           "classifier_config.json").read_text())
         assert cfg["method"] == method and cfg["dataset"] == "original"
-        assert (tmp_path / f"dvclive/classifier/{method}-0/metrics.json").exists()
+        assert (tmp_path / f"dvclive/classifier/{method}/{method}-0/metrics.json").exists()
     assert cfg["method_params"] == {"eta": 0.05}      # classifier.method_params.group_dro
-    labels = json.loads((tmp_path / "data/models/classifier/original-0/"
+    labels = json.loads((tmp_path / "data/models/classifier/original/original-0/"
                          "classifier_config.json").read_text())["labels"]
-    assert labels == json.loads((tmp_path / "data/models/classifier/synthetic-0/"
+    assert labels == json.loads((tmp_path / "data/models/classifier/synthetic/synthetic-0/"
                                  "classifier_config.json").read_text())["labels"]
-    assert json.loads((tmp_path / "dvclive/classifier/augment-0/metrics.json").read_text()
+    assert json.loads((tmp_path / "dvclive/classifier/augment/augment-0/metrics.json").read_text()
                       )["encoded_now"] == 8
 
     eval_classifier.main()

@@ -25,6 +25,32 @@ REFS = {
 # --------------------------------------------------------------------------------------------
 
 @needs_java
+@pytest.mark.slow  # METEOR loads its paraphrase table twice: ~20 s
+def test_reused_meteor_server_scores_like_a_fresh_one():
+    """One METEOR server per process (biaslab.metrics.quality._meteor): a call after other
+    calls scores exactly as a fresh server; tokenising references and predictions in one
+    PTBTokenizer run gives the same tokens as two runs."""
+    a = {i: refs[1] for i, refs in REFS.items()}
+    b = {1: "a horse", 2: "a red couch with a cat", 3: "two dogs"}
+    quality.close_meteor()
+    fresh_b = quality.coco_caption_scores(b, REFS, metrics=("METEOR",))["METEOR"]
+    quality.close_meteor()
+    quality.coco_caption_scores(a, REFS, metrics=("METEOR",))
+    again_b = quality.coco_caption_scores(b, REFS, metrics=("METEOR",))["METEOR"]
+    assert again_b == fresh_b and 0 < fresh_b < 100
+    quality.close_meteor()
+    assert quality._METEOR is None
+
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+    gts = {j: [{"caption": r} for r in REFS[i]] for j, i in enumerate(REFS)}
+    res = {j: [{"caption": b[i]}] for j, i in enumerate(REFS)}
+    both = quality.tokenize_all({**gts, **{3 + j: v for j, v in res.items()}})
+    assert [both[j] for j in range(3)] == [PTBTokenizer().tokenize(gts)[j] for j in range(3)]
+    assert [both[3 + j] for j in range(3)] == [PTBTokenizer().tokenize(res)[j]
+                                               for j in range(3)]
+
+
+@needs_java
 @pytest.mark.slow  # METEOR loads its paraphrase table: ~10-25 s
 def test_identical_captions_score_high():
     preds = {i: refs[0] for i, refs in REFS.items()}

@@ -94,6 +94,7 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     missing = {}
     for name, st in stages.items():
+        st = st.get("do", st)              # foreach stages: the template under `do`
         script = re.search(r"python (stages/\S+\.py)", st["cmd"]).group(1)
         deps = {d if isinstance(d, str) else next(iter(d)) for d in st.get("deps", [])}
         lack = sorted(m for m in _direct_biaslab_modules(REPO / script)

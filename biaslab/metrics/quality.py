@@ -64,15 +64,17 @@ def coco_caption_scores(predictions: Mapping[int, str], references: Mapping[int,
         if not isinstance(c, str):
             raise ValueError(f"prediction for {i!r} is not a string")
     _require_java()
-    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
     ids = list(predictions)
     # pycocoevalcap indexes by key; use positions to avoid key-type surprises.
     gts_raw = {j: [{"caption": str(r)} for r in references[i]] for j, i in enumerate(ids)}
     res_raw = {j: [{"caption": predictions[i]}] for j, i in enumerate(ids)}
-    tok = PTBTokenizer()
-    gts = tok.tokenize(gts_raw)
-    res = tok.tokenize(res_raw)
+    # one PTBTokenizer run (one JVM start) for references and predictions: keys n + j are
+    # the predictions (the tokenizer treats every caption independently)
+    n = len(ids)
+    both = tokenize_all({**gts_raw, **{n + j: v for j, v in res_raw.items()}})
+    gts = {j: both[j] for j in range(n)}
+    res = {j: both[n + j] for j in range(n)}
 
     out: dict[str, float] = {}
     bleu_n = [m for m in metrics if m.startswith("BLEU-")]
@@ -92,24 +94,48 @@ def coco_caption_scores(predictions: Mapping[int, str], references: Mapping[int,
     return {m: out[m] for m in metrics}
 
 
-def _meteor(gts: dict, res: dict) -> float:
-    """METEOR via pycocoevalcap's jar; the Java process is always shut down afterwards
-    (pycocoevalcap relies on ``__del__``, which can hang or leak the process)."""
-    from pycocoevalcap.meteor.meteor import Meteor
+_METEOR: tuple[int, object] | None = None     # (pid, pycocoevalcap Meteor) of this process
 
-    m = Meteor()
-    try:
-        score, _ = m.compute_score(gts, res)
-    finally:
-        p = m.meteor_p
-        try:
-            p.stdin.close()
-        except Exception:
-            pass
-        p.kill()
-        p.wait()
-        m.meteor_p = _ClosedProcess()
+
+def tokenize_all(captions: dict) -> dict:
+    """``PTBTokenizer().tokenize`` (pycocoevalcap): key -> list of tokenised captions."""
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+    return PTBTokenizer().tokenize(captions)
+
+
+def _meteor(gts: dict, res: dict) -> float:
+    """METEOR via pycocoevalcap's jar. One METEOR server per process, reused across calls:
+    its first score costs ~9 s (JVM start and the paraphrase tables), later ones ~0.3 s, and
+    each call is scored independently (identical to a fresh server; tested). A forked child
+    starts its own server (the pipes of the parent's are not shared). The Java process is
+    shut down at exit (pycocoevalcap relies on ``__del__``, which can hang or leak it)."""
+    global _METEOR
+    import os
+    if _METEOR is None or _METEOR[0] != os.getpid():
+        import atexit
+        from pycocoevalcap.meteor.meteor import Meteor
+        _METEOR = (os.getpid(), Meteor())
+        atexit.register(close_meteor)
+    score, _ = _METEOR[1].compute_score(gts, res)
     return float(score)
+
+
+def close_meteor() -> None:
+    """Shut down this process's METEOR server, if any (a later score starts a new one)."""
+    global _METEOR
+    import os
+    if _METEOR is None or _METEOR[0] != os.getpid():
+        return
+    m = _METEOR[1]
+    _METEOR = None
+    p = m.meteor_p
+    try:
+        p.stdin.close()
+    except Exception:
+        pass
+    p.kill()
+    p.wait()
+    m.meteor_p = _ClosedProcess()
 
 
 class _ClosedProcess:

@@ -1,0 +1,65 @@
+"""Run independent per-seed jobs of one stage on several worker processes.
+
+The training stages (`train_classifier`, `train_method`, `train_captioner`) are one DVC stage per
+training set, each training every seed in ``classifier.seeds`` / ``captioner.seeds``. The
+models are small, so one torch thread per model is fastest and two seeds at once keep both
+cores of a 2-core machine busy (benchmarks/results/train_workers.json: 1 vs 2 workers).
+
+Workers are forked after the parent has loaded the shared inputs (features, manifests), so
+each worker starts in milliseconds instead of re-importing torch (~5 s); every process runs
+torch with one intra-op thread, which is what makes fork safe (no OpenMP pool exists to be
+inherited). Results are identical to running the seeds one after another: each job is fully
+determined by its own seed.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_JOB: Callable | None = None     # the job of the current pool (inherited by forked workers)
+
+
+def _run(arg):
+    import torch
+    torch.set_num_threads(1)
+    return _JOB(arg)
+
+
+def resolve_workers(workers: int | None, n_jobs: int) -> int:
+    """Worker processes for ``n_jobs`` jobs: ``workers`` (``None`` or ``<= 0``: the number of
+    CPUs this process may use), never more than ``n_jobs``, at least 1."""
+    if workers is None or int(workers) <= 0:
+        try:
+            workers = len(os.sched_getaffinity(0))
+        except AttributeError:      # not on Linux
+            workers = os.cpu_count() or 1
+    return max(1, min(int(workers), int(n_jobs)))
+
+
+def map_jobs(job: Callable[[T], R], args: Sequence[T], workers: int | None = 1) -> list[R]:
+    """``[job(a) for a in args]``, on up to ``workers`` forked processes.
+
+    ``job`` and its results must be picklable-free of open handles only in their *results*
+    (results travel back by pickle; ``job`` itself is inherited through fork, so it may be a
+    closure over large arrays). One worker (or one job, or a platform without ``fork``) runs
+    in this process. Results come back in the order of ``args``; the first job that raises
+    re-raises its exception here after the other workers stop.
+    """
+    global _JOB
+    n = resolve_workers(workers, len(args))
+    if n <= 1 or "fork" not in mp.get_all_start_methods():
+        return [job(a) for a in args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _JOB = job
+    try:
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as ex:
+            return list(ex.map(_run, args))
+    finally:
+        _JOB = None

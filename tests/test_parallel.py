@@ -1,0 +1,47 @@
+"""biaslab.parallel.map_jobs: same results as a loop, in order, on forked workers."""
+import os
+
+import numpy as np
+import pytest
+
+from biaslab.parallel import map_jobs, resolve_workers
+
+
+def test_results_in_argument_order_and_equal_to_a_loop():
+    big = np.arange(100_000, dtype=np.float64)      # a closure over data: inherited by fork
+
+    def job(k):
+        rng = np.random.default_rng(k)
+        return float((big * rng.random()).sum()), os.getpid()
+
+    seq = map_jobs(job, [3, 1, 2, 0], workers=1)
+    par = map_jobs(job, [3, 1, 2, 0], workers=2)
+    assert [v for v, _ in par] == [v for v, _ in seq]
+    assert {pid for _, pid in seq} == {os.getpid()}          # one worker: this process
+    assert os.getpid() not in {pid for _, pid in par}        # two: forked workers
+
+
+def test_torch_runs_one_thread_in_workers():
+    def job(_):
+        import torch
+        return torch.get_num_threads()
+
+    assert map_jobs(job, [0, 1], workers=2) == [1, 1]
+
+
+def test_a_failing_job_raises_here():
+    def job(k):
+        if k == 2:
+            raise ValueError("seed 2 failed")
+        return k
+
+    with pytest.raises(ValueError, match="seed 2 failed"):
+        map_jobs(job, [0, 1, 2, 3], workers=2)
+
+
+def test_resolve_workers():
+    assert resolve_workers(2, 3) == 2
+    assert resolve_workers(4, 3) == 3          # never more workers than jobs
+    assert resolve_workers(1, 0) == 1
+    assert resolve_workers(None, 100) == len(os.sched_getaffinity(0))
+    assert resolve_workers(0, 1) == 1
