@@ -62,7 +62,8 @@ Determinism: ``train(..., seed)`` runs under a forked torch RNG seeded with ``se
 initialisation, dropout) and shuffles with a ``torch.Generator`` seeded with ``seed``; the global
 torch RNG state is left untouched. ``num_threads`` sets ``torch.set_num_threads`` for the call
 (restored afterwards; on CPUs shared with other jobs 1 thread is much faster, see ``ci``).
-Progress bars (tqdm, ``leave=False``) follow ``config.progress``.
+Progress bars (tqdm on stderr, ``leave=False``; ``biaslab.progress.bar``) follow
+``config.progress``: True / False / None (auto: drawn on a terminal, throttled lines in a log).
 """
 from __future__ import annotations
 
@@ -80,11 +81,11 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from biaslab.features import torch_threads
 from biaslab.gender import FEMALE, MALE, tokenize
 from biaslab.io import atomic_dir, without_run_stats
+from biaslab.progress import bar as progress_bar
 
 CLASSES = (FEMALE, MALE)
 CLASSIFIERS = ("lstm", "bert_ft", "bert_pre")
@@ -113,7 +114,7 @@ class LSTMConfig:
     mask_token: str = "[MASK]"
     eval_batch_size: int = 512
     num_threads: int | None = None
-    progress: bool = True
+    progress: bool | None = True   # None: auto (biaslab.progress)
 
     @property
     def kind(self) -> str:
@@ -141,7 +142,7 @@ class BERTConfig:
     mask_token: str = "[MASK]"
     eval_batch_size: int = 128
     num_threads: int | None = None
-    progress: bool = True
+    progress: bool | None = True   # None: auto (biaslab.progress)
 
     @property
     def kind(self) -> str:
@@ -494,8 +495,8 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
 
 
 def _epoch_bar(cfg: Config, n_batches: int, desc: str):
-    return tqdm(total=cfg.epochs * n_batches, desc=desc, disable=not cfg.progress, leave=False,
-                unit="batch")
+    return progress_bar(total=cfg.epochs * n_batches, desc=desc, progress=cfg.progress,
+                        unit="batch")
 
 
 def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
@@ -601,7 +602,7 @@ class PretrainedCache:
             enc.eval()
             encoded = _encode_bert(missing, tok, cfg.max_seq_length)
             batches = list(_batches(len(missing), cfg.eval_batch_size, None))
-            for idx in tqdm(batches, desc="encode", disable=not cfg.progress, leave=False):
+            for idx in progress_bar(batches, desc="encode", progress=cfg.progress):
                 b = _bert_batch(encoded, idx)
                 feats = enc(**b).last_hidden_state[:, 0, :]
                 for j, f in zip(idx.tolist(), feats):

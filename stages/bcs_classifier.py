@@ -9,6 +9,8 @@ it is trained in stage `bcs_synthesize`.
 Reads  data/labels/captions.parquet, data/split.parquet, params `libra` (words, seed, threads,
        max_train_captions, classifier)
 Writes data/libra/f_g/ (biaslab.textclf.save), metrics/bcs_classifier.json
+Progress: a tqdm bar over the training batches on stderr (throttled lines when stderr is not a
+       terminal; BIASLAB_PROGRESS=0 turns it off; see biaslab.progress).
 
 Usage: python stages/bcs_classifier.py [--params params.yaml] [--captions ...] [--split ...]
        [--out data/libra/f_g] [--metrics metrics/bcs_classifier.json]
@@ -45,7 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = bcs.classifier_config(spec, p.get("threads"))
     model, info = bcs.train_gender_classifier(dg, cfg, seed=p.get("seed", 0),
                                               val_fraction=spec.get("val_fraction", 0.1),
-                                              words=p.get("words", "libra"))
+                                              words=p.get("words", "libra"),
+                                              progress=None)   # tqdm on stderr (auto)
     textclf.save(model, a.out)
     metrics, run = runstats.split({"n_D": int(len(d)), **info,
                                    "classifier": spec.get("model", "minilm"),

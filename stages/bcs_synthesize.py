@@ -15,6 +15,8 @@ Reads  data/labels/captions.parquet, data/split.parquet, data/libra/f_g/, data/l
 Writes data/libra/synthesized.parquet (image_id, caption_id, original, biased, type,
        original_gender, biased_gender, d), data/libra/candidates.parquet (every T5 sample with
        its filter status, p_auth, p(gender), d), metrics/bcs.json, plots/libra/samples.md
+Progress: tqdm bars on stderr over the T5 samples, f_a's training batches and f_g's encoding
+       (throttled lines when stderr is not a terminal; BIASLAB_PROGRESS=0 turns them off).
 
 Usage: python stages/bcs_synthesize.py [--params params.yaml] [--captions ...] [--split ...]
        [--f-g data/libra/f_g] [--t5 data/libra/t5] [--out data/libra]
@@ -23,6 +25,7 @@ Usage: python stages/bcs_synthesize.py [--params params.yaml] [--captions ...] [
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -58,8 +61,8 @@ def main(argv: list[str] | None = None) -> None:
         t5m = t5.load(a.t5, num_threads=threads)
     except FileNotFoundError as e:
         raise InputError(a.f_g if "classifier" in str(e) else a.t5, str(e)) from e
+    f_g.config = dataclasses.replace(f_g.config, progress=None)   # auto bars (not saved here)
     if threads:
-        import dataclasses
         f_g.config = dataclasses.replace(f_g.config, num_threads=threads)
     settings = bcs.settings_from_params(p)
     spec_a = dict(p.get("auth_classifier") or p.get("classifier") or {"model": "minilm"})
@@ -73,10 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         if cap_a and len(auth) > cap_a:   # per class; synthetic is balanced to it inside
             auth = [auth[i] for i in rng.choice(len(auth), size=int(cap_a), replace=False)]
         return bcs.train_authenticity(synthetic, auth, cfg_a, seed=seed,
-                                      folds=settings.auth_folds)
+                                      folds=settings.auth_folds, progress=None)
 
     synth, cand, metrics = bcs.synthesize(
-        d, lambda texts: bcs.gender_proba(f_g, texts, words), t5m, settings, auth_fn)
+        d, lambda texts: bcs.gender_proba(f_g, texts, words), t5m, settings, auth_fn,
+        progress=None)   # tqdm over the T5 samples on stderr (auto: throttled in a log)
     out = Path(a.out)
     write_parquet(out / "synthesized.parquet", synth)
     write_parquet(out / "candidates.parquet", cand)

@@ -13,6 +13,8 @@ Reads  data/libra/dcg/, data/features/images{,_ids}.npy, data/prepared/images.pa
        `libra.words`
 Writes data/libra/apply/ (input_<name>.json, debiased_<name>.json: COCO results format),
        metrics/dcg_apply.json
+Progress: a tqdm bar over each input's captions on stderr (biaslab.progress: throttled lines
+       when stderr is not a terminal; BIASLAB_PROGRESS=0 turns it off).
 
 Usage: python stages/dcg_apply.py [--params params.yaml] [--model data/libra/dcg] ...
 """
@@ -112,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
             imgs = [path[i] for i in ids]
         t0 = time.perf_counter()
         res = D.debias(model, [preds[i] for i in ids], imgs,
-                       num_beams=int(ap_p.get("num_beams", 1)), seed=seed)
+                       num_beams=int(ap_p.get("num_beams", 1)), seed=seed,
+                       progress=None)   # tqdm on stderr (auto: throttled lines in a log)
         secs = time.perf_counter() - t0
         deb = dict(zip(ids, res))
         write_json(out / f"input_{name}.json",

@@ -394,3 +394,51 @@ def test_partial_file_grows_seed_by_seed(files, capsys, monkeypatch):
     part = json.loads((files / "m.json.partial").read_text())
     assert [r["seed"] for r in part["LIC_seeds_done"]] == [0]
     assert isinstance(part["LIC_seeds_done"][0]["LIC_M"], float)
+
+
+# evaluate-captions defaults (issue 14): fast ci preset, progress on a terminal only
+
+
+def _evaluate_args(*extra):
+    return cli.build_parser().parse_args(["evaluate-captions", "--pred", "p.json",
+                                          "--gender", "g.csv", *extra])
+
+
+def test_evaluate_defaults_ci_preset_and_auto_progress():
+    a = _evaluate_args()
+    assert a.preset == "ci" and a.progress is None
+    assert _evaluate_args("--paper").preset == "paper"
+    assert _evaluate_args("--preset", "paper").preset == "paper"   # old flag still works
+    assert _evaluate_args("--progress").progress is True
+    assert _evaluate_args("--no-progress").progress is False
+
+
+def test_progress_enabled_follows_the_terminal(monkeypatch):
+    from biaslab import progress
+    monkeypatch.setattr(progress, "stderr_is_tty", lambda: True)
+    assert cli.progress_enabled(None) is True and cli.progress_enabled(False) is False
+    monkeypatch.setattr(progress, "stderr_is_tty", lambda: False)
+    assert cli.progress_enabled(None) is False and cli.progress_enabled(True) is True
+
+
+def test_evaluate_passes_the_defaults_through(files, capsys, monkeypatch):
+    seen = {}
+
+    def fake(*args, **kw):
+        seen["preset"], seen["progress"] = args[6], args[9]
+        return {}
+    monkeypatch.setattr(cli, "evaluate_captions", fake)
+    rc, _, _ = run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender",
+                   files / "labels.csv", "--metrics", "ratio")
+    assert rc == 0 and seen == {"preset": "ci", "progress": False}   # capsys: not a terminal
+    run(capsys, "evaluate-captions", "--pred", files / "pred.json", "--gender",
+        files / "labels.csv", "--metrics", "ratio", "--paper", "--progress")
+    assert seen == {"preset": "paper", "progress": True}
+
+
+def test_evaluate_help_documents_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate-captions", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ci = fast settings (default)" in out and "--paper" in out
+    assert "--no-progress" in out and "on when stderr is a terminal" in out

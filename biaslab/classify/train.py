@@ -12,6 +12,22 @@ from biaslab.classify.manifest import label_targets, validation_split
 from biaslab.classify.methods import get_method
 from biaslab.classify.methods.base import masked_bce as _masked_bce
 from biaslab.classify.model import DEFAULTS, GenderObjectClassifier, _head, _thr_list
+from biaslab.progress import bar as progress_bar
+
+
+def _epoch_bar(desc: str, epochs: int, progress: bool | None):
+    """tqdm bar over the epochs on stderr (``biaslab.progress``); :func:`_show_epoch` puts
+    each epoch's losses in its postfix."""
+    return progress_bar(desc=desc, total=int(epochs), unit="epoch", progress=progress)
+
+
+def _show_epoch(bar, rec: dict) -> None:
+    """Advance ``bar`` by one epoch, showing train/val loss and val mAP (when present)."""
+    post = {"loss": f"{rec['train_loss']:.4f}"}
+    if "val_loss" in rec:
+        post.update(val_loss=f"{rec['val_loss']:.4f}", val_mAP=f"{rec['val_mAP']:.1f}")
+    bar.set_postfix(post, refresh=False)
+    bar.update(1)
 
 
 def _val_map(y: np.ndarray, m: np.ndarray, p: np.ndarray, n_obj: int) -> float:
@@ -26,7 +42,8 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
                      seed: int = 0, params: dict | None = None, backbone: str = "",
                      image_size: int | None = None, method: str = "erm",
                      method_params: dict | None = None,
-                     on_epoch: Callable[[int, dict], None] | None = None
+                     on_epoch: Callable[[int, dict], None] | None = None,
+                     progress: bool | None = None
                      ) -> tuple[GenderObjectClassifier, list[dict]]:
     """Train the head on frozen features (module docstring; paper 000 appendix B.1) with a
     training method of paper 000 Table 1 (:mod:`biaslab.classify.methods`).
@@ -44,6 +61,9 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             ``focal``, ``class_balanced``, ``group_dro``) and overrides of its ``PARAMS``;
             recorded in the config (``method``, ``method_params`` with every default).
         on_epoch: called ``on_epoch(epoch, record)`` after every epoch (DVCLive hook).
+        progress: tqdm bar over the epochs on stderr with the epoch's train/val loss and val
+            mAP in its postfix; True / False / None = auto (``biaslab.progress``: drawn on a
+            terminal, in a log only for a run longer than 10 s). Nothing returned depends on it.
 
     Returns:
         ``(classifier, history)``; history: one dict per epoch with ``epoch``, ``train_loss``
@@ -100,6 +120,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             Xv = torch.from_numpy(feats[va])
             Yv, Mv = torch.from_numpy(y[va, :n_out]), torch.from_numpy(m[va, :n_out])
         history, best, best_state, best_epoch, bad = [], math.inf, None, -1, 0
+        bar = _epoch_bar(f"train {meth.name}", p["epochs"], progress)
         for epoch in range(int(p["epochs"])):
             head.train()
             for e in extra:
@@ -130,10 +151,12 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
                 else:
                     bad += 1
             history.append(rec)
+            _show_epoch(bar, rec)
             if on_epoch is not None:
                 on_epoch(epoch, rec)
             if has_val and bad >= int(p["patience"]):
                 break
+        bar.close()
         if best_state is not None:
             head.load_state_dict(best_state)
         head.eval()
@@ -176,7 +199,8 @@ def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
 # --------------------------------------------------------------------------- fine-tuning
 def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: str,
                    image_size: int | None = None, seed: int = 0, params: dict | None = None,
-                   on_epoch: Callable[[int, dict], None] | None = None
+                   on_epoch: Callable[[int, dict], None] | None = None,
+                   progress: bool | None = None
                    ) -> tuple[GenderObjectClassifier, list[dict]]:
     """Paper-tier training (appendix B.1): the backbone is fine-tuned end to end together with
     a linear head (Adam, lr, batch size, early stopping on the 20 % validation split as in
@@ -185,7 +209,8 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     3x the encoding cost per epoch); meant for a GPU.
 
     Returns ``(classifier, history)`` like :func:`train_classifier`; the classifier carries its
-    fine-tuned backbone (``encode``) and saves it.
+    fine-tuned backbone (``encode``) and saves it. ``progress``: epoch bar as in
+    :func:`train_classifier`.
     """
     import torch
     from biaslab.features import _open_rgb, load_image_encoder
@@ -227,6 +252,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             return torch.cat(outs) if outs else torch.zeros(0, n_obj + 2)
 
         history, best, best_state, best_epoch, bad = [], math.inf, None, -1, 0
+        bar = _epoch_bar("finetune", p["epochs"], progress)
         for epoch in range(int(p["epochs"])):
             perm = torch.randperm(len(tr), generator=gen).numpy()
             total, seen = 0.0, 0
@@ -254,10 +280,12 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
                 else:
                     bad += 1
             history.append(rec)
+            _show_epoch(bar, rec)
             if on_epoch is not None:
                 on_epoch(epoch, rec)
             if len(va) and bad >= int(p["patience"]):
                 break
+        bar.close()
         if best_state is not None:
             enc.model.load_state_dict(best_state[0])
             head.load_state_dict(best_state[1])

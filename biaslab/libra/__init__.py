@@ -73,7 +73,7 @@ def debias_results(predictions: dict[int, str], images: str, model, num_beams: i
     else:
         imgs = [str(files[i]) for i in ids]
     out = D.debias(model, [predictions[i] for i in ids], imgs, num_beams=num_beams, eta=eta,
-                   seed=seed, batch_size=batch_size)
+                   seed=seed, batch_size=batch_size, progress=None)   # stderr, auto
     return dict(zip(ids, out))
 
 

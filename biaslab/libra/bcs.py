@@ -322,9 +322,25 @@ def gender_proba(model, captions: Sequence[str], words: str = "libra") -> np.nda
     return textclf.predict_proba(model, [mask(c, words, tok) for c in captions])
 
 
+def _train_shown(texts, labels, config, seed: int, progress: bool | None):
+    """``textclf.train`` with its epoch bar following ``progress`` (True / False / None =
+    auto, ``biaslab.progress``); the returned model keeps ``config`` itself, so what is saved
+    (``classifier.json``) does not depend on whether a bar was shown."""
+    import dataclasses
+
+    from biaslab import textclf
+    model = textclf.train(texts, labels, dataclasses.replace(config, progress=progress),
+                          seed=seed)
+    model.config = config
+    return model
+
+
 def train_gender_classifier(dg: pd.DataFrame, config, seed: int = 0,
-                            val_fraction: float = 0.1, words: str = "libra"):
+                            val_fraction: float = 0.1, words: str = "libra",
+                            progress: bool | None = False):
     """Train f_g (supp. 1.1) on a balanced split of ``D_g`` (``f_gw`` output, column ``g``).
+    ``progress``: tqdm bar over the training batches on stderr (True / False / None = auto);
+    the model and ``info`` do not depend on it.
 
     Returns:
         ``(model, info)``; info: ``n_dg``, ``n_female``, ``n_male``, ``n_balanced``,
@@ -339,8 +355,8 @@ def train_gender_classifier(dg: pd.DataFrame, config, seed: int = 0,
     tr, va = bal.iloc[tr_idx], bal.iloc[val_idx]
     tok = config.mask_token
     t0 = time.perf_counter()
-    model = textclf.train([mask(c, words, tok) for c in tr["caption"]], tr["g"].tolist(),
-                          config, seed=seed)
+    model = _train_shown([mask(c, words, tok) for c in tr["caption"]], tr["g"].tolist(),
+                         config, seed, progress)
     secs = time.perf_counter() - t0
     acc = None
     if len(va):
@@ -356,13 +372,15 @@ def train_gender_classifier(dg: pd.DataFrame, config, seed: int = 0,
 
 
 def train_authenticity(synthetic: Sequence[str], authentic: Sequence[str], config,
-                       seed: int = 0, folds: int = 1) -> tuple[np.ndarray, dict]:
+                       seed: int = 0, folds: int = 1,
+                       progress: bool | None = False) -> tuple[np.ndarray, dict]:
     """Train f_a (supp. Eq. 2) on balanced synthetic (label ``syn``) vs authentic (``auth``)
     captions and return ``p(B = auth | y)`` for every synthetic caption.
 
     The textclf class slots are reused: ``syn`` -> column 0, ``auth`` -> column 1. Captions are
     not masked (supp. Eq. 2 reads ``y``). ``folds > 1``: k-fold cross-fitting (each synthetic
-    caption is scored by a model trained without it).
+    caption is scored by a model trained without it). ``progress``: tqdm bars of the training
+    (True / False / None = auto); the scores do not depend on it.
 
     Returns:
         ``(p_auth (n_synthetic,), info)``; info: ``n_train`` per fold, ``train_accuracy``.
@@ -386,7 +404,7 @@ def train_authenticity(synthetic: Sequence[str], authentic: Sequence[str], confi
         a_idx = rng.choice(len(auth), size=n, replace=False)
         texts = [syn[i] for i in s_idx] + [auth[i] for i in a_idx]
         labels = [0] * n + [1] * n
-        model = textclf.train(texts, labels, config, seed=seed + k)
+        model = _train_shown(texts, labels, config, seed + k, progress)
         p_auth[score] = textclf.predict_proba(model, [syn[i] for i in score])[:, 1]
         p_tr = textclf.predict_proba(model, texts)[:, 1]
         infos.append({"n_train": 2 * n,
@@ -463,12 +481,13 @@ def swap_to_other(captions: Sequence[str], genders: Sequence[str],
 
 
 def t5_candidates(t5model, sources: pd.DataFrame, settings: BCSSettings,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool | None = False) -> pd.DataFrame:
     """Sample ``settings.samples_per_caption`` T5 edits of every source caption (Eq. 5).
 
     ``sources``: columns caption_id, image_id, caption. Per sample, ``mask_rate`` of the
     content words (``content_positions``; never gender words) are masked and T5 fills them
-    (``t5.fill_words``: top-k sampling, batched).
+    (``t5.fill_words``: top-k sampling, batched). ``progress``: tqdm bar over the samples on
+    stderr (True / False / None = auto); the candidates do not depend on it.
 
     Returns one row per sample: caption_id, image_id, original, candidate (None when dropped
     before filling), positions, masked (original words), fills, status (``ok``,
@@ -495,7 +514,7 @@ def t5_candidates(t5model, sources: pd.DataFrame, settings: BCSSettings,
     fills = t5lib.fill_words(t5model, [rows[k]["original"] for k in todo],
                              [rows[k]["positions"] for k in todo], batch_size=s.batch_size,
                              sample=True, top_k=s.top_k, temperature=s.temperature, seed=s.seed,
-                             banned_words=banned)
+                             banned_words=banned, progress=progress)
     for k, f in zip(todo, fills):
         row = rows[k]
         if f is None or any(not any(ch.isalpha() for ch in x) or "<" in x for x in f):
@@ -562,7 +581,7 @@ def _frac(removed: int, of: int) -> float | None:
 def synthesize(d: pd.DataFrame, gender_proba_fn: Callable[[list[str]], np.ndarray],
                t5model, settings: BCSSettings | None = None,
                auth_fn: Callable[[list[str], list[str]], tuple[np.ndarray, dict]] | None = None,
-               progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+               progress: bool | None = False) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Run BCS on ``D`` (Eqs. 1-8 + supp. 1.3) and mix the result (Table 1).
 
     Args:
@@ -573,6 +592,8 @@ def synthesize(d: pd.DataFrame, gender_proba_fn: Callable[[list[str]], np.ndarra
         settings: ``BCSSettings``.
         auth_fn: ``(synthetic, authentic) -> (p_auth for synthetic, info)`` (default: none ->
             the authenticity filter keeps everything; the stage passes ``train_authenticity``).
+        progress: tqdm bar over the T5 samples on stderr (True / False / None = auto;
+            ``biaslab.progress``); nothing returned depends on it.
 
     Returns:
         ``(synthesized, candidates, metrics)``: the mixed biased captions (columns image_id,

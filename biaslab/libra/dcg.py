@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from biaslab.io import atomic_dir, without_run_stats
+from biaslab.progress import bar as progress_bar
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet, threads,
                               word_spans)
 
@@ -448,7 +449,7 @@ def eval_loss(dcg: DCG, masked: Sequence[str], originals: Sequence[str], images,
 
 def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = None,
            eta: float | None = None, seed: int = 0, batch_size: int = 64,
-           max_new_tokens: int | None = None) -> list[str]:
+           max_new_tokens: int | None = None, progress: bool | None = False) -> list[str]:
     """DCG inference (sec. 4 "Inference"): mask ``100 eta %`` of the words of each caption
     (seeded), then generate the debiased caption from (masked caption, image).
 
@@ -458,6 +459,8 @@ def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = No
         num_beams: 1 = greedy (default from settings).
         eta: masking rate (default: the trained model's ``eta``).
         seed: masking seed.
+        progress: tqdm bar over the captions on stderr (True / False / None = auto,
+            ``biaslab.progress``); the captions do not depend on it.
 
     Returns:
         debiased captions, lower case (one per input, input order).
@@ -469,11 +472,13 @@ def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = No
     masked = [mask_caption(c, rate, rng, mtok) for c in captions]
     out: list[str] = []
     dcg.eval()
-    with threads(s.num_threads):
+    bar = progress_bar(desc="DCG debias", total=len(masked), unit="caption", progress=progress)
+    with threads(s.num_threads), bar:
         for b in range(0, len(masked), batch_size):
             idx = np.arange(b, min(b + batch_size, len(masked)))
             out += dcg.generate_from_masked([masked[i] for i in idx], _take(images, idx),
                                             num_beams, max_new_tokens)
+            bar.update(len(idx))
     return out
 
 

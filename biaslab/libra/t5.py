@@ -61,6 +61,7 @@ import numpy as np
 
 from biaslab.features import torch_threads
 from biaslab.io import atomic_dir, without_run_stats
+from biaslab.progress import bar as progress_bar
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
@@ -635,7 +636,8 @@ def fill_masks(t5: T5Model, sources: Sequence[str], n_masks: Sequence[int],
                batch_size: int = 128, sample: bool = True, top_k: int = 20,
                temperature: float = 1.0, seed: int = 0,
                max_piece_per_word: int = 4,
-               bad_words_ids: list[list[int]] | None = None) -> list[list[str] | None]:
+               bad_words_ids: list[list[int]] | None = None,
+               progress: bool | None = False) -> list[list[str] | None]:
     """Fill the sentinels of T5 inputs (the generation step ``y_hat = T5(y_M)`` of Eq. 5).
 
     Args:
@@ -649,6 +651,7 @@ def fill_masks(t5: T5Model, sources: Sequence[str], n_masks: Sequence[int],
         max_piece_per_word: generation budget, ``n * (max_piece_per_word + 1) + 2`` new tokens.
         bad_words_ids: tokens never generated (``banned_token_ids``), e.g. to keep the fills of
             content-word slots to content words.
+        progress: tqdm bar over the inputs on stderr (``biaslab.progress.bar``; None = auto).
 
     Returns:
         per input the list of fills (one string per sentinel, lower case) or None when the
@@ -661,7 +664,8 @@ def fill_masks(t5: T5Model, sources: Sequence[str], n_masks: Sequence[int],
         return out
     lengths = [len(x) for x in sources]
     order = np.argsort(lengths, kind="stable")
-    with threads(s.num_threads), torch.random.fork_rng(devices=[]), torch.no_grad():
+    bar = progress_bar(desc="T5 fill", total=len(sources), unit="caption", progress=progress)
+    with threads(s.num_threads), torch.random.fork_rng(devices=[]), torch.no_grad(), bar:
         torch.manual_seed(seed)
         for b in range(0, len(order), batch_size):
             idx = order[b:b + batch_size]
@@ -678,14 +682,15 @@ def fill_masks(t5: T5Model, sources: Sequence[str], n_masks: Sequence[int],
             texts = t5.tokenizer.batch_decode(gen, skip_special_tokens=False)
             for i, txt in zip(idx, texts):
                 out[i] = parse_fills(txt, int(n_masks[i]))
+            bar.update(len(idx))
     return out
 
 
 def fill_words(t5: T5Model, captions: Sequence[str], positions: Sequence[Sequence[int]],
                batch_size: int = 128, sample: bool = True, top_k: int = 20,
                temperature: float = 1.0, seed: int = 0,
-               banned_words: set[str] | frozenset[str] | None = None
-               ) -> list[list[str] | None]:
+               banned_words: set[str] | frozenset[str] | None = None,
+               progress: bool | None = False) -> list[list[str] | None]:
     """``T5(y_M)`` of Eq. 5: new words for the words of each caption at ``positions``.
 
     ``sentinel`` models generate the sentinel target (``fill_masks``). ``reconstruct`` models
@@ -693,7 +698,8 @@ def fill_words(t5: T5Model, captions: Sequence[str], positions: Sequence[Sequenc
     words (and the fills already chosen, left to right): the fill is one whole-word piece of
     the vocabulary (``▁word``; single letters only ``a``/``i``, the others are the character
     fallback of unknown words). ``banned_words`` (e.g. stop words and gender words) are never
-    generated, nor pieces without letters.
+    generated, nor pieces without letters. ``progress``: tqdm bar over the captions on stderr
+    (``biaslab.progress.bar``: True / False / None = auto); outputs do not depend on it.
 
     Returns:
         per caption the fills (lower case, one per position) or None when the model output
@@ -702,12 +708,12 @@ def fill_words(t5: T5Model, captions: Sequence[str], positions: Sequence[Sequenc
     """
     if t5.settings.format == "reconstruct":
         return _fill_reconstruct(t5, captions, positions, batch_size, sample, top_k,
-                                 temperature, seed, banned_words)
+                                 temperature, seed, banned_words, progress)
     srcs = [mask_words(c, p)[0] for c, p in zip(captions, positions)]
     bad = banned_token_ids(t5.tokenizer, banned_words) if banned_words else None
     return fill_masks(t5, srcs, [len(p) for p in positions], batch_size=batch_size,
                       sample=sample, top_k=top_k, temperature=temperature, seed=seed,
-                      bad_words_ids=bad)
+                      bad_words_ids=bad, progress=progress)
 
 
 def _word_piece_ids(tokenizer, banned) -> list[int]:
@@ -722,7 +728,7 @@ def _word_piece_ids(tokenizer, banned) -> list[int]:
 
 
 def _fill_reconstruct(t5: T5Model, captions, positions, batch_size, sample, top_k,
-                      temperature, seed, banned) -> list[list[str] | None]:
+                      temperature, seed, banned, progress=False) -> list[list[str] | None]:
     import torch
     s, tok, model = t5.settings, t5.tokenizer, t5.model
     allowed = torch.tensor(_word_piece_ids(tok, banned), dtype=torch.long)
@@ -731,7 +737,8 @@ def _fill_reconstruct(t5: T5Model, captions, positions, batch_size, sample, top_
     gen = torch.Generator().manual_seed(int(seed))
     order = np.argsort([len(c) for c in captions], kind="stable")
     model.eval()
-    with threads(s.num_threads), torch.no_grad():
+    bar = progress_bar(desc="T5 fill", total=len(captions), unit="caption", progress=progress)
+    with threads(s.num_threads), torch.no_grad(), bar:
         for b in range(0, len(order), batch_size):
             idx = [int(i) for i in order[b:b + batch_size]]
             srcs = [mask_words(captions[i], positions[i])[0] for i in idx]
@@ -778,6 +785,7 @@ def _fill_reconstruct(t5: T5Model, captions, positions, batch_size, sample, top_
                     fills[r].append(pieces[c][1:])
             for r, i in enumerate(idx):
                 out[i] = fills[r]
+            bar.update(len(idx))
     return out
 
 

@@ -45,6 +45,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from biaslab.progress import bar as progress_bar
+
 _UNDEFINED = {None, "undefined", "other", "both", "none", ""}
 
 
@@ -176,7 +178,7 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
             n_test_per_group: int | None = None, test_fraction: float = 0.2,
             threshold: float | None = 0.5, hidden: Sequence[int] = (128, 128), epochs: int = 30,
             lr: float = 2e-3, batch_size: int = 128, weight_decay: float = 0.0,
-            num_threads: int | None = 1) -> dict:
+            num_threads: int | None = 1, progress: bool | None = None) -> dict:
     """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), x100.
 
     Protocol (paper 000 sec. 3.1: the attacker "is trained on a training set T = {(y, g)}"
@@ -228,6 +230,10 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
         threshold: binarisation threshold of the predictions (None: use them as given).
         hidden, epochs, lr, batch_size, weight_decay: attacker MLP / Adam settings.
         num_threads: torch intra-op threads while training (restored afterwards; None: leave).
+        progress: one tqdm bar on stderr over the attacker fits of all rounds (``2 * rounds``,
+            ``rounds`` when the dataset attackers are memoised); True / False / None = auto
+            (``biaslab.progress``: drawn on a terminal, in a log only when it runs > 10 s).
+            The result does not depend on it.
 
     Returns:
         dict with ``LK_D``, ``LK_M``, ``leakage`` (means over rounds, x100, Eq. 7),
@@ -309,17 +315,25 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
         torch.set_num_threads(num_threads)
     try:
         d_rounds = _DATASET_MEMO.get(key)
-        if d_rounds is None:
-            d_rounds = [attacker_score(T_d[tr], lab_tr[tr], X_d[te], lab[te], seed=s, **kw)
-                        for tr, te, s in plan]
-            if len(_DATASET_MEMO) >= _MEMO_SIZE:
-                _DATASET_MEMO.pop(next(iter(_DATASET_MEMO)))
-            _DATASET_MEMO[key] = d_rounds
-        per_round = []
-        for (tr, te, s), d in zip(plan, d_rounds):
-            m = attacker_score(T_m[tr], lab_tr[tr], X_m[te], lab[te], seed=s, **kw)
-            per_round.append({"LK_D": d["lk"], "LK_M": m["lk"], "leakage": m["lk"] - d["lk"],
-                              "acc_D": d["acc"], "acc_M": m["acc"]})
+        fits = len(plan) * (1 if d_rounds is not None else 2)
+        with progress_bar(desc="leakage attackers", total=fits, unit="fit",
+                          progress=progress) as bar:
+            if d_rounds is None:
+                d_rounds = []
+                for tr, te, s in plan:
+                    d_rounds.append(attacker_score(T_d[tr], lab_tr[tr], X_d[te], lab[te],
+                                                   seed=s, **kw))
+                    bar.update(1)
+                if len(_DATASET_MEMO) >= _MEMO_SIZE:
+                    _DATASET_MEMO.pop(next(iter(_DATASET_MEMO)))
+                _DATASET_MEMO[key] = d_rounds
+            per_round = []
+            for (tr, te, s), d in zip(plan, d_rounds):
+                m = attacker_score(T_m[tr], lab_tr[tr], X_m[te], lab[te], seed=s, **kw)
+                bar.update(1)
+                per_round.append({"LK_D": d["lk"], "LK_M": m["lk"],
+                                  "leakage": m["lk"] - d["lk"],
+                                  "acc_D": d["acc"], "acc_M": m["acc"]})
     finally:
         if num_threads is not None:
             torch.set_num_threads(old_threads)
