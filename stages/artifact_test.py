@@ -74,6 +74,7 @@ def main() -> None:
     a, g, c = params["artifact"], params["generate"], params["classifier"]
     fp = params.get("features", {})
     cache = fp.get("cache_dir", "data/cache/features")
+    fbs = int(fp.get("batch_size") or 32)   # encoding batch (1: fastest on CPU, one thread)
     words = params.get("label", {}).get("words", "lic")
     set_threads(c.get("threads", 1))
     images = read_parquet(f"{PREP}/images.parquet")
@@ -107,8 +108,9 @@ def main() -> None:
         for seed in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             thr = gender_thresholds(clf)
-            fo = model_features(clf, orig, ids, base, cache)
-            fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True)
+            fo = model_features(clf, orig, ids, base, cache, batch_size=fbs)
+            fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True,
+                                batch_size=fbs)
             po, pi = clf.gender_proba(fo), clf.gender_proba(fi)
             s = artifact_scores(po, pi, thr)
             per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})

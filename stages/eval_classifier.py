@@ -73,6 +73,7 @@ def main() -> None:
     p = params["classifier"]
     fp = params.get("features", {})
     cache = fp.get("cache_dir", "data/cache/features")
+    fbs = int(fp.get("batch_size") or 32)   # encoding batch (1: fastest on CPU, one thread)
     set_threads(p.get("threads", 1))
     persons = read_parquet(f"{PREP}/persons.parquet")
     test = test_table(read_parquet(f"{PREP}/images.parquet"),
@@ -98,10 +99,11 @@ def main() -> None:
         per_seed = []
         for seed in p["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
-            feats = model_features(clf, test, ids, base, cache)
-            mfeats = model_features(clf, masked, ids, base, cache, derived=True) \
+            feats = model_features(clf, test, ids, base, cache, batch_size=fbs)
+            mfeats = model_features(clf, masked, ids, base, cache, derived=True,
+                                    batch_size=fbs) \
                 if len(masked) else None
-            tfeats = model_features(clf, train, ids, base, cache)
+            tfeats = model_features(clf, train, ids, base, cache, batch_size=fbs)
             r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
                          test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
                          masked_genders=masked["gender"].tolist(),

@@ -74,6 +74,9 @@ def main() -> None:
               n_boot=int(pp.get("n_boot", 2000)), seed=int(pp.get("seed", 0)))
     words = params.get("label", {}).get("words", "lic")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
+    # encoding batch: features.batch_size (1 is fastest at one thread on CPU,
+    # benchmarks/results/features.json); it does not change the cached features' meaning
+    fbs = int(params.get("features", {}).get("batch_size") or 32)
     set_threads(c.get("threads", 1))
     masked = P.blackout_probe(pairs, OUT / "masked",
                               sources=tuple(c.get("blackout", ["box"])),
@@ -91,7 +94,7 @@ def main() -> None:
             if not clf.has_gender:
                 out.setdefault("classifier_na", {})[d] = "no gender outputs"
                 break
-            feats = model_features(clf, table, ids, base, cache, derived=True)
+            feats = model_features(clf, table, ids, base, cache, derived=True, batch_size=fbs)
             probs = clf.gender_proba(feats)
             sens = P.pair_sensitivities(masked, P.classifier_output(*probs))
             per_seed[int(s)] = sens
@@ -118,7 +121,7 @@ def main() -> None:
                 # content-keyed like the classifiers' derived images (same feature cache)
                 feats_by_encoder[key] = encode_files(
                     masked["path"].tolist(), cache, key[0], image_size=key[1],
-                    num_threads=model.config.num_threads)
+                    batch_size=fbs, num_threads=model.config.num_threads)
             caps = model.generate(feats_by_encoder[key], beam=cap.get("beam"),
                                   max_len=cap.get("max_len"),
                                   no_repeat_ngram=cap.get("no_repeat_ngram"))
