@@ -41,6 +41,7 @@ from biaslab.classify import (GenderObjectClassifier, evaluate, json_record, mod
                               object_matrix, test_table, write_blackout_images)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
+from biaslab.parallel import map_jobs
 from biaslab.paths import model_dir
 
 PREP = "data/prepared"
@@ -95,23 +96,32 @@ def main() -> None:
     out, rows = {}, []
     names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
                                    if m not in p["datasets"]]
+    if len(masked):   # derived images encoded once, before the fork (workers read the cache)
+        model_features(GenderObjectClassifier.load(model_dir("classifier", names[0],
+                                                             p["seeds"][0])),
+                       masked, ids, base, cache, derived=True, batch_size=fbs)
+
+    def evaluate_one(job: tuple[str, int]) -> dict:
+        dataset, seed = job
+        clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
+        feats = model_features(clf, test, ids, base, cache, batch_size=fbs)
+        mfeats = model_features(clf, masked, ids, base, cache, derived=True,
+                                batch_size=fbs) if len(masked) else None
+        tfeats = model_features(clf, train, ids, base, cache, batch_size=fbs)
+        r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
+                     test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
+                     masked_genders=masked["gender"].tolist(),
+                     train_feats=tfeats, train_objects=object_matrix(train["objects"],
+                                                                     clf.labels),
+                     train_genders=train["gender"].tolist(), leakage_kwargs=lk)
+        return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
+                "method": clf.config.get("method", "erm")}
+
+    # one job per (model, seed) on classifier.workers processes; results in job order
+    jobs = [(d, int(s)) for d in names for s in p["seeds"]]
+    results = dict(zip(jobs, map_jobs(evaluate_one, jobs, p.get("workers", 1))))
     for dataset in names:
-        per_seed = []
-        for seed in p["seeds"]:
-            clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
-            feats = model_features(clf, test, ids, base, cache, batch_size=fbs)
-            mfeats = model_features(clf, masked, ids, base, cache, derived=True,
-                                    batch_size=fbs) \
-                if len(masked) else None
-            tfeats = model_features(clf, train, ids, base, cache, batch_size=fbs)
-            r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
-                         test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
-                         masked_genders=masked["gender"].tolist(),
-                         train_feats=tfeats, train_objects=object_matrix(train["objects"],
-                                                                         clf.labels),
-                         train_genders=train["gender"].tolist(), leakage_kwargs=lk)
-            per_seed.append({"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
-                             "method": clf.config.get("method", "erm")})
+        per_seed = [results[(dataset, int(s))] for s in p["seeds"]]
         out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
         out[dataset]["method"] = per_seed[0]["method"]
         na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}

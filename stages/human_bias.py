@@ -5,7 +5,7 @@ labels: Ratio and Error of every human caption (Burns et al. 2018) and LIC_D (th
 Gender labels: ONE source, chosen by the same param as stage eval_captioner
 (``eval_captioner.gender_source``: auto = perceived labels where the data has them, else
 caption-derived; ``biaslab.captioner.gender_labels``), so both stages judge captions against
-the same labels. Params: ``lic`` (classifier, preset, seeds, num_threads), ``label.words``,
+the same labels. Params: ``lic`` (classifier, preset, seeds, num_threads, workers), ``label.words``,
 ``eval_captioner.gender_source``.
 
 metrics/human_bias.json::
@@ -57,7 +57,7 @@ def main() -> None:
     cfg = default_config(p["classifier"], p["preset"], progress=False,
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
     res = lic({i: c[0] for i, c in human.items()}, human, genders, classifier=p["classifier"],
-              seeds=p["seeds"], config=cfg, words=words,
+              seeds=p["seeds"], config=cfg, words=words, workers=p.get("workers", 1),
               progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
     for k in ("LIC_D", "LIC_M", "LIC"):
         out[k] = stats.record([s[k] for s in res["per_seed"]])

@@ -35,6 +35,7 @@ from biaslab.classify import GenderObjectClassifier, encode_files, file_id, mode
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, write_json, write_parquet
 from biaslab.synthetic import read_probe
+from biaslab.parallel import map_jobs
 from biaslab.paths import model_dir
 
 OUT = Path("data/probe")
@@ -112,26 +113,40 @@ def main() -> None:
                if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing}")
+    # masked probe images encoded once, before the fork (content-keyed feature cache)
+    first = C.Captioner.load(model_dir("captioner", *cap_dirs[0]))
+    key0 = (first.config.image_encoder, first.config.image_size)
+    feats_by_encoder[key0] = encode_files(masked["path"].tolist(), cache, key0[0],
+                                          image_size=key0[1], batch_size=fbs,
+                                          num_threads=first.config.num_threads)
+
+    def caption_pairs(job: tuple[str, int]):
+        d, s = job
+        model = C.Captioner.load(model_dir("captioner", d, s))
+        key = (model.config.image_encoder, model.config.image_size)
+        if key not in feats_by_encoder:
+            # content-keyed like the classifiers' derived images (same feature cache)
+            feats_by_encoder[key] = encode_files(
+                masked["path"].tolist(), cache, key[0], image_size=key[1],
+                batch_size=fbs, num_threads=model.config.num_threads)
+        caps = model.generate(feats_by_encoder[key], beam=cap.get("beam"),
+                              max_len=cap.get("max_len"),
+                              no_repeat_ngram=cap.get("no_repeat_ngram"))
+        sens = P.pair_sensitivities(masked, P.caption_output(caps, words))
+        by = dict(zip(zip(masked["attribute"], masked["pair"], masked["value"]), caps))
+        return sens.assign(
+            caption_female=[by[(a, k, "female")] for a, k in zip(sens["attribute"],
+                                                                  sens["pair"])],
+            caption_male=[by[(a, k, "male")] for a, k in zip(sens["attribute"],
+                                                              sens["pair"])])
+
+    # one job per captioner on captioner.workers processes; results in job order
+    jobs = [(d, int(s)) for d, s in cap_dirs]
+    by_job = dict(zip(jobs, map_jobs(caption_pairs, jobs, cap.get("workers", 1))))
     for d in cap["datasets"]:
         per_seed = {}
         for s in cap["seeds"]:
-            model = C.Captioner.load(model_dir("captioner", d, s))
-            key = (model.config.image_encoder, model.config.image_size)
-            if key not in feats_by_encoder:
-                # content-keyed like the classifiers' derived images (same feature cache)
-                feats_by_encoder[key] = encode_files(
-                    masked["path"].tolist(), cache, key[0], image_size=key[1],
-                    batch_size=fbs, num_threads=model.config.num_threads)
-            caps = model.generate(feats_by_encoder[key], beam=cap.get("beam"),
-                                  max_len=cap.get("max_len"),
-                                  no_repeat_ngram=cap.get("no_repeat_ngram"))
-            sens = P.pair_sensitivities(masked, P.caption_output(caps, words))
-            by = dict(zip(zip(masked["attribute"], masked["pair"], masked["value"]), caps))
-            sens = sens.assign(
-                caption_female=[by[(a, k, "female")] for a, k in zip(sens["attribute"],
-                                                                      sens["pair"])],
-                caption_male=[by[(a, k, "male")] for a, k in zip(sens["attribute"],
-                                                                  sens["pair"])])
+            sens = by_job[(d, int(s))]
             per_seed[int(s)] = sens
             rows.append(sens.assign(model="captioner", dataset=d, seed=int(s)))
         out["captioner"][d] = P.summarize_sensitivity(per_seed, **kw)

@@ -400,6 +400,12 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
 
     eval_classifier.main()
     m = json.loads((tmp_path / "metrics/classification.json").read_text())
+    # the (model, seed) jobs on two forked workers give the same metrics as one process
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["classifier"]["workers"] = 2
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    eval_classifier.main()
+    assert json.loads((tmp_path / "metrics/classification.json").read_text()) == m
     assert set(m) == {"original", "augment", "synthetic", "adversarial", "group_dro",
                       "test_set", "leakage_train"}
     rec_keys = {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}

@@ -325,3 +325,18 @@ def test_pretrained_cache_shares_encoder_and_features(tiny_bert_dir):
     assert m3.net.encoder is not pristine
     assert all(torch.equal(before[k], v) for k, v in pristine.state_dict().items())
     assert any(not torch.equal(before[k], v) for k, v in m3.net.encoder.state_dict().items())
+
+
+def test_lic_seeds_on_two_workers_equal_one_process():
+    """lic(workers=2) computes the seeds on forked processes: same per-seed values, same
+    summary, on_seed still called once per seed in seed order."""
+    model, human, genders = synthetic(80, leak=True)
+    cfg = tiny_lstm(epochs=2, lr=1e-2)
+    got = []
+    one = L.lic(model, human, genders, seeds=3, config=cfg)
+    two = L.lic(model, human, genders, seeds=3, config=cfg, workers=2,
+                on_seed=lambda r: got.append(r["seed"]))
+    assert two["per_seed"] == one["per_seed"]
+    assert {k: two[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")} == \
+        {k: one[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")}
+    assert got == [0, 1, 2]

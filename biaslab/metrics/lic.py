@@ -215,7 +215,8 @@ def lic(model_captions: Mapping[int, str],
         test_ratio: float = 0.1,
         max_human_captions: int | None = None,
         progress: bool = False,
-        on_seed: Callable[[dict], None] | None = None) -> dict:
+        on_seed: Callable[[dict], None] | None = None,
+        workers: int | None = 1) -> dict:
     """LIC, LIC_M and LIC_D (thesis Eqs. 2.9-2.11), mean and std over seeds (see module doc).
 
     Args:
@@ -235,6 +236,10 @@ def lic(model_captions: Mapping[int, str],
         on_seed: called after each seed with that seed's record ``{seed, LIC_M, LIC_D,
             LIC_D_per_index, LIC}`` (the CLI writes it to its partial file, so a crash after
             hours keeps the seeds already computed).
+        workers: seeds computed at once on forked processes (:func:`biaslab.parallel.map_jobs`,
+            one torch thread each); the result is identical to ``workers=1``. With more than
+            one worker the progress bar is off and ``on_seed`` is called once the seeds are
+            done, in seed order.
 
     Returns:
         dict with ``LIC_M``, ``LIC_M_std``, ``LIC_D``, ``LIC_D_std``, ``LIC``, ``LIC_std`` (the
@@ -280,31 +285,39 @@ def lic(model_captions: Mapping[int, str],
                                for i in ids})
 
     label = {i: textclf.CLASSES.index(g[i]) for i in ids}
-    per_seed = []
-    n_train = n_test = 0
+    from biaslab.parallel import map_jobs, resolve_workers
+    n_workers = resolve_workers(workers, len(seed_list))
     bar = tqdm(total=len(seed_list) * (1 + len(human_text)), desc=f"LIC {classifier}",
-               disable=not progress, unit="clf")
-    with bar:
-        for s in seed_list:
-            train_ids, test_ids = balanced_split(g, s, test_ratio)
-            n_train, n_test = len(train_ids) // 2, len(test_ids) // 2
-            ytr = [label[i] for i in train_ids]
-            yte = [label[i] for i in test_ids]
-            m = _score(cfg, [model_text[i] for i in train_ids], ytr,
-                       [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache)
+               disable=not progress or n_workers > 1, unit="clf")
+
+    def one_seed(s: int) -> dict:
+        train_ids, test_ids = balanced_split(g, s, test_ratio)
+        ytr = [label[i] for i in train_ids]
+        yte = [label[i] for i in test_ids]
+        m = _score(cfg, [model_text[i] for i in train_ids], ytr,
+                   [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache)
+        bar.update(1)
+        d_k = []
+        v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
+        for k, texts in enumerate(human_text):
+            tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
+            te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
+            d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache))
             bar.update(1)
-            d_k = []
-            v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
-            for k, texts in enumerate(human_text):
-                tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
-                te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
-                d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache))
-                bar.update(1)
-            d = float(np.mean(d_k)) if d_k else None
-            per_seed.append({"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,
-                             "LIC": (m - d) if d is not None else None})
-            if on_seed is not None:
-                on_seed(dict(per_seed[-1]))
+        d = float(np.mean(d_k)) if d_k else None
+        rec = {"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,
+               "LIC": (m - d) if d is not None else None}
+        if on_seed is not None and n_workers == 1:
+            on_seed(dict(rec))
+        return {**rec, "_n": (len(train_ids) // 2, len(test_ids) // 2)}
+
+    with bar:
+        per_seed = map_jobs(one_seed, seed_list, n_workers)
+    n_train, n_test = per_seed[-1]["_n"]
+    per_seed = [{k: v for k, v in r.items() if k != "_n"} for r in per_seed]
+    if on_seed is not None and n_workers > 1:
+        for r in per_seed:
+            on_seed(dict(r))
 
     ms = [r["LIC_M"] for r in per_seed]
     out = {"LIC_M": float(np.mean(ms)), "LIC_M_std": _std(ms),
