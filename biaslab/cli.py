@@ -579,6 +579,32 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# plan (issue 16.4): the logic is biaslab.plan; imported when the command runs
+
+
+@register_command("plan", help="Cost model of a run: per heavy stage the work (images, "
+                  "candidates, captions, models), the per-item rate with its source and the "
+                  "expected wall time on N GPUs and on this CPU.")
+def _setup_plan(p: argparse.ArgumentParser):
+    p.add_argument("-S", "--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE", help="Hydra override of conf/, as dvc exp run -S "
+                   "(e.g. -S data=coco -S scale=full -S models=paper); repeatable")
+    p.add_argument("--gpus", type=_positive_int, default=1, help="number of GPUs")
+    p.add_argument("--gpu", default="a100", choices=("a100", "h100", "h200", "v100", "l4"),
+                   help="GPU kind (rates scaled from A100 by peak FP16 TFLOPS unless "
+                        "measured)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    return _run_plan
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from biaslab import plan as P
+    result = P.plan(P.compose(args.overrides), gpus=args.gpus, gpu=args.gpu)
+    print(json.dumps(_jsonable(result), indent=2) if args.json else P.format_plan(result))
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
     # ``python -m biaslab.cli`` runs this file as ``__main__``; command modules register into
     # the importable ``biaslab.cli``, so run that module's ``main``.

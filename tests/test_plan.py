@@ -1,0 +1,158 @@
+"""biaslab plan (issue 16.4): arithmetic on a toy profile, sources, composition, errors;
+benchmarks/gpu.py skips cleanly without a GPU."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from biaslab import plan as P
+from biaslab.io import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = P.Work(n_images=100, n_captions=500, n_train_gendered=10, n_test_gendered=4,
+             source="toy")
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return P.compose(["data=coco", "scale=full", "models=paper"])
+
+
+def test_composition_equals_compose_params_script(tmp_path):
+    """The default composition is params.yaml as scripts/compose_params.py writes it."""
+    assert P.compose([]) == yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_overrides_compose_like_dvc(paper):
+    assert paper["generate"]["m"] == 30 and paper["generate"]["backend"] == "sd_inpaint"
+    assert paper["filters"]["detector"] == "facebook/detr-resnet-50"
+    assert paper["data"]["root"] == "data/raw/coco"
+
+
+@pytest.mark.parametrize("bad, needle", [(["generate.mm=3"], "generate.mm"),
+                                         (["data=cocoX"], "data/cocoX"),
+                                         (["generate.m"], "key=value")])
+def test_unknown_keys_are_clear_input_errors(bad, needle):
+    with pytest.raises(InputError) as e:
+        P.compose(bad)
+    assert needle in str(e.value)
+
+
+def test_non_integer_m_is_an_input_error(paper):
+    params = P.compose(["data=coco", "models=paper", "generate.m=x3"])
+    with pytest.raises(InputError, match="generate.m"):
+        P.plan(params, wk=TOY)
+
+
+def test_sd_rate_is_paper_72h_on_6_a100():
+    # 28,487 x 2 x 30 = 1,709,220 images / (72 h x 3600 s x 6 GPUs = 1,555,200 GPU-s)
+    assert P.SD_A100_IMAGES_PER_S == pytest.approx(1_709_220 / 1_555_200)
+    assert P.SD_A100_IMAGES_PER_S == pytest.approx(1.09904, abs=1e-5)
+    r = P.sd_gpu_rate("a100", 25)                       # half the steps: twice the rate
+    assert r.per_s == pytest.approx(2 * 1_709_220 / 1_555_200) and "72 h" in r.source
+
+
+def test_toy_profile_arithmetic(paper):
+    """10 source images x 2 groups x m=3 = 60 candidates at the paper's 1.099 img/s/A100:
+    60 / 1.09904 = 54.59 s on one GPU, a third on three."""
+    params = json.loads(json.dumps(paper))
+    params["generate"]["m"] = 3
+    one = P.plan(params, gpus=1, wk=TOY)
+    three = P.plan(params, gpus=3, wk=TOY)
+    gen1 = next(r for r in one["rows"] if r["stage"] == "generate")
+    gen3 = next(r for r in three["rows"] if r["stage"] == "generate")
+    assert gen1["n"] == 60 and gen1["unit"] == "candidates"
+    assert gen1["gpu_s"] == pytest.approx(60 * 1_555_200 / 1_709_220)
+    assert gen1["gpu_s"] == pytest.approx(54.593, abs=1e-3)
+    assert gen3["gpu_s"] == pytest.approx(gen1["gpu_s"] / 3)
+    # score: 60 candidates at 1/(1/28 + 1/(28*86/4.4)) = 26.633 /s
+    sc = next(r for r in one["rows"] if r["stage"] == "score")
+    assert sc["gpu"]["per_s"] == pytest.approx(1 / (1 / 28 + 4.4 / (28 * 86)))
+    assert sc["gpu_s"] == pytest.approx(60 / 26.633, abs=1e-3)
+    # max_images caps the sources: 4 x 2 x 3 = 24 candidates
+    params["generate"]["max_images"] = 4
+    capped = P.plan(params, gpus=1, wk=TOY)
+    assert next(r for r in capped["rows"] if r["stage"] == "generate")["n"] == 24
+
+
+def test_models_stages_are_whole_models_per_gpu():
+    # 25 models of 10 s each: ceil(25/6) = 5 rounds -> 50 s; item-parallel: 25/(0.1*6)
+    assert P.gpu_wall_s(25, 0.1, 6, per_model=True) == pytest.approx(50.0)
+    assert P.gpu_wall_s(25, 0.1, 6) == pytest.approx(25 / 0.6)
+    assert P.gpu_wall_s(25, None, 6) is None
+    with pytest.raises(ValueError):
+        P.gpu_wall_s(1, 1.0, 0)
+
+
+def test_cpu_rates_come_from_benchmark_files():
+    params = P.compose([])                               # tiny tier, copy_paste/render
+    params["generate"]["backend"] = "copy_paste"
+    p = P.plan(params, wk=TOY)
+    rows = {r["stage"]: r for r in p["rows"]}
+    gj = json.loads((ROOT / "benchmarks/results/generate.json").read_text())
+    fj = json.loads((ROOT / "benchmarks/results/features.json").read_text())
+    assert rows["generate"]["cpu"]["per_s"] == gj["copy_paste"]["candidates_per_s"]
+    assert rows["generate"]["cpu_s"] == pytest.approx(10 * 2 * 4 / gj["copy_paste"]
+                                                      ["candidates_per_s"])
+    assert rows["features"]["cpu_s"] == pytest.approx(
+        100 / fj["efficientnet_lite0"]["threads1_batch1_images_per_s_median"])
+    assert "generate.json" in rows["generate"]["cpu"]["source"]
+    assert "features.json" in rows["features"]["cpu"]["source"]
+
+
+def test_every_row_has_sources_and_documented_full_coco(paper):
+    p = P.plan(paper, gpus=6)
+    assert p["work"]["n_images"] == 123_287 and p["work"]["n_train_gendered"] == 28_487
+    for r in p["rows"]:
+        assert r["gpu"]["source"].strip() and r["cpu"]["source"].strip(), r["stage"]
+    gen = next(r for r in p["rows"] if r["stage"] == "generate")
+    assert gen["n"] == 1_709_220
+    assert gen["gpu_s"] == pytest.approx(72 * 3600)      # the paper's own 72 h on 6 A100
+    text = P.format_plan(p)
+    assert "generate" in text and "3.0 d" in text and "lower bound" in text
+
+
+def test_unknown_gpu_kind_is_an_input_error(paper):
+    with pytest.raises(InputError, match="--gpu"):
+        P.plan(paper, gpu="tpu", wk=TOY)
+
+
+def test_work_counted_from_a_coco_layout_root(tmp_path, paper):
+    ann = tmp_path / "annotations"
+    ann.mkdir()
+    caps = [(1, "A man riding a horse."), (1, "A person on a horse."),
+            (2, "A woman with a dog."), (3, "A bowl of fruit."), (4, "A man and a woman.")]
+    ann.joinpath("captions_val2017.json").write_text(json.dumps(
+        {"images": [{"id": i} for i in (1, 2, 3, 4)],
+         "annotations": [{"image_id": i, "caption": c, "id": n} for n, (i, c) in
+                         enumerate(caps)]}))
+    params = json.loads(json.dumps(paper))
+    params["data"]["root"] = str(tmp_path)
+    wk = P.work(params)
+    # gendered: images 1 (male) and 2 (female); 4 mentions both -> undefined
+    assert (wk.n_images, wk.n_captions) == (4, 5)
+    assert wk.n_train_gendered == round(2 * 0.7) and wk.n_test_gendered == round(2 * 0.2)
+
+
+def test_cli_plan_prints_table_and_json(capsys):
+    from biaslab import cli
+    assert "plan" in {n for n in cli.build_parser()._subparsers._group_actions[0].choices}
+    rc = cli.main(["plan", "-S", "data=coco", "-S", "scale=full", "-S", "models=paper",
+                   "--gpus", "6", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["gpus"] == 6 and len(out["rows"]) >= 8
+    rc = cli.main(["plan", "-S", "generate.nope=1"])
+    assert rc == 2 and "generate.nope" in capsys.readouterr().err
+
+
+def test_gpu_benchmark_skips_without_gpu(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would run")
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--out",
+                        str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "skipped: no GPU" in p.stdout
+    assert not (tmp_path / "x.json").exists()
