@@ -280,7 +280,7 @@ def readme_commands() -> list[list[str]]:
 
 
 def test_readme_lists_both_commands():
-    assert {c[0] for c in readme_commands()} == {"evaluate-captions", "libra"}
+    assert {c[0] for c in readme_commands()} == {"evaluate-captions", "libra", "plan"}
 
 
 def test_console_script_registers_every_command_and_shows_version_and_defaults():
@@ -321,7 +321,7 @@ def test_readme_commands_run_through_the_console_script(files, dcg_model):
     shutil.copy(files / "human.json", work / "captions_val2017.json")
     fast = {"evaluate-captions": ["--metrics", "ratio", "error", "biasamp",
                                   "--biasamp-min-count", "1"],
-            "libra": ["--threads", "1"]}
+            "libra": ["--threads", "1"], "plan": []}
     for argv in readme_commands():
         if argv[0] == "libra":
             (work / "results.json").write_text(json.dumps(
@@ -329,6 +329,9 @@ def test_readme_commands_run_through_the_console_script(files, dcg_model):
         p = subprocess.run(_console() + argv + fast[argv[0]], cwd=work, capture_output=True,
                            text=True, env=_env(), timeout=300)
         assert p.returncode == 0, (argv, p.stderr)
+        if argv[0] == "plan":               # prints a table, writes nothing
+            assert "generate" in p.stdout and "paper 000" in p.stdout
+            continue
         out = json.loads((work / argv[argv.index("--out") + 1]).read_text())
         if argv[0] == "libra":
             assert [r["image_id"] for r in out] == [1, 2, 3, 4]
