@@ -156,3 +156,18 @@ def test_gpu_benchmark_skips_without_gpu(tmp_path):
                         str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "skipped: no GPU" in p.stdout
     assert not (tmp_path / "x.json").exists()
+
+
+def test_measured_gpu_rate_replaces_the_paper_derivation(tmp_path, monkeypatch):
+    (tmp_path / "gpu_sd_inpaint.json").write_text(json.dumps(
+        {"gpu_name": "NVIDIA H100 80GB HBM3", "model": "stabilityai/stable-diffusion-2-inpainting",
+         "results": [{"batch_size": 1, "dtype": "float16", "steps": 50, "images_per_s": 2.0},
+                     {"batch_size": 8, "dtype": "float16", "steps": 50, "images_per_s": 3.0},
+                     {"batch_size": 8, "dtype": "float32", "steps": 50, "images_per_s": 9.0}]}))
+    monkeypatch.setattr(P, "RESULTS", tmp_path)
+    r = P.sd_gpu_rate("h100", 50)
+    assert r.per_s == 3.0 and r.source.startswith("measured")        # best fp16 row
+    a = P.sd_gpu_rate("a100", 50)                                    # other kind: derivation
+    assert a.per_s == pytest.approx(P.SD_A100_IMAGES_PER_S) and "paper 000" in a.source
+    h = P.sd_gpu_rate("h100", 25)                                    # no row at 25 steps
+    assert h.per_s == pytest.approx(P.SD_A100_IMAGES_PER_S * 2 * 989 / 312)
