@@ -186,6 +186,14 @@ def test_mix_keeps_ratio_and_shrinks_to_the_scarcest_type():
     assert set(out["biased"]) <= set(pools["swap"]["biased"]) | set(pools["t5"]["biased"])
     with pytest.raises(ValueError):
         bcs.mix(pools, {"swap": 0, "t5": 0}, 4)
+    # an empty positive-weight pool is dropped, not allowed to zero the whole mix
+    empty_t5 = {**pools, "t5": _pool(0, "t5")}
+    out, info = bcs.mix(empty_t5, bcs.TABLE1_MIXES["0:1:1"], 5)
+    assert info["per_type"] == {"swap": 0, "t5": 0, "merged": 5}
+    assert info["dropped_empty"] == ["t5"] and len(out) == 5
+    out, info = bcs.mix({"t5": _pool(0, "t5"), "merged": _pool(0, "merged")},
+                        bcs.TABLE1_MIXES["0:1:1"], 5)
+    assert len(out) == 0 and info["dropped_empty"] == ["t5", "merged"]
     with pytest.raises(ValueError):
         bcs.mix(pools, {"random": 1}, 4)
 

@@ -539,8 +539,15 @@ def mix(pools: dict[str, pd.DataFrame], ratio: dict[str, float], target_count: i
     ``target_count`` (None: unbounded) reduced until every ``n_t`` fits in its pool, so the
     ratio is exact and the total is as large as possible. Rows are drawn at random (seeded).
 
+    A type with a positive weight but an EMPTY pool would make the exact ratio select nothing
+    at all (on small data, e.g. 600 coco-mini images, every A_GC candidate can fail the gender
+    filter, Eq. 6). Our choice, not the paper's: such a type is dropped and the ratio holds
+    among the remaining positive-weight types (``info["dropped_empty"]``); only when every
+    positive-weight pool is empty is the result empty.
+
     Returns:
-        ``(mixed rows, info)``; info ``{"requested", "total", "per_type", "limited_by"}``.
+        ``(mixed rows, info)``; info ``{"requested", "total", "per_type", "limited_by",
+        "dropped_empty"}``.
 
     Raises:
         ValueError: unknown type, negative weight, or all weights zero.
@@ -551,8 +558,11 @@ def mix(pools: dict[str, pd.DataFrame], ratio: dict[str, float], target_count: i
     w = {t: float(ratio.get(t, 0)) for t in TYPES}
     if any(v < 0 for v in w.values()) or sum(w.values()) <= 0:
         raise ValueError(f"mix weights must be >= 0 with a positive sum, got {ratio}")
-    tot_w = sum(w.values())
     avail = {t: len(pools.get(t, ())) for t in TYPES}
+    dropped = [t for t in TYPES if w[t] > 0 and avail[t] == 0]
+    if len(dropped) < sum(1 for t in TYPES if w[t] > 0):
+        w.update({t: 0.0 for t in dropped})
+    tot_w = sum(w.values())
     cap = min((avail[t] * tot_w / w[t] for t in TYPES if w[t] > 0), default=0.0)
     n_total = cap if target_count is None else min(float(target_count), cap)
     limited = None
@@ -571,7 +581,7 @@ def mix(pools: dict[str, pd.DataFrame], ratio: dict[str, float], target_count: i
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["image_id", "caption_id", "original", "biased", "type"])
     return out, {"requested": target_count, "total": int(len(out)), "per_type": per,
-                 "limited_by": limited}
+                 "limited_by": limited, "dropped_empty": dropped}
 
 
 def _frac(removed: int, of: int) -> float | None:
@@ -742,6 +752,7 @@ def synthesize(d: pd.DataFrame, gender_proba_fn: Callable[[list[str]], np.ndarra
         "selected": mix_info["per_type"], "total": mix_info["total"],
         "mix": {t: float(s.mix.get(t, 0)) for t in TYPES},
         "target_count": s.target_count, "limited_by": mix_info["limited_by"],
+        "mix_dropped_empty": mix_info["dropped_empty"],
         "authenticity": auth_info, "alpha": s.alpha, "delta": s.delta,
         "mask_rate": s.mask_rate, "words": s.words,
         "pos_method": "nltk" if (s.pos == "nltk" or (s.pos == "auto" and
