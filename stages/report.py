@@ -66,6 +66,15 @@ def _bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None 
         return (table[r].get(c) or {}).get("mean")
     cols = [(c, h) for c, h in columns if any(mean(r, c) is not None for r in rows)]
     if not rows or not cols:
+        # the figure is a declared out: say why it is empty (e.g. the probe on data without
+        # planted truth, such as coco-mini) instead of leaving no file (DVC would fail)
+        fig, ax = plt.subplots(figsize=(6, 1.6))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{title}: not available for this data\n(no values to plot; see "
+                          "plots/report/tables.md)", ha="center", va="center", fontsize=10)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        plt.close(fig)
         return
     fig, axes = plt.subplots(1, len(cols), figsize=(3.2 * len(cols), 0.45 * len(rows) + 1.4),
                              squeeze=False)

@@ -1,6 +1,7 @@
 """biaslab.report: hand-computed table cells, row order, Table 4 from `dvc exp show --json`,
 and the report stage on small metrics files."""
 import importlib.util
+from pathlib import Path
 import json
 
 import numpy as np
@@ -230,3 +231,16 @@ def test_without_run_stats_and_json_number():
     assert json_number(float("nan")) is None and json_number(None) is None
     assert json_number(np.int64(3)) == 3 and isinstance(json_number(np.int64(3)), int)
     assert json_number(1 / 3) == 0.3333 and json_number(2.5, 0) == 2.0
+
+
+def test_bar_chart_without_values_still_writes_its_declared_figure(tmp_path):
+    """An out of the report stage must exist even when nothing can be plotted (the probe on
+    data without planted truth, e.g. coco-mini); it says why instead."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("report_stage",
+                                                  Path(__file__).parents[1] / "stages/report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "probe.png"
+    mod._bar_chart(out, {}, [("cast", "cast")], "Attribute sensitivity")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 1000
