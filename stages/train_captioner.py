@@ -20,10 +20,8 @@ cache: <features.cache_dir>/<backbone>_<size>px/ (each image encoded once; count
       are keyed by their path)
 """
 import argparse
-import shutil
 import sys
 import time
-from pathlib import Path
 
 from biaslab import captioner as C
 from biaslab import datasets as D
@@ -73,10 +71,6 @@ def main(argv=None) -> None:
     v_caps, v_rows = C.manifest_samples(val, v_tab)
     v_feats = C.image_features(v_tab, **fkw) if len(v_tab) else None
 
-    # the stage owns data/models/captioner/<dataset>/: seeds no longer listed are removed
-    for d in (Path(model_dir("captioner", args.dataset, 0)).parent,
-              Path(live_dir("captioner", args.dataset, 0)).parent):
-        shutil.rmtree(d, ignore_errors=True)
 
     def train_seed(seed: int) -> str:
         from dvclive import Live

@@ -19,10 +19,8 @@ out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. 
      val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.paths)
 """
 import argparse
-import shutil
 import sys
 import time
-from pathlib import Path
 
 from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, manifest_features,
                               select_labels, train_classifier, train_finetune)
@@ -77,10 +75,6 @@ def main(argv=None) -> None:
                                   backbone, image_size=size, batch_size=fp.get("batch_size", 32),
                                   stats=stats)
         feat_seconds = time.perf_counter() - tf
-    # the stage owns data/models/classifier/<name>/: seeds no longer listed are removed
-    for d in (Path(model_dir("classifier", name, 0)).parent,
-              Path(live_dir("classifier", name, 0)).parent):
-        shutil.rmtree(d, ignore_errors=True)
 
     def train_seed(seed: int) -> str:
         from dvclive import Live
