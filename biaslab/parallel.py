@@ -45,9 +45,8 @@ def resolve_workers(workers: int | None, n_jobs: int) -> int:
 def map_jobs(job: Callable[[T], R], args: Sequence[T], workers: int | None = 1) -> list[R]:
     """``[job(a) for a in args]``, on up to ``workers`` forked processes.
 
-    ``job`` and its results must be picklable-free of open handles only in their *results*
-    (results travel back by pickle; ``job`` itself is inherited through fork, so it may be a
-    closure over large arrays). One worker (or one job, or a platform without ``fork``) runs
+    Only the results must be picklable (they travel back by pickle); ``job`` itself is
+    inherited through fork, so it may be a closure over large arrays or loaded models. One worker (or one job, or a platform without ``fork``) runs
     in this process. Results come back in the order of ``args``; the first job that raises
     re-raises its exception here after the other workers stop.
     """
