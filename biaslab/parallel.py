@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -42,8 +42,13 @@ def resolve_workers(workers: int | None, n_jobs: int) -> int:
     return max(1, min(int(workers), int(n_jobs)))
 
 
-def map_jobs(job: Callable[[T], R], args: Sequence[T], workers: int | None = 1) -> list[R]:
+def map_jobs(job: Callable[[T], R], args: Sequence[T], workers: int | None = 1,
+             on_done: Callable[[int, R], None] | None = None) -> list[R]:
     """``[job(a) for a in args]``, on up to ``workers`` forked processes.
+
+    ``on_done(i, result)`` is called in this (the parent) process when job ``i`` has finished,
+    in completion order: how a progress bar or a partial-results file of the parent follows
+    forked workers.
 
     Only the results must be picklable (they travel back by pickle); ``job`` itself is
     inherited through fork, so it may be a closure over large arrays or loaded models. One worker (or one job, or a platform without ``fork``) runs
@@ -53,12 +58,23 @@ def map_jobs(job: Callable[[T], R], args: Sequence[T], workers: int | None = 1) 
     global _JOB
     n = resolve_workers(workers, len(args))
     if n <= 1 or "fork" not in mp.get_all_start_methods():
-        return [job(a) for a in args]
+        out = []
+        for i, a in enumerate(args):
+            out.append(job(a))
+            if on_done is not None:
+                on_done(i, out[-1])
+        return out
     sys.stdout.flush()
     sys.stderr.flush()
     _JOB = job
     try:
         with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as ex:
-            return list(ex.map(_run, args))
+            futures = [ex.submit(_run, a) for a in args]
+            index = {f: i for i, f in enumerate(futures)}
+            for f in as_completed(futures):
+                r = f.result()                # the first failure raises here
+                if on_done is not None:
+                    on_done(index[f], r)
+            return [f.result() for f in futures]
     finally:
         _JOB = None

@@ -39,7 +39,7 @@ ROW_ORDER = ("original", "oversample", "subsample", "adversarial", "domain_discr
              "original+LIBRA", "augment", "synthetic")
 
 #: (metrics key, column header) per table; headers mark the better direction.
-TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("ratio", "Ratio →1"), ("leakage", "Leakage ↓"),
+TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Leakage", "Leakage ↓"),
                   ("LK_M", "LK_M"), ("LK_D", "LK_D"))
 TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
                   ("LIC", "LIC ↓"), ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
@@ -47,7 +47,7 @@ TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ra
                   ("CIDEr", "CIDEr ↑"))
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
 #: bias columns whose difference from Original the report prints, per table
-TABLE1_DIFF = (("ratio", "Ratio"), ("leakage", "Leakage"))
+TABLE1_DIFF = (("Ratio", "Ratio"), ("Leakage", "Leakage"))
 TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp", "BiasAmp"))
 #: probe attributes (biaslab.probe) and their headers
 PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
@@ -100,7 +100,7 @@ def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | Non
     for r in _rows(metrics):
         out[r] = {c: _record(metrics[r].get(c)) for c, _ in columns}
         if metrics[r].get("ratio_na"):        # a model without gender outputs (Adversarial)
-            for c in ("ratio", "ratio_raw", "Ratio"):
+            for c in ("ratio_raw", "Ratio"):
                 if c in out[r]:
                     out[r][c] = {"mean": None, "na": str(metrics[r]["ratio_na"])}
     return out

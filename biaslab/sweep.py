@@ -25,7 +25,7 @@ from biaslab.report import ROW_NAMES, _file_data, _walk_exp_records
 #: of every metric the sweep draws. Ratio uses the raw r = #man / #woman, whose unbiased value
 #: is 1 (max(r, 1/r) is >= 1 by construction, so its CI can never cover 1 from below).
 SWEEP_METRICS: tuple[tuple[str, str, tuple[str, ...], str, float], ...] = (
-    ("leakage", "metrics/classification.json", ("{row}", "leakage"), "Leakage (classifier)", 0.0),
+    ("leakage", "metrics/classification.json", ("{row}", "Leakage"), "Leakage (classifier)", 0.0),
     ("ratio_raw", "metrics/classification.json", ("{row}", "ratio_raw"),
      "Ratio r (classifier)", 1.0),
     ("LIC", "metrics/captioning.json", ("{row}", "LIC"), "LIC (captioner)", 0.0),

@@ -130,10 +130,10 @@ def _seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
 
 def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any]) -> list[dict]:
     """Claim 3's Ratio and Δ parts from ``metrics/classification.json`` (per-seed
-    ``ratio``) and ``metrics/artifact.json`` (per-seed ``delta``)."""
+    ``Ratio``) and ``metrics/artifact.json`` (per-seed ``delta``)."""
     out = []
-    rs, ro = _seed_values(classification, "synthetic", "ratio"), \
-        _seed_values(classification, "original", "ratio")
+    rs, ro = _seed_values(classification, "synthetic", "Ratio"), \
+        _seed_values(classification, "original", "Ratio")
     if rs is not None and ro is not None:
         out.append(_diff("classifier/synthetic-original/ratio<0",
                          "classifier: S_synthetic's Ratio closer to 1 than Original's", rs, ro,

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         import dataclasses
         model = D.train_dcg(d_caps, d_caps, d_imgs, dataclasses.replace(s, epochs=pre_epochs),
-                            seed=seed, model=model,
+                            seed=seed, model=model, progress=None,
                             on_epoch=lambda e, r: print(f"pretrain epoch {e}: loss="
                                                         f"{r['loss']:.4g}", flush=True))
         pre_hist = model.meta["history"]
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         model = D.train_dcg(tr["biased"].tolist(), tr["original"].tolist(), img_tr, s,
                             seed=seed, on_epoch=on_epoch,
                             val=(va["biased"].tolist(), va["original"].tolist(), img_va)
-                            if len(va) else None, model=model)
+                            if len(va) else None, model=model, progress=None)
     train_s = time.perf_counter() - t0
     D.save(model, a.out)
 

@@ -46,10 +46,13 @@ from biaslab.paths import model_dir
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
-KEYS = ("mAP", "ratio", "ratio_raw", "leakage", "LK_M", "LK_D", "gender_acc",
+KEYS = ("mAP", "Ratio", "ratio_raw", "Leakage", "LK_M", "LK_D", "gender_acc",
         "masked_gender_acc", "masked_gender_auc")
+#: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
+#: (Ratio, Leakage), as metrics/captioning.json does (issue 14: one key style)
+SOURCE = {"Ratio": "ratio", "Leakage": "leakage", "Leakage_std": "leakage_std"}
 COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
-CSV_KEYS = ("mAP", "ratio", "leakage", "LK_M", "LK_D")
+CSV_KEYS = ("mAP", "Ratio", "Leakage", "LK_M", "LK_D")
 
 
 def train_table(path: str = TRAIN) -> pd.DataFrame:
@@ -65,7 +68,7 @@ def train_table(path: str = TRAIN) -> pd.DataFrame:
 
 def _value(r: dict, k: str):
     """A per-seed value for stats.record: Ratio keeps +inf (counted), 0/0 is missing."""
-    v = r.get(k)
+    v = r.get(SOURCE.get(k, k))
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
@@ -130,7 +133,7 @@ def main() -> None:
         out[dataset]["per_seed"] = [
             # infinite values as "inf" (stats.to_json), so differences count them
             {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
-                                   (*KEYS, "leakage_std")},
+                                   (*KEYS, "Leakage_std")},
              "ratio_flag": s["raw"].get("ratio_flag"),
              **{k: s["raw"].get(k) for k in COUNTS},
              "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
@@ -138,7 +141,7 @@ def main() -> None:
         rows.append({"dataset": dataset,
                      **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
                         for f in ("mean", "ci95", "std")},
-                     "ratio_n_inf": out[dataset]["ratio"]["n_inf"],
+                     "Ratio_n_inf": out[dataset]["Ratio"]["n_inf"],
                      "n_seeds": len(per_seed)})
     n_m = int((masked["gender"] == "male").sum()) if len(masked) else 0
     n_f = int((masked["gender"] == "female").sum()) if len(masked) else 0

@@ -38,8 +38,8 @@ IN = {"classification": "metrics/classification.json", "captioning": "metrics/ca
       "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json"}
 OUT = Path("plots/report")
 #: headline metrics: (file key, metric key, name in summary.json)
-HEADLINE = (("classification", "mAP", "mAP"), ("classification", "leakage", "Leakage"),
-            ("classification", "ratio", "Ratio (classifier)"),
+HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
+            ("classification", "Ratio", "Ratio (classifier)"),
             ("captioning", "Ratio", "Ratio (captioner)"), ("captioning", "LIC", "LIC"),
             ("captioning", "Error", "Error"))
 
@@ -278,7 +278,7 @@ def main() -> None:
     write_json("metrics/summary.json", headline(m))
     write_json("metrics/validity.json", {"checks": checks, "summary": vsum})
     _bar_chart(OUT / "table1.png", t1, R.TABLE1_COLUMNS[:3], "Table 1: classification",
-               {"ratio": 1.0, "leakage": 0.0})
+               {"Ratio": 1.0, "Leakage": 0.0})
     _bar_chart(OUT / "table2.png", t2, R.TABLE2_COLUMNS[:6], "Table 2: captioning",
                {"Ratio": 1.0, "LIC": 0.0})
     _bar_chart(OUT / "probe.png", {**{f"{k} (clf)": v for k, v in p_clf.items()},

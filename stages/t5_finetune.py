@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in rec.items()
                                                  if isinstance(v, float)), flush=True)
 
-        model = t5.finetune(train_caps, s, seed=seed, val_captions=val_caps, on_epoch=on_epoch)
+        model = t5.finetune(train_caps, s, seed=seed, val_captions=val_caps, on_epoch=on_epoch,
+                           progress=None)
     train_s = time.perf_counter() - t0
     t5.save(model, a.out)
 

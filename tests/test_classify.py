@@ -413,18 +413,18 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     # adversarial: no gender outputs -> Ratio n/a, counted as missing; mAP and Leakage exist
     adv = m["adversarial"]
     assert "no gender outputs" in adv["ratio_na"] and "ratio_na" not in m["group_dro"]
-    assert adv["ratio"]["n"] == 0 and adv["ratio"]["n_missing"] == 1
+    assert adv["Ratio"]["n"] == 0 and adv["Ratio"]["n_missing"] == 1
     assert adv["per_seed"][0]["ratio_flag"] == "n/a" and adv["mAP"]["n"] == 1
     for ds in ("original", "augment", "synthetic"):
-        for k in ("mAP", "ratio", "ratio_raw", "leakage", "LK_M", "LK_D"):
+        for k in ("mAP", "Ratio", "ratio_raw", "Leakage", "LK_M", "LK_D"):
             assert set(m[ds][k]) == rec_keys, k
         assert len(m[ds]["per_seed"]) == 1 and 0 <= m[ds]["mAP"]["mean"] <= 100
         s = m[ds]["per_seed"][0]
         assert s["n_man"] + s["n_woman"] - s["n_both"] + s["n_neither"] == \
             m["test_set"]["n_masked"]
-        assert (s["ratio"] is None) == (s["ratio_flag"] is not None)
+        assert (s["Ratio"] is None) == (s["ratio_flag"] is not None)
         # a seed with an infinite Ratio is counted, not dropped
-        assert m[ds]["ratio"]["n"] + m[ds]["ratio"]["n_missing"] == 1
+        assert m[ds]["Ratio"]["n"] + m[ds]["Ratio"]["n_missing"] == 1
     # LK_D depends only on the images: the same for every classifier
     assert len({m[ds]["per_seed"][0]["LK_D"] for ds in ("original", "augment",
                                                           "synthetic")}) == 1
@@ -434,8 +434,8 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     csv = pd.read_csv(tmp_path / "plots/classification.csv")
     assert list(csv["dataset"]) == ["original", "augment", "synthetic", "adversarial",
                                     "group_dro"]
-    assert {"mAP_mean", "mAP_ci95", "ratio_mean", "ratio_ci95", "leakage_mean",
-            "leakage_ci95", "ratio_n_inf"} <= set(csv.columns)
+    assert {"mAP_mean", "mAP_ci95", "Ratio_mean", "Ratio_ci95", "Leakage_mean",
+            "Leakage_ci95", "Ratio_n_inf"} <= set(csv.columns)
     assert len(list((tmp_path / "data/eval_classifier/masked").iterdir())) == \
         m["test_set"]["n_masked"]
 

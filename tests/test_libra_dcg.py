@@ -219,3 +219,13 @@ def test_pretrained_tier_code_path_with_local_dirs(tmp_path):
     assert len(out) == 4
     d = D.save(m, tmp_path / "dcg")
     assert D.debias(D.load(d), CAPS, imgs, max_new_tokens=8) == out
+
+
+def test_train_progress_bar_counts_every_batch(capsys):
+    """issue 14: dcg_train is not silent; the bar counts batches over all epochs on stderr."""
+    s = D.DCGSettings(**TINY, eta=0.0)
+    feats = np.eye(4, 16, dtype=np.float32) * 3
+    D.train_dcg(CAPS * 4, CAPS * 4, np.concatenate([feats] * 4), s, seed=0, progress=True)
+    n = -(-len(CAPS * 4) // s.batch_size) * s.epochs
+    err = capsys.readouterr().err
+    assert "DCG train" in err and f"{n}/{n}" in err

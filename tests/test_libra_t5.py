@@ -7,6 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+import torch
+
 from biaslab.libra import t5
 
 CAPS = [f"A {who} {act} a {obj} on the {place}."
@@ -175,3 +177,17 @@ def test_pretrained_tier_code_path_with_local_dir(tiny_t5, tmp_path):
     assert m2.model.config.d_model == m.model.config.d_model
     out = t5.fill_words(m2, CAPS[:3], [[1], [3], [6]], sample=False)
     assert len(out) == 3
+
+
+def test_finetune_progress_bar_counts_every_batch_and_leaves_the_model_unchanged(capsys):
+    """issue 14: t5_finetune is not silent. The bar counts batches over all epochs
+    (pretrain + fine-tune) on stderr; the weights are those of a run without it."""
+    s = t5.T5Settings(**TINY, pretrain_epochs=1)
+    quiet = t5.finetune(CAPS, s, seed=0)
+    capsys.readouterr()
+    loud = t5.finetune(CAPS, s, seed=0, progress=True)
+    err = capsys.readouterr().err
+    n = -(-len([c for c in CAPS if t5.word_spans(c)]) // s.batch_size) * (s.epochs + 1)
+    assert "T5 fine-tune" in err and f"{n}/{n}" in err
+    for (k, a), b in zip(quiet.model.state_dict().items(), loud.model.state_dict().values()):
+        assert torch.equal(a, b), k

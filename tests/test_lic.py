@@ -1,6 +1,8 @@
 """LIC (thesis Eqs. 2.7-2.11) and the masked-caption gender classifiers (biaslab.textclf)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -327,16 +329,19 @@ def test_pretrained_cache_shares_encoder_and_features(tiny_bert_dir):
     assert any(not torch.equal(before[k], v) for k, v in m3.net.encoder.state_dict().items())
 
 
-def test_lic_seeds_on_two_workers_equal_one_process():
+def test_lic_seeds_on_two_workers_equal_one_process(capsys):
     """lic(workers=2) computes the seeds on forked processes: same per-seed values, same
-    summary, on_seed still called once per seed in seed order."""
+    summary, on_seed called once per seed (as each finishes, in the parent process) and the
+    parent's progress bar reaching every classifier."""
     model, human, genders = synthetic(80, leak=True)
     cfg = tiny_lstm(epochs=2, lr=1e-2)
     got = []
     one = L.lic(model, human, genders, seeds=3, config=cfg)
-    two = L.lic(model, human, genders, seeds=3, config=cfg, workers=2,
-                on_seed=lambda r: got.append(r["seed"]))
+    two = L.lic(model, human, genders, seeds=3, config=cfg, workers=2, progress=True,
+                on_seed=lambda r: got.append((r["seed"], os.getpid())))
     assert two["per_seed"] == one["per_seed"]
     assert {k: two[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")} == \
         {k: one[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")}
-    assert got == [0, 1, 2]
+    assert sorted(s for s, _ in got) == [0, 1, 2] and {p for _, p in got} == {os.getpid()}
+    n_clf = 3 * (1 + len(next(iter(human.values()))))      # LIC_M + one LIC_D per index
+    assert f"{n_clf}/{n_clf}" in capsys.readouterr().err

@@ -39,6 +39,15 @@ def test_a_failing_job_raises_here():
         map_jobs(job, [0, 1, 2, 3], workers=2)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_on_done_runs_in_the_parent_once_per_job(workers):
+    seen = []
+    out = map_jobs(lambda k: k * 10, [3, 1, 2], workers=workers,
+                   on_done=lambda i, r: seen.append((i, r, os.getpid())))
+    assert out == [30, 10, 20]
+    assert sorted(seen) == [(0, 30, os.getpid()), (1, 10, os.getpid()), (2, 20, os.getpid())]
+
+
 def test_resolve_workers():
     assert resolve_workers(2, 3) == 2
     assert resolve_workers(4, 3) == 3          # never more workers than jobs

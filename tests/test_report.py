@@ -36,13 +36,13 @@ def _row(**metrics):
 
 
 CLASSIFICATION = {
-    "synthetic": _row(mAP=[60.0, 61.0, 59.0], ratio=[1.1, 1.0, 1.2],
-                      leakage=[-4.7, -5.0, -4.4], LK_M=[90.0, 90.0, 90.0]),
-    "original": _row(mAP=[78.0, 79.0, 80.0], ratio=[10.0, "inf", 11.0],
-                     leakage=[0.2, 0.4, 0.0]),
+    "synthetic": _row(mAP=[60.0, 61.0, 59.0], Ratio=[1.1, 1.0, 1.2],
+                      Leakage=[-4.7, -5.0, -4.4], LK_M=[90.0, 90.0, 90.0]),
+    "original": _row(mAP=[78.0, 79.0, 80.0], Ratio=[10.0, "inf", 11.0],
+                     Leakage=[0.2, 0.4, 0.0]),
     "test_set": {"n_female": 40, "n_male": 40},
     "extra_method": _row(mAP=[1.0]),
-    "adversarial": {**_row(mAP=[70.0, 71.0], ratio=[None, None]), "ratio_na": "no gender outputs"},
+    "adversarial": {**_row(mAP=[70.0, 71.0], Ratio=[None, None]), "ratio_na": "no gender outputs"},
 }
 
 
@@ -62,9 +62,9 @@ def test_table1_rows_in_paper_order_and_cells_with_ci():
 def test_differences_from_original_hand_computed():
     d = R.differences(CLASSIFICATION, R.TABLE1_DIFF)
     # leakage: synthetic mean -4.7 minus original mean 0.2 = -4.9 (Welch interval)
-    assert d["synthetic"]["leakage"]["diff"] == pytest.approx(-4.9)
-    assert d["synthetic"]["leakage"]["hi"] < 0
-    assert d["synthetic"]["ratio"]["diff"] is None          # Original has an infinite seed
+    assert d["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
+    assert d["synthetic"]["Leakage"]["hi"] < 0
+    assert d["synthetic"]["Ratio"]["diff"] is None          # Original has an infinite seed
     md = R.diff_markdown(d, R.TABLE1_DIFF)
     assert "| S_synthetic | – | -4.9 [" in md
 
@@ -90,7 +90,7 @@ def test_table3_probe_and_flat_metrics():
     flat = R.flat_metrics({"table3": t, "table1": R.table1(CLASSIFICATION)})
     assert flat["table3/original/delta"] == 2.5
     assert flat["table1/original/mAP"] == 79.0
-    assert "table1/original/ratio" not in flat        # infinite cells are left out
+    assert "table1/original/Ratio" not in flat        # infinite cells are left out
     probe = {"classifier": {"original": {"cast": {**_r([0.3, 0.4]), "values": [0.3, 0.4]}}}}
     pt = R.probe_table(probe, "classifier")
     assert pt["original"]["cast"]["mean"] == pytest.approx(0.35) and pt["original"]["scene"] is None

@@ -42,8 +42,8 @@ def test_probe_checks_fail_when_truth_disagrees():
 
 
 def test_table_checks_ratio_and_delta():
-    cls = {"original": {"per_seed": [{"ratio": 3.0}, {"ratio": 3.2}, {"ratio": 2.9}]},
-           "synthetic": {"per_seed": [{"ratio": 1.1}, {"ratio": 1.0}, {"ratio": 1.2}]}}
+    cls = {"original": {"per_seed": [{"Ratio": 3.0}, {"Ratio": 3.2}, {"Ratio": 2.9}]},
+           "synthetic": {"per_seed": [{"Ratio": 1.1}, {"Ratio": 1.0}, {"Ratio": 1.2}]}}
     art = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}]},
            "synthetic": {"per_seed": [{"delta": 30.0}, {"delta": 31.0}, {"delta": 29.0}]}}
     checks = {c["id"]: c for c in validity.table_checks(cls, art)}
@@ -66,7 +66,7 @@ def _exp(name, bias, leak_mean, leak_ci, sens):
                                             "data": {"source": "synthetic"}}}},
         "metrics": {
             "metrics/classification.json": {"data": {
-                "original": {"leakage": {"mean": leak_mean, "ci95": leak_ci, "n": 3}}}},
+                "original": {"Leakage": {"mean": leak_mean, "ci95": leak_ci, "n": 3}}}},
             "metrics/probe.json": {"data": {"classifier": {
                 "original": {"cast": {"mean": sens, "ci95": 0.05, "n": 3}}}}}}}}
 

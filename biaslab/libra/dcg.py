@@ -354,7 +354,7 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
               settings: DCGSettings | None = None, seed: int = 0,
               val: tuple[Sequence[str], Sequence[str], Any] | None = None,
               on_epoch: Callable[[int, dict], None] | None = None,
-              model: DCG | None = None) -> DCG:
+              model: DCG | None = None, progress: bool | None = False) -> DCG:
     """Train DCG with Eq. 9 on pairs (biased ``y*``, original ``y``) and their images.
 
     Args:
@@ -367,6 +367,9 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
             ``tokens_per_s`` (target tokens per second), ``samples_per_s``, ``lr``,
             ``seconds`` and ``val_loss``.
         model: continue training this DCG instead of building a new one.
+        progress: tqdm bar over the training batches of all epochs on stderr
+            (``biaslab.progress.bar``: True / False / None = auto); the model does not depend
+            on it.
 
     Returns:
         the trained ``DCG`` in eval mode (``meta``: history, throughput).
@@ -398,6 +401,7 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
             vr = np.random.default_rng(seed + 1)
             vmask = [mask_caption(c, s.eta, vr, mtok) for c in val[0]]
         history, tok_all, sec_all = [], 0, 0.0
+        pbar = progress_bar(desc="DCG train", total=total, unit="batch", progress=progress)
         for epoch in range(s.epochs):
             dcg.train()
             t0 = time.perf_counter()
@@ -414,6 +418,7 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
                 sched.step()
                 tot += float(loss.detach()) * len(idx)
                 ntok += nt
+                pbar.update(1)
             sec = time.perf_counter() - t0
             tok_all += ntok
             sec_all += sec
@@ -423,8 +428,10 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
             if vmask is not None:
                 rec["val_loss"] = eval_loss(dcg, vmask, val[1], val[2])
             history.append(rec)
+            pbar.set_postfix(epoch=f"{epoch + 1}/{s.epochs}", loss=f"{rec['loss']:.3f}")
             if on_epoch is not None:
                 on_epoch(epoch, rec)
+        pbar.close()
     dcg.eval()
     dcg.meta.update({"seed": int(seed), "n_train": n, "history": history,
                      "train_tokens_per_s": tok_all / sec_all if sec_all else None,

@@ -497,7 +497,8 @@ def _training_texts(captions: Sequence[str], rate: float, rng: np.random.Generat
 
 def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: int = 0,
              val_captions: Sequence[str] | None = None,
-             on_epoch: Callable[[int, dict], None] | None = None) -> T5Model:
+             on_epoch: Callable[[int, dict], None] | None = None,
+             progress: bool | None = False) -> T5Model:
     """Fine-tune (paper tier) or train from scratch (tiny) a T5 masked-word model on ``D``
     (supp. 1.2, Eq. 1).
 
@@ -507,6 +508,9 @@ def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: 
         seed: initialisation, mask sampling, dropout and shuffling seed.
         val_captions: optional held-out captions; after each epoch their loss and ``mlm_nll``
             (Eq. 1, nats per caption, fixed masks) are added to the epoch record.
+        progress: tqdm bar over the training batches of all epochs on stderr
+            (``biaslab.progress.bar``: True / False / None = auto); the model does not depend
+            on it.
         on_epoch: ``fn(epoch, record)`` after each epoch; record keys ``loss`` (training loss,
             per caption), ``mlm_nll`` (Eq. 1 per caption), ``tokens_per_s`` (target pieces per
             second), ``lr``, ``seconds`` and the ``val_*`` keys.
@@ -542,6 +546,7 @@ def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: 
             val = _training_texts(vcaps, s.mask_rate, np.random.default_rng(seed + 1),
                                   s.format)
         history, tok_total, sec_total = [], 0, 0.0
+        pbar = progress_bar(desc="T5 fine-tune", total=total, unit="batch", progress=progress)
         for epoch in range(n_epochs):
             model.train()
             t0 = time.perf_counter()
@@ -566,6 +571,7 @@ def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: 
                 tot_loss += float(loss.detach()) * k
                 tot_eq1 += float(eq1.detach())
                 n_tok += nt
+                pbar.update(1)
             sec = time.perf_counter() - t0
             tok_total += n_tok
             sec_total += sec
@@ -576,8 +582,10 @@ def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: 
                 rec.update({f"val_{k}": v for k, v in _eval_loss(model, tok, *val,
                                                                  s).items()})
             history.append(rec)
+            pbar.set_postfix(epoch=f"{epoch + 1}/{n_epochs}", loss=f"{rec['loss']:.3f}")
             if on_epoch is not None:
                 on_epoch(epoch, rec)
+        pbar.close()
     model.eval()
     meta = {"seed": int(seed), "n_train": len(caps), "history": history,
             "train_tokens_per_s": tok_total / sec_total if sec_total else None,

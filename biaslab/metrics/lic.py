@@ -56,7 +56,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from biaslab.progress import bar as progress_bar
 
 from biaslab import textclf
 from biaslab.gender import FEMALE, GENDERS, MALE, mask, tokenize
@@ -238,8 +238,8 @@ def lic(model_captions: Mapping[int, str],
             hours keeps the seeds already computed).
         workers: seeds computed at once on forked processes (:func:`biaslab.parallel.map_jobs`,
             one torch thread each); the result is identical to ``workers=1``. With more than
-            one worker the progress bar is off and ``on_seed`` is called once the seeds are
-            done, in seed order.
+            one worker the progress bar advances per finished seed and ``on_seed`` is called
+            as each seed finishes (completion order, not seed order).
 
     Returns:
         dict with ``LIC_M``, ``LIC_M_std``, ``LIC_D``, ``LIC_D_std``, ``LIC``, ``LIC_std`` (the
@@ -287,8 +287,11 @@ def lic(model_captions: Mapping[int, str],
     label = {i: textclf.CLASSES.index(g[i]) for i in ids}
     from biaslab.parallel import map_jobs, resolve_workers
     n_workers = resolve_workers(workers, len(seed_list))
-    bar = tqdm(total=len(seed_list) * (1 + len(human_text)), desc=f"LIC {classifier}",
-               disable=not progress or n_workers > 1, unit="clf")
+    per_seed_clfs = 1 + len(human_text)
+    bar = progress_bar(total=len(seed_list) * per_seed_clfs, desc=f"LIC {classifier}",
+                       unit="clf", progress=bool(progress))
+    # forked workers cannot move the parent's bar: it advances as their seeds finish
+    tick = bar.update if n_workers == 1 else (lambda k=1: None)
 
     def one_seed(s: int) -> dict:
         train_ids, test_ids = balanced_split(g, s, test_ratio)
@@ -296,28 +299,29 @@ def lic(model_captions: Mapping[int, str],
         yte = [label[i] for i in test_ids]
         m = _score(cfg, [model_text[i] for i in train_ids], ytr,
                    [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache)
-        bar.update(1)
+        tick(1)
         d_k = []
         v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
         for k, texts in enumerate(human_text):
             tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
             te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
             d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache))
-            bar.update(1)
+            tick(1)
         d = float(np.mean(d_k)) if d_k else None
         rec = {"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,
                "LIC": (m - d) if d is not None else None}
-        if on_seed is not None and n_workers == 1:
-            on_seed(dict(rec))
         return {**rec, "_n": (len(train_ids) // 2, len(test_ids) // 2)}
 
+    def done(i: int, r: dict) -> None:   # in this process, as each seed finishes
+        if n_workers > 1:
+            bar.update(per_seed_clfs)
+        if on_seed is not None:
+            on_seed({k: v for k, v in r.items() if k != "_n"})
+
     with bar:
-        per_seed = map_jobs(one_seed, seed_list, n_workers)
+        per_seed = map_jobs(one_seed, seed_list, n_workers, on_done=done)
     n_train, n_test = per_seed[-1]["_n"]
     per_seed = [{k: v for k, v in r.items() if k != "_n"} for r in per_seed]
-    if on_seed is not None and n_workers > 1:
-        for r in per_seed:
-            on_seed(dict(r))
 
     ms = [r["LIC_M"] for r in per_seed]
     out = {"LIC_M": float(np.mean(ms)), "LIC_M_std": _std(ms),
