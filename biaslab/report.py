@@ -158,16 +158,64 @@ def n_seeds(metrics: Mapping[str, Any]) -> str:
     return DASH if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}")
 
 
+def _direction(header: str) -> str | None:
+    """The better direction a column header marks: ``"max"`` (↑), ``"min"`` (↓), ``"one"``
+    (→1: closest to 1), or None (unranked)."""
+    if "↑" in header:
+        return "max"
+    if "↓" in header:
+        return "min"
+    if "→1" in header:
+        return "one"
+    return None
+
+
+def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1
+          ) -> dict[tuple[str, str], int]:
+    """``{(row, column): 1 | 2}``: the best and second-best rows of every ranked column (header
+    with ↑, ↓ or →1), as paper 000's tables bold / underline them. Ranked on the seed mean
+    rounded to the printed ``digits`` (equal printed means share a rank); a row whose mean is
+    missing, "n/a" or has infinite seeds (a Ratio of ∞: the worst possible) is never ranked.
+    Means only: overlapping 95 % CIs mean the order is not significant."""
+    out: dict[tuple[str, str], int] = {}
+    for c, h in columns:
+        how = _direction(h)
+        if how is None:
+            continue
+        vals = {}
+        for r, row in tab.items():
+            rec = row.get(c) or {}
+            m = _num(rec.get("mean"))
+            if rec.get("na") or int(rec.get("n_inf") or 0) or m is None:
+                continue
+            m = round(m, digits)
+            vals[r] = -m if how == "max" else (abs(m - 1.0) if how == "one" else m)
+        levels = sorted(set(vals.values()))
+        for r, v in vals.items():
+            k = levels.index(v) + 1
+            if k <= 2 and len(vals) > 1:       # a lone row is not "best"
+                out[(r, c)] = k
+    return out
+
+
 def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
-             first: str = "Method", names: Mapping[str, str] = ROW_NAMES) -> str:
+             first: str = "Method", names: Mapping[str, str] = ROW_NAMES,
+             rank: bool = False) -> str:
     """A GitHub markdown table of ``tab`` ({row: {column: record}}), cells
-    ``mean ± 95 % CI`` (``biaslab.stats.format_cell``)."""
+    ``mean ± 95 % CI`` (``biaslab.stats.format_cell``). ``rank``: the best cell of each ranked
+    column in **bold**, the second best <u>underlined</u> (:func:`ranks`, paper 000 Tables 1-2).
+    """
     head = "| " + " | ".join([first, *[h for _, h in columns]]) + " |"
     sep = "|" + "---|" * (len(columns) + 1)
     lines = [head, sep]
+    marks = ranks(tab, columns, digits) if rank else {}
     for r, vals in tab.items():
-        cells = ["n/a" if (vals.get(c) or {}).get("na") else
-                 stats.format_cell(vals.get(c), digits) for c, _ in columns]
+        cells = []
+        for c, _ in columns:
+            txt = "n/a" if (vals.get(c) or {}).get("na") else \
+                stats.format_cell(vals.get(c), digits)
+            k = marks.get((r, c))
+            cells.append(f"**{txt}**" if k == 1 else f"<u>{txt}</u>" if k == 2 else txt)
         lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
     return "\n".join(lines)
 

@@ -50,6 +50,7 @@ from biaslab.cli import _jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.paths import model_dir
+from biaslab.progress import bar as progress_bar
 
 LIBRA = "original+LIBRA"
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
@@ -197,8 +198,12 @@ def main() -> None:
     jobs = [(d, s) for d in datasets for s in seeds]
     workers = resolve_workers(e["workers"], len(jobs))
     if workers > 1:
-        mkw["progress"] = False       # one bar per worker would interleave
-    for results in map_jobs(evaluate, jobs, workers):
+        mkw["progress"] = False       # one bar per worker would interleave: the parent's
+    bar = progress_bar(desc="eval_captioner", total=len(jobs), unit="captioner",
+                       progress=None if workers > 1 else False)  # counts finished jobs
+    with bar:
+        done = map_jobs(evaluate, jobs, workers, on_done=lambda i, r: bar.update(1))
+    for results in done:
         for row, key, s, res in results:   # job order: identical to a sequential run
             per_model[key] = res
             rows.setdefault(row, []).append(res["metrics"])

@@ -149,13 +149,15 @@ def main() -> None:
         "predicts one gender), `(k missing)` seeds where a metric could not be computed. "
         "Ratio = max(r, 1/r) with r = #man / #woman predictions (paper 000 sec. 3.1); 1 is "
         "unbiased. Leakage = LK_M - LK_D (Eq. 7) and LIC = LIC_M - LIC_D (thesis Eq. 2.11), "
-        "x100. Models are the tiny offline tier unless `models: paper` is composed: not "
-        "comparable with the papers' numbers.",
+        "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →1 "
+        "closest to 1) is **bold** and the second best <u>underlined</u>, as in paper 000; "
+        "where their CIs overlap the order is not significant. Models are the tiny offline "
+        "tier unless `models: paper` is composed: not comparable with the papers' numbers.",
         "",
         f"## Table 1: multi-label classification (n = {R.n_seeds(m['classification'])} seeds; "
         f"test images: {ts1.get('n_female', '?')} female / {ts1.get('n_male', '?')} male)",
         "",
-        R.markdown(t1, R.TABLE1_COLUMNS, digits),
+        R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
@@ -163,7 +165,7 @@ def main() -> None:
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
         f"{ts2.get('gender_source', '?')})",
         "",
-        R.markdown(t2, R.TABLE2_COLUMNS, digits),
+        R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",

@@ -182,7 +182,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
-    assert "| Original | 79.0 ± 2.5 |" in md and "counterfactual backend" in md
+    assert "| Original | **79.0 ± 2.5** |" in md and "counterfactual backend" in md
     assert "test images: 40 female / 40 male" in md
     assert "| prompt_adherence + color_fidelity | 0.700 |" in md
     assert "gender wrong 100.0% -> 25.0%" in md
@@ -244,3 +244,29 @@ def test_bar_chart_without_values_still_writes_its_declared_figure(tmp_path):
     out = tmp_path / "probe.png"
     mod._bar_chart(out, {}, [("cast", "cast")], "Attribute sensitivity")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 1000
+
+
+def test_ranks_bold_best_and_underline_second_by_direction():
+    """paper 000 Tables 1-2: bold best / underline second per column. ↑ ranks the largest
+    mean, ↓ the smallest, →1 the closest to 1; infinite and n/a cells are never ranked;
+    equal printed means share a rank."""
+    tab = {"a": {"mAP": {"mean": 80.0}, "Ratio": {"mean": 1.5}, "Leakage": {"mean": 2.0}},
+           "b": {"mAP": {"mean": 70.0}, "Ratio": {"mean": 0.9}, "Leakage": {"mean": -1.0}},
+           "c": {"mAP": {"mean": 79.96}, "Ratio": {"mean": None, "n_inf": 1},
+                 "Leakage": {"mean": 0.5}},
+           "d": {"mAP": {"mean": 60.0}, "Ratio": {"mean": None, "na": "no gender outputs"},
+                 "Leakage": {"mean": 3.0}}}
+    cols = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Leakage", "Leakage ↓"))
+    r = R.ranks(tab, cols, digits=1)
+    # mAP: 80.0 and 79.96 print as 80.0: both best; 70.0 is then the second level
+    assert r[("a", "mAP")] == r[("c", "mAP")] == 1 and r[("b", "mAP")] == 2
+    assert ("d", "mAP") not in r
+    # Ratio: |0.9 - 1| = 0.1 beats |1.5 - 1| = 0.5; infinite (c) and n/a (d) unranked
+    assert r[("b", "Ratio")] == 1 and r[("a", "Ratio")] == 2
+    assert ("c", "Ratio") not in r and ("d", "Ratio") not in r
+    assert r[("b", "Leakage")] == 1 and r[("c", "Leakage")] == 2 and ("a", "Leakage") not in r
+    md = R.markdown(tab, cols, 1, rank=True)
+    assert "| a | **80.0** | <u>1.5</u> | 2.0 |" in md
+    assert "| b | <u>70.0</u> | **0.9** | **-1.0** |" in md
+    assert "| d | 60.0 | n/a | 3.0 |" in md
+    assert "**" not in R.markdown(tab, cols, 1)          # off by default
