@@ -8,11 +8,22 @@ the ``<name>-<seed>`` name that the overlaid DVCLive plots use to colour runs.
 from __future__ import annotations
 
 
-def model_dir(kind: str, name: str, seed: int) -> str:
-    """``data/models/<kind>/<name>/<name>-<seed>`` (kind: ``classifier`` | ``captioner``)."""
-    return f"data/models/{kind}/{name}/{name}-{int(seed)}"
+def slug(name: str) -> str:
+    """A file-name-safe form of a model name (``microsoft/resnet-50`` -> ``resnet-50``; a local
+    directory -> its last part): letters, digits, ``-``, ``_`` and ``.`` only."""
+    last = str(name).rstrip("/").replace("\\", "/").rsplit("/", 1)[-1] or "model"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in last)
 
 
-def live_dir(kind: str, name: str, seed: int) -> str:
-    """``dvclive/<kind>/<name>/<name>-<seed>``: the run's DVCLive directory."""
-    return f"dvclive/{kind}/{name}/{name}-{int(seed)}"
+def model_dir(kind: str, name: str, seed: int, variant: str | None = None) -> str:
+    """``data/models/<kind>/<name>/<name>-<seed>`` (kind: ``classifier`` | ``captioner``);
+    with ``variant`` (e.g. a second classifier backbone, :func:`slug`-ed)
+    ``.../<name>-<seed>-<variant>``, in the same stage-owned ``<name>/`` directory."""
+    tail = f"-{slug(variant)}" if variant else ""
+    return f"data/models/{kind}/{name}/{name}-{int(seed)}{tail}"
+
+
+def live_dir(kind: str, name: str, seed: int, variant: str | None = None) -> str:
+    """``dvclive/<kind>/<name>/<name>-<seed>[-<variant>]``: the run's DVCLive directory."""
+    tail = f"-{slug(variant)}" if variant else ""
+    return f"dvclive/{kind}/{name}/{name}-{int(seed)}{tail}"

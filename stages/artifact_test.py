@@ -108,7 +108,9 @@ def main() -> None:
         for seed in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             thr = gender_thresholds(clf)
-            fo = model_features(clf, orig, ids, base, cache, batch_size=fbs)
+            # the first classifier.backbones' models; base features only if they match
+            fo = model_features(clf, orig, ids, base, cache, batch_size=fbs,
+                                base_backbone=fp.get("backbone", "efficientnet_lite0"))
             fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True,
                                 batch_size=fbs)
             po, pi = clf.gender_proba(fo), clf.gender_proba(fi)

@@ -2,8 +2,9 @@
 trained classifier on the real test split (biaslab.classify; params `classifier.datasets`,
 `classifier.methods` (the model-level baselines trained on Original, one row each after the
 datasets), `classifier.seeds`, `classifier.blackout`, `classifier.blackout_dilate_px`,
-`classifier.blackout_fill`, `classifier.leakage_rounds`; `features.cache_dir` only locates
-the cache).
+`classifier.blackout_fill`, `classifier.leakage_rounds`, `classifier.backbones` (one Table 1
+column group per backbone, paper 000 Table 1); `features.backbone` names the base features,
+`features.cache_dir` only locates the cache).
 
 Leakage attackers are trained on the ORIGINAL training images (data/datasets/original.parquet,
 labelled rows: LK_D on their ground-truth objects, LK_M on each classifier's predictions for
@@ -17,18 +18,21 @@ in:  data/models/classifier/<name>/<name>-<seed>/ for every name in datasets + m
      data/datasets/original.parquet, data/features/images*.npy
 out: data/eval_classifier/masked/ (test images with every person blacked out, for Ratio),
      metrics/classification.json:
-       {<name>: {mAP, ratio, ratio_raw, leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
+       {<name>: {mAP, Ratio, ratio_raw, Leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
                  masked_gender_auc: record {mean, ci95, std, n, n_inf, n_missing, sign},
-                 per_seed: [{seed, mAP, ratio, ratio_raw, ratio_flag, n_man, n_woman,
-                             n_both, n_neither, leakage, LK_M, LK_D, leakage_std, ...}],
+                 per_seed: [{seed, mAP, Ratio, ratio_raw, ratio_flag, n_man, n_woman,
+                             n_both, n_neither, Leakage, LK_M, LK_D, Leakage_std, ...}],
                  method: "erm" | the method name,
                  [ratio_na: why -- only for a model without gender outputs (adversarial):
                   its ratio / gender values are null, counted as missing, ratio_flag "n/a"]},
-        test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ...},
+        [backbones: {<slug of backbone 2..>: {<name>: ...the same...}} -- only when
+         classifier.backbones lists more than one; the top-level rows are the first's],
+        test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ..., backbone},
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
-     (per-seed values as biaslab.stats.to_json: an infinite ratio / ratio_raw is "inf", 0/0
+     (per-seed values as biaslab.stats.to_json: an infinite Ratio / ratio_raw is "inf", 0/0
      is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
-     plots/classification.csv (one row per model name: mean, ci95, std of mAP, Ratio, Leakage)
+     plots/classification.csv (one row per model name (and backbone, with several): mean,
+     ci95, std of mAP, Ratio, Leakage)
 """
 import math
 import sys
@@ -37,12 +41,13 @@ import numpy as np
 import pandas as pd
 
 from biaslab import stats
-from biaslab.classify import (GenderObjectClassifier, evaluate, json_record, model_features,
-                              object_matrix, test_table, write_blackout_images)
+from biaslab.classify import (GenderObjectClassifier, classifier_backbones, evaluate,
+                              json_record, model_features, object_matrix, test_table,
+                              write_blackout_images)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs
-from biaslab.paths import model_dir
+from biaslab.paths import model_dir, slug
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
@@ -72,6 +77,33 @@ def _value(r: dict, k: str):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def _rows(backbone: str, names, seeds, results: dict) -> tuple[dict, list[dict]]:
+    """``({name: record per KEY, method, per_seed, ...}, csv rows)`` of one backbone's models
+    from ``results[(backbone, name, seed)]``."""
+    out, rows = {}, []
+    for dataset in names:
+        per_seed = [results[(backbone, dataset, int(s))] for s in seeds]
+        out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
+        out[dataset]["method"] = per_seed[0]["method"]
+        na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}
+        if na:
+            out[dataset]["ratio_na"] = sorted(na)[0]
+        out[dataset]["per_seed"] = [
+            # infinite values as "inf" (stats.to_json), so differences count them
+            {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
+                                   (*KEYS, "Leakage_std")},
+             "ratio_flag": s["raw"].get("ratio_flag"),
+             **{k: s["raw"].get(k) for k in COUNTS},
+             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
+            for s in per_seed]
+        rows.append({"dataset": dataset,
+                     **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
+                        for f in ("mean", "ci95", "std")},
+                     "Ratio_n_inf": out[dataset]["Ratio"]["n_inf"],
+                     "n_seeds": len(per_seed)})
+    return out, rows
+
+
 def main() -> None:
     params = load_params()
     p = params["classifier"]
@@ -95,22 +127,31 @@ def main() -> None:
                                    dilate_px=int(p.get("blackout_dilate_px", 0)),
                                    fill=p.get("blackout_fill", 0), progress=True)
     ids, base = load_features()
+    base_backbone = fp.get("backbone", "efficientnet_lite0")
+    backbones = classifier_backbones(params)
     lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0}
-    out, rows = {}, []
     names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
                                    if m not in p["datasets"]]
-    if len(masked):   # derived images encoded once, before the fork (workers read the cache)
-        model_features(GenderObjectClassifier.load(model_dir("classifier", names[0],
-                                                             p["seeds"][0])),
-                       masked, ids, base, cache, derived=True, batch_size=fbs)
 
-    def evaluate_one(job: tuple[str, int]) -> dict:
-        dataset, seed = job
-        clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
-        feats = model_features(clf, test, ids, base, cache, batch_size=fbs)
+    def variant(b: str) -> str | None:
+        return None if b == backbones[0] else b
+
+    if len(masked):   # derived images encoded once per backbone, before the fork
+        for b in backbones:
+            model_features(GenderObjectClassifier.load(model_dir("classifier", names[0],
+                                                                 p["seeds"][0], variant(b))),
+                           masked, ids, base, cache, derived=True, batch_size=fbs,
+                           base_backbone=base_backbone)
+
+    def evaluate_one(job: tuple[str, str, int]) -> dict:
+        backbone, dataset, seed = job
+        clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed,
+                                                    variant(backbone)))
+        kw = dict(batch_size=fbs, base_backbone=base_backbone)
+        feats = model_features(clf, test, ids, base, cache, **kw)
         mfeats = model_features(clf, masked, ids, base, cache, derived=True,
-                                batch_size=fbs) if len(masked) else None
-        tfeats = model_features(clf, train, ids, base, cache, batch_size=fbs)
+                                **kw) if len(masked) else None
+        tfeats = model_features(clf, train, ids, base, cache, **kw)
         r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
                      test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
                      masked_genders=masked["gender"].tolist(),
@@ -120,29 +161,17 @@ def main() -> None:
         return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
                 "method": clf.config.get("method", "erm")}
 
-    # one job per (model, seed) on classifier.workers processes; results in job order
-    jobs = [(d, int(s)) for d in names for s in p["seeds"]]
+    # one job per (backbone, model, seed) on classifier.workers processes; results in job order
+    jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]
     results = dict(zip(jobs, map_jobs(evaluate_one, jobs, p.get("workers", 1))))
-    for dataset in names:
-        per_seed = [results[(dataset, int(s))] for s in p["seeds"]]
-        out[dataset] = {k: json_record([_value(s["raw"], k) for s in per_seed]) for k in KEYS}
-        out[dataset]["method"] = per_seed[0]["method"]
-        na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}
-        if na:
-            out[dataset]["ratio_na"] = sorted(na)[0]
-        out[dataset]["per_seed"] = [
-            # infinite values as "inf" (stats.to_json), so differences count them
-            {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
-                                   (*KEYS, "Leakage_std")},
-             "ratio_flag": s["raw"].get("ratio_flag"),
-             **{k: s["raw"].get(k) for k in COUNTS},
-             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
-            for s in per_seed]
-        rows.append({"dataset": dataset,
-                     **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
-                        for f in ("mean", "ci95", "std")},
-                     "Ratio_n_inf": out[dataset]["Ratio"]["n_inf"],
-                     "n_seeds": len(per_seed)})
+    out, rows = _rows(backbones[0], names, p["seeds"], results)
+    extra = {}
+    for b in backbones[1:]:
+        extra[slug(b)], more = _rows(b, names, p["seeds"], results)
+        rows += [{"backbone": slug(b), **r} for r in more]
+    if extra:
+        rows = [r if "backbone" in r else {"backbone": slug(backbones[0]), **r} for r in rows]
+        out["backbones"] = extra
     n_m = int((masked["gender"] == "male").sum()) if len(masked) else 0
     n_f = int((masked["gender"] == "female").sum()) if len(masked) else 0
     out["test_set"] = {"n_test": int(len(test)), "n_labelled": int(test["labelled"].sum()),
@@ -150,7 +179,8 @@ def main() -> None:
                        "ratio_gt": round(n_m / n_f, 4) if n_f else None,
                        "mean_masked_fraction": json_number(float(masked["masked_fraction"].mean())
                                                            if len(masked) else None),
-                       "blackout": list(p.get("blackout", ["box"]))}
+                       "blackout": list(p.get("blackout", ["box"])),
+                       "backbone": backbones[0]}
     out["leakage_train"] = {"n_images": int(len(train)),
                             "n_male": int((train["gender"] == "male").sum()),
                             "n_female": int((train["gender"] == "female").sum()),

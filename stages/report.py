@@ -139,6 +139,8 @@ def main() -> None:
     apply_ = m["dcg_apply"]
     mix = ":".join(f"{float((bcs.get('mix') or {}).get(t, 0)):g}" for t in ("swap", "t5", "merged"))
     ts1 = m["classification"].get("test_set") or {}
+    extra_bb = {k: v for k, v in (m["classification"].get("backbones") or {}).items()
+                if isinstance(v, dict)}   # Table 1 column groups after the first backbone
     ts2 = m["captioning"].get("test_set") or {}
     lines = [
         "# Bias report",
@@ -157,10 +159,17 @@ def main() -> None:
         f"## Table 1: multi-label classification (n = {R.n_seeds(m['classification'])} seeds; "
         f"test images: {ts1.get('n_female', '?')} female / {ts1.get('n_male', '?')} male)",
         "",
+        *([f"Backbone `{ts1['backbone']}`" + (" (the first of `classifier.backbones`; the "
+                                               "others follow)." if extra_bb else "."), ""]
+          if ts1.get("backbone") else []),
         R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
+        *[x for name, v in extra_bb.items() for x in (
+            f"### Table 1, backbone `{name}`", "",
+            R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True), "",
+            R.diff_markdown(R.differences(v, R.TABLE1_DIFF), R.TABLE1_DIFF, digits), "")],
         f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
         f"{ts2.get('gender_source', '?')})",

@@ -3,8 +3,9 @@ model-level baseline of paper 000 Table 1 trained on Original): multi-label obje
 classifier of paper 000 sec. 3.1 / appendix B.1 (biaslab.classify; params `classifier` except
 datasets/methods, `features.backbone`, `features.image_size`; `train_method` also reads
 `classifier.method_params`). One stage per training set trains every seed of
-`classifier.seeds` on `classifier.workers` forked processes (biaslab.parallel: one torch thread
-each; the features are loaded once, before the fork).
+`classifier.seeds` for every backbone of `classifier.backbones` (null: `features.backbone`; one
+Table 1 column group each, paper 000 Table 1) on `classifier.workers` forked processes
+(biaslab.parallel: one torch thread each; the features are loaded once, before the fork).
 
 usage: python stages/train_classifier.py --dataset augment            (every seed)
        python stages/train_classifier.py --method group_dro --seeds 0 1 (dataset: original)
@@ -16,14 +17,15 @@ in:  data/datasets/original.parquet (label list: objects co-occurring with each 
 out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. labels/outputs,
      method, method_params; classifier_head.safetensors, history.json),
      dvclive/classifier/<name>/<name>-<seed>/ (per-epoch train/loss, val/loss, val/mAP,
-     val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.paths)
+     val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.paths);
+     backbones after the first: .../<name>-<seed>-<backbone slug>/ (biaslab.paths.slug)
 """
 import argparse
 import sys
 import time
 
-from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, manifest_features,
-                              select_labels, train_classifier, train_finetune)
+from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, classifier_backbones,
+                              manifest_features, select_labels, train_classifier, train_finetune)
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs
@@ -52,7 +54,8 @@ def main(argv=None) -> None:
                                         f"features")
     name = args.dataset if args.method == "erm" else args.method
     fp = params.get("features", {})
-    backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
+    base_backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
+    backbones = classifier_backbones(params)
     set_threads(p.get("threads", 1))
     labels = select_labels(read_parquet("data/datasets/original.parquet"), p["min_cooccur"],
                            p.get("cooccur_rule", "each"))
@@ -67,20 +70,26 @@ def main(argv=None) -> None:
                          f"{len(manifest)} training rows: nothing to train on")
     train_params = {k: p[k] for k in DEFAULTS}
     stats: dict = {}
-    feats, feat_seconds = None, 0.0
+    feats, feat_seconds = {}, 0.0
     if not p["finetune"]:     # frozen features: encoded once, shared by every seed's worker
         ids, base = load_features()
         tf = time.perf_counter()
-        feats = manifest_features(manifest, ids, base, fp.get("cache_dir", "data/cache/features"),
-                                  backbone, image_size=size, batch_size=fp.get("batch_size", 32),
-                                  stats=stats)
+        for b in backbones:   # data/features is features.backbone's: other backbones encode
+            bi, bf = (ids, base) if b == base_backbone else \
+                (ids[:0], base[:0, :0])
+            feats[b] = manifest_features(manifest, bi, bf,
+                                         fp.get("cache_dir", "data/cache/features"), b,
+                                         image_size=size, batch_size=fp.get("batch_size", 32),
+                                         stats=stats)
         feat_seconds = time.perf_counter() - tf
 
-    def train_seed(seed: int) -> str:
+    def train_seed(job: tuple[str, int]) -> str:
         from dvclive import Live
+        backbone, seed = job
+        variant = None if backbone == backbones[0] else backbone
         t0 = time.perf_counter()
-        out = model_dir("classifier", name, seed)
-        with Live(dir=live_dir("classifier", name, seed), dvcyaml=False,
+        out = model_dir("classifier", name, seed, variant)
+        with Live(dir=live_dir("classifier", name, seed, variant), dvcyaml=False,
                   save_dvc_exp=False) as live:
             def on_epoch(epoch: int, rec: dict) -> None:
                 live.log_metric("train/loss", rec["train_loss"])
@@ -94,7 +103,7 @@ def main(argv=None) -> None:
                                            image_size=size, seed=seed, params=train_params,
                                            on_epoch=on_epoch)
             else:
-                clf, hist = train_classifier(feats, manifest, labels, seed=seed,
+                clf, hist = train_classifier(feats[backbone], manifest, labels, seed=seed,
                                              params=train_params, backbone=backbone,
                                              image_size=size, method=args.method,
                                              method_params=method_params, on_epoch=on_epoch)
@@ -108,16 +117,18 @@ def main(argv=None) -> None:
         write_json(f"{out}/history.json", hist)
         GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable
         last = hist[clf.config["best_epoch"]] if hist else {}
-        return (f"train_classifier {name}-{seed} ({args.method} on {args.dataset}): "
+        return (f"train_classifier {name}-{seed} ({args.method} on {args.dataset}, "
+                f"{backbone}): "
                 f"{len(labels)} objects{' + 2 genders' if clf.has_gender else ''}, "
                 f"{len(manifest)} rows, {len(hist)} epochs (best {clf.config['best_epoch']}), "
                 f"val_loss {last.get('val_loss')}, val_mAP {last.get('val_mAP')}, "
                 f"{seconds:.1f} s")
 
     t0 = time.perf_counter()
-    for line in map_jobs(train_seed, seeds, workers):
+    for line in map_jobs(train_seed, [(b, s) for b in backbones for s in seeds], workers):
         print(line)
-    print(f"train_classifier {name}: {len(seeds)} seeds on {workers} workers, "
+    print(f"train_classifier {name}: {len(seeds)} seeds x {len(backbones)} backbone(s) on "
+          f"{workers} workers, "
           f"{time.perf_counter() - t0:.1f} s (features {feat_seconds:.1f} s)")
 
 

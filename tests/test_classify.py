@@ -567,3 +567,48 @@ def test_finetune_trains_the_backbone_and_reloads(tmp_path):
     np.testing.assert_allclose(back.encode(paths[:2]), f_tuned, atol=1e-5)
     np.testing.assert_allclose(back.predict_proba(f_tuned), clf.predict_proba(f_tuned),
                                atol=1e-6)
+
+
+def test_two_backbones_one_table1_group_each(tmp_path, monkeypatch):
+    """classifier.backbones (issue 15.2): the first backbone's models keep the plain paths and
+    the top-level rows (byte-identical to a run without the list); a second backbone (a tiny
+    random ResNet saved by save_pretrained, the paper tier's class) trains under
+    <name>-<seed>-<slug> on features encoded with ITS backbone -- never the base features of
+    another -- and is reported under classification.json["backbones"][slug]."""
+    import torch
+
+    from stages import eval_classifier, train_classifier
+    from tests.test_backbones import _tiny
+    params = _tiny_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    params["classifier"].update(datasets=["original"], methods=[], seeds=[0])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    train_classifier.main(["--dataset", "original"])
+    head = tmp_path / "data/models/classifier/original/original-0/classifier_head.safetensors"
+    plain = head.read_bytes()
+    torch.manual_seed(0)
+    model, processor = _tiny("ResNet-50")
+    rn = tmp_path / "tiny-resnet"
+    model.save_pretrained(rn)
+    processor.save_pretrained(rn)
+    params["classifier"]["backbones"] = ["efficientnet_lite0", str(rn)]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    train_classifier.main(["--dataset", "original"])
+    assert head.read_bytes() == plain                       # the primary is unchanged
+    second = tmp_path / "data/models/classifier/original/original-0-tiny-resnet"
+    cfg = json.loads((second / "classifier_config.json").read_text())
+    assert cfg["backbone"] == str(rn)
+    assert (tmp_path / "dvclive/classifier/original/original-0-tiny-resnet/metrics.json").exists()
+    eval_classifier.main()
+    m = json.loads((tmp_path / "metrics/classification.json").read_text())
+    assert set(m["backbones"]) == {"tiny-resnet"} and m["test_set"]["backbone"] == \
+        "efficientnet_lite0"
+    a, b = m["original"], m["backbones"]["tiny-resnet"]["original"]
+    assert a["mAP"]["n"] == b["mAP"]["n"] == 1 and a["mAP"]["mean"] != b["mAP"]["mean"]
+    csv = pd.read_csv(tmp_path / "plots/classification.csv")
+    assert list(csv["backbone"]) == ["efficientnet_lite0", "tiny-resnet"]
+    # a bad list is refused before any work, naming the param
+    params["classifier"]["backbones"] = ["a/x", "b/x"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(Exception, match="classifier.backbones"):
+        train_classifier.main(["--dataset", "original"])

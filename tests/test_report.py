@@ -161,7 +161,11 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     m.mkdir()
     sens = {"original": {"cast": {**_r([0.3, 0.31, 0.29]), "values": [0.3, 0.31, 0.29]}},
             "synthetic": {"cast": {**_r([0.0, 0.01, -0.01]), "values": [0.0, 0.01, -0.01]}}}
-    files = {"classification": CLASSIFICATION,
+    cls = {**CLASSIFICATION, "test_set": {**CLASSIFICATION.get("test_set", {}),
+                                          "backbone": "efficientnet_lite0"},
+           "backbones": {"resnet-50": {"original": _row(mAP=[50.0, 52.0], Ratio=[1.2, 1.4]),
+                                       "synthetic": _row(mAP=[48.0, 50.0], Ratio=[1.0, 1.0])}}}
+    files = {"classification": cls,
              "captioning": {"original": _row(METEOR=[21.0, 21.2], CLIPScore=[60.0, 61.0]),
                             "synthetic": _row(METEOR=[20.0, 20.0], CLIPScore=[58.0, 59.0])},
              "artifact": {"original": _row(ratio_orig=[1.0], delta=[2.0])},
@@ -183,6 +187,11 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
     assert "| Original | **79.0 ± 2.5** |" in md and "counterfactual backend" in md
+    # a second classifier backbone: its own Table 1 group (classifier.backbones, issue 15.2)
+    assert "Backbone `efficientnet_lite0` (the first of `classifier.backbones`" in md
+    assert "### Table 1, backbone `resnet-50`" in md
+    assert "| Original | **51.0 ± 12.7** |" in md
+    assert "| S_synthetic | <u>49.0 ± 12.7</u> | **1.0 ± 0.0** |" in md
     assert "test images: 40 female / 40 male" in md
     assert "| prompt_adherence + color_fidelity | 0.700 |" in md
     assert "gender wrong 100.0% -> 25.0%" in md

@@ -114,7 +114,7 @@ from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, labe
 from biaslab.classify.methods import METHODS, get_method
 from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, DEFAULTS, GENDER_OF,
                                     GENDER_OUTPUTS, PAPER_BACKBONES, WEIGHTS_FILE,
-                                    GenderObjectClassifier, _head)
+                                    GenderObjectClassifier, _head, classifier_backbones)
 from biaslab.classify.train import train_classifier, train_finetune
 from biaslab.io import InputError
 
@@ -123,4 +123,4 @@ __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "vali
            "file_id", "encode_files", "manifest_features", "GenderObjectClassifier",
            "train_classifier", "train_finetune", "blackout_persons", "gender_thresholds",
            "ratio_of", "ratio_flag", "object_predictions", "evaluate", "json_record",
-           "METHODS", "get_method", "PAPER_BACKBONES"]
+           "METHODS", "get_method", "PAPER_BACKBONES", "classifier_backbones"]

@@ -182,13 +182,18 @@ def object_matrix(object_lists: Sequence, labels: Sequence[str]) -> np.ndarray:
 
 
 def model_features(clf: "GenderObjectClassifier", table: pd.DataFrame, base_ids, base_feats,
-                   cache_dir: str | os.PathLike, derived: bool = False, **kw) -> np.ndarray:
+                   cache_dir: str | os.PathLike, derived: bool = False,
+                   base_backbone: str | None = None, **kw) -> np.ndarray:
     """Features of ``table`` (image_id, path) as ``clf`` needs them: its own backbone for a
     fine-tuned model, else the frozen ``config["backbone"]``: the base features
     (``data/features``) for real images, the content-keyed cache for ``derived`` images
-    (blacked-out, inpainted)."""
+    (blacked-out, inpainted). ``base_backbone``: the backbone of ``base_feats``
+    (``features.backbone``); when it differs from the model's, the base is not used and every
+    image is encoded through the cache with the model's backbone (a second Table 1 backbone)."""
     if clf.config.get("finetune"):
         return clf.encode(table["path"].tolist())
+    if base_backbone is not None and str(base_backbone) != str(clf.config["backbone"]):
+        base_ids, base_feats = np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
     t = table[["image_id", "path"]].assign(counterfactual=bool(derived))
     return manifest_features(t, base_ids, base_feats, cache_dir, clf.config["backbone"],
                              image_size=clf.config.get("image_size"), **kw)

@@ -28,6 +28,42 @@ PAPER_BACKBONES = {
     "ConvNeXt-B": "facebook/convnext-base-224",
 }
 
+def classifier_backbones(params: dict) -> list[str]:
+    """The backbones of Table 1's column groups (paper 000 Table 1: one group per backbone):
+    ``classifier.backbones`` (a list of names: ``efficientnet_lite0``, a Hugging Face
+    checkpoint such as ``microsoft/resnet-50``, or a local ``save_pretrained`` directory), or
+    ``[features.backbone]`` when it is null/absent. The first is the *primary* backbone: its
+    models keep the plain ``data/models/classifier/<name>/<name>-<seed>`` path and feed the
+    probe, the artifact test and the headline; the others get ``-<slug>`` after the seed
+    (``biaslab.paths.model_dir(..., variant=backbone)``).
+
+    Args:
+        params: the composed params (``classifier`` and ``features`` groups).
+
+    Returns:
+        the list, in order.
+
+    Raises:
+        InputError: ``classifier.backbones`` is not a non-empty list of distinct non-empty
+            strings, or two names share a slug (their model directories would collide).
+    """
+    from biaslab.io import InputError
+    from biaslab.paths import slug
+    fb = (params.get("features") or {}).get("backbone", "efficientnet_lite0")
+    raw = (params.get("classifier") or {}).get("backbones")
+    if raw is None:
+        return [str(fb)]
+    if not isinstance(raw, (list, tuple)) or not raw or \
+            not all(isinstance(b, str) and b.strip() for b in raw):
+        raise InputError("params.yaml", f"classifier.backbones must be a non-empty list of "
+                                        f"backbone names or null, got {raw!r}")
+    slugs = [slug(b) for b in raw]
+    if len(set(slugs)) != len(slugs):
+        raise InputError("params.yaml", f"classifier.backbones: names must be distinct (and "
+                                        f"their last path parts too), got {list(raw)}")
+    return [str(b) for b in raw]
+
+
 #: Training defaults (params.yaml ``classifier``); ci values, paper values in comments.
 DEFAULTS = {
     "min_cooccur": 5,         # paper: 100
