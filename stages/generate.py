@@ -3,7 +3,8 @@ biaslab.counterfactual.generate + the backend named by `generate.backend`).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
 captions}.parquet, data/labels/images.parquet and data/split.parquet (donor pool of copy_paste),
-the `generate:` section, `label.words` and `data.root` (backend render: the synthetic dataset's
+the `generate:` section, `executor` (where the shards are computed: biaslab.executor; the
+output does not depend on it), `label.words` and `data.root` (backend render: the synthetic dataset's
 generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
 params.yaml; writes data/generate/images/*.jpg (*.png for render),
 data/generate/shards/shard-XXX.parquet (one per finished shard; a re-run skips finished shards),
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                            (params.get("data") or {}).get("root"))
     table, stats = gen.generate_candidates(
         work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],
-        seed=int(p["seed"]), shards=int(p["shards"]))
+        seed=int(p["seed"]), shards=int(p["shards"]), executor=params.get("executor"))
     write_parquet(f"{args.out}/candidates.parquet", table)
     metrics = {"backend": backend.name, "m": int(p["m"]), **counts, **stats,
                "images": int(table["image_id"].nunique()),

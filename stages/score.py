@@ -3,7 +3,10 @@ paper 001 Eqs. 1-2) -> data/score/scores.parquet, metrics/score.json.
 
 The work is ``biaslab.filters.score_candidates``. Backbone features of candidates and
 originals come from the persistent feature cache (biaslab.features), so each image is decoded
-and encoded once (the originals were encoded by stage `features`). `filters.clip` /
+and encoded once (the originals were encoded by stage `features`). Params `executor`
+(biaslab.executor): Ray encodes the candidates missing from the cache on worker actors (the
+unit of work: a few whole batches); the cheap heads, colour fidelity and KNN run here, so the
+output does not depend on the executor. `filters.clip` /
 `filters.detector` name a Hugging Face CLIP / object detector (paper tier); null means the
 models trained here (data/scorer, data/objects). `filters.weights` is not a parameter here,
 so a weights-only experiment never re-runs this stage.
@@ -28,7 +31,8 @@ def main() -> None:
     labels = read_parquet("data/labels/images.parquet").set_index("image_id")["gender"]
     enc = dict(cache_dir=fp.get("cache_dir", "data/cache/features"), name=fp["backbone"],
                image_size=fp.get("image_size"), batch_size=fp["batch_size"],
-               num_threads=fp.get("threads"), progress=True)
+               num_threads=fp.get("threads"), progress=True,
+               executor=params.get("executor"))
     scorer = load_scorer(p.get("clip") or "data/scorer")
     objp = load_object_predictor(p.get("detector") or "data/objects")
     t0 = time.perf_counter()
