@@ -16,7 +16,8 @@ Ray specifics (``ray`` is imported lazily, only for ``name: ray``; it is the opt
 
 * ``address``: ``null`` starts a private local cluster for the stage (``ray.init(num_cpus=...,
   include_dashboard=False)`` with ``RAY_enable_metrics_collection=0``: on a loaded 2-core
-  machine the metrics agent otherwise times the raylet out) and stops it afterwards; ``auto``
+  machine the metrics agent otherwise times the raylet out), on loopback, and stops it
+  afterwards; ``auto``
   or ``ray://host:port`` connects to a running cluster (whose nodes must have biaslab
   installed and see the data under the same path: workers ``chdir`` to the driver's working
   directory when it exists there, because the pipeline's paths are relative). An already
@@ -166,8 +167,9 @@ def connect(p: Mapping) -> bool:
     if p.get("address") is None:
         os.environ.setdefault("RAY_enable_metrics_collection", "0")
         kw = {"num_cpus": int(p["num_cpus"])} if p.get("num_cpus") else {}
+        # a private head on loopback: nothing listens beyond this machine
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": env}, **kw)
+                 runtime_env={"env_vars": env}, _node_ip_address="127.0.0.1", **kw)
     else:
         ray.init(address=str(p["address"]), log_to_driver=False, configure_logging=False)
     return True
