@@ -17,7 +17,7 @@ Ray specifics (``ray`` is imported lazily, only for ``name: ray``; it is the opt
 * ``address``: ``null`` starts a private local cluster for the stage (``ray.init(num_cpus=...,
   include_dashboard=False)`` with ``RAY_enable_metrics_collection=0``: on a loaded 2-core
   machine the metrics agent otherwise times the raylet out), on loopback, and stops it
-  afterwards; ``auto``
+  afterwards (once per stage when the stage runs inside :func:`session`); ``auto``
   or ``ray://host:port`` connects to a running cluster (whose nodes must have biaslab
   installed and see the data under the same path: workers ``chdir`` to the driver's working
   directory when it exists there, because the pipeline's paths are relative). An already
@@ -32,6 +32,7 @@ Ray specifics (``ray`` is imported lazily, only for ``name: ray``; it is the opt
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -175,6 +176,34 @@ def connect(p: Mapping) -> bool:
     return True
 
 
+_SESSION: dict = {"depth": 0, "owned": False}
+
+
+@contextlib.contextmanager
+def session(params: Mapping | None):
+    """For a whole stage: the first :func:`run_shards` inside that needs Ray connects it (a
+    local cluster starts then, not when everything is cached) and every later one reuses it;
+    what was started stops at exit. Yields the resolved params. Local: does nothing."""
+    p = resolve(params)
+    _SESSION["depth"] += 1
+    try:
+        yield p
+    finally:
+        _SESSION["depth"] -= 1
+        if _SESSION["depth"] == 0 and _SESSION["owned"]:
+            _SESSION["owned"] = False
+            import_ray().shutdown()
+
+
+def _acquire(p: Mapping) -> bool:
+    """Connect Ray for one :func:`run_shards`; True when that call must shut it down (it
+    started it outside any :func:`session`; inside one, the session stops it)."""
+    owned = connect(p)
+    if owned and _SESSION["depth"]:
+        _SESSION["owned"], owned = True, False
+    return owned
+
+
 def n_workers(p: Mapping, n_shards: int) -> int:
     """Actors to start: ``workers``, else the cluster's CPUs // ``num_cpus_per_task`` (GPUs //
     ``num_gpus_per_task`` when GPUs are asked for), at most ``n_shards``, at least 1."""
@@ -192,7 +221,7 @@ def n_workers(p: Mapping, n_shards: int) -> int:
 
 def _run_ray(fn, shards, init, p):
     ray = import_ray()
-    owned = connect(p)
+    owned = _acquire(p)
     retries = int(p["max_retries"])
     actor_cls = ray.remote(_Worker).options(
         num_cpus=float(p["num_cpus_per_task"]), num_gpus=float(p["num_gpus_per_task"]),
@@ -237,5 +266,6 @@ def _run_ray(fn, shards, init, p):
             ray.shutdown()
 
 
-__all__ = ["run_shards", "resolve", "is_ray", "import_ray", "connect", "n_workers", "NAMES",
+__all__ = ["run_shards", "session", "resolve", "is_ray", "import_ray", "connect", "n_workers",
+           "NAMES",
            "RAY_DEFAULTS"]

@@ -16,7 +16,7 @@ import time
 
 from biaslab.features import encode_cached, save_features
 from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab import runstats
+from biaslab import executor, runstats
 
 OUT = "data/features"
 
@@ -27,11 +27,12 @@ def main() -> None:
     images = read_parquet("data/prepared/images.parquet")
     stats: dict = {}
     t0 = time.perf_counter()
-    ids, feats = encode_cached(images[["image_id", "path"]],
-                               p.get("cache_dir", "data/cache/features"), p["backbone"],
-                               image_size=p.get("image_size"), batch_size=p["batch_size"],
-                               num_threads=p.get("threads"), progress=True, stats=stats,
-                               executor=params.get("executor"))
+    with executor.session(params.get("executor")) as ex:
+        ids, feats = encode_cached(images[["image_id", "path"]],
+                                   p.get("cache_dir", "data/cache/features"), p["backbone"],
+                                   image_size=p.get("image_size"), batch_size=p["batch_size"],
+                                   num_threads=p.get("threads"), progress=True, stats=stats,
+                                   executor=ex)
     save_features(f"{OUT}/images", ids, feats)
     rate = stats["computed"] / stats["encode_seconds"] if stats["encode_seconds"] else None
     metrics = {"backbone": str(p["backbone"]), "image_size": p.get("image_size"),

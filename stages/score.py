@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from biaslab import executor
 from biaslab.clipscorer import load_scorer
 from biaslab.features import encode_cached, set_threads
 from biaslab.filters import FILTERS, score_candidates
@@ -31,18 +32,18 @@ def main() -> None:
     labels = read_parquet("data/labels/images.parquet").set_index("image_id")["gender"]
     enc = dict(cache_dir=fp.get("cache_dir", "data/cache/features"), name=fp["backbone"],
                image_size=fp.get("image_size"), batch_size=fp["batch_size"],
-               num_threads=fp.get("threads"), progress=True,
-               executor=params.get("executor"))
+               num_threads=fp.get("threads"), progress=True)
     scorer = load_scorer(p.get("clip") or "data/scorer")
     objp = load_object_predictor(p.get("detector") or "data/objects")
     t0 = time.perf_counter()
     timings: dict = {}
-    scores = score_candidates(
-        cands, images["path"].to_dict(), scorer, objp,
-        encode=lambda table: encode_cached(table, **enc)[1],
-        real_groups={int(k): v for k, v in labels.items()},
-        knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
-        progress=True, timings=timings)
+    with executor.session(params.get("executor")) as ex:   # one Ray cluster for both encodings
+        scores = score_candidates(
+            cands, images["path"].to_dict(), scorer, objp,
+            encode=lambda table: encode_cached(table, **enc, executor=ex)[1],
+            real_groups={int(k): v for k, v in labels.items()},
+            knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
+            progress=True, timings=timings)
     write_parquet("data/score/scores.parquet", scores)
     secs = time.perf_counter() - t0
     m = {"candidates": len(scores), "knn_accept_fraction": float(scores["knn_accept"].mean())}

@@ -64,6 +64,43 @@ def test_missing_ray_gives_a_clear_error(monkeypatch):
     assert list(X.run_shards(lambda st, s: s, [1], {"name": "local"})) == [1]
 
 
+def test_session_connects_lazily_once_and_stops_what_it_started(monkeypatch):
+    """Fake ray: the first run_shards inside a session connects (starting a cluster), the
+    second reuses it, the session's exit shuts it down once; nothing to run -> no connect."""
+    calls = Counter()
+
+    class FakeRay:
+        @staticmethod
+        def shutdown():
+            calls["shutdown"] += 1
+
+    def fake_connect(p):
+        calls["connect"] += 1
+        return calls["connect"] == 1                   # only the first call starts a cluster
+
+    def fake_run(fn, shards, init, p):               # _run_ray without the actors
+        if X._acquire(p):
+            calls["owned_by_call"] += 1
+        yield from (fn(None, s) for s in shards)
+
+    monkeypatch.setattr(X, "import_ray", lambda: FakeRay)
+    monkeypatch.setattr(X, "connect", fake_connect)
+    monkeypatch.setattr(X, "_run_ray", fake_run)
+    with X.session({"name": "ray"}) as p:
+        assert p["name"] == "ray" and calls["connect"] == 0
+        assert list(X.run_shards(lambda st, s: s, [], p)) == []
+        assert calls["connect"] == 0                   # nothing to compute: no cluster
+        assert list(X.run_shards(lambda st, s: 2 * s, [1, 2], p)) == [2, 4]
+        assert list(X.run_shards(lambda st, s: s, [3], p)) == [3]
+        assert calls["shutdown"] == 0
+    assert calls == {"connect": 2, "shutdown": 1}
+    with X.session(None):                              # local: nothing at all
+        pass
+    assert calls["shutdown"] == 1
+    monkeypatch.setattr(X, "connect", lambda p: True)
+    assert X._acquire({"name": "ray"}) is True         # no session: the call stops its cluster
+
+
 # ---------------------------------------------------------------- a real Ray cluster
 @pytest.fixture(scope="module")
 def cluster():

@@ -390,7 +390,8 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
                         guidance_scales: Sequence[float], seed: int, shards: int,
                         groups: Sequence[str] = GROUPS, jpeg_quality: int = 95,
                         callback: Callable[[int, int, str, int], None] | None = None,
-                        progress: bool = True, executor: dict | None = None) -> tuple[pd.DataFrame, dict]:
+                        progress: bool = True, executor: dict | None = None
+                        ) -> tuple[pd.DataFrame, dict]:
     """Generate m candidates per (image, group) shard by shard (paper 000 Eq. 1).
 
     Args:
