@@ -148,9 +148,6 @@ class _Worker:
             os.chdir(cwd)
         self.fn, self.init, self.state, self.ready = fn, init, None, False
 
-    def pid(self) -> int:
-        return os.getpid()
-
     def run(self, shard):
         if not self.ready:
             self.state = self.init() if self.init is not None else None
