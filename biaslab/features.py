@@ -47,6 +47,7 @@ import contextlib
 import os
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -349,16 +350,38 @@ def _cache_lock(d: Path):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def _units(todo: list[int], step: int, per_task: int | None) -> list[tuple[int, list[int]]]:
+    """``todo`` cut into checkpoint chunks of ``step`` and, when ``per_task`` is given, each
+    chunk cut further into tasks of ``per_task`` items: ``[(chunk index, positions)]``."""
+    out = []
+    for c, s in enumerate(range(0, len(todo), max(1, step))):
+        chunk = todo[s:s + max(1, step)]
+        size = len(chunk) if not per_task else max(1, int(per_task))
+        out.extend((c, chunk[k:k + size]) for k in range(0, len(chunk), size))
+    return out
+
+
 def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute, dim: int | None,
-                 step: int, stats: dict | None) -> np.ndarray:
+                 step: int, stats: dict | None, *, init=None, payload=None,
+                 executor: dict | None = None, per_task: int | None = None) -> np.ndarray:
     """Rows for ``keys`` (tuples over ``key_cols``) from the append-only cache in ``d``;
-    missing unique keys are computed with ``compute(list_of_positions) -> (m, d)`` in chunks of
-    ``step`` and checkpointed after every chunk. Returns float32 (len(keys), d).
+    missing unique keys are computed in chunks of ``step`` and checkpointed after every chunk.
+    Returns float32 (len(keys), d).
+
+    Computing: ``compute(state, payload(positions)) -> (len(positions), d)`` with ``state =
+    init()`` (the encoder, loaded once per worker and only when something is missing; without
+    ``init``: ``compute(positions)``, local only), run by
+    ``biaslab.executor.run_shards`` under ``executor``: locally one task per chunk, in this
+    process; on Ray every chunk is cut into tasks of ``per_task`` positions (whole batches, so
+    every image sees the same batch as locally) spread over the workers. Either way the
+    results are merged and checkpointed here, chunk by chunk in order, so the cache and the
+    returned rows do not depend on the executor.
 
     Concurrent writers are safe: each checkpoint re-reads the cache under ``_cache_lock``,
     appends only the rows still missing there and writes both files before releasing the
     lock, so rows already on disk never change meaning (the computing happens outside the
     lock; two processes may compute the same key, the first one written wins)."""
+    from biaslab.executor import is_ray, run_shards
     with _cache_lock(d):
         feats, index = _read_cache(d, key_cols, dim)
 
@@ -380,11 +403,13 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
     from tqdm import tqdm
     bar = tqdm(total=len(todo), disable=not (stats or {}).get("progress"), unit="item",
                desc=f"encode -> {d.name}")
-    for s in range(0, len(todo), max(1, step)):
-        chunk = todo[s:s + max(1, step)]
-        t0 = time.perf_counter()
-        f = np.asarray(compute(chunk), np.float32)
-        seconds += time.perf_counter() - t0
+    units = _units(todo, step, per_task if is_ray(executor) else None)
+    pay = payload or (lambda positions: positions)
+    fn = compute if init is not None else (lambda _state, positions: compute(positions))
+    results = run_shards(fn, [pay(u) for _, u in units], executor, init=init)
+
+    def checkpoint(chunk: list[int], f: np.ndarray):
+        nonlocal feats, index, lookup
         with _cache_lock(d):
             # merge with what other processes appended since our last read
             feats, index = _read_cache(d, key_cols, f.shape[1])
@@ -398,7 +423,21 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
                 feats = np.concatenate([feats, f[fresh]])
                 index = pd.concat([index, new], ignore_index=True)
                 _write_cache(d, feats, index)
-        bar.update(len(chunk))
+
+    cur, chunk, parts = None, [], []
+    t0 = time.perf_counter()
+    for (c, positions), f in zip(units, results):
+        seconds += time.perf_counter() - t0
+        if c != cur and parts:
+            checkpoint(chunk, np.concatenate(parts))
+            chunk, parts = [], []
+        cur = c
+        chunk += positions
+        parts.append(np.asarray(f, np.float32))
+        bar.update(len(positions))
+        t0 = time.perf_counter()
+    if parts:
+        checkpoint(chunk, np.concatenate(parts))
     bar.close()
     if todo:
         lookup = lookup_of(index)
@@ -428,12 +467,28 @@ def bytes_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+#: Images per Ray task of :func:`encode_cached` (rounded up to whole batches).
+RAY_TASK_IMAGES = 8
+
+
+def _image_encoder_or(encoder, name, device, image_size, num_threads):
+    """``encoder``, or the one ``load_image_encoder`` builds (the executor's per-worker init)."""
+    if encoder is not None:
+        return encoder
+    return load_image_encoder(name, device=device, image_size=image_size,
+                              num_threads=num_threads)
+
+
+def _encode_with(enc, items: list, batch_size: int) -> np.ndarray:
+    return enc.encode(items, batch_size=batch_size)
+
+
 def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
                   name: str = DEFAULT_IMAGE_ENCODER, *, encoder: ImageEncoder | None = None,
                   image_size: int | None = None, batch_size: int = 32, device: str = "cpu",
                   num_threads: int | None = None, checkpoint_every: int = 512,
-                  progress: bool = False, stats: dict | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  progress: bool = False, stats: dict | None = None,
+                  executor: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Features for every row of ``image_table`` (columns ``image_id``, ``path``), computing only
     the rows not already cached.
 
@@ -450,6 +505,14 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     ``stats``, when given, is filled with ``computed`` (images encoded now), ``cached`` and
     ``encode_seconds`` (wall time of the encoding, model load excluded).
 
+    ``executor`` (params ``executor``, ``biaslab.executor``; None = local, in this process):
+    with Ray, the images missing from the cache are encoded by worker actors (the encoder
+    loaded once per actor) in tasks of whole batches (:data:`RAY_TASK_IMAGES` images rounded
+    up to a multiple of ``batch_size``, inside each checkpoint chunk, so every image is
+    encoded in the same batch as locally); this process still writes the cache, chunk by
+    chunk in order. The returned features are the cache's rows, identical for both executors
+    (same ``num_threads``, same device).
+
     Returns ``(ids, feats)``: int64 (n,) in table order and float32 (n, d).
     Raises ``InputError`` for a table without the required columns or with duplicate ids, or
     for a missing or unreadable image.
@@ -465,20 +528,17 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     if encoder is not None:
         name, image_size = encoder.name, encoder.image_size
     d = Path(cache_dir) / cache_key(name, _default_size(name, image_size))
-    holder: dict = {"enc": encoder}
-
-    def compute(positions):
-        if holder["enc"] is None:
-            holder["enc"] = load_image_encoder(name, device=device, image_size=image_size,
-                                               num_threads=num_threads)
-        return holder["enc"].encode([paths[k] for k in positions], batch_size=batch_size)
-
     digests = [file_digest(p) for p in paths]
     st = {"progress": progress}
+    bs = max(1, int(batch_size))
     feats = _cached_rows(d, ("image_id", "path", "digest"),
                          [(int(i), p, h) for i, p, h in zip(ids, paths, digests)],
-                         compute, encoder.dim if encoder else None,
-                         max(int(checkpoint_every), int(batch_size), 1), st)
+                         partial(_encode_with, batch_size=bs), encoder.dim if encoder else None,
+                         max(int(checkpoint_every), bs, 1), st,
+                         init=partial(_image_encoder_or, encoder, name, device, image_size,
+                                      num_threads),
+                         payload=lambda positions: [paths[k] for k in positions],
+                         executor=executor, per_task=bs * -(-RAY_TASK_IMAGES // bs))
     if stats is not None:
         stats.update({k: v for k, v in st.items() if k != "progress"})
     return ids, feats
@@ -497,16 +557,13 @@ def encode_texts_cached(texts: Sequence[str], cache_dir: str | os.PathLike,
     if encoder is not None:
         name = encoder.name
     d = Path(cache_dir) / f"text_{cache_key(name, None)}"
-    holder: dict = {"enc": encoder}
-
-    def compute(positions):
-        if holder["enc"] is None:
-            holder["enc"] = load_text_encoder(name, device=device, num_threads=num_threads)
-        return holder["enc"].encode([texts[k] for k in positions], batch_size=batch_size)
-
     st = {"progress": progress}
-    out = _cached_rows(d, ("text",), [(t,) for t in texts], compute,
-                       encoder.dim if encoder else None, max(int(checkpoint_every), 1), st)
+    out = _cached_rows(d, ("text",), [(t,) for t in texts],
+                       partial(_encode_with, batch_size=batch_size),
+                       encoder.dim if encoder else None, max(int(checkpoint_every), 1), st,
+                       init=lambda: encoder if encoder is not None else load_text_encoder(
+                           name, device=device, num_threads=num_threads),
+                       payload=lambda positions: [texts[k] for k in positions])
     if stats is not None:
         stats.update({k: v for k, v in st.items() if k != "progress"})
     return out

@@ -27,13 +27,22 @@ class InputError(ValueError):
         self.problem = problem
         super().__init__(f"{path}: {problem}")
 
+    def __reduce__(self):
+        # picklable (the default reduce calls __init__ with the one formatted message): the
+        # error crosses process boundaries (biaslab.parallel workers, Ray actors)
+        return type(self), (self.path, self.problem)
+
 
 class ParamsError(InputError):
     """A bad value in params.yaml; ``param`` is its dotted name (``filters.weights``)."""
 
     def __init__(self, path: str | os.PathLike, param: str, problem: str):
         self.param = param
+        self.param_problem = problem
         super().__init__(path, f"{param}: {problem}")
+
+    def __reduce__(self):
+        return type(self), (self.path, self.param, self.param_problem)
 
 
 def check_input_file(path: str | os.PathLike) -> Path:

@@ -1,5 +1,6 @@
 """Stage `features`: frozen image-backbone embeddings of every prepared image (params
-`features`: backbone, image_size, batch_size, threads, cache_dir).
+`features`: backbone, image_size, batch_size, threads, cache_dir; `executor`: where the images
+missing from the cache are encoded, biaslab.executor -- the output does not depend on it).
 
 in:  data/prepared/images.parquet
 out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
@@ -15,20 +16,23 @@ import time
 
 from biaslab.features import encode_cached, save_features
 from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab import runstats
+from biaslab import executor, runstats
 
 OUT = "data/features"
 
 
 def main() -> None:
-    p = load_params()["features"]
+    params = load_params()
+    p = params["features"]
     images = read_parquet("data/prepared/images.parquet")
     stats: dict = {}
     t0 = time.perf_counter()
-    ids, feats = encode_cached(images[["image_id", "path"]],
-                               p.get("cache_dir", "data/cache/features"), p["backbone"],
-                               image_size=p.get("image_size"), batch_size=p["batch_size"],
-                               num_threads=p.get("threads"), progress=True, stats=stats)
+    with executor.session(params.get("executor")) as ex:
+        ids, feats = encode_cached(images[["image_id", "path"]],
+                                   p.get("cache_dir", "data/cache/features"), p["backbone"],
+                                   image_size=p.get("image_size"), batch_size=p["batch_size"],
+                                   num_threads=p.get("threads"), progress=True, stats=stats,
+                                   executor=ex)
     save_features(f"{OUT}/images", ids, feats)
     rate = stats["computed"] / stats["encode_seconds"] if stats["encode_seconds"] else None
     metrics = {"backbone": str(p["backbone"]), "image_size": p.get("image_size"),

@@ -3,8 +3,9 @@ biaslab.counterfactual.generate + the backend named by `generate.backend`).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
 captions}.parquet, data/labels/images.parquet and data/split.parquet (donor pool of copy_paste),
-the `generate:` section, `label.words` and `data.root` (backend render: the synthetic dataset's
-generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
+the `generate:` section, `executor` (where the shards are computed: biaslab.executor; the
+output does not depend on it), `label.words` and `data.root` (backend render: the synthetic
+dataset's generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
 params.yaml; writes data/generate/images/*.jpg (*.png for render),
 data/generate/shards/shard-XXX.parquet (one per finished shard; a re-run skips finished shards),
 data/generate/candidates.parquet and metrics/generate.json (results only: the resume counters
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from biaslab.counterfactual import generate as gen  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
-from biaslab import runstats  # noqa: E402
+from biaslab import executor, runstats  # noqa: E402
 
 #: Counters of what this run did (they differ between a fresh and a resumed run of the same
 #: inputs), kept out of metrics/generate.json.
@@ -86,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                                   shards=int(p["shards"]), max_images=p.get("max_images"))
     backend = make_backend(p, args.prepared, args.labels, args.split,
                            (params.get("data") or {}).get("root"))
-    table, stats = gen.generate_candidates(
-        work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],
-        seed=int(p["seed"]), shards=int(p["shards"]))
+    with executor.session(params.get("executor")) as ex:
+        table, stats = gen.generate_candidates(
+            work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],
+            seed=int(p["seed"]), shards=int(p["shards"]), executor=ex)
     write_parquet(f"{args.out}/candidates.parquet", table)
     metrics = {"backend": backend.name, "m": int(p["m"]), **counts, **stats,
                "images": int(table["image_id"].nunique()),

@@ -3,7 +3,10 @@ paper 001 Eqs. 1-2) -> data/score/scores.parquet, metrics/score.json.
 
 The work is ``biaslab.filters.score_candidates``. Backbone features of candidates and
 originals come from the persistent feature cache (biaslab.features), so each image is decoded
-and encoded once (the originals were encoded by stage `features`). `filters.clip` /
+and encoded once (the originals were encoded by stage `features`). Params `executor`
+(biaslab.executor): Ray encodes the candidates missing from the cache on worker actors (the
+unit of work: a few whole batches); the cheap heads, colour fidelity and KNN run here, so the
+output does not depend on the executor. `filters.clip` /
 `filters.detector` name a Hugging Face CLIP / object detector (paper tier); null means the
 models trained here (data/scorer, data/objects). `filters.weights` is not a parameter here,
 so a weights-only experiment never re-runs this stage.
@@ -12,6 +15,7 @@ import time
 
 import numpy as np
 
+from biaslab import executor
 from biaslab.clipscorer import load_scorer
 from biaslab.features import encode_cached, set_threads
 from biaslab.filters import FILTERS, score_candidates
@@ -33,12 +37,13 @@ def main() -> None:
     objp = load_object_predictor(p.get("detector") or "data/objects")
     t0 = time.perf_counter()
     timings: dict = {}
-    scores = score_candidates(
-        cands, images["path"].to_dict(), scorer, objp,
-        encode=lambda table: encode_cached(table, **enc)[1],
-        real_groups={int(k): v for k, v in labels.items()},
-        knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
-        progress=True, timings=timings)
+    with executor.session(params.get("executor")) as ex:   # one Ray cluster for both encodings
+        scores = score_candidates(
+            cands, images["path"].to_dict(), scorer, objp,
+            encode=lambda table: encode_cached(table, **enc, executor=ex)[1],
+            real_groups={int(k): v for k, v in labels.items()},
+            knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
+            progress=True, timings=timings)
     write_parquet("data/score/scores.parquet", scores)
     secs = time.perf_counter() - t0
     m = {"candidates": len(scores), "knn_accept_fraction": float(scores["knn_accept"].mean())}

@@ -27,10 +27,13 @@ person stay identical to the source).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +45,7 @@ from tqdm import tqdm
 
 from biaslab import gender as G
 from biaslab.counterfactual.masks import load_mask
+from biaslab.executor import run_shards
 from biaslab.io import InputError, atomic_path
 
 GROUPS = (G.FEMALE, G.MALE)
@@ -199,19 +203,6 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
         raise InputError(path, f"not a readable image ({e})") from e
 
 
-def _save_jpeg(path: Path, arr: np.ndarray, quality: int) -> None:
-    with atomic_path(path, suffix=".jpg") as tmp:
-        Image.fromarray(arr).save(tmp, format="JPEG", quality=int(quality))
-
-
-def _save_candidate(path: Path, arr: np.ndarray, fmt: str, quality: int) -> None:
-    if fmt == "png":
-        with atomic_path(path, suffix=".png") as tmp:
-            Image.fromarray(arr).save(tmp, format="PNG")
-    else:
-        _save_jpeg(path, arr, quality)
-
-
 def _file_digest(path: str | os.PathLike) -> str:
     try:
         return hashlib.blake2b(Path(path).read_bytes(), digest_size=12).hexdigest()
@@ -302,11 +293,105 @@ def _to_frame(rows: list[dict]) -> pd.DataFrame:
                       "guidance_scale": "float64", "donor_ann_id": "Int64", "shard": "int64"})
 
 
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard of work (picklable): its index, work items (``build_work`` rows as dicts) and
+    fingerprint."""
+    shard: int
+    items: list
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Settings shared by every shard (picklable)."""
+    img_dir: str
+    fmt: str
+    m: int
+    seed: int
+    guidance_scales: list
+    groups: list
+    jpeg_quality: int
+    callback: Callable | None = None
+
+
+@dataclass
+class ShardResult:
+    """What ``compute_shard`` returns: the encoded candidate files ``[(path, bytes)]``, the
+    shard's candidate table and how many source images the backend verified (render)."""
+    files: list
+    table: pd.DataFrame
+    verified: int = 0
+
+
+def _same(x):
+    return x
+
+
+def executor_is_remote(executor) -> bool:
+    from biaslab.executor import is_ray
+    return is_ray(executor)
+
+
+def _encode_candidate(arr: np.ndarray, fmt: str, quality: int) -> bytes:
+    """The bytes of a candidate file (PNG, or JPEG at ``quality``)."""
+    buf = io.BytesIO()
+    if fmt == "png":
+        Image.fromarray(arr).save(buf, format="PNG")
+    else:
+        Image.fromarray(arr).save(buf, format="JPEG", quality=int(quality))
+    return buf.getvalue()
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path, suffix=path.suffix) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+def compute_shard(backend, job: ShardJob, spec: ShardSpec) -> ShardResult:
+    """Generate every candidate of one shard (``generate_candidates``' unit of work and of
+    resumption): pure -- reads the sources and masks, writes nothing, returns the encoded
+    files and the table, so the driver writes them whichever executor ran this
+    (``biaslab.executor``). ``spec.callback(shard, image_id, group, j)`` runs where the shard
+    is computed (a Ray worker for executor ray)."""
+    s, rows, files = job.shard, [], []
+    v0 = getattr(backend, "verified", 0)
+    for it in job.items:
+        image = load_image(it["path"])
+        mask = load_mask(it["mask_path"])
+        if mask.shape != image.shape[:2]:
+            raise InputError(it["mask_path"], f"mask shape {mask.shape} != image shape "
+                                              f"{image.shape[:2]}")
+        for g in spec.groups:
+            prompt = it[f"prompt_{g}"]
+            js = list(range(spec.m))
+            seeds = [candidate_seed(it["image_id"], g, j, spec.seed) for j in js]
+            scales = [guidance_scale_for(j, spec.guidance_scales) for j in js]
+            if spec.callback is not None:
+                for j in js:
+                    spec.callback(s, int(it["image_id"]), g, j)
+            outs = backend.generate(it, image, mask, g, prompt, js, seeds, scales)
+            for j, sd, sc, (arr, donors) in zip(js, seeds, scales, outs):
+                if arr.shape != image.shape:
+                    raise RuntimeError(f"backend {backend.name} returned shape "
+                                       f"{arr.shape} for image of shape {image.shape}")
+                p = os.path.join(spec.img_dir, f"{it['image_id']}_{g}_{j}.{spec.fmt}")
+                files.append((p, _encode_candidate(arr, spec.fmt, spec.jpeg_quality)))
+                rows.append({"image_id": int(it["image_id"]), "group": g, "j": j,
+                             "seed": sd, "guidance_scale": sc, "prompt": prompt,
+                             "path": p,
+                             "donor_ann_id": donors[0] if donors else None,
+                             "donor_ann_ids": list(donors) if donors else None,
+                             "backend": backend.name, "shard": s})
+    return ShardResult(files, _to_frame(rows), int(getattr(backend, "verified", 0) - v0))
+
+
 def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike, *, m: int,
                         guidance_scales: Sequence[float], seed: int, shards: int,
                         groups: Sequence[str] = GROUPS, jpeg_quality: int = 95,
                         callback: Callable[[int, int, str, int], None] | None = None,
-                        progress: bool = True) -> tuple[pd.DataFrame, dict]:
+                        progress: bool = True, executor: dict | None = None
+                        ) -> tuple[pd.DataFrame, dict]:
     """Generate m candidates per (image, group) shard by shard (paper 000 Eq. 1).
 
     Args:
@@ -322,7 +407,11 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
         seed: base seed of ``candidate_seed``.
         shards: number of shards.
         callback: called as ``callback(shard, image_id, group, j)`` before each candidate is
-            generated (progress hooks; an exception aborts the run like a crash would).
+            generated (progress hooks; an exception aborts the run like a crash would). With
+            executor ray it runs in the worker (it must be picklable).
+        executor: params ``executor`` (``biaslab.executor``; None = local): where the shards
+            are computed. The files written do not depend on it: workers return encoded
+            images, this process writes them and each shard's table as its result arrives.
 
     Returns:
         ``(candidates, stats)``: candidates with ``CANDIDATE_COLUMNS`` sorted by (image_id,
@@ -353,51 +442,37 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
     stats = {"shards_total": int(shards), "shards_computed": 0, "shards_skipped": 0,
              "candidates_computed": 0, "seconds_computing": 0.0}
     frames = []
+    for s, items, fp, done in plan:
+        if done:
+            stats["shards_skipped"] += 1
+            frames.append(pd.read_parquet(shard_path(out_dir, s)))
+    jobs = [ShardJob(s, items.to_dict("records"), fp) for s, items, fp, done in plan
+            if not done]
+    spec = ShardSpec(img_dir=img_dir, fmt=fmt, m=int(m), seed=int(seed),
+                     guidance_scales=[float(x) for x in guidance_scales], groups=list(groups),
+                     jpeg_quality=int(jpeg_quality), callback=callback)
     bar = tqdm(total=todo, desc=f"generate ({backend.name})", disable=not progress,
                unit="cand")
     try:
-        for s, items, fp, done in plan:
-            sp = shard_path(out_dir, s)
-            if done:
-                stats["shards_skipped"] += 1
-                frames.append(pd.read_parquet(sp))
-                continue
-            t0 = time.perf_counter()
-            rows = []
-            for it in items.to_dict("records"):
-                image = load_image(it["path"])
-                mask = load_mask(it["mask_path"])
-                if mask.shape != image.shape[:2]:
-                    raise InputError(it["mask_path"], f"mask shape {mask.shape} != image shape "
-                                                      f"{image.shape[:2]}")
-                for g in groups:
-                    prompt = it[f"prompt_{g}"]
-                    js = list(range(m))
-                    seeds = [candidate_seed(it["image_id"], g, j, seed) for j in js]
-                    scales = [guidance_scale_for(j, guidance_scales) for j in js]
-                    if callback is not None:
-                        for j in js:
-                            callback(s, int(it["image_id"]), g, j)
-                    outs = backend.generate(it, image, mask, g, prompt, js, seeds, scales)
-                    for j, sd, sc, (arr, donors) in zip(js, seeds, scales, outs):
-                        if arr.shape != image.shape:
-                            raise RuntimeError(f"backend {backend.name} returned shape "
-                                               f"{arr.shape} for image of shape {image.shape}")
-                        p = os.path.join(img_dir, f"{it['image_id']}_{g}_{j}.{fmt}")
-                        _save_candidate(Path(p), arr, fmt, jpeg_quality)
-                        rows.append({"image_id": int(it["image_id"]), "group": g, "j": j,
-                                     "seed": sd, "guidance_scale": sc, "prompt": prompt,
-                                     "path": p,
-                                     "donor_ann_id": donors[0] if donors else None,
-                                     "donor_ann_ids": list(donors) if donors else None,
-                                     "backend": backend.name, "shard": s})
-                    bar.update(len(js))
-            df = _to_frame(rows)
-            _write_shard(sp, df, fp)
+        t0 = time.perf_counter()
+        # the local executor runs ``compute_shard`` here with this backend (its lazy model
+        # loads once); Ray pickles the backend to each worker (init) and sends the results
+        # back: the files are written here, by the driver, whatever computed them
+        results = run_shards(partial(compute_shard, spec=spec), jobs, executor,
+                             init=partial(_same, backend))
+        for job, res in zip(jobs, results):
+            for p, data in res.files:
+                _write_bytes(Path(p), data)
+            if res.verified and hasattr(backend, "verified") and executor_is_remote(executor):
+                backend.verified += res.verified
+            sp = shard_path(out_dir, job.shard)
+            _write_shard(sp, res.table, job.fingerprint)
             frames.append(pd.read_parquet(sp))
             stats["shards_computed"] += 1
-            stats["candidates_computed"] += len(df)
+            stats["candidates_computed"] += len(res.table)
             stats["seconds_computing"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            bar.update(len(res.table))
     finally:
         bar.close()
     frames = [f for f in frames if len(f)]

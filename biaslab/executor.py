@@ -1,0 +1,268 @@
+"""Where per-shard work runs: in this process (``executor.name: local``, the default) or on a
+Ray cluster (``executor.name: ray``; issue 16). Used by the stages ``features``, ``generate``
+and ``score`` through one call, :func:`run_shards`.
+
+Contract (what makes the two executors interchangeable): a *shard* is a picklable description
+of one unit of work (a generate shard's work items, a chunk of images to encode); the stage
+gives ``init() -> state`` (loads the model / backend; called once per worker) and
+``fn(state, shard) -> result`` (pure: the result depends only on ``state``'s parameters and the
+shard). :func:`run_shards` yields the results **in shard order** and the *driver* (the stage
+process) writes every output, so the bytes a stage writes do not depend on the executor, on
+the number of workers or on which worker computed what. DVC still owns the DAG and the cache:
+a stage submits its shards and waits.
+
+Ray specifics (``ray`` is imported lazily, only for ``name: ray``; it is the optional extra
+``pip install -e .[ray]``, pinned in pyproject.toml):
+
+* ``address``: ``null`` starts a private local cluster for the stage (``ray.init(num_cpus=...,
+  include_dashboard=False)`` with ``RAY_enable_metrics_collection=0``: on a loaded 2-core
+  machine the metrics agent otherwise times the raylet out), on loopback, and stops it
+  afterwards (once per stage when the stage runs inside :func:`session`); ``auto``
+  or ``ray://host:port`` connects to a running cluster (whose nodes must have biaslab
+  installed and see the data under the same path: workers ``chdir`` to the driver's working
+  directory when it exists there, because the pipeline's paths are relative). An already
+  initialised Ray (e.g. a test fixture's cluster) is used as it is and left running.
+* one actor per worker (``workers``; null = the cluster's CPUs // ``num_cpus_per_task``, at
+  most the number of shards), each reserving ``num_cpus_per_task`` CPUs and
+  ``num_gpus_per_task`` GPUs (Ray sets ``CUDA_VISIBLE_DEVICES`` for it); ``init`` runs once
+  per actor, at its first shard.
+* a worker that dies (killed, OOM, node lost) is restarted up to ``max_retries`` times and its
+  unfinished shard re-submitted (Ray ``max_restarts`` / ``max_task_retries``); the driver takes
+  exactly one result per shard, so every shard is in the output exactly once.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+#: Executor names (params ``executor.name``).
+NAMES = ("local", "ray")
+#: Defaults of the ray executor's params (conf/executor/ray.yaml).
+RAY_DEFAULTS = {"address": None, "num_cpus": None, "workers": None, "num_cpus_per_task": 1,
+                "num_gpus_per_task": 0, "max_retries": 3}
+_REPO = str(Path(__file__).resolve().parents[1])
+
+
+def resolve(params: Mapping | None) -> dict:
+    """Validated executor params: ``None`` / ``{}`` -> ``{"name": "local"}``; ``ray`` gets
+    :data:`RAY_DEFAULTS` filled in.
+
+    Raises:
+        ValueError: unknown ``executor.name`` or a bad ray setting (naming the param)."""
+    p = dict(params or {})
+    name = str(p.get("name", "local"))
+    if name not in NAMES:
+        raise ValueError(f"params executor.name: unknown executor {name!r} (local | ray)")
+    if name == "local":
+        return {"name": "local"}
+    out = {"name": "ray", **RAY_DEFAULTS, **{k: v for k, v in p.items() if k != "name"}}
+    for k in ("num_cpus_per_task", "num_gpus_per_task"):
+        if out[k] is None or float(out[k]) < 0:
+            raise ValueError(f"params executor.{k} must be >= 0, got {out[k]!r}")
+    for k in ("workers", "num_cpus"):
+        if out[k] is not None and int(out[k]) < 1:
+            raise ValueError(f"params executor.{k} must be >= 1 or null, got {out[k]!r}")
+    if int(out["max_retries"]) < 0:
+        raise ValueError(f"params executor.max_retries must be >= 0, got "
+                         f"{out['max_retries']!r}")
+    a = out["address"]
+    if a is not None and not (a == "auto" or str(a).startswith("ray://")
+                              or ":" in str(a)):
+        raise ValueError(f"params executor.address must be null, 'auto', 'ray://host:port' or "
+                         f"'host:port', got {a!r}")
+    return out
+
+
+def is_ray(params: Mapping | None) -> bool:
+    """True when ``params`` (the ``executor`` section) selects Ray."""
+    return resolve(params)["name"] == "ray"
+
+
+def import_ray():
+    """The ``ray`` module.
+
+    Raises:
+        ImportError: ray is not installed; the message names ``executor.name`` and the extra
+        to install."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("params executor.name is 'ray' but the ray package is not installed: "
+                          "pip install -e '.[ray]' (or run with -S executor=local)") from e
+    return ray
+
+
+def run_shards(fn: Callable[[S, Any], R], shards: Sequence, executor: Mapping | None = None,
+               *, init: Callable[[], S] | None = None) -> Iterator[R]:
+    """Yield ``fn(state, shard)`` for every shard, in the order of ``shards``.
+
+    Args:
+        fn: the per-shard work; with Ray it is pickled (cloudpickle) to the workers, so it and
+            its results must be picklable, and it must not rely on side effects in the driver
+            (write outputs from the yielded results instead).
+        shards: picklable shard descriptions.
+        executor: the params ``executor`` section (None = local).
+        init: ``() -> state`` (model / backend loading), called once per worker before its
+            first shard and never when there is no shard; None gives ``state = None``.
+
+    Local executor: in this process, in order, ``init`` once -- exactly the code path the
+    stages ran before executors existed. Ray: see the module docstring.
+
+    Raises:
+        ImportError: Ray selected but not installed (:func:`import_ray`).
+        RuntimeError: a Ray worker died more often than ``max_retries``.
+        Whatever ``fn`` or ``init`` raises (a Ray task error is re-raised as the original
+        exception type when Ray can, else as ``RuntimeError``).
+    """
+    p = resolve(executor)
+    shards = list(shards)
+    if not shards:
+        return iter(())
+    if p["name"] == "local":
+        return _run_local(fn, shards, init)
+    import_ray()                  # fail here, naming the param, not at the first result
+    return _run_ray(fn, shards, init, p)
+
+
+def _run_local(fn, shards, init):
+    state = init() if init is not None else None
+    for s in shards:
+        yield fn(state, s)
+
+
+class _Worker:
+    """Ray actor body: ``init`` once (lazily), then ``fn(state, shard)`` per call."""
+
+    def __init__(self, fn, init, cwd: str, path: list[str]):
+        for p in reversed(path):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        if os.path.isdir(cwd):
+            os.chdir(cwd)
+        self.fn, self.init, self.state, self.ready = fn, init, None, False
+
+    def run(self, shard):
+        if not self.ready:
+            self.state = self.init() if self.init is not None else None
+            self.ready = True
+        return self.fn(self.state, shard)
+
+
+def connect(p: Mapping) -> bool:
+    """Initialise Ray for executor params ``p`` unless it already is. Returns True when this
+    call initialised it (the caller then shuts it down)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    env = {"PYTHONPATH": os.pathsep.join([_REPO, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if p.get("address") is None:
+        os.environ.setdefault("RAY_enable_metrics_collection", "0")
+        kw = {"num_cpus": int(p["num_cpus"])} if p.get("num_cpus") else {}
+        # a private head on loopback: nothing listens beyond this machine
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": env}, _node_ip_address="127.0.0.1", **kw)
+    else:
+        ray.init(address=str(p["address"]), log_to_driver=False, configure_logging=False)
+    return True
+
+
+_SESSION: dict = {"depth": 0, "owned": False}
+
+
+@contextlib.contextmanager
+def session(params: Mapping | None):
+    """For a whole stage: the first :func:`run_shards` inside that needs Ray connects it (a
+    local cluster starts then, not when everything is cached) and every later one reuses it;
+    what was started stops at exit. Yields the resolved params. Local: does nothing."""
+    p = resolve(params)
+    _SESSION["depth"] += 1
+    try:
+        yield p
+    finally:
+        _SESSION["depth"] -= 1
+        if _SESSION["depth"] == 0 and _SESSION["owned"]:
+            _SESSION["owned"] = False
+            import_ray().shutdown()
+
+
+def _acquire(p: Mapping) -> bool:
+    """Connect Ray for one :func:`run_shards`; True when that call must shut it down (it
+    started it outside any :func:`session`; inside one, the session stops it)."""
+    owned = connect(p)
+    if owned and _SESSION["depth"]:
+        _SESSION["owned"], owned = True, False
+    return owned
+
+
+def n_workers(p: Mapping, n_shards: int) -> int:
+    """Actors to start: ``workers``, else the cluster's CPUs // ``num_cpus_per_task`` (GPUs //
+    ``num_gpus_per_task`` when GPUs are asked for), at most ``n_shards``, at least 1."""
+    ray = import_ray()
+    if p.get("workers"):
+        n = int(p["workers"])
+    else:
+        res = ray.cluster_resources()
+        per_cpu = float(p["num_cpus_per_task"])
+        n = int(res.get("CPU", 1) // per_cpu) if per_cpu > 0 else n_shards
+        if float(p["num_gpus_per_task"]) > 0:
+            n = min(n, int(res.get("GPU", 0) // float(p["num_gpus_per_task"])))
+    return max(1, min(n, n_shards))
+
+
+def _run_ray(fn, shards, init, p):
+    ray = import_ray()
+    owned = _acquire(p)
+    retries = int(p["max_retries"])
+    actor_cls = ray.remote(_Worker).options(
+        num_cpus=float(p["num_cpus_per_task"]), num_gpus=float(p["num_gpus_per_task"]),
+        max_restarts=retries, max_task_retries=retries)
+    actors = []
+    try:
+        fn_ref, init_ref = ray.put(fn), ray.put(init)
+        actors = [actor_cls.remote(fn_ref, init_ref, os.getcwd(), list(sys.path))
+                  for _ in range(n_workers(p, len(shards)))]
+        pending: dict = {}            # ObjectRef -> (shard index, actor)
+        done: dict[int, Any] = {}
+        nxt, emit = 0, 0
+        free = list(actors)
+        while emit < len(shards):
+            while free and nxt < len(shards):
+                a = free.pop(0)
+                pending[a.run.remote(shards[nxt])] = (nxt, a)
+                nxt += 1
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                i, a = pending.pop(ref)
+                try:
+                    done[i] = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    raise RuntimeError(f"executor ray: a worker died more than "
+                                       f"executor.max_retries={retries} times (shard {i}): "
+                                       f"{e}") from e
+                except ray.exceptions.RayTaskError as e:
+                    cause = e.as_instanceof_cause() if hasattr(e, "as_instanceof_cause") else e
+                    raise cause from None
+                free.append(a)
+            while emit in done:
+                yield done.pop(emit)
+                emit += 1
+    finally:
+        for a in actors:
+            try:
+                ray.kill(a)
+            except Exception:  # pragma: no cover - already gone
+                pass
+        if owned:
+            ray.shutdown()
+
+
+__all__ = ["run_shards", "session", "resolve", "is_ray", "import_ray", "connect", "n_workers",
+           "NAMES",
+           "RAY_DEFAULTS"]
