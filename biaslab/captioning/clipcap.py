@@ -474,3 +474,7 @@ def _val_loss(model_holder, VX, v_ids, pad: int, batch_size: int = 256) -> float
             lsum, n = model_holder.model.token_losses(VX[s:s + batch_size], inp, att)
             tot, cnt = tot + float(lsum), cnt + n
     return tot / max(cnt, 1)
+
+
+#: the model class of this architecture (``biaslab.captioning.Arch.load``)
+MODEL = Captioner
