@@ -1,16 +1,17 @@
-"""Stage `eval_captioner`: caption the real test images with every trained captioner and score
-them as paper 000 Table 2 (METEOR, CLIPScore, Ratio, LIC) plus BLEU-4, CIDEr, Error, LIC_M,
+"""Stage `eval_captioner`: caption the real test images with every trained captioner (each
+architecture of `captioner.archs` x dataset x seed) and score them as paper 000 Table 2 (METEOR, CLIPScore, Ratio, LIC) plus BLEU-4, CIDEr, Error, LIC_M,
 LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1); a "+LIBRA" row debiases the original-data
 captioner's captions with the LIBRA DCG when one exists.
 
-params: captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
+params: captioner.archs, captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
         eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
         workers: captioners evaluated at once, biaslab.parallel),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
         seed, beams; as stage dcg_apply)
-in:   data/models/captioner/<dataset>/<dataset>-<seed>/ (stage train_captioner), data/split.parquet
+in:   data/models/captioner/<dataset>/<dataset>[-<arch>]-<seed>/ (stage train_captioner;
+      biaslab.captioning.arch_model_dir), data/split.parquet
       (split == test: evaluated images; split == train: BiasAmp's reference captions D),
       data/prepared/{images,captions}.parquet (references = human captions),
       data/labels/images.parquet (caption-derived female/male) and
@@ -20,10 +21,11 @@ in:   data/models/captioner/<dataset>/<dataset>-<seed>/ (stage train_captioner),
       for DBA_G / DBA_O), <eval_captioner.scorer> (LiT CLIP scorer, optional: CLIPScore is
       skipped with a note when absent), <eval_captioner.dcg> (LIBRA DCG, optional: the +LIBRA
       row is skipped when absent)
-out:  data/captions/<dataset>-<seed>.json (COCO results format), data/captions/
-      original+LIBRA-<seed>.json, data/captions/eval.json (per-model metrics and details),
-      metrics/captioning.json (layout below), plots/captioning.csv (one row per training set:
-      dataset, <metric>_mean, <metric>_ci95)
+out:  data/captions/<dataset>[-<arch>]-<seed>.json (COCO results format), data/captions/
+      original+LIBRA[-<arch>]-<seed>.json (no -<arch> for clipcap), data/captions/eval.json
+      (per-model metrics and details, keyed by those file stems), metrics/captioning.json
+      (layout below), plots/captioning.csv (one row per training set and arch: dataset
+      (``<arch>/<row>`` for non-clipcap archs), <metric>_mean, <metric>_ci95)
 
 metrics/captioning.json::
 
@@ -31,6 +33,9 @@ metrics/captioning.json::
                            ({mean, ci95, std, n, n_inf, n_missing, sign}),   # C.METRICS
                "per_seed": [{"seed", "<metric>": value | null | "inf"}, ...]},
      ...,                       # rows: original, original+LIBRA, oversample, subsample, ...
+                                # (ClipCap: the top-level rows, as before archs existed)
+     "archs": {"<arch>": {"<row>": {same as above}, ...}, ...},   # other archs (e.g.
+                                # transformer); present only when captioner.archs has one
      "test_set": {"n_images", "n_female", "n_male", "gender_source", "gender_source_param",
                   "test_images", "biasamp_reference", "n_reference_captions",
                   "biasamp_min_count", "n_dba_images", "lic_seeds"}}
@@ -45,11 +50,12 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab import captioner as C
+from biaslab import captioning as K
+from biaslab.captioning import data as CD
+from biaslab.captioning import evaluation as C
 from biaslab.cli import _jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
-from biaslab.paths import model_dir
 from biaslab.progress import bar as progress_bar
 
 LIBRA = "original+LIBRA"
@@ -138,11 +144,12 @@ def main() -> None:
                image_objects=objects, progress=True)   # tqdm over the LIC classifiers
     feats_by_encoder: dict = {}
 
-    def feats_for(model):
-        key = (model.config.image_encoder, model.config.image_size)
+    def feats_for(arch, model):
+        key = arch.feature_key(model.config)
         if key not in feats_by_encoder:
-            feats_by_encoder[key] = C.image_features(
-                table, cache, *key, num_threads=model.config.num_threads, progress=True)
+            feats_by_encoder[key] = arch.features(table, cache, model.config,
+                                                  num_threads=model.config.num_threads,
+                                                  progress=True)
         return feats_by_encoder[key]
 
     def scorer_feats():
@@ -150,29 +157,35 @@ def main() -> None:
         cfg = getattr(scorer, "config", None)
         if not isinstance(cfg, dict) or "image_encoder" not in cfg:
             return None
-        f = C.image_features(table, cache, cfg["image_encoder"], cfg.get("image_size"),
+        f = CD.image_features(table, cache, cfg["image_encoder"], cfg.get("image_size"),
                              num_threads=lp.get("num_threads"))
         return dict(zip(ids, f))
 
     s_feats = scorer_feats() if scorer is not None else None
     datasets, seeds = list(p["datasets"]), [int(s) for s in p["seeds"]]
-    missing = [f"{d}-{s}" for d in datasets for s in seeds
-               if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
+    try:
+        archs = K.archs_from_params(p)
+    except ValueError as err:
+        raise InputError("params.yaml", str(err)) from err
+    missing = [f"{K.arch_name(d, a)}-{s}" for a in archs for d in datasets for s in seeds
+               if not Path(K.arch_model_dir(d, s, a), K.get_arch(a).config_file).exists()]
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing} "
                                                   f"(run train_captioner)")
     per_model, rows, row_seeds = {}, {}, {}
     dcg_ok = Path(e["dcg"], "dcg.json").is_file()
-    # features of the first captioner's encoder are read before the fork (every worker
-    # inherits them); each (dataset, seed) is one job on eval_captioner.workers processes
-    feats_for(C.Captioner.load(model_dir("captioner", datasets[0], seeds[0])))
+    # features of each arch's first captioner are read before the fork (every worker
+    # inherits them); each (arch, dataset, seed) is one job on eval_captioner.workers processes
+    for a in archs:
+        feats_for(K.get_arch(a), K.get_arch(a).load(K.arch_model_dir(datasets[0], seeds[0], a)))
 
-    def evaluate(job: tuple[str, int]) -> list[tuple]:
-        d, s = job
-        name = f"{d}-{s}"
+    def evaluate(job: tuple[str, str, int]) -> list[tuple]:
+        a, d, s = job
+        arch = K.get_arch(a)
+        name = f"{K.arch_name(d, a)}-{s}"
         t0 = time.perf_counter()
-        model = C.Captioner.load(model_dir("captioner", d, s))
-        preds = model.generate(feats_for(model), beam=p.get("beam"),
+        model = arch.load(K.arch_model_dir(d, s, a))
+        preds = model.generate(feats_for(arch, model), beam=p.get("beam"),
                                max_len=p.get("max_len"), batch_size=e["batch_size"],
                                no_repeat_ngram=p.get("no_repeat_ngram"))
         _write_results(f"data/captions/{name}.json", ids, preds)
@@ -181,21 +194,22 @@ def main() -> None:
             deb = C.apply_libra(e["dcg"], preds, table, cache,
                                 seed=libra_seed + s, num_threads=lp.get("num_threads"),
                                 num_beams=libra_beams)
-            _write_results(f"data/captions/{LIBRA}-{s}.json", ids, deb)
-            variants.append((LIBRA, f"{LIBRA}-{s}", deb))
+            lname = f"{K.arch_name(LIBRA, a)}-{s}"
+            _write_results(f"data/captions/{lname}.json", ids, deb)
+            variants.append((LIBRA, lname, deb))
         out = []
         for row, key, caps in variants:
             flat, det = C.caption_metrics(dict(zip(ids, caps)), genders, human,
                                           image_feats=s_feats, **mkw)
             flat["seconds"] = round(time.perf_counter() - t0, 1)
-            out.append((row, key, s, {
+            out.append((a, row, key, s, {
                 "metrics": flat, "details": det,
                 "examples": [{"image_id": i, "gender": genders.get(i), "caption": c,
                               "human": human.get(i, [""])[0]}
                              for i, c in list(zip(ids, caps))[:10]]}))
         return out
 
-    jobs = [(d, s) for d in datasets for s in seeds]
+    jobs = [(a, d, s) for a in archs for d in datasets for s in seeds]
     workers = resolve_workers(e["workers"], len(jobs))
     if workers > 1:
         mkw["progress"] = False       # one bar per worker would interleave: the parent's
@@ -204,18 +218,26 @@ def main() -> None:
     with bar:
         done = map_jobs(evaluate, jobs, workers, on_done=lambda i, r: bar.update(1))
     for results in done:
-        for row, key, s, res in results:   # job order: identical to a sequential run
+        for a, row, key, s, res in results:   # job order: identical to a sequential run
             per_model[key] = res
-            rows.setdefault(row, []).append(res["metrics"])
-            row_seeds.setdefault(row, []).append(s)
+            rows.setdefault((a, row), []).append(res["metrics"])
+            row_seeds.setdefault((a, row), []).append(s)
             print(f"eval_captioner {key}: " + ", ".join(
                 f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in res["metrics"].items()))
     if not dcg_ok:
         print(f"eval_captioner: no LIBRA DCG at {e['dcg']}: the +LIBRA row is skipped")
-    order = ["original"] + ([LIBRA] if LIBRA in rows else []) + \
-        [d for d in datasets if d != "original"]
-    summary = {r: C.seed_records(rows[r], seeds=row_seeds[r]) for r in order if r in rows}
+    order = ["original", LIBRA] + [d for d in datasets if d != "original"]
+
+    def arch_summary(a: str) -> dict:
+        return {r: C.seed_records(rows[(a, r)], seeds=row_seeds[(a, r)]) for r in order
+                if (a, r) in rows}
+
+    # ClipCap's rows stay at the top level (the layout before captioner.archs existed)
+    summary = arch_summary(K.DEFAULT_ARCH) if K.DEFAULT_ARCH in archs else {}
+    others = {a: arch_summary(a) for a in archs if a != K.DEFAULT_ARCH}
+    if others:
+        summary["archs"] = others
     n_g = {g: sum(1 for v in genders.values() if v == g) for g in ("female", "male")}
     ba0 = next(iter(per_model.values()))["details"].get("BiasAmp") or {}
     summary["test_set"] = {
@@ -244,9 +266,10 @@ def main() -> None:
     with atomic_path("plots/captioning.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["dataset", *[f"{k}_{x}" for k in C.METRICS for x in ("mean", "ci95")]])
-        for r, m in summary.items():
-            if r == "test_set":
-                continue
+        flat = [(r, m) for r, m in summary.items() if r not in ("test_set", "archs")]
+        flat += [(f"{a}/{r}", m) for a, ms in summary.get("archs", {}).items()
+                 for r, m in ms.items()]
+        for r, m in flat:
             w.writerow([r, *["" if m[k][x] is None else round(m[k][x], 4)
                              for k in C.METRICS for x in ("mean", "ci95")]])
     print(f"eval_captioner: {len(per_model)} result sets on {len(ids)} test images "

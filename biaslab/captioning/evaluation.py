@@ -1,0 +1,242 @@
+"""The captioning evaluation of paper 000 Table 2 (+ thesis Table 2.1): per-seed metrics
+(:func:`caption_metrics`), their summary over captioner seeds (:func:`seed_records`), the one
+source of image gender labels (:func:`gender_labels`) and LIBRA on top of any captioner
+(:func:`apply_libra`). Shared by every captioner architecture."""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from biaslab.captioning.data import image_features
+from biaslab.io import InputError
+
+__all__ = ["clip_score_for", "METRICS", "GENDER_SOURCES", "caption_metrics", "seed_records",
+           "gender_labels", "apply_libra"]
+
+
+def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] | None = None,
+                   image_feats: np.ndarray | None = None, prefix: str | None = None) -> float:
+    """CLIPScore x100 (Hessel et al. 2021; paper 000 Table 2 "CS") of ``captions``.
+
+    With a LiT scorer (:class:`biaslab.clipscorer.LiTScorer`) whose image backbone produced
+    ``image_feats``, the cached features are projected directly (no re-encoding); otherwise
+    the scorer encodes ``image_paths``. ``prefix``: None = "A photo depicts " when the LiT
+    scorer was trained with ``prefix_prob > 0`` (or for any other scorer), else "" (a LiT
+    scorer that never saw the prefix would be scored off-distribution)."""
+    from biaslab.metrics.quality import clip_score, clip_score_with
+    cfg = getattr(scorer, "config", None)
+    is_lit = isinstance(cfg, dict) and cfg.get("type") in (None, "lit") and "d_img" in cfg
+    if prefix is None:
+        prefix = (cfg.get("prefix", "A photo depicts ") if float(cfg.get("prefix_prob", 0)) > 0
+                  else "") if is_lit else "A photo depicts "
+    if is_lit and image_feats is not None and np.shape(image_feats)[1] == cfg["d_img"]:
+        img = scorer.encode_images(np.asarray(image_feats, np.float32))
+        txt = scorer.encode_texts([prefix + c for c in captions])
+        return 100.0 * clip_score(img, txt)
+    if image_paths is None:
+        raise ValueError("clip_score_for needs image paths for this scorer")
+    return 100.0 * clip_score_with(scorer, list(image_paths), list(captions), prefix=prefix)
+
+
+#: flat metric names of :func:`caption_metrics` (paper 000 Table 2 + thesis Table 2.1), the
+#: keys of each row of ``metrics/captioning.json``. ``Error`` is capitalised on purpose: DVC
+#: reads any metrics key named exactly ``error`` as a load error (issue 14).
+METRICS = ("METEOR", "BLEU-4", "CIDEr", "CLIPScore", "Ratio", "Error", "LIC", "LIC_M",
+           "LIC_D", "BiasAmp", "DBA_G", "DBA_O")
+
+#: gender label sources of the captioning evaluation (param ``eval_captioner.gender_source``).
+GENDER_SOURCES = ("auto", "perceived", "caption")
+
+
+def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
+                    human: Mapping[int, Sequence[str]], *, scorer=None,
+                    image_paths: Mapping[int, str] | None = None,
+                    image_feats: Mapping[int, np.ndarray] | None = None, words: str = "lic",
+                    classifier: str = "lstm", preset: str = "ci", seeds: int = 3,
+                    num_threads: int | None = 1, biasamp_min_count: int = 100,
+                    metrics: Sequence[str] = ("ratio", "error", "biasamp", "lic", "quality"),
+                    progress: bool = False, train_captions: Sequence[str] | None = None,
+                    image_objects: Mapping[int, Sequence[str]] | None = None
+                    ) -> tuple[dict, dict]:
+    """All captioning metrics of one results set (one captioner seed) -> ``(flat, details)``.
+
+    ``flat`` has the keys of :data:`METRICS`: a float, ``inf`` for a Ratio whose model never
+    says "woman" or never "man" (r = 0 or infinite: counted by :func:`seed_records`, never
+    dropped), or None when not computable (LIC when a gender has too few images, CLIPScore
+    without a scorer, DBA without ``image_objects``, BiasAmp with no word in L); plus
+    ``ratio_raw`` (#man/#woman) and ``n_images``. ``LIC``/``LIC_M``/``LIC_D`` are the means
+    over the LIC classifier seeds (``seeds``) of this one results set; their spread over LIC
+    seeds is in ``details["LIC_*_std"]``.
+
+    ``details`` is :func:`biaslab.cli.evaluate_captions`'s dict (counts, LIC per-seed details,
+    BiasAmp reference, skipped reasons) plus ``CLIPScore`` / ``CLIPScore_note`` and ``DBA``.
+
+    Bias metrics use images labelled female/male in ``genders``; quality metrics every
+    prediction with human captions. CLIPScore over every prediction (needs ``image_feats`` or
+    ``image_paths``). BiasAmp's reference is ``train_captions`` (the training set's human
+    captions, thesis 2.8.2 / LIBRA supp. 2) when given, else ``human``. DBA_G / DBA_O (thesis
+    Eqs. 2.12-2.14, :func:`biaslab.metrics.biasamp.caption_dba`) need ``image_objects``
+    (image id -> MSCOCO categories annotated on it); only labelled images WITH an entry are
+    used (an image without one has an unknown object set, e.g. most coco-mini images);
+    DBA_O's reference is the objects mentioned in ``human`` captions when given.
+    """
+    from biaslab.cli import evaluate_captions
+    det = evaluate_captions(dict(predictions), dict(genders), dict(human), tuple(metrics),
+                            words, classifier, preset, seeds, num_threads, progress,
+                            biasamp_min_count, None, train_captions)
+    ids = sorted(predictions)
+    if scorer is None:
+        det["CLIPScore_note"] = "skipped: no CLIP scorer (data/scorer missing)"
+        cs = None
+    else:
+        feats = np.stack([image_feats[i] for i in ids]) if image_feats is not None else None
+        paths = [image_paths[i] for i in ids] if image_paths is not None else None
+        cs = clip_score_for(scorer, [predictions[i] for i in ids], paths, feats)
+        det["CLIPScore"] = cs
+    dba = {"DBA_G": None, "DBA_O": None}
+    if image_objects is not None:
+        from biaslab.metrics.biasamp import caption_dba
+        gid = [i for i in ids if genders.get(i) in ("female", "male") and i in image_objects]
+        d = caption_dba([predictions[i] for i in gid], [genders[i] for i in gid],
+                        [image_objects.get(i, ()) for i in gid], words=words,
+                        human_captions=([list(human.get(i) or []) for i in gid]
+                                        if human else None))
+        dba = {"DBA_G": d["DBA_G"], "DBA_O": d["DBA_O"]}
+        det["DBA"] = {k: d[k] for k in ("DBA_G", "DBA_O", "n_images", "n_objects")}
+    else:
+        det["DBA"] = {"skipped": "no object annotations given"}
+    q = det.get("quality", {})
+    r = det.get("Ratio", {})
+    flat = {"METEOR": q.get("METEOR"), "BLEU-4": q.get("BLEU-4"), "CIDEr": q.get("CIDEr"),
+            "CLIPScore": cs, "Ratio": r.get("ratio_max"), "ratio_raw": r.get("ratio"),
+            "Error": det.get("Error"),
+            "LIC": det.get("LIC"), "LIC_M": det.get("LIC_M"), "LIC_D": det.get("LIC_D"),
+            "BiasAmp": (det.get("BiasAmp") or {}).get("ba"), **dba, "n_images": len(ids)}
+    return {k: _number(v) for k, v in flat.items()}, det
+
+
+def _number(v):
+    """int stays int; a float stays (+-inf kept: an infinite Ratio is counted, not dropped);
+    NaN, dicts (``{"skipped": ...}``) and None -> None (missing)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if math.isnan(float(v)) else float(v)
+    return None
+
+
+def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRICS,
+                 seeds: Sequence[int] | None = None) -> dict:
+    """One row of ``metrics/captioning.json``: every metric over captioner seeds as a
+    :func:`biaslab.stats.record`, plus the per-seed values.
+
+    Args:
+        rows: one :func:`caption_metrics` ``flat`` dict per captioner seed.
+        keys: the metrics to summarise.
+        seeds: the captioner seed of each row (default 0..n-1).
+
+    Returns:
+        ``{key: stats.record(values over seeds) for key in keys, "per_seed": [{"seed": s,
+        key: value, ...}, ...]}``. A None value (e.g. a LIC skipped for too few images) is
+        counted in the record's ``n_missing``; an infinite one (a Ratio with r = 0 or inf) in
+        ``n_inf`` and never dropped (the mean is then None, see :mod:`biaslab.stats`). In
+        ``per_seed`` an infinite value is written as the string ``"inf"`` (strict JSON), a
+        missing one as null.
+
+    LIC over two kinds of seeds (decision): each captioner seed's LIC / LIC_M / LIC_D is
+    already the mean over the LIC classifier seeds (``lic.seeds``, thesis 2.5: 10 seeds) of
+    that captioner's captions; the record is then over captioner seeds, so its ``ci95`` is
+    the spread of captioner training, with the LIC-classifier noise averaged inside each
+    seed's value (the per-LIC-seed values stay in ``data/captions/eval.json``).
+
+    Raises:
+        ValueError: a value that is not a number; ``seeds`` of another length than ``rows``.
+    """
+    from biaslab import stats
+    seeds = list(range(len(rows))) if seeds is None else [int(x) for x in seeds]
+    if len(seeds) != len(rows):
+        raise ValueError(f"{len(seeds)} seeds for {len(rows)} rows")
+    out: dict[str, Any] = {k: stats.record([r.get(k) for r in rows]) for k in keys}
+
+    def cell(v):
+        if v is None:
+            return None
+        v = float(v)
+        return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+    out["per_seed"] = [{"seed": s, **{k: cell(r.get(k)) for k in keys}}
+                       for s, r in zip(seeds, rows)]
+    return out
+
+
+def gender_labels(source: str, perceived: pd.DataFrame | None,
+                  caption_labels: pd.DataFrame | None) -> tuple[dict[int, str], str]:
+    """Image gender labels of the captioning evaluation, from ONE documented source (issue 12
+    item 11; the same rule in stages ``eval_captioner`` and ``human_bias``).
+
+    Args:
+        source: ``"perceived"``: crowd-sourced perceived gender (``perceived_gender.parquet``,
+            columns ``image_id, perceived_gender``; COCO: Zhao et al. 2021 annotations, the
+            labels paper 000 / the thesis evaluate against); ``"caption"``: labels derived
+            from the human captions' gender words (``labels/images.parquet``, columns
+            ``image_id, gender``; GenSynth / paper 000 sec. 3.1 rule); ``"auto"``: perceived
+            when that table has any female/male label, else caption.
+        perceived: the perceived-gender table, or None when the source has none.
+        caption_labels: the caption-derived label table, or None.
+
+    Returns:
+        ``({image_id: "female"/"male"}, used)`` with ``used`` in ``("perceived",
+        "caption")``; other values (unsure, both, none) are left out.
+
+    Raises:
+        InputError: an unknown source, or the chosen source has no female/male label.
+    """
+    if source not in GENDER_SOURCES:
+        raise InputError("params.yaml", f"eval_captioner.gender_source must be one of "
+                                        f"{list(GENDER_SOURCES)}, got {source!r}")
+
+    def table(df, col):
+        if df is None or df.empty:
+            return {}
+        df = df[df[col].isin(["female", "male"])]
+        return {int(i): str(g) for i, g in zip(df["image_id"], df[col])}
+
+    per = table(perceived, "perceived_gender")
+    used = "perceived" if source == "perceived" or (source == "auto" and per) else "caption"
+    labels = per if used == "perceived" else table(caption_labels, "gender")
+    if not labels:
+        where = ("data/prepared/perceived_gender.parquet" if used == "perceived"
+                 else "data/labels/images.parquet")
+        raise InputError(where, f"no female/male {used} gender label "
+                                f"(eval_captioner.gender_source={source})")
+    return labels, used
+
+def apply_libra(dcg_dir: str | os.PathLike, captions: Sequence[str], image_table: pd.DataFrame,
+                cache_dir: str | os.PathLike, seed: int = 0, num_threads: int | None = 1,
+                num_beams: int | None = None) -> list[str]:
+    """LIBRA on top of a captioner (paper 003 sec. 4 "Inference"; paper 000 Table 2 "LIBRA"):
+    the DCG at ``dcg_dir`` (``biaslab.libra.dcg.save``) debiases ``captions`` (row i of
+    ``image_table`` (image_id, path) is caption i's image). Features-mode DCGs read the frozen
+    backbone features recorded in their settings (through the shared cache); pixel-mode DCGs
+    read the image files. Masking is seeded (``seed``); ``num_beams`` None = the DCG's own
+    setting (the same call as stage ``dcg_apply`` / ``biaslab libra debias``).
+
+    Raises ``InputError`` when ``dcg_dir`` is not a saved DCG."""
+    from biaslab.libra import dcg as dcglib
+    try:
+        model = dcglib.load(dcg_dir, num_threads=num_threads)
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(dcg_dir, str(e)) from e
+    s = model.settings
+    if s.image_input == dcglib.FEATURES:
+        images = image_features(image_table, cache_dir, s.backbone, s.image_size,
+                                num_threads=num_threads)
+    else:
+        images = image_table["path"].astype(str).tolist()
+    return dcglib.debias(model, list(captions), images, num_beams=num_beams, seed=seed)
+
