@@ -142,6 +142,8 @@ def main() -> None:
     extra_bb = {k: v for k, v in (m["classification"].get("backbones") or {}).items()
                 if isinstance(v, dict)}   # Table 1 column groups after the first backbone
     ts2 = m["captioning"].get("test_set") or {}
+    extra_arch = {k: v for k, v in (m["captioning"].get("archs") or {}).items()
+                  if isinstance(v, dict)}   # Table 2 groups after ClipCap (captioner.archs)
     lines = [
         "# Bias report",
         "",
@@ -174,10 +176,16 @@ def main() -> None:
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
         f"{ts2.get('gender_source', '?')})",
         "",
+        *(["Captioner `clipcap` (the others of `captioner.archs` follow).", ""]
+          if extra_arch else []),
         R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",
+        *[x for name, v in extra_arch.items() for x in (
+            f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
+            R.markdown(R.table2(v), R.TABLE2_COLUMNS, digits, rank=True), "",
+            R.diff_markdown(R.differences(v, R.TABLE2_DIFF), R.TABLE2_DIFF, digits), "")],
         f"Human captions of the dataset (stage human_bias, {hb.get('n_female', '?')} female / "
         f"{hb.get('n_male', '?')} male images, gender from {hb.get('gender_source', '?')}): "
         f"Ratio {R.cell(hb.get('Ratio'), None, 2)}, Error {R.cell(hb.get('Error'), None, 1)}, "

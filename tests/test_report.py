@@ -167,7 +167,10 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                        "synthetic": _row(mAP=[48.0, 50.0], Ratio=[1.0, 1.0])}}}
     files = {"classification": cls,
              "captioning": {"original": _row(METEOR=[21.0, 21.2], CLIPScore=[60.0, 61.0]),
-                            "synthetic": _row(METEOR=[20.0, 20.0], CLIPScore=[58.0, 59.0])},
+                            "synthetic": _row(METEOR=[20.0, 20.0], CLIPScore=[58.0, 59.0]),
+                            "archs": {"transformer": {
+                                "original": _row(METEOR=[25.0, 25.0], LIC=[1.0, 3.0]),
+                                "synthetic": _row(METEOR=[24.0, 26.0], LIC=[0.0, 0.0])}}},
              "artifact": {"original": _row(ratio_orig=[1.0], delta=[2.0])},
              "artifact_captioner": {"synthetic": _row(ratio_inp=[1.5], delta=[4.0])},
              "probe": {"classifier": sens, "captioner": {}, "n_pairs": {"cast": 3}},
@@ -191,6 +194,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "Backbone `efficientnet_lite0` (the first of `classifier.backbones`" in md
     assert "### Table 1, backbone `resnet-50`" in md
     assert "| Original | **51.0 ± 12.7** |" in md
+    # a second captioner architecture: its own Table 2 group (captioner.archs, issue 15.2)
+    assert "### Table 2, captioner `transformer` (n = 2 seeds)" in md
+    assert "| Original | **25.0 ± 0.0** | – | – | <u>2.0 ± 12.7</u> |" in md  # ties share
     assert "| S_synthetic | <u>49.0 ± 12.7</u> | **1.0 ± 0.0** |" in md
     assert "test images: 40 female / 40 male" in md
     assert "| prompt_adherence + color_fidelity | 0.700 |" in md
