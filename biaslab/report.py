@@ -21,7 +21,9 @@ dash, never as a number.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -252,6 +254,31 @@ def weights_label(weights: Sequence[float], names: Sequence[str]) -> str:
         return "No filter"
     return " + ".join(n if _num(w) == 1 else f"{_num(w):g}·{n}"
                       for n, w in zip(names, weights) if _num(w))
+
+
+def exp_show(cwd: str | os.PathLike = ".") -> list:
+    """``dvc exp show --json`` over the workspace, HEAD and every commit that has experiments.
+
+    Plain ``dvc exp show`` lists only the experiments of HEAD: a commit made between queueing a
+    sweep and collecting it hides the sweep. ``--all-commits`` reads the metrics of every
+    commit (minutes on a long history), so the baselines come from ``dvc exp list
+    --all-commits`` (lines ``<rev>:``) and are passed as ``--rev``.
+
+    Returns:
+        the parsed JSON list (workspace first, then HEAD, then the other baselines).
+
+    Raises:
+        subprocess.CalledProcessError: a DVC command failed.
+    """
+    import subprocess
+    listed = subprocess.run(["dvc", "exp", "list", "--all-commits"], cwd=cwd, check=True,
+                            capture_output=True, text=True).stdout
+    revs = ["HEAD"] + [line[:-1].strip() for line in listed.splitlines()
+                       if line.strip() and not line[0].isspace() and line.rstrip().endswith(":")]
+    cmd = ["dvc", "exp", "show", "--json"] + [x for r in dict.fromkeys(revs)
+                                              for x in ("--rev", r)]
+    out = subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 def _walk_exp_records(node: Any) -> Iterable[dict]:

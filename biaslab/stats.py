@@ -158,21 +158,54 @@ def difference(values: Sequence[Any], reference: Sequence[Any], level: float = L
     """
     a, *_ = _floats(values)
     b, *_ = _floats(reference)
-    out = {"diff": None, "ci95": None, "lo": None, "hi": None, "n": int(len(a)),
-           "n_ref": int(len(b)), "p": None}
-    if not len(a) or not len(b) or np.isinf(a).any() or np.isinf(b).any():
+    if (len(a) and np.isinf(a).any()) or (len(b) and np.isinf(b).any()):
+        return _welch(None, None, len(a), None, None, len(b), level)
+    return _welch(float(a.mean()) if len(a) else None,
+                  float(a.std(ddof=1)) if len(a) > 1 else None, len(a),
+                  float(b.mean()) if len(b) else None,
+                  float(b.std(ddof=1)) if len(b) > 1 else None, len(b), level)
+
+
+def difference_of_records(rec: Mapping[str, Any] | None, ref: Mapping[str, Any] | None,
+                          level: float = LEVEL) -> dict:
+    """:func:`difference` from two :func:`record` summaries (``mean``, sample ``std``, ``n``,
+    ``n_inf``) instead of the per-seed values: what ``dvc exp show --json`` keeps of a metrics
+    file (it drops lists such as ``per_seed``). The same Welch CI as :func:`difference` on the
+    values the records summarise; undefined (None entries) when either has infinite seeds,
+    no mean, or ``n < 2`` for the interval."""
+    def parts(r):
+        r = r or {}
+        if int(r.get("n_inf") or 0):
+            return None, None, int(r.get("n") or 0), True
+        m, sd = r.get("mean"), r.get("std")
+        return (None if m is None else float(m), None if sd is None else float(sd),
+                int(r.get("n") or 0), False)
+    ma, sa, na, ia = parts(rec)
+    mb, sb, nb, ib = parts(ref)
+    if ia or ib:
+        return _welch(None, None, na, None, None, nb, level)
+    return _welch(ma, sa, na, mb, sb, nb, level)
+
+
+def _welch(ma: float | None, sa: float | None, na: int, mb: float | None, sb: float | None,
+           nb: int, level: float) -> dict:
+    """Welch's t interval of ``ma - mb`` from means, sample stds and sizes (see
+    :func:`difference` for the returned dict)."""
+    out = {"diff": None, "ci95": None, "lo": None, "hi": None, "n": int(na), "n_ref": int(nb),
+           "p": None}
+    if ma is None or mb is None or not na or not nb:
         return out
-    d = float(a.mean() - b.mean())
+    d = float(ma - mb)
     out["diff"] = d
-    if len(a) < 2 or len(b) < 2:
+    if na < 2 or nb < 2 or sa is None or sb is None:
         return out
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    va, vb = sa ** 2 / na, sb ** 2 / nb
     se = math.sqrt(va + vb)
     if se == 0.0:
         out.update({"ci95": 0.0, "lo": d, "hi": d})
         return out
-    df = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0.0)
-                           + (vb ** 2 / (len(b) - 1) if vb else 0.0))
+    df = (va + vb) ** 2 / ((va ** 2 / (na - 1) if va else 0.0)
+                           + (vb ** 2 / (nb - 1) if vb else 0.0))
     hw = float(_st.t.ppf((1.0 + level) / 2.0, df) * se)
     out.update({"ci95": hw, "lo": d - hw, "hi": d + hw,
                 "p": float(2.0 * _st.t.sf(abs(d) / se, df))})

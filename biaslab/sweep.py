@@ -89,7 +89,8 @@ def sweep_points(exp_show: Any) -> list[dict]:
             for mkey, f, path, _, _ in SWEEP_METRICS:
                 r = _dig(_file_data(data.get("metrics"), f),
                          [p.format(row=row) for p in path])
-                if not isinstance(r, Mapping) or "mean" not in r:
+                # an all-infinite metric has no mean (DVC drops the null): keep it, counted
+                if not isinstance(r, Mapping) or ("mean" not in r and not r.get("n_inf")):
                     continue
                 pts.append({"bias": key, "experiment": name, "row": row, "metric": mkey,
                             **{k: r.get(k) for k in ("mean", "ci95", "n", "n_inf",
@@ -120,23 +121,35 @@ def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
     return "\n".join(out)
 
 
+#: metrics the b = 0 checks cover (issue 11 item 5: "every variant's sensitivities and Leakage
+#: ≈ 0, Ratio ≈ 1"). LIC, Error and BiasAmp are drawn but not checked: Error is the rate of
+#: wrong-gender captions, > 0 for any imperfect captioner whatever the planted bias, and LIC /
+#: BiasAmp of a finite training sample need not vanish at b = 0 (no paper states they do).
+BIAS0_CHECKED = ("leakage", "ratio_raw", "sens_objects", "sens_scene", "sens_cast")
+
+
 def bias0_checks(points: Iterable[Mapping[str, Any]]) -> list[dict]:
-    """Validity at planted bias 0: every variant's Leakage and sensitivities have a 95 % CI
-    that covers 0, and its Ratio r a CI that covers 1 (``biaslab.stats.verdict`` with
-    ``"≈"``). Returns checks in the ``biaslab.validity`` format (empty without a b = 0 run)."""
+    """Validity at planted bias 0 (:data:`BIAS0_CHECKED`): every variant's Leakage and
+    sensitivities have a 95 % CI that covers 0, and its Ratio r a CI that covers 1
+    (``biaslab.stats.verdict`` with ``"≈"``). A metric with infinite seeds (r = ∞: a classifier
+    that never predicts one gender) fails "≈": it is as far from 1 as r can be. Returns checks
+    in the ``biaslab.validity`` format (empty without a b = 0 run)."""
     checks = []
     for p in points:
-        if p["bias"] != 0.0:
+        if p["bias"] != 0.0 or p["metric"] not in BIAS0_CHECKED:
             continue
         ref = next(r for k, _, _, _, r in SWEEP_METRICS if k == p["metric"])
         m, hw = p.get("mean"), p.get("ci95")
         lo, hi = (m - hw, m + hw) if m is not None and hw is not None else (None, None)
+        n_inf = int(p.get("n_inf") or 0)
         checks.append({
             "id": f"bias0/{p['row']}/{p['metric']}",
             "claim": f"at planted bias 0, {ROW_NAMES.get(p['row'], p['row'])}: "
                      f"{p['metric']} ≈ {ref:g}",
-            "expect": "≈", "reference": ref, "mean": m, "lo": lo, "hi": hi, "n": p.get("n"),
-            "verdict": stats.verdict(lo, hi, "≈", ref)})
+            "expect": "≈", "reference": ref, "mean": None if n_inf else m,
+            "lo": None if n_inf else lo, "hi": None if n_inf else hi, "n": p.get("n"),
+            "n_inf": n_inf,
+            "verdict": "fails" if n_inf else stats.verdict(lo, hi, "≈", ref)})
     return checks
 
 
@@ -174,4 +187,4 @@ def plot_sweep(points: Sequence[Mapping[str, Any]], path) -> None:
     plt.close(fig)
 
 
-__all__ = ["SWEEP_METRICS", "sweep_points", "sweep_markdown", "bias0_checks", "plot_sweep"]
+__all__ = ["SWEEP_METRICS", "BIAS0_CHECKED", "sweep_points", "sweep_markdown", "bias0_checks", "plot_sweep"]

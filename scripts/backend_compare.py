@@ -17,7 +17,6 @@ side, and the verdicts) and plots/report/backend_compare.json ({"runs": {backend
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,9 +29,8 @@ from biaslab.io import atomic_path, write_json  # noqa: E402
 
 
 def _show() -> list:
-    out = subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
+    from biaslab.report import exp_show
+    return exp_show(ROOT)   # every baseline's experiments, not only HEAD's
 
 
 def run(backends: list[str], overrides: list[str]) -> None:

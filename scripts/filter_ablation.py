@@ -22,7 +22,6 @@ captioner trained on S_synthetic (biaslab.report.table4_from_experiments).
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,9 +49,7 @@ def run(overrides: list[str], weights=R.TABLE4_WEIGHTS) -> None:
 
 
 def collect(out: Path) -> str:
-    show = subprocess.run(["dvc", "exp", "show", "--json"], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout
-    rows = R.table4_from_experiments(json.loads(show))
+    rows = R.table4_from_experiments(R.exp_show(ROOT))   # every baseline's experiments
     md = ("# Table 4: filter ablation (paper 000)\n\n"
           "Object / Color / Prompt: mean filter scores of the selected candidates (stand-ins "
           "for the paper's human ratings); CLIPScore of the captioner trained on S_synthetic.\n\n"

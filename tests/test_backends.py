@@ -2,14 +2,14 @@
 import pytest
 
 from biaslab import backends as B
+from biaslab import stats
 
 
 def _rec(name, backend, deltas_syn, deltas_aug=None, source="synthetic"):
-    art = {"synthetic": {"per_seed": [{"delta": d} for d in deltas_syn],
-                         "delta_seeds": {"mean": sum(deltas_syn) / len(deltas_syn),
-                                         "ci95": 1.0, "n": len(deltas_syn)}}}
+    """One `dvc exp show` record: Table 3's delta_seeds records (exp show drops per_seed)."""
+    art = {"synthetic": {"delta_seeds": {**stats.record(deltas_syn), "ci95": 1.0}}}
     if deltas_aug is not None:
-        art["augment"] = {"per_seed": [{"delta": d} for d in deltas_aug]}
+        art["augment"] = {"delta_seeds": stats.record(deltas_aug)}
     return {"name": name, "data": {
         "params": {"params.yaml": {"data": {"generate": {"backend": backend},
                                             "data": {"source": source}}}},
@@ -31,6 +31,12 @@ def test_runs_and_welch_verdict_hand_computed():
                                                         "copy_paste": "backend-copy_paste"}
     cs = B.checks(runs)
     assert len(cs) == 1                        # augment has no render Δ: no check
+    # an infinite seed (a Ratio_orig of 0 makes Δ undefined) gives no interval: inconclusive
+    runs["render"]["metrics"]["metrics/artifact.json"]["data"]["synthetic"]["delta_seeds"][
+        "n_inf"] = 1
+    assert B.checks(runs)[0]["verdict"] == "inconclusive"
+    runs["render"]["metrics"]["metrics/artifact.json"]["data"]["synthetic"]["delta_seeds"][
+        "n_inf"] = 0
     c = cs[0]
     # means 32 - 12 = 20; both sides var 4 (sd 2), se = sqrt(4/3 + 4/3) = 1.633, Welch df = 4,
     # t(0.975, 4) = 2.776: CI 20 ± 4.533

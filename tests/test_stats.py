@@ -110,3 +110,17 @@ def test_to_json_round_trips_infinity_through_summarize():
     assert vals == [1.234568, "inf", None, None, "-inf"]
     s = stats.summarize(vals)
     assert s["n_inf"] == 2 and s["n_missing"] == 2 and s["sign"] == 0
+
+
+def test_difference_of_records_equals_difference_of_values():
+    """dvc exp show drops per-seed lists: the Welch CI from two records (mean, sample std, n)
+    is the one from the values; infinite seeds make it undefined, as for values."""
+    a, b = [30.0, 32.0, 34.0], [10.0, 12.0, 14.0, 11.0]
+    want = stats.difference(a, b)
+    got = stats.difference_of_records(stats.record(a), stats.record(b))
+    for k in ("diff", "ci95", "lo", "hi", "p", "n", "n_ref"):
+        assert got[k] == pytest.approx(want[k]), k
+    inf = stats.difference_of_records(stats.record([1.0, float("inf")]), stats.record(b))
+    assert inf["diff"] is None and inf["n"] == 2
+    one = stats.difference_of_records(stats.record([5.0]), stats.record(b))
+    assert one["diff"] == pytest.approx(5.0 - 11.75) and one["ci95"] is None

@@ -84,3 +84,27 @@ def test_sweep_points_markdown_and_bias0_checks(tmp_path):
     assert {c["verdict"] for c in checks} == {"holds"} and len(checks) == 2
     sweep.plot_sweep(pts, tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_bias0_infinite_ratio_fails_and_error_is_not_checked():
+    """A classifier that never predicts "woman" at b = 0 has r = ∞ on every seed: DVC drops
+    the null mean, the point is kept (counted) and "r ≈ 1" fails; Error (a captioner's
+    wrong-gender rate) is drawn but not a b = 0 claim."""
+    def exp(name, bias, ratio, err):
+        return {"name": name, "data": {
+            "params": {"params.yaml": {"data": {"synthetic": {"bias": bias}}}},
+            "metrics": {
+                "metrics/classification.json": {"data": {"original": {"ratio_raw": ratio}}},
+                "metrics/captioning.json": {"data": {"original": {"Error": err}}}}}}
+    show = [{"experiments": [{"revs": [
+        exp("b0", 0.0, {"n": 3, "n_inf": 3, "n_missing": 0, "sign": 1},
+            {"mean": 20.0, "ci95": 5.0, "n": 3}),
+        exp("b9", 0.9, {"mean": 2.0, "ci95": 0.5, "n": 3},
+            {"mean": 10.0, "ci95": 5.0, "n": 3})]}]}]
+    pts = sweep.sweep_points(show)
+    assert {(p["bias"], p["metric"]) for p in pts} == {
+        (0.0, "ratio_raw"), (0.9, "ratio_raw"), (0.0, "Error"), (0.9, "Error")}
+    assert "∞ (3/3 seeds)" in sweep.sweep_markdown(pts)
+    checks = sweep.bias0_checks(pts)
+    assert [(c["id"], c["verdict"], c["n_inf"]) for c in checks] == [
+        ("bias0/original/ratio_raw", "fails", 3)]
