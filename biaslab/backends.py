@@ -21,11 +21,12 @@ plots/report/backend_compare.md / .json.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from biaslab import stats
 from biaslab.report import ROW_NAMES, _file_data, _walk_exp_records
+from biaslab.sweep import _dig
 
 #: (family, metrics file) of the synthetic-artifact test
 ARTIFACT_FILES = (("classifier", "metrics/artifact.json"),
@@ -38,14 +39,6 @@ CONTEXT = (("Leakage (classifier)", "metrics/classification.json", ("{row}", "Le
             ("classifier", "{row}", "cast")),
            ("sensitivity: objects (classifier)", "metrics/probe.json",
             ("classifier", "{row}", "objects")))
-
-
-def _dig(d: Any, path: Sequence[str]) -> Any:
-    for k in path:
-        if not isinstance(d, Mapping):
-            return None
-        d = d.get(k)
-    return d
 
 
 def runs_by_backend(exp_show: Any) -> dict[str, dict]:
