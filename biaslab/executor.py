@@ -1,6 +1,7 @@
-"""Where per-shard work runs: in this process (``executor.name: local``, the default) or on a
-Ray cluster (``executor.name: ray``; issue 16). Used by the stages ``features``, ``generate``
-and ``score`` through one call, :func:`run_shards`.
+"""Where per-shard work runs: on this machine (``executor.name: local``, the default: in this
+process, or on ``workers`` forked processes) or on a Ray cluster (``executor.name: ray``;
+issue 16). Used by the stages ``features``, ``generate`` and ``score`` through one call,
+:func:`run_shards`.
 
 Contract (what makes the two executors interchangeable): a *shard* is a picklable description
 of one unit of work (a generate shard's work items, a chunk of images to encode); the stage
@@ -10,6 +11,17 @@ shard). :func:`run_shards` yields the results **in shard order** and the *driver
 process) writes every output, so the bytes a stage writes do not depend on the executor, on
 the number of workers or on which worker computed what. DVC still owns the DAG and the cache:
 a stage submits its shards and waits.
+
+Local specifics: ``workers: 1`` runs every shard in this process, in order, with one ``init``
+(the code path the stages ran before executors existed). ``workers: N > 1`` forks N worker
+processes (``multiprocessing`` ``fork``: they inherit the imported modules and any model the
+stage already loaded, so a worker starts in milliseconds); each runs torch with one intra-op
+thread (the fastest setting on 2 shared cores: benchmarks/results/features.json) and calls
+``init`` once, at its first shard. ``null`` = the CPUs this process may use. A process that
+has already initialised CUDA cannot fork usable CUDA workers, and a process that is itself a
+forked worker (``biaslab.parallel``) would oversubscribe the cores: both run in process.
+The default ``workers: 2`` was measured faster than 1 (benchmarks/results/ray_speedup.json,
+``local_speedup_2v1``: features 2.06x, generate 1.74x, byte-identical).
 
 Ray specifics (``ray`` is imported lazily, only for ``name: ray``; it is the optional extra
 ``pip install -e .[ray]``, pinned in pyproject.toml):
@@ -44,6 +56,8 @@ R = TypeVar("R")
 
 #: Executor names (params ``executor.name``).
 NAMES = ("local", "ray")
+#: Default of the local executor's ``workers`` (conf/executor/local.yaml).
+LOCAL_DEFAULTS = {"workers": 2}
 #: Defaults of the ray executor's params (conf/executor/ray.yaml).
 RAY_DEFAULTS = {"address": None, "num_cpus": None, "workers": None, "num_cpus_per_task": 1,
                 "num_gpus_per_task": 0, "max_retries": 3}
@@ -51,8 +65,9 @@ _REPO = str(Path(__file__).resolve().parents[1])
 
 
 def resolve(params: Mapping | None) -> dict:
-    """Validated executor params: ``None`` / ``{}`` -> ``{"name": "local"}``; ``ray`` gets
-    :data:`RAY_DEFAULTS` filled in.
+    """Validated executor params: ``None`` / ``{}`` -> ``{"name": "local", "workers": 1}`` (a
+    caller that passes no executor keeps the in-process path); ``local`` with params gets
+    :data:`LOCAL_DEFAULTS`, ``ray`` gets :data:`RAY_DEFAULTS` filled in.
 
     Raises:
         ValueError: unknown ``executor.name`` or a bad ray setting (naming the param)."""
@@ -61,7 +76,10 @@ def resolve(params: Mapping | None) -> dict:
     if name not in NAMES:
         raise ValueError(f"params executor.name: unknown executor {name!r} (local | ray)")
     if name == "local":
-        return {"name": "local"}
+        w = p.get("workers", LOCAL_DEFAULTS["workers"]) if params else 1
+        if w is not None and int(w) < 1:
+            raise ValueError(f"params executor.workers must be >= 1 or null, got {w!r}")
+        return {"name": "local", "workers": None if w is None else int(w)}
     out = {"name": "ray", **RAY_DEFAULTS, **{k: v for k, v in p.items() if k != "name"}}
     for k in ("num_cpus_per_task", "num_gpus_per_task"):
         if out[k] is None or float(out[k]) < 0:
@@ -83,6 +101,37 @@ def resolve(params: Mapping | None) -> dict:
 def is_ray(params: Mapping | None) -> bool:
     """True when ``params`` (the ``executor`` section) selects Ray."""
     return resolve(params)["name"] == "ray"
+
+
+def in_process(params: Mapping | None, n_shards: int | None = None) -> bool:
+    """True when :func:`run_shards` runs the shards in this process (local executor with one
+    worker, or at most one shard): then ``init``'s state and side effects of ``fn`` are the
+    caller's own. False for forked local workers and for Ray."""
+    p = resolve(params)
+    if p["name"] == "ray":
+        return False
+    return _local_workers(p, n_shards) <= 1
+
+
+def _local_workers(p: Mapping, n_shards: int | None) -> int:
+    from biaslab.parallel import in_worker, resolve_workers
+    n = resolve_workers(p.get("workers"), n_shards if n_shards is not None else 1 << 30)
+    if n > 1 and (not _can_fork() or _cuda_initialised() or in_worker()):
+        return 1
+    return n
+
+
+def _can_fork() -> bool:
+    import multiprocessing as mp
+    return "fork" in mp.get_all_start_methods()
+
+
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # pragma: no cover - a torch without cuda module
+        return False
 
 
 def import_ray():
@@ -112,8 +161,11 @@ def run_shards(fn: Callable[[S, Any], R], shards: Sequence, executor: Mapping | 
         init: ``() -> state`` (model / backend loading), called once per worker before its
             first shard and never when there is no shard; None gives ``state = None``.
 
-    Local executor: in this process, in order, ``init`` once -- exactly the code path the
-    stages ran before executors existed. Ray: see the module docstring.
+    Local executor: one worker: in this process, in order, ``init`` once -- exactly the code
+    path the stages ran before executors existed; ``workers`` > 1: forked processes, ``init``
+    once per process, results yielded in shard order as they complete. Ray: see the module
+    docstring. Both multi-worker paths pickle the results back, so ``fn``'s side effects in
+    a worker are lost: write outputs from the yielded results.
 
     Raises:
         ImportError: Ray selected but not installed (:func:`import_ray`).
@@ -126,7 +178,8 @@ def run_shards(fn: Callable[[S, Any], R], shards: Sequence, executor: Mapping | 
     if not shards:
         return iter(())
     if p["name"] == "local":
-        return _run_local(fn, shards, init)
+        n = _local_workers(p, len(shards))
+        return _run_local(fn, shards, init) if n <= 1 else _run_forked(fn, shards, init, n)
     import_ray()                  # fail here, naming the param, not at the first result
     return _run_ray(fn, shards, init, p)
 
@@ -135,6 +188,44 @@ def _run_local(fn, shards, init):
     state = init() if init is not None else None
     for s in shards:
         yield fn(state, s)
+
+
+_FORKED: dict = {}        # the pool's (fn, init), inherited by forked workers; their state
+
+
+def _forked_init() -> None:
+    from biaslab.parallel import mark_worker
+    mark_worker()                    # N workers x 1 thread: see the module docstring
+    _FORKED["ready"] = False
+
+
+def _forked_run(shard):
+    if not _FORKED.get("ready"):
+        init = _FORKED["init"]
+        _FORKED["state"] = init() if init is not None else None
+        _FORKED["ready"] = True
+    return _FORKED["fn"](_FORKED["state"], shard)
+
+
+def _run_forked(fn, shards, init, n):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _FORKED.clear()
+    _FORKED.update(fn=fn, init=init)
+    try:
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"),
+                                 initializer=_forked_init) as pool:
+            futures = [pool.submit(_forked_run, s) for s in shards]
+            try:
+                for f in futures:             # shard order; later ones finish meanwhile
+                    yield f.result()
+            finally:
+                for f in futures:
+                    f.cancel()
+    finally:
+        _FORKED.clear()
 
 
 class _Worker:
@@ -263,6 +354,5 @@ def _run_ray(fn, shards, init, p):
             ray.shutdown()
 
 
-__all__ = ["run_shards", "session", "resolve", "is_ray", "import_ray", "connect", "n_workers",
-           "NAMES",
-           "RAY_DEFAULTS"]
+__all__ = ["run_shards", "session", "resolve", "is_ray", "in_process", "import_ray", "connect",
+           "n_workers", "NAMES", "LOCAL_DEFAULTS", "RAY_DEFAULTS"]

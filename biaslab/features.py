@@ -371,9 +371,10 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
     Computing: ``compute(state, payload(positions)) -> (len(positions), d)`` with ``state =
     init()`` (the encoder, loaded once per worker and only when something is missing; without
     ``init``: ``compute(positions)``, local only), run by
-    ``biaslab.executor.run_shards`` under ``executor``: locally one task per chunk, in this
-    process; on Ray every chunk is cut into tasks of ``per_task`` positions (whole batches, so
-    every image sees the same batch as locally) spread over the workers. Either way the
+    ``biaslab.executor.run_shards`` under ``executor``: in this process one task per chunk;
+    on several workers (forked local ones or Ray) every chunk is cut into tasks of
+    ``per_task`` positions (whole batches, so every image sees the same batch as in process)
+    spread over the workers. Either way the
     results are merged and checkpointed here, chunk by chunk in order, so the cache and the
     returned rows do not depend on the executor.
 
@@ -381,7 +382,7 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
     appends only the rows still missing there and writes both files before releasing the
     lock, so rows already on disk never change meaning (the computing happens outside the
     lock; two processes may compute the same key, the first one written wins)."""
-    from biaslab.executor import is_ray, run_shards
+    from biaslab.executor import in_process, run_shards
     with _cache_lock(d):
         feats, index = _read_cache(d, key_cols, dim)
 
@@ -403,7 +404,7 @@ def _cached_rows(d: Path, key_cols: tuple[str, ...], keys: list[tuple], compute,
     from tqdm import tqdm
     bar = tqdm(total=len(todo), disable=not (stats or {}).get("progress"), unit="item",
                desc=f"encode -> {d.name}")
-    units = _units(todo, step, per_task if is_ray(executor) else None)
+    units = _units(todo, step, None if in_process(executor) else per_task)
     pay = payload or (lambda positions: positions)
     fn = compute if init is not None else (lambda _state, positions: compute(positions))
     results = run_shards(fn, [pay(u) for _, u in units], executor, init=init)

@@ -23,11 +23,26 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _JOB: Callable | None = None     # the job of the current pool (inherited by forked workers)
+_IN_WORKER = False               # True inside a forked worker (of map_jobs or biaslab.executor)
+
+
+def in_worker() -> bool:
+    """True inside a worker process forked by :func:`map_jobs` or by the local executor
+    (``biaslab.executor``): nested pools would oversubscribe the cores, so callers run
+    in process there."""
+    return _IN_WORKER
+
+
+def mark_worker() -> None:
+    """Mark this (forked) process as a worker with one torch thread."""
+    global _IN_WORKER
+    _IN_WORKER = True
+    import torch
+    torch.set_num_threads(1)
 
 
 def _run(arg):
-    import torch
-    torch.set_num_threads(1)
+    mark_worker()
     return _JOB(arg)
 
 

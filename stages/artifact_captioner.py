@@ -55,7 +55,9 @@ def main() -> None:
             if key not in feats:
                 feats[key] = tuple(C.image_features(t, cache, *key,
                                                     num_threads=model.config.num_threads,
-                                                    progress=True) for t in (orig, inp))
+                                                    progress=True,
+                                                    executor=params.get("executor"))
+                                   for t in (orig, inp))
             kw = dict(beam=p.get("beam"), max_len=p.get("max_len"),
                       no_repeat_ngram=p.get("no_repeat_ngram"))
             c_o = model.generate(feats[key][0], **kw)

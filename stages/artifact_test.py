@@ -112,7 +112,7 @@ def main() -> None:
             fo = model_features(clf, orig, ids, base, cache, batch_size=fbs,
                                 base_backbone=fp.get("backbone", "efficientnet_lite0"))
             fi = model_features(clf, parts[["image_id", "path"]], ids, base, cache, derived=True,
-                                batch_size=fbs)
+                                batch_size=fbs, executor=params.get("executor"))
             po, pi = clf.gender_proba(fo), clf.gender_proba(fi)
             s = artifact_scores(po, pi, thr)
             per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})

@@ -141,7 +141,7 @@ def main() -> None:
             model_features(GenderObjectClassifier.load(model_dir("classifier", names[0],
                                                                  p["seeds"][0], variant(b))),
                            masked, ids, base, cache, derived=True, batch_size=fbs,
-                           base_backbone=base_backbone)
+                           base_backbone=base_backbone, executor=params.get("executor"))
 
     def evaluate_one(job: tuple[str, str, int]) -> dict:
         backbone, dataset, seed = job

@@ -95,7 +95,8 @@ def main() -> None:
             if not clf.has_gender:
                 out.setdefault("classifier_na", {})[d] = "no gender outputs"
                 break
-            feats = model_features(clf, table, ids, base, cache, derived=True, batch_size=fbs)
+            feats = model_features(clf, table, ids, base, cache, derived=True, batch_size=fbs,
+                                   executor=params.get("executor"))
             probs = clf.gender_proba(feats)
             sens = P.pair_sensitivities(masked, P.classifier_output(*probs))
             per_seed[int(s)] = sens
@@ -118,7 +119,8 @@ def main() -> None:
     key0 = (first.config.image_encoder, first.config.image_size)
     feats_by_encoder[key0] = encode_files(masked["path"].tolist(), cache, key0[0],
                                           image_size=key0[1], batch_size=fbs,
-                                          num_threads=first.config.num_threads)
+                                          num_threads=first.config.num_threads,
+                                          executor=params.get("executor"))
 
     def caption_pairs(job: tuple[str, int]):
         d, s = job

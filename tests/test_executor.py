@@ -24,8 +24,12 @@ RAY = {"name": "ray", "max_retries": 2}
 
 # ---------------------------------------------------------------- params, local, no ray
 def test_resolve_fills_ray_defaults_and_names_bad_params():
-    assert X.resolve(None) == {"name": "local"}
-    assert X.resolve({"name": "local", "workers": 5}) == {"name": "local"}
+    assert X.resolve(None) == {"name": "local", "workers": 1}         # callers without params
+    assert X.resolve({"name": "local"}) == {"name": "local", "workers": 2}   # conf default
+    assert X.resolve({"name": "local", "workers": 5}) == {"name": "local", "workers": 5}
+    assert X.resolve({"name": "local", "workers": None})["workers"] is None
+    with pytest.raises(ValueError, match="executor.workers"):
+        X.resolve({"name": "local", "workers": 0})
     r = X.resolve({"name": "ray", "workers": 2})
     assert r == {"name": "ray", "address": None, "num_cpus": None, "workers": 2,
                  "num_cpus_per_task": 1, "num_gpus_per_task": 0, "max_retries": 3}
@@ -54,6 +58,34 @@ def test_local_runs_in_order_in_process_with_one_init():
     assert inits == [os.getpid()]
     assert list(X.run_shards(lambda st, s: s, [], None, init=init)) == []
     assert len(inits) == 1                     # no shard -> no model load
+
+
+def _state_pid():
+    return ("init", os.getpid())
+
+
+def _with_pid(state, shard):
+    return shard * 10, state, os.getpid()
+
+
+def test_local_workers_fork_keep_shard_order_and_init_once_per_worker():
+    shards = [5, 3, 8, 1, 9, 2]
+    out = list(X.run_shards(_with_pid, shards, {"name": "local", "workers": 2},
+                            init=_state_pid))
+    assert [o[0] for o in out] == [50, 30, 80, 10, 90, 20]          # shard order
+    pids = {o[2] for o in out}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    for _, state, pid in out:
+        assert state == ("init", pid)           # init ran in the worker that used the state
+    assert X.in_process(None) and X.in_process({"name": "local", "workers": 1})
+    assert not X.in_process({"name": "local", "workers": 2})
+    assert X.in_process({"name": "local", "workers": 2}, n_shards=1)   # one shard: here
+    assert not X.in_process({"name": "ray"})
+
+
+def test_local_workers_raise_a_failing_shards_own_error():
+    with pytest.raises(InputError, match="img-2.jpg"):
+        list(X.run_shards(_fail_on_two, [0, 1, 2, 3], {"name": "local", "workers": 2}))
 
 
 def test_missing_ray_gives_a_clear_error(monkeypatch):
@@ -184,6 +216,15 @@ def test_generate_on_ray_is_byte_identical(cluster, synth, tmp_path, monkeypatch
     assert _digest_tree(tmp_path / "ray" / "gen") == synth["digests"]
 
 
+def test_generate_on_forked_local_workers_is_byte_identical(synth, tmp_path, monkeypatch):
+    table, stats, written = _run_generate(synth, tmp_path / "forked", monkeypatch,
+                                          executor={"name": "local", "workers": 2})
+    assert stats["shards_computed"] == 4
+    assert written == {f"shard-00{i}.parquet": 1 for i in range(4)}
+    pd.testing.assert_frame_equal(table, synth["table"])
+    assert _digest_tree(tmp_path / "forked" / "gen") == synth["digests"]
+
+
 class KillOnce:
     """Generate callback (runs in the Ray worker): on the first attempt at ``shard`` it
     publishes the worker's pid and slows down until the test kills the process."""
@@ -263,6 +304,14 @@ class _Objects:
 def test_features_and_score_on_ray_are_byte_identical(cluster, synth, tmp_path):
     """Stage features' encode_cached and stage score's candidate encoding through both
     executors into separate caches (batch_size 2: the Ray tasks keep the local batches)."""
+    _features_and_score_equal(synth, tmp_path, {**RAY, "workers": 2})
+
+
+def test_features_and_score_on_forked_local_workers_are_byte_identical(synth, tmp_path):
+    _features_and_score_equal(synth, tmp_path, {"name": "local", "workers": 2})
+
+
+def _features_and_score_equal(synth, tmp_path, other):
     from biaslab.features import RAY_TASK_IMAGES, encode_cached
     from biaslab.filters import score_candidates
     from biaslab.io import write_parquet
@@ -273,7 +322,7 @@ def test_features_and_score_on_ray_are_byte_identical(cluster, synth, tmp_path):
     imgs = synth["tables"]["images"][["image_id", "path"]].head(6)
     assert len(cands) > RAY_TASK_IMAGES                # more than one Ray task
     outs = {}
-    for name, ex in (("local", None), ("ray", {**RAY, "workers": 2})):
+    for name, ex in (("local", None), ("ray", other)):
         cache = tmp_path / name / "cache"
         enc = dict(cache_dir=cache, image_size=64, batch_size=2, num_threads=1, executor=ex)
         st: dict = {}

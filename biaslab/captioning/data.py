@@ -62,13 +62,15 @@ def manifest_samples(manifest: pd.DataFrame, table: pd.DataFrame | None = None
 def image_features(table: pd.DataFrame, cache_dir: str | os.PathLike,
                    image_encoder: str = "efficientnet_lite0", image_size: int | None = 224,
                    batch_size: int = 32, num_threads: int | None = 1,
-                   progress: bool = False, stats: dict | None = None) -> np.ndarray:
+                   progress: bool = False, stats: dict | None = None,
+                   executor: dict | None = None) -> np.ndarray:
     """(n, F) features of ``table`` (image_id, path) rows, in order, through the shared
-    per-image cache (:func:`biaslab.features.encode_cached`)."""
+    per-image cache (:func:`biaslab.features.encode_cached`; ``executor``: where missing
+    images are encoded, params ``executor``; the features do not depend on it)."""
     from biaslab.features import encode_cached
     _, f = encode_cached(table[["image_id", "path"]], cache_dir, image_encoder,
                          image_size=image_size, batch_size=batch_size, num_threads=num_threads,
-                         progress=progress, stats=stats)
+                         progress=progress, stats=stats, executor=executor)
     return f
 
 

@@ -95,10 +95,12 @@ def file_id(path: str | os.PathLike) -> int:
 def encode_files(paths: Sequence[str], cache_dir: str | os.PathLike, backbone: str, *,
                  image_size: int | None = None, batch_size: int = 32,
                  num_threads: int | None = None, encoder=None,
-                 stats: dict | None = None) -> np.ndarray:
+                 stats: dict | None = None, executor: dict | None = None) -> np.ndarray:
     """Backbone features of image files (float32 (n, d), rows in input order) through
     :func:`biaslab.features.encode_cached`, keyed by (:func:`file_id`, path): derived images
-    (counterfactuals, blacked-out or inpainted test images) are encoded once per content."""
+    (counterfactuals, blacked-out or inpainted test images) are encoded once per content.
+    ``executor``: params ``executor`` (where missing images are encoded; the features do not
+    depend on it)."""
     from biaslab.features import encode_cached
     paths = [str(p) for p in paths]
     if not paths:
@@ -107,7 +109,7 @@ def encode_files(paths: Sequence[str], cache_dir: str | os.PathLike, backbone: s
     table = pd.DataFrame({"image_id": ids, "path": paths}).drop_duplicates("image_id")
     uid, feats = encode_cached(table, cache_dir, backbone, encoder=encoder,
                                image_size=image_size, batch_size=batch_size,
-                               num_threads=num_threads, stats=stats)
+                               num_threads=num_threads, stats=stats, executor=executor)
     row = {int(i): k for k, i in enumerate(uid)}
     return feats[[row[i] for i in ids]]
 
@@ -115,8 +117,8 @@ def encode_files(paths: Sequence[str], cache_dir: str | os.PathLike, backbone: s
 def manifest_features(manifest: pd.DataFrame, base_ids: np.ndarray, base_feats: np.ndarray,
                       cache_dir: str | os.PathLike, backbone: str, *,
                       image_size: int | None = None, batch_size: int = 32,
-                      num_threads: int | None = None, encoder=None, stats: dict | None = None
-                      ) -> np.ndarray:
+                      num_threads: int | None = None, encoder=None, stats: dict | None = None,
+                      executor: dict | None = None) -> np.ndarray:
     """Features (float32 (n, d)) of every manifest row: non-counterfactual rows whose
     ``image_id`` is in ``base_ids`` (the pipeline's ``data/features``) take those rows; the
     others (counterfactual images, or images missing from the base) are encoded from their
@@ -132,7 +134,8 @@ def manifest_features(manifest: pd.DataFrame, base_ids: np.ndarray, base_feats: 
     if len(other):
         enc = encode_files(manifest["path"].iloc[other].tolist(), cache_dir, backbone,
                            image_size=image_size, batch_size=batch_size,
-                           num_threads=num_threads, encoder=encoder, stats=stats)
+                           num_threads=num_threads, encoder=encoder, stats=stats,
+                           executor=executor)
         d = enc.shape[1]
     out = np.zeros((len(manifest), d or 0), np.float32)
     if from_base.any():

@@ -328,9 +328,11 @@ def _same(x):
     return x
 
 
-def executor_is_remote(executor) -> bool:
-    from biaslab.executor import is_ray
-    return is_ray(executor)
+def executor_is_remote(executor, n_shards: int | None = None) -> bool:
+    """True when ``run_shards`` computes the shards outside this process (Ray, or forked local
+    workers): the backend's counters must then be merged from the results."""
+    from biaslab.executor import in_process
+    return not in_process(executor, n_shards)
 
 
 def _encode_candidate(arr: np.ndarray, fmt: str, quality: int) -> bytes:
@@ -463,7 +465,8 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
         for job, res in zip(jobs, results):
             for p, data in res.files:
                 _write_bytes(Path(p), data)
-            if res.verified and hasattr(backend, "verified") and executor_is_remote(executor):
+            if (res.verified and hasattr(backend, "verified")
+                    and executor_is_remote(executor, len(jobs))):
                 backend.verified += res.verified
             sp = shard_path(out_dir, job.shard)
             _write_shard(sp, res.table, job.fingerprint)
