@@ -138,6 +138,14 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(_diff("classifier/synthetic-original/ratio<0",
                          "classifier: S_synthetic's Ratio closer to 1 than Original's", rs, ro,
                          "<"))
+    # the same claim on the threshold-free Ratio (biaslab.classify.evaluate.expected_ratio):
+    # an addition beside, not instead of, paper 000's thresholded Ratio above
+    es, eo = _seed_values(classification, "synthetic", "Ratio_expected"), \
+        _seed_values(classification, "original", "Ratio_expected")
+    if es is not None and eo is not None and any(v is not None for v in es + eo):
+        out.append(_diff("classifier/synthetic-original/ratio_expected<0",
+                         "classifier: S_synthetic's expected-count Ratio_E closer to 1 than "
+                         "Original's", es, eo, "<"))
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:

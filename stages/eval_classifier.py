@@ -18,7 +18,9 @@ in:  data/models/classifier/<name>/<name>-<seed>/ for every name in datasets + m
      data/datasets/original.parquet, data/features/images*.npy
 out: data/eval_classifier/masked/ (test images with every person blacked out, for Ratio),
      metrics/classification.json:
-       {<name>: {mAP, Ratio, ratio_raw, Leakage, LK_M, LK_D, gender_acc, masked_gender_acc,
+       {<name>: {mAP, Ratio, ratio_raw, Ratio_expected (threshold-free: sum P(man) / sum
+                 P(woman), symmetrised; biaslab.classify.evaluate.expected_ratio), Leakage,
+                 LK_M, LK_D, gender_acc, masked_gender_acc,
                  masked_gender_auc: record {mean, ci95, std, n, n_inf, n_missing, sign},
                  per_seed: [{seed, mAP, Ratio, ratio_raw, ratio_flag, n_man, n_woman,
                              n_both, n_neither, Leakage, LK_M, LK_D, Leakage_std, ...}],
@@ -51,13 +53,14 @@ from biaslab.paths import model_dir, slug
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
-KEYS = ("mAP", "Ratio", "ratio_raw", "Leakage", "LK_M", "LK_D", "gender_acc",
+KEYS = ("mAP", "Ratio", "ratio_raw", "Ratio_expected", "Leakage", "LK_M", "LK_D", "gender_acc",
         "masked_gender_acc", "masked_gender_auc")
 #: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
 #: (Ratio, Leakage), as metrics/captioning.json does (issue 14: one key style)
-SOURCE = {"Ratio": "ratio", "Leakage": "leakage", "Leakage_std": "leakage_std"}
+SOURCE = {"Ratio": "ratio", "Ratio_expected": "ratio_expected", "Leakage": "leakage",
+          "Leakage_std": "leakage_std"}
 COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
-CSV_KEYS = ("mAP", "Ratio", "Leakage", "LK_M", "LK_D")
+CSV_KEYS = ("mAP", "Ratio", "Ratio_expected", "Leakage", "LK_M", "LK_D")
 
 
 def train_table(path: str = TRAIN) -> pd.DataFrame:

@@ -3,6 +3,7 @@ selection, targets, validation split, training determinism, mAP vs scikit-learn,
 blackout, the content-keyed feature cache, the train/eval stages, and the scientific check on
 synthetic data with a known planted bias."""
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -171,6 +172,30 @@ def test_map_matches_sklearn_on_hand_made_scores():
                     leakage_kwargs={"rounds": 1, "test_fraction": 0.5, "epochs": 2})
     assert r2["mAP"] == pytest.approx(100 * np.mean(
         [average_precision_score(y[:4, c], s[:4, c]) for c in (0, 1)]))
+
+
+def test_expected_ratio_is_threshold_free_hand_computed():
+    """r_E = sum P(man) / sum P(woman): (.9 + .6 + .1 + .7) / (.2 + .6 + .8 + .4) = 2.3 / 2.0;
+    outputs all just below/above a threshold (the masked-image case of issue 11) give a finite
+    r_E near 1 where the thresholded r is 0 or inf."""
+    r = C.expected_ratio([.2, .6, .8, .4], [.9, .6, .1, .7])
+    assert r["ratio"] == pytest.approx(1.15) and r["ratio_max"] == pytest.approx(1.15)
+    r = C.expected_ratio([.5, .5], [.25, .25])            # r_E = 0.5 -> max(r, 1/r) = 2
+    assert r["ratio"] == pytest.approx(0.5) and r["ratio_max"] == pytest.approx(2.0)
+    assert C.expected_ratio([0.0, 0.0], [0.3, 0.1])["ratio_max"] == math.inf
+    assert math.isnan(C.expected_ratio([0.0], [0.0])["ratio"])
+    assert C.expected_ratio([1, 0, 1], [0, 1, 0])["ratio"] == pytest.approx(0.5)  # 0/1: counts
+    with pytest.raises(ValueError, match="shape"):
+        C.expected_ratio([.1, .2], [.3])
+    # the masked-image protocol case: man output 0.55 > its threshold 0.5 on every image,
+    # woman 0.45 below: thresholded r = inf, r_E = 2.2 / 1.8
+    clf = _identity_classifier(["a"])
+    p = np.array([[.5, .45, .55]] * 4)
+    r = C.evaluate(clf, _logit(p), np.zeros((4, 1)), np.zeros(4, bool), ["male"] * 4,
+                   _logit(p))
+    assert r["ratio"] == math.inf
+    assert r["ratio_expected"] == pytest.approx(0.55 / 0.45)
+    assert r["ratio_expected_raw"] == pytest.approx(0.55 / 0.45)
 
 
 def test_ratio_counts_each_gender_output_above_its_threshold():

@@ -49,6 +49,16 @@ def test_table_checks_ratio_and_delta():
     checks = {c["id"]: c for c in validity.table_checks(cls, art)}
     assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
     assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "fails"
+    assert "classifier/synthetic-original/ratio_expected<0" not in checks   # no such key
+    # the threshold-free Ratio_E gets its own check beside the thresholded one: synthetic
+    # 1.05 vs original 1.30 (3 seeds each, spread 0.01): difference -0.25 < 0, holds
+    for row, v in (("original", 1.30), ("synthetic", 1.05)):
+        for k, s in enumerate(cls[row]["per_seed"]):
+            s["Ratio_expected"] = v + 0.01 * (k - 1)
+    checks = {c["id"]: c for c in validity.table_checks(cls, art)}
+    c = checks["classifier/synthetic-original/ratio_expected<0"]
+    assert c["verdict"] == "holds" and c["mean"] == pytest.approx(-0.25)
+    assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
 
 
 def test_markdown_lists_every_check():

@@ -107,7 +107,8 @@ from __future__ import annotations
 
 from biaslab.classify.blackout import blackout_persons, save_like, write_blackout_images
 from biaslab.classify.evaluate import (evaluate, gender_thresholds, json_record,
-                                       object_predictions, ratio_flag, ratio_of)
+                                       object_predictions, ratio_flag, ratio_of,
+                                       expected_ratio)
 from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, label_targets,
                                        manifest_features, model_features, object_matrix,
                                        select_labels, test_table, validation_split)
@@ -122,5 +123,6 @@ __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "vali
            "test_table", "object_matrix", "save_like", "write_blackout_images", "model_features",
            "file_id", "encode_files", "manifest_features", "GenderObjectClassifier",
            "train_classifier", "train_finetune", "blackout_persons", "gender_thresholds",
-           "ratio_of", "ratio_flag", "object_predictions", "evaluate", "json_record",
+           "ratio_of", "expected_ratio", "ratio_flag", "object_predictions", "evaluate",
+           "json_record",
            "METHODS", "get_method", "PAPER_BACKBONES", "classifier_backbones"]

@@ -48,6 +48,31 @@ def ratio_of(clf_or_probs, feats: np.ndarray | None = None,
     return classification_ratio(pm, pw, threshold=(thr[1], thr[0]))
 
 
+def expected_ratio(p_woman, p_man) -> dict:
+    """Threshold-free gender-prediction ratio: the *expected* counts of "man" and "woman"
+    predictions under the model's own probabilities, ``r_E = sum(p_man) / sum(p_woman)`` over
+    the images (float arrays (n,), values in [0, 1]), and ``max(r_E, 1 / r_E)`` (-> 1).
+
+    Not in paper 000 (our addition, issue 11): paper 000's Ratio counts thresholded
+    predictions, and on person-masked images a model that ignores context has both outputs near
+    their priors, so the validation-tuned thresholds put every image on one side and r is 0 or
+    inf by the threshold, not by the model (metrics/classification.json n_man / n_woman).
+    ``r_E`` moves continuously with the probabilities and equals the thresholded r when the
+    outputs are 0/1. Returns ``{"ratio": r_E, "ratio_max": max(r_E, 1/r_E)}``; ``inf`` when
+    ``sum(p_woman)`` is 0 (``nan`` for 0/0).
+
+    Raises:
+        ValueError: arrays of different lengths."""
+    pw, pm = np.asarray(p_woman, np.float64), np.asarray(p_man, np.float64)
+    if pw.shape != pm.shape:
+        raise ValueError(f"p_woman {pw.shape} and p_man {pm.shape} differ in shape")
+    sw, sm = float(pw.sum()), float(pm.sum())
+    r = sm / sw if sw > 0 else (math.inf if sm > 0 else math.nan)
+    rmax = max(r, 1.0 / r) if r > 0 and math.isfinite(r) else (math.nan if math.isnan(r)
+                                                              else math.inf)
+    return {"ratio": r, "ratio_max": rmax}
+
+
 def ratio_flag(r: float) -> str | None:
     """Why a raw ratio ``r = #man / #woman`` is not a finite positive number, for JSON (which
     has no inf / NaN): ``"r=inf"`` (no woman prediction), ``"r=0"`` (no man prediction; then
@@ -98,7 +123,9 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
         (:func:`ratio_of`, gender outputs at :func:`gender_thresholds`): ``ratio`` =
         max(r, 1/r) and ``ratio_raw`` = r as floats that may be ``inf`` (r = 0 or inf) or
         ``nan`` (0/0), ``ratio_flag`` (:func:`ratio_flag`), ``n_man``, ``n_woman``,
-        ``n_both``, ``n_neither``; ``leakage``, ``LK_M``, ``LK_D`` (x100; None with
+        ``n_both``, ``n_neither``; ``ratio_expected`` / ``ratio_expected_raw``: the
+        threshold-free Ratio of the same images (:func:`expected_ratio`);
+        ``leakage``, ``LK_M``, ``LK_D`` (x100; None with
         ``leakage_error`` when too few labelled images of a group), ``leakage_std`` (over
         attacker rounds), ``leakage_protocol``; diagnostics: ``gender_acc`` (% of unmasked
         images whose larger gender output is the true gender), ``masked_gender_acc`` (the
@@ -123,7 +150,8 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
     out: dict = {"n_test": int(len(p)), "n_labelled": int(labelled.sum())}
     if not clf.has_gender:
         masked_feats = None   # Ratio is inapplicable (paper 000 Table 1, Adversarial)
-        out.update({"ratio": None, "ratio_raw": None, "ratio_flag": RATIO_NA_FLAG,
+        out.update({"ratio": None, "ratio_raw": None, "ratio_expected": None,
+                    "ratio_expected_raw": None, "ratio_flag": RATIO_NA_FLAG,
                     "ratio_na": RATIO_NA, "gender_acc": None, "masked_gender_acc": None,
                     "masked_gender_auc": None,
                     **dict.fromkeys(("n_man", "n_woman", "n_both", "n_neither"))})
@@ -144,7 +172,10 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
             raise ValueError(f"{len(pm)} masked images but {len(mg)} genders")
         masked_man = mg == "male"
         r = ratio_of((pm[:, -2], pm[:, -1]), thresholds=gender_thresholds(clf))
+        re = expected_ratio(pm[:, -2], pm[:, -1])
         out.update({"ratio": float(r["ratio_max"]), "ratio_raw": float(r["ratio"]),
+                    "ratio_expected": float(re["ratio_max"]),
+                    "ratio_expected_raw": float(re["ratio"]),
                     "ratio_flag": ratio_flag(r["ratio"]),
                     **{k: r[k] for k in ("n_man", "n_woman", "n_both", "n_neither")},
                     "masked_gender_acc": float(100.0 * np.mean((pm[:, -1] > pm[:, -2])
