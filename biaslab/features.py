@@ -27,7 +27,11 @@ all-MiniLM-L6-v2), 384-d for MiniLM.
 
 :func:`encode_cached` keeps one feature cache per encoder (``feats.npy`` + ``index.parquet``),
 written atomically and append-only, so an image is encoded once across runs and an interrupted
-run resumes from its last checkpoint.
+run resumes from its last checkpoint. On CPU every image is encoded alone with one torch
+thread (:func:`canonical_batch`), so a cached row is bit-identical to a fresh encoding: the
+cache's history cannot change a result (a used checkout and a fresh clone give one
+``dvc.lock``). Texts (:func:`encode_texts_cached`) are cached per set of texts, for the same
+reason (a padded batch's rows depend on the batch).
 
 The cache (``features.cache_dir``, default ``data/cache/features``; texts in
 ``scorer.cache_dir``) is not a DVC output: it is shared by every stage that encodes images,
@@ -35,10 +39,11 @@ and several of them may write it at once. Safety: each checkpoint is one read-me
 under an exclusive ``fcntl.flock`` on ``<cache>/<encoder>/.lock``, with per-file atomic
 renames, rows never rewritten (see ``_cached_rows``). Invalidation: a row is reused only when
 its key matches exactly -- images by (image_id, path, content digest of the file), texts by
-the text -- inside a directory named by encoder name and image size (``cache_key``). A
+the set of texts -- inside a directory named by encoder name, image size and layout version
+(``cache_key``). A
 rewritten image therefore gets a new row (the old one stays, unused). What the key does *not*
 cover: the encoder's weights and preprocessing code. After changing those without changing
-the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px``);
+the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c1``);
 deleting the whole cache is always safe (it is rebuilt on demand).
 """
 from __future__ import annotations
@@ -293,11 +298,33 @@ def _default_size(name: str, image_size: int | None) -> int | None:
     return image_size
 
 
-def cache_key(name: str, image_size: int | None) -> str:
-    """Directory name of an encoder's cache: the name with unsafe characters replaced, plus the
-    image size (features at different crops are different features)."""
+#: Version tag of the cache layout: entries of older layouts (encoded at other batch sizes or
+#: thread counts, so not bit-identical to a fresh encoding) are never read.
+CACHE_VERSION = "c1"
+
+
+def canonical_batch(device: str, batch_size: int) -> tuple[int, int]:
+    """``(batch_size, torch threads)`` every cached encoding runs with: on CPU always batch 1
+    and 1 intra-op thread, the only setting under which a row does not depend on which other
+    items were encoded with it (padding, GEMM blocking and thread splits change the last float
+    bits), so a cache filled in any order, by any stage, equals a fresh one. It is also the
+    fastest setting on 2 shared cores (benchmarks/results/features.json). On an accelerator
+    (not bit-reproducible anyway) the caller's ``batch_size``; threads are then irrelevant."""
+    return (1, 1) if str(device).startswith("cpu") else (max(1, int(batch_size)), 1)
+
+
+def cache_key(name: str, image_size: int | None, device: str = "cpu",
+              batch_size: int = 1) -> str:
+    """Directory name of an encoder's cache: the name with unsafe characters replaced, the
+    image size (features at different crops are different features) and the layout version
+    (:data:`CACHE_VERSION`); on an accelerator also the device and batch size
+    (:func:`canonical_batch`)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "--", str(name)).strip("-.") or "encoder"
-    return f"{safe}_{image_size}px" if image_size else safe
+    base = f"{safe}_{image_size}px" if image_size else safe
+    bs, _ = canonical_batch(device, batch_size)
+    dev = "" if str(device).startswith("cpu") else "_" + re.sub(r"[^A-Za-z0-9]+", "", device) \
+        + f"_b{bs}"
+    return f"{base}_{CACHE_VERSION}{dev}"
 
 
 def _read_cache(d: Path, key_cols: tuple[str, ...], dim: int | None
@@ -480,8 +507,9 @@ def _image_encoder_or(encoder, name, device, image_size, num_threads):
                               num_threads=num_threads)
 
 
-def _encode_with(enc, items: list, batch_size: int) -> np.ndarray:
-    return enc.encode(items, batch_size=batch_size)
+def _encode_with(enc, items: list, batch_size: int, threads: int = 1) -> np.ndarray:
+    with torch_threads(threads):
+        return enc.encode(items, batch_size=batch_size)
 
 
 def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
@@ -493,7 +521,13 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     """Features for every row of ``image_table`` (columns ``image_id``, ``path``), computing only
     the rows not already cached.
 
-    The cache lives in ``cache_dir/<cache_key(name, image_size)>/``: ``feats.npy`` (float32
+    Every row is encoded as :func:`canonical_batch` says (on CPU: alone, 1 torch thread,
+    whatever ``batch_size`` / ``num_threads`` ask), so a cached row is bit-identical to a
+    fresh encoding and the cache's history (which stage encoded an image first, in which
+    batch) cannot change a result: a used checkout and a fresh clone produce the same
+    ``dvc.lock``.
+
+    The cache lives in ``cache_dir/<cache_key(name, image_size, device)>/``: ``feats.npy`` (float32
     (m, d)) and ``index.parquet`` (image_id, path, digest, row). A cached row is reused when its
     image_id, path and content digest (:func:`file_digest`) all match; otherwise the image is
     encoded and appended (rows are never rewritten, so the two files can never disagree even
@@ -528,13 +562,15 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     paths = image_table["path"].astype(str).tolist()
     if encoder is not None:
         name, image_size = encoder.name, encoder.image_size
-    d = Path(cache_dir) / cache_key(name, _default_size(name, image_size))
+        device = str(getattr(encoder, "device", device))
+    bs, threads = canonical_batch(device, batch_size)
+    d = Path(cache_dir) / cache_key(name, _default_size(name, image_size), device, bs)
     digests = [file_digest(p) for p in paths]
     st = {"progress": progress}
-    bs = max(1, int(batch_size))
     feats = _cached_rows(d, ("image_id", "path", "digest"),
                          [(int(i), p, h) for i, p, h in zip(ids, paths, digests)],
-                         partial(_encode_with, batch_size=bs), encoder.dim if encoder else None,
+                         partial(_encode_with, batch_size=bs, threads=threads),
+                         encoder.dim if encoder else None,
                          max(int(checkpoint_every), bs, 1), st,
                          init=partial(_image_encoder_or, encoder, name, device, image_size,
                                       num_threads),
@@ -550,24 +586,64 @@ def encode_texts_cached(texts: Sequence[str], cache_dir: str | os.PathLike,
                         batch_size: int = 128, device: str = "cpu",
                         num_threads: int | None = None, checkpoint_every: int = 4096,
                         progress: bool = False, stats: dict | None = None) -> np.ndarray:
-    """Text-encoder features of ``texts`` -> float32 (n, d), rows in input order, encoding each
-    distinct text at most once across runs. Cache: ``cache_dir/text_<cache_key(name)>/``
-    (``feats.npy`` + ``index.parquet`` (text, row)), append-only and atomic like
-    :func:`encode_cached`; ``stats`` likewise."""
+    """Text-encoder features of ``texts`` -> float32 (n, d), rows in input order.
+
+    A padded batch's rows depend in their last float bits on the batch they were encoded in
+    (padding length, GEMM shapes; measured up to 1e-7), so a per-text cache filled over a
+    checkout's history gives other bits than a fresh clone, and a model trained on them (the
+    LiT scorer) drifts. This cache is therefore per *set*: the distinct texts, sorted by (length,
+    text), are encoded in fixed batches of ``batch_size`` with 1 torch thread (on CPU), and
+    stored under ``cache_dir/text_<cache_key(name)>/<sha256 of the sorted set>.npy``; the same
+    set always gives the same bytes, whatever ran before. ``stats``: ``computed`` (distinct
+    texts encoded now), ``cached`` (rows served from the cache), ``encode_seconds``.
+
+    Raises:
+        InputError: an unreadable cache file is re-encoded, never an error; a wrong encoder
+            name raises from :func:`load_text_encoder`."""
+    import hashlib
     texts = [str(t) for t in texts]
     if encoder is not None:
         name = encoder.name
-    d = Path(cache_dir) / f"text_{cache_key(name, None)}"
-    st = {"progress": progress}
-    out = _cached_rows(d, ("text",), [(t,) for t in texts],
-                       partial(_encode_with, batch_size=batch_size),
-                       encoder.dim if encoder else None, max(int(checkpoint_every), 1), st,
-                       init=lambda: encoder if encoder is not None else load_text_encoder(
-                           name, device=device, num_threads=num_threads),
-                       payload=lambda positions: [texts[k] for k in positions])
+        device = str(getattr(encoder, "device", device))
+    bs, threads = max(1, int(batch_size)), canonical_batch(device, 1)[1]
+    uniq = sorted(set(texts), key=lambda t: (len(t), t))
+    h = hashlib.sha256()
+    for t in (name, str(bs), *uniq):
+        h.update(t.encode("utf-8") + b"\0")
+    d = Path(cache_dir) / f"text_{cache_key(name, None, device, bs)}"
+    f = d / f"{h.hexdigest()[:32]}.npy"
+    feats, t0 = None, time.perf_counter()
+    if f.is_file():
+        try:
+            feats = np.load(f)
+            if feats.ndim != 2 or len(feats) != len(uniq):
+                feats = None
+        except (OSError, ValueError):
+            feats = None
+    computed = 0
+    if feats is None:
+        enc = encoder if encoder is not None else load_text_encoder(
+            name, device=device, num_threads=num_threads)
+        parts = []
+        from tqdm import tqdm
+        with torch_threads(threads):
+            for s in tqdm(range(0, len(uniq), bs), disable=not progress, unit="batch",
+                          desc=f"encode -> {d.name}"):
+                parts.append(np.asarray(enc.encode(uniq[s:s + bs], batch_size=bs),
+                                        np.float32))
+        dim = parts[0].shape[1] if parts else (encoder.dim if encoder is not None else 0)
+        feats = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
+        computed = len(uniq)
+        d.mkdir(parents=True, exist_ok=True)
+        with atomic_path(f) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, feats)
     if stats is not None:
-        stats.update({k: v for k, v in st.items() if k != "progress"})
-    return out
+        stats.update(computed=computed, cached=len(texts) if not computed else 0,
+                     encode_seconds=time.perf_counter() - t0 if computed else 0.0)
+    row = {t: k for k, t in enumerate(uniq)}
+    return np.ascontiguousarray(feats[[row[t] for t in texts]] if texts
+                                else np.zeros((0, feats.shape[1] if feats.ndim == 2 else 0)),
+                                dtype=np.float32)
 
 
 def save_features(prefix: str | os.PathLike, ids: np.ndarray, feats: np.ndarray) -> None:

@@ -226,9 +226,10 @@ def test_grid_features_pool_to_the_pooled_feature(tmp_path):
     assert g7.shape == (2, 49, 1280) and g1.shape == (2, 1, 1280)
     np.testing.assert_allclose(g7.mean(1), pooled, atol=1e-5)
     np.testing.assert_allclose(g1[:, 0], pooled, atol=1e-5)
-    assert {p.name for p in cache.iterdir()} == {"efficientnet_lite0-grid7_224px",
-                                                  "efficientnet_lite0-grid1_224px",
-                                                  "efficientnet_lite0_224px"}
+    from biaslab.features import CACHE_VERSION as V
+    assert {p.name for p in cache.iterdir()} == {f"efficientnet_lite0-grid7_224px_{V}",
+                                                  f"efficientnet_lite0-grid1_224px_{V}",
+                                                  f"efficientnet_lite0_224px_{V}"}
     # ViT-style tokens: the CLS token is dropped, the 2 x 2 patch grid kept in row order
     tok = torch.arange(1 + 4, dtype=torch.float32).view(1, 5, 1).repeat(1, 1, 3)
     assert data._grid_of(tok, 2)[0].view(4, 3)[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
@@ -262,7 +263,7 @@ def test_stages_train_and_eval_two_archs(tmp_path, monkeypatch):
     assert json.loads((tdir / "transformer.json").read_text())["config"]["grid"] == 2
     assert (tmp_path / "dvclive/captioner/original/original-transformer-0/metrics.json"
             ).is_file()
-    assert (tmp_path / "data/cache/features/efficientnet_lite0-grid2_64px").is_dir()
+    assert (tmp_path / "data/cache/features/efficientnet_lite0-grid2_64px_c1").is_dir()
     _tiny_dcg(tmp_path, image_size=64)
     _load_stage("eval_captioner").main()
     metrics = json.loads((tmp_path / "metrics/captioning.json").read_text())

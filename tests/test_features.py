@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from biaslab.features import (ImageEncoder, cache_key, encode_cached, encode_texts_cached,
+from biaslab.features import (CACHE_VERSION, ImageEncoder, cache_key, canonical_batch,
+                              encode_cached, encode_texts_cached,
                               load_image_encoder, load_text_encoder)
 from biaslab.io import InputError
 from biaslab.objects import (ObjectPredictor, best_f1_thresholds, frequent_categories,
@@ -169,13 +170,78 @@ class CountingTextEncoder:
 def test_encode_texts_cached(tmp_path):
     enc = CountingTextEncoder()
     f = encode_texts_cached(["a cat", "dog", "a cat"], tmp_path, encoder=enc)
-    assert enc.encoded == ["a cat", "dog"]                 # each distinct text once
+    assert enc.encoded == ["dog", "a cat"]       # each distinct text once, sorted by length
     assert f.tolist() == [[5, 2, 1], [3, 0, 1], [5, 2, 1]]
     enc2, stats = CountingTextEncoder(), {}
-    f2 = encode_texts_cached(["dog", "banana", "a cat"], tmp_path, encoder=enc2, stats=stats)
-    assert enc2.encoded == ["banana"] and stats["computed"] == 1 and stats["cached"] == 2
-    assert f2.tolist() == [[3, 0, 1], [6, 3, 1], [5, 2, 1]]
-    assert (tmp_path / "text_faketext" / "feats.npy").exists()
+    f2 = encode_texts_cached(["a cat", "dog"], tmp_path, encoder=enc2, stats=stats)
+    assert enc2.encoded == [] and stats == {"computed": 0, "cached": 2, "encode_seconds": 0.0}
+    assert f2.tolist() == [[5, 2, 1], [3, 0, 1]]
+    enc3, stats = CountingTextEncoder(), {}     # another set: encoded as a whole
+    f3 = encode_texts_cached(["dog", "banana", "a cat"], tmp_path, encoder=enc3, stats=stats)
+    assert enc3.encoded == ["dog", "a cat", "banana"] and stats["computed"] == 3
+    assert f3.tolist() == [[3, 0, 1], [6, 3, 1], [5, 2, 1]]
+    assert len(list((tmp_path / f"text_faketext_{CACHE_VERSION}").glob("*.npy"))) == 2
+
+
+class BatchSensitiveTextEncoder(CountingTextEncoder):
+    """Like a padded transformer: a row's last bits depend on the longest text of its batch."""
+
+    def encode(self, texts, batch_size=128, progress=False):
+        texts, out = list(texts), []
+        for s in range(0, len(texts), batch_size):
+            batch = texts[s:s + batch_size]
+            out.append(super().encode(batch) + 1e-3 * max(len(t) for t in batch))
+        return np.concatenate(out)
+
+
+def test_encode_texts_cached_does_not_depend_on_the_caches_history(tmp_path):
+    """A checkout whose cache saw other texts first gives the same rows as a fresh clone."""
+    texts = ["a cat", "dog", "a long banana"]
+    fresh = encode_texts_cached(texts, tmp_path / "fresh", encoder=BatchSensitiveTextEncoder())
+    used = tmp_path / "used"
+    encode_texts_cached(["dog"], used, encoder=BatchSensitiveTextEncoder())
+    encode_texts_cached(["a cat", "x"], used, encoder=BatchSensitiveTextEncoder())
+    again = encode_texts_cached(texts, used, encoder=BatchSensitiveTextEncoder())
+    assert again.tobytes() == fresh.tobytes()
+
+
+class BatchSensitiveImageEncoder(CountingEncoder):
+    """Rows depend on the batch they are encoded in, and it records torch's thread count."""
+
+    def encode(self, images, batch_size=32, progress=False):
+        import torch
+        images, out = list(images), []
+        for s in range(0, len(images), batch_size):      # as the real encoders batch
+            batch = images[s:s + batch_size]
+            self.threads = getattr(self, "threads", []) + [torch.get_num_threads()]
+            out.append(super().encode(batch) + 1e-3 * len(batch))
+        return np.concatenate(out)
+
+
+def test_encode_cached_rows_do_not_depend_on_history_batch_or_threads(tmp_path, monkeypatch):
+    """On CPU every image is encoded alone with 1 torch thread (canonical_batch), whatever the
+    caller's batch_size / thread count, so a cache filled in any order equals a fresh one."""
+    import torch
+    monkeypatch.chdir(tmp_path)
+    _files(tmp_path, "im_1.jpg", "im_2.jpg", "im_3.jpg")
+    table = pd.DataFrame({"image_id": [1, 2, 3], "path": ["im_1.jpg", "im_2.jpg", "im_3.jpg"]})
+    enc = BatchSensitiveImageEncoder()
+    _, fresh = encode_cached(table, tmp_path / "fresh", encoder=enc, batch_size=32)
+    assert enc.threads == [1, 1, 1]                      # one image per call, one thread
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        encode_cached(table.iloc[[1]], tmp_path / "used", encoder=BatchSensitiveImageEncoder(),
+                      batch_size=8, num_threads=2)
+        _, again = encode_cached(table, tmp_path / "used", encoder=BatchSensitiveImageEncoder(),
+                                 batch_size=2)
+        assert torch.get_num_threads() == 2              # the caller's setting is restored
+    finally:
+        torch.set_num_threads(old)
+    assert again.tobytes() == fresh.tobytes()
+    assert canonical_batch("cpu", 32) == (1, 1) and canonical_batch("cuda:0", 32) == (32, 1)
+    assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}"
+    assert cache_key("fake", 8, "cuda:0", 16) == f"fake_8px_{CACHE_VERSION}_cuda0_b16"
 
 
 def test_encode_cached_rejects_bad_tables(tmp_path):
