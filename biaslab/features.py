@@ -38,12 +38,13 @@ The cache (``features.cache_dir``, default ``data/cache/features``; texts in
 and several of them may write it at once. Safety: each checkpoint is one read-merge-write
 under an exclusive ``fcntl.flock`` on ``<cache>/<encoder>/.lock``, with per-file atomic
 renames, rows never rewritten (see ``_cached_rows``). Invalidation: a row is reused only when
-its key matches exactly -- images by (image_id, path, content digest of the file), texts by
-the set of texts -- inside a directory named by encoder name, image size and layout version
+its key matches exactly -- images by the content digest of the file (the same pixels under
+any id or path are encoded once: score, the classifiers and the captioners name a
+counterfactual differently), texts by the set of texts -- inside a directory named by encoder name, image size and layout version
 (``cache_key``). A
 rewritten image therefore gets a new row (the old one stays, unused). What the key does *not*
 cover: the encoder's weights and preprocessing code. After changing those without changing
-the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c1``);
+the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c2``);
 deleting the whole cache is always safe (it is rebuilt on demand).
 """
 from __future__ import annotations
@@ -300,7 +301,7 @@ def _default_size(name: str, image_size: int | None) -> int | None:
 
 #: Version tag of the cache layout: entries of older layouts (encoded at other batch sizes or
 #: thread counts, so not bit-identical to a fresh encoding) are never read.
-CACHE_VERSION = "c1"
+CACHE_VERSION = "c2"
 
 
 def canonical_batch(device: str, batch_size: int) -> tuple[int, int]:
@@ -528,10 +529,11 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     ``dvc.lock``.
 
     The cache lives in ``cache_dir/<cache_key(name, image_size, device)>/``: ``feats.npy`` (float32
-    (m, d)) and ``index.parquet`` (image_id, path, digest, row). A cached row is reused when its
-    image_id, path and content digest (:func:`file_digest`) all match; otherwise the image is
-    encoded and appended (rows are never rewritten, so the two files can never disagree even
-    after a crash). Caches written without the digest column are ignored and rebuilt. The cache is saved
+    (m, d)) and ``index.parquet`` (digest, row). A cached row is reused when the file's
+    content digest (:func:`file_digest`) matches, whatever its image_id or path (features are
+    a function of the pixels); otherwise the image is encoded and appended (rows are never
+    rewritten, so the two files can never disagree even after a crash). Caches of another
+    layout are ignored and rebuilt. The cache is saved
     atomically every ``checkpoint_every`` new images and at the end.
 
     The encoder is loaded (``load_image_encoder(name, device, image_size, num_threads)``) only
@@ -567,8 +569,10 @@ def encode_cached(image_table: pd.DataFrame, cache_dir: str | os.PathLike,
     d = Path(cache_dir) / cache_key(name, _default_size(name, image_size), device, bs)
     digests = [file_digest(p) for p in paths]
     st = {"progress": progress}
-    feats = _cached_rows(d, ("image_id", "path", "digest"),
-                         [(int(i), p, h) for i, p, h in zip(ids, paths, digests)],
+    # keyed by content alone: the features are a function of the pixels, and every caller
+    # (score's candidates, the classifiers' and captioners' counterfactual manifests, the
+    # probe's masked images) names a derived image by its own id scheme
+    feats = _cached_rows(d, ("digest",), [(h,) for h in digests],
                          partial(_encode_with, batch_size=bs, threads=threads),
                          encoder.dim if encoder else None,
                          max(int(checkpoint_every), bs, 1), st,
