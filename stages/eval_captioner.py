@@ -57,6 +57,7 @@ from biaslab.cli import _jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
+from biaslab import runstats
 
 LIBRA = "original+LIBRA"
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
@@ -258,6 +259,10 @@ def main() -> None:
         notes["CLIPScore"] = f"skipped: no scorer at {e['scorer']}"
     if not dcg_ok:
         notes[LIBRA] = f"skipped: no DCG at {e['dcg']}"
+    # eval.json is a cached out: wall times go to benchmarks/runs/, or a re-run with the same
+    # inputs would give different bytes (found comparing a fresh clone's dvc.lock with main's).
+    per_model, run = runstats.split(per_model)
+    runstats.publish("eval_captioner", run)
     write_json("data/captions/eval.json", _jsonable({"models": per_model, "notes": notes,
                                                      "n_test_images": len(ids),
                                                      "n_test_gendered": len(genders),

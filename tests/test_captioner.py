@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from biaslab import captioner as C
+from biaslab import runstats
 from biaslab.io import without_run_stats
 from tests.conftest import REPO
 
@@ -324,6 +325,9 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
     ev = json.loads((tmp_path / "data/captions/eval.json").read_text())
     assert "skipped" in ev["notes"]["CLIPScore"] and "original+LIBRA" not in ev["notes"]
     assert set(ev["models"]) == {"original-0", "original+LIBRA-0", "oversample-0"}
+    # a cached out: no wall times, or identical inputs would give different bytes
+    assert runstats.split(ev)[1] == {}
+    assert (tmp_path / "benchmarks/runs/eval_captioner.json").exists()
 
 
 def _tiny_dcg(root: Path, image_size: int) -> None:
