@@ -338,15 +338,26 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
     n_cand = n_src * groups * m
     rows: list[Row] = []
 
-    # features: every prepared image once
-    feat = _read("features.json").get(f.get("backbone"), {})
+    # features: every prepared image once, with features.backbone and (frozen heads) with
+    # every further backbone of classifier.backbones (Table 1's column groups)
+    from biaslab.classify.model import classifier_backbones
+    backbones = classifier_backbones(params)
+    finetune = bool(c.get("finetune"))
     key = f"threads{f.get('threads', 1)}_batch{f.get('batch_size', 1)}_images_per_s_median"
-    cpu = (Rate(feat[key], f"benchmarks/results/features.json ({f.get('backbone')}, {key})")
-           if key in feat else Rate(None, f"no CPU measurement for {f.get('backbone')} "
-                                          f"at this setting in features.json"))
-    rows.append(Row("features", wk.n_images, "images", "prepared images", cpu,
-                    Rate(None, "not estimated: a small frozen backbone, JPEG-decode bound; "
-                               "runs on the host CPUs")))
+    fj = _read("features.json")
+    encoded = [f.get("backbone")] + ([] if finetune else
+                                     [b for b in backbones if b != f.get("backbone")])
+    for b in encoded:
+        feat = fj.get(b, {})
+        cpu = (Rate(feat[key], f"benchmarks/results/features.json ({b}, {key})")
+               if key in feat else Rate(None, f"no CPU measurement for {b} at this setting "
+                                              f"in features.json"))
+        rows.append(Row("features" if b == f.get("backbone") else f"features ({b})",
+                        wk.n_images, "images",
+                        "prepared images" + ("" if b == f.get("backbone") else
+                                             " (classifier.backbones, frozen)"), cpu,
+                        Rate(None, "not estimated: a frozen backbone's forward pass, "
+                                   "JPEG-decode bound; runs on the host CPUs")))
 
     # generate
     detail = f"{n_src:,} source images x {groups} groups x m={m}"
@@ -381,22 +392,33 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
     cm = _read("classifier_methods.json")
     n_rows0 = cm.get("inputs", {}).get("n_train_rows")
     seeds = len(c.get("seeds", []))
+    nb = len(backbones)
     for stage, names in (("train_classifier", ["erm"] * len(c.get("datasets", []))),
                          ("train_method", list(c.get("methods", [])))):
         if not names:
             continue
         times = [cm.get("methods", {}).get(nm, {}).get("median_total_s") for nm in names]
-        n_models = len(names) * seeds
-        if n_rows0 and all(times):
-            s_per_model = sum(times) / len(times) / n_rows0 * n_src
-            cpu = Rate(1.0 / s_per_model, f"benchmarks/results/classifier_methods.json "
-                       f"(median s/model at {n_rows0} rows, x {n_src:,}/{n_rows0} rows; "
-                       f"linear in rows assumed)")
+        n_models = len(names) * seeds * nb
+        if finetune:   # the backbone's forward + backward on every image, every epoch
+            why = (f"not measured: fine-tuning {', '.join(backbones)} end to end "
+                   f"(classifier.finetune) costs about 3 forward passes per training image "
+                   f"and epoch; no rate in benchmarks/results/")
+            cpu, gpu_r = Rate(None, why), Rate(None, why)
         else:
-            cpu = Rate(None, "classifier_methods.json lacks these methods")
+            if n_rows0 and all(times):
+                s_per_model = sum(times) / len(times) / n_rows0 * n_src
+                cpu = Rate(1.0 / s_per_model, f"benchmarks/results/classifier_methods.json "
+                           f"(median s/model at {n_rows0} rows, x {n_src:,}/{n_rows0} rows; "
+                           f"linear in rows assumed; a head's cost barely depends on the "
+                           f"backbone's width)")
+            else:
+                cpu = Rate(None, "classifier_methods.json lacks these methods")
+            gpu_r = Rate(None, "not estimated: linear head on frozen features (CPU work)")
         what = "datasets" if stage == "train_classifier" else "methods"
-        rows.append(Row(stage, n_models, "models", f"{len(names)} {what} x {seeds} seeds", cpu,
-                        Rate(None, "not estimated: linear head on frozen features (CPU work)")))
+        rows.append(Row(stage, n_models, "models",
+                        f"{len(names)} {what} x {seeds} seeds x {nb} backbone(s) "
+                        f"({', '.join(backbones)}{'; fine-tuned' if finetune else ''})",
+                        cpu, gpu_r))
 
     # captioner, LIBRA, evaluation: work only unless measured for this tier
     cp = params.get("captioner", {})
@@ -430,7 +452,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
             "data.root": params.get("data", {}).get("root"), "models.name": tier,
             "scale.name": params.get("scale", {}).get("name"),
             "generate.backend": g.get("backend"), "generate.m": m, "generate.steps": steps,
-            "generate.max_images": cap, "filters.clip": flt.get("clip"),
+            "generate.max_images": cap, "classifier.backbones": backbones,
+            "classifier.finetune": finetune, "filters.clip": flt.get("clip"),
             "filters.detector": flt.get("detector")}
     return {"params": used, "work": asdict(wk), "gpus": gpus, "gpu": gpu,
             "cpu_machine": CPU_MACHINE, "rows": [asdict(r) for r in rows],

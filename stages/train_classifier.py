@@ -48,10 +48,6 @@ def main(argv=None) -> None:
         [int(s) for s in p.get("seeds", [0])]
     workers = args.workers if args.workers is not None else p.get("workers", 1)
     method_params = (p.get("method_params") or {}).get(args.method) or {}
-    if args.method != "erm" and p["finetune"]:
-        raise InputError("params.yaml", "classifier.finetune: true trains ERM only; the "
-                                        f"{args.method} baseline trains a head on frozen "
-                                        f"features")
     name = args.dataset if args.method == "erm" else args.method
     fp = params.get("features", {})
     base_backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
@@ -101,6 +97,7 @@ def main(argv=None) -> None:
             if p["finetune"]:
                 clf, hist = train_finetune(manifest, labels, backbone=backbone,
                                            image_size=size, seed=seed, params=train_params,
+                                           method=args.method, method_params=method_params,
                                            on_epoch=on_epoch)
             else:
                 clf, hist = train_classifier(feats[backbone], manifest, labels, seed=seed,

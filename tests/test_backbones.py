@@ -204,3 +204,36 @@ def test_finetune_seed_changes_the_model(backbone):
     b, _ = _finetune(d, seed=1)
     with torch_threads(1):
         assert not np.allclose(a.encode(IMAGES[:2]), b.encode(IMAGES[:2]))
+
+
+@pytest.mark.parametrize("method", ["adversarial", "group_dro", "domain_independent"])
+def test_methods_fine_tune_the_backbone(backbone, method, tmp_path):
+    """Issue 15: the model-level baselines on a fine-tuned backbone. The method's layout and
+    inference rule hold (adversarial: no gender outputs; DomInd: objects + genders from two
+    object heads), its loss reaches the backbone, and save/load round-trips."""
+    arch, d = backbone
+    if arch != "ResNet-50":
+        pytest.skip("one architecture is enough for the method plumbing")
+    with torch_threads(1):
+        clf, hist = C.train_finetune(_manifest(), ["cup"], backbone=d, image_size=32, seed=0,
+                                     device="cpu", method=method,
+                                     params={"epochs": 2, "lr": 1e-3, "batch_size": 4,
+                                             "val_fraction": 0.25, "patience": 5})
+        f = clf.encode(IMAGES[:3])
+        frozen = load_image_encoder(d, image_size=32).encode(IMAGES[:3])
+    assert len(hist) == 2 and all(np.isfinite(h["val_loss"]) for h in hist)
+    assert clf.config["finetune"] and clf.config["method"] == method
+    assert not np.allclose(f, frozen)                     # the backbone was trained
+    expected = ["cup"] if method == "adversarial" else ["cup", "woman", "man"]
+    assert clf.outputs == expected and clf.has_gender == (method != "adversarial")
+    p = clf.predict_proba(f)
+    assert p.shape == (3, len(expected)) and ((p > 0) & (p < 1)).all()
+    if method == "adversarial":
+        assert clf.config["hidden"] == [clf.method.params["repr_dim"]]
+        assert np.isnan(hist[0]["val_gender_acc"])
+    clf.save(tmp_path / "clf")
+    back = C.GenderObjectClassifier.load(tmp_path / "clf")
+    with torch_threads(1):
+        np.testing.assert_array_equal(back.encode(IMAGES[:3]), f)
+    np.testing.assert_array_equal(back.predict_proba(f), p)
+    assert back.config["method"] == method and back.outputs == expected

@@ -171,3 +171,24 @@ def test_measured_gpu_rate_replaces_the_paper_derivation(tmp_path, monkeypatch):
     assert a.per_s == pytest.approx(P.SD_A100_IMAGES_PER_S) and "paper 000" in a.source
     h = P.sd_gpu_rate("h100", 25)                                    # no row at 25 steps
     assert h.per_s == pytest.approx(P.SD_A100_IMAGES_PER_S * 2 * 989 / 312)
+
+
+def test_classifier_rows_count_every_backbone_and_method(paper):
+    """Table 1's matrix: datasets (and methods) x seeds x backbones models; frozen heads need
+    one features pass per further backbone; fine-tuning has no measured rate (stated)."""
+    params = json.loads(json.dumps(paper))
+    rows = {r["stage"]: r for r in P.plan(params, wk=TOY)["rows"]}
+    c = params["classifier"]
+    nb, ns = len(c["backbones"]), len(c["seeds"])
+    assert nb == 3
+    assert rows["train_classifier"]["n"] == len(c["datasets"]) * ns * nb
+    assert rows["train_method"]["n"] == len(c["methods"]) * ns * nb == 7 * ns * 3
+    extra = [s for s in rows if s.startswith("features (")]
+    assert extra == [f"features ({b})" for b in c["backbones"]]
+    assert all(rows[s]["n"] == TOY.n_images for s in extra)
+    params["classifier"]["finetune"] = True
+    ft = {r["stage"]: r for r in P.plan(params, wk=TOY)["rows"]}
+    assert not [s for s in ft if s.startswith("features (")]
+    for s in ("train_classifier", "train_method"):
+        assert ft[s]["n"] == rows[s]["n"] and ft[s]["cpu_s"] is None and ft[s]["gpu_s"] is None
+        assert "fine-tuning" in ft[s]["cpu"]["source"] and "fine-tuned" in ft[s]["detail"]

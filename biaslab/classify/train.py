@@ -199,6 +199,7 @@ def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
 # --------------------------------------------------------------------------- fine-tuning
 def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: str,
                    image_size: int | None = None, seed: int = 0, params: dict | None = None,
+                   method: str = "erm", method_params: dict | None = None,
                    on_epoch: Callable[[int, dict], None] | None = None,
                    progress: bool | None = None, device: str | None = None
                    ) -> tuple[GenderObjectClassifier, list[dict]]:
@@ -217,49 +218,71 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     trained (``None``: ``cuda`` when available, else ``cpu``); bitwise reproducibility given
     ``seed`` holds on CPU with one torch thread, not on CUDA.
 
+    ``method``, ``method_params``: a training method of paper 000 Table 1 as in
+    :func:`train_classifier` (:mod:`biaslab.classify.methods`): its output layout, loss and
+    inference rule apply to the head on the backbone's pooled feature, and the gradient of its
+    loss (e.g. the adversary's reversed gradient) reaches the backbone; its extra modules
+    (the adversary) are trained with it and not saved. The head has the method's hidden
+    layers (``Method.hidden([])``: none except for ``adversarial``) and no dropout. The head
+    and the method's modules run on CPU, the backbone on ``device`` (the pooled feature is
+    moved; autograd follows it), so a method's own tensors never meet another device.
+
     Returns ``(classifier, history)`` like :func:`train_classifier`; the classifier carries its
     fine-tuned backbone (``encode``) and saves it. ``progress``: epoch bar as in
     :func:`train_classifier`.
+
+    Raises:
+        ValueError: an unknown method / method parameter.
     """
     import torch
     from biaslab.features import _open_rgb, load_image_encoder
     p = {**DEFAULTS, **(params or {})}
+    meth = get_method(method, method_params)
     manifest = manifest.reset_index(drop=True)
     labels = list(labels)
     n_obj = len(labels)
     y, m = label_targets(manifest, labels, bool(p["labelled_only"]))
+    n_out, n_raw = meth.n_out(n_obj), meth.n_raw(n_obj)
+    yr, mr = meth.raw_targets(y, m, n_obj)           # raw targets of the head's outputs
+    hidden = meth.hidden([])
     tr, va = validation_split(manifest, float(p["val_fraction"]), int(seed))
+    meth.setup(y[tr], m[tr], n_obj)
     paths = manifest["path"].astype(str).tolist()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         enc = load_image_encoder(backbone, device=device, image_size=image_size)
-        head = _head(enc.dim, n_obj + 2, [], 0.0).to(device)   # mean 0 / std 1: identity
+        head = _head(enc.dim, n_raw, hidden, 0.0)   # on CPU; mean 0 / std 1: identity
+        extra = meth.modules(head)
         with torch.no_grad():
-            Yt, Mt = torch.from_numpy(y[tr]), torch.from_numpy(m[tr])
+            # the head's own outputs (the adversary's gender targets come after them)
+            Yt, Mt = torch.from_numpy(yr[tr, :n_raw]), torch.from_numpy(mr[tr, :n_raw])
             prior = ((Yt * Mt).sum(0) / Mt.sum(0).clamp_min(1)).clamp(1e-3, 1 - 1e-3)
             head.net[-1].bias.copy_(torch.log(prior / (1 - prior)))
         enc.model.train()
-        params_ = list(enc.model.parameters()) + list(head.parameters())
+        params_ = list(enc.model.parameters()) + list(head.parameters()) + \
+            [q for e in extra for q in e.parameters()]
         opt = torch.optim.Adam(params_, lr=float(p["lr"]), weight_decay=float(p["weight_decay"]))
         gen = torch.Generator().manual_seed(int(seed))
         bs = max(int(p["batch_size"]), 1)
 
-        def batch(rows):
+        def features(rows):
             x = enc._preprocess([_open_rgb(paths[r]) for r in rows])
-            return head(enc._forward(x))
+            return enc._forward(x).cpu()
+
+        def train_mode(on: bool):
+            for mod in (enc.model, head, *extra):
+                mod.train(on)
 
         def evaluate(rows):
-            enc.model.eval()
-            head.eval()
+            train_mode(False)
             outs = []
             with torch.inference_mode():
                 for s in range(0, len(rows), bs):
-                    outs.append(batch(rows[s:s + bs]).cpu())
-            enc.model.train()
-            head.train()
-            return torch.cat(outs) if outs else torch.zeros(0, n_obj + 2)
+                    outs.append(meth.logits(head(features(rows[s:s + bs]))))
+            train_mode(True)
+            return torch.cat(outs) if outs else torch.zeros(0, n_out)
 
         history, best, best_state, best_epoch, bad = [], math.inf, None, -1, 0
         bar = _epoch_bar("finetune", p["epochs"], progress)
@@ -267,9 +290,10 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             perm = torch.randperm(len(tr), generator=gen).numpy()
             total, seen = 0.0, 0
             for s in range(0, len(tr), bs):
-                rows = tr[perm[s:s + bs]]
-                loss = _masked_bce(batch(rows).cpu(), torch.from_numpy(y[rows]),
-                                   torch.from_numpy(m[rows]))
+                pos = perm[s:s + bs]             # positions in the training split (setup's)
+                rows = tr[pos]
+                loss = meth.loss(head, features(rows), torch.from_numpy(yr[rows]),
+                                 torch.from_numpy(mr[rows]), torch.from_numpy(pos))
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -278,11 +302,12 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             rec = {"epoch": epoch, "train_loss": total / max(seen, 1)}
             if len(va):
                 lv = evaluate(va)
-                rec["val_loss"] = float(_masked_bce(lv, torch.from_numpy(y[va]),
-                                                    torch.from_numpy(m[va])))
+                rec["val_loss"] = float(_masked_bce(lv, torch.from_numpy(y[va, :n_out]),
+                                                    torch.from_numpy(m[va, :n_out])))
                 pv = torch.sigmoid(lv).numpy()
                 rec["val_mAP"] = _val_map(y[va], m[va], pv, n_obj)
-                rec["val_gender_acc"] = _gender_acc(y[va], m[va], pv)
+                rec["val_gender_acc"] = _gender_acc(y[va], m[va], pv) \
+                    if meth.gender_outputs else float("nan")
                 if rec["val_loss"] < best - 1e-7:
                     best, best_epoch, bad = rec["val_loss"], epoch, 0
                     best_state = tuple({k: v.detach().clone() for k, v in mod.state_dict().items()}
@@ -300,10 +325,11 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             enc.model.load_state_dict(best_state[0])
             head.load_state_dict(best_state[1])
         enc.model.eval()
-        head = head.cpu().eval()
+        head = head.eval()
     config = {"backbone": str(backbone), "image_size": enc.image_size or image_size,
               "d_img": int(enc.dim), "seed": int(seed),
-              **{k: p[k] for k in DEFAULTS}, "hidden": [], "dropout": 0.0, "finetune": True,
+              **{k: p[k] for k in DEFAULTS}, "hidden": hidden, "dropout": 0.0, "finetune": True,
+              "method": meth.name, "method_params": dict(meth.params),
               "best_epoch": int(best_epoch if len(va) else len(history) - 1),
               "epochs_run": len(history), "n_train": int(len(tr)), "n_val": int(len(va))}
     clf = GenderObjectClassifier(head, labels, config, backbone=enc)
