@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             live.log_metric("train/loss", rec["loss"])
             if rec.get("val_loss") is not None:
                 live.log_metric("val/loss", rec["val_loss"])
-            live.log_metric("samples_per_s", rec["samples_per_s"])
+            # samples_per_s: printed, and in benchmarks/runs/ (DVCLive's directory is an out)
             live.next_step()
             print(f"epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in rec.items()
                                                  if isinstance(v, float)), flush=True)

@@ -298,6 +298,8 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
         assert (model_dir / C.CONFIG_FILE).is_file()
         live = json.loads((tmp_path / f"dvclive/captioner/{ds}/{ds}-0/metrics.json").read_text())
         assert live["epochs_run"] == 2 and "val" in live
+        assert runstats.split(live)[1] == {}, live      # wall times: benchmarks/runs/
+        assert (tmp_path / f"benchmarks/runs/train_captioner/{ds}-0.json").exists()
     _tiny_dcg(tmp_path, image_size=64)
     _load_stage("eval_captioner").main()
     split = pd.read_parquet(tmp_path / "data/split.parquet")

@@ -13,6 +13,7 @@ import yaml
 from PIL import Image
 
 from biaslab import classify as C
+from biaslab import runstats
 from biaslab.datasets import MANIFEST_COLUMNS
 
 
@@ -420,8 +421,12 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
                          "classifier_config.json").read_text())["labels"]
     assert labels == json.loads((tmp_path / "data/models/classifier/synthetic/synthetic-0/"
                                  "classifier_config.json").read_text())["labels"]
-    assert json.loads((tmp_path / "dvclive/classifier/augment/augment-0/metrics.json").read_text()
+    # run statistics in benchmarks/runs/; the DVCLive directory (an out) holds none
+    assert json.loads((tmp_path / "benchmarks/runs/train_classifier/augment-0.json").read_text()
                       )["encoded_now"] == 8
+    for ds in ("original", "augment", "synthetic"):
+        live = json.loads((tmp_path / f"dvclive/classifier/{ds}/{ds}-0/metrics.json").read_text())
+        assert runstats.split(live)[1] == {}, live
 
     eval_classifier.main()
     m = json.loads((tmp_path / "metrics/classification.json").read_text())

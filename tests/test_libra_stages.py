@@ -100,6 +100,8 @@ def test_libra_chain(workdir, monkeypatch):
     run = json.loads((d / "benchmarks/runs/t5_finetune.json").read_text())
     assert run["train_tokens_per_s"] > 0 and not {"train_seconds", "train_tokens_per_s"} & set(t5m)
     assert (d / "live" / "t5" / "metrics.json").exists()
+    # the DVCLive directory is an out: no throughput in it (same inputs -> same bytes)
+    assert not list((d / "live" / "t5").rglob("*tokens_per_s*"))
 
     _stage("bcs_synthesize").main(_args(d, lab, spl, ("--f-g", d / "f_g"), ("--t5", d / "t5"),
                                         ("--out", d / "libra"),
@@ -123,6 +125,7 @@ def test_libra_chain(workdir, monkeypatch):
                                    ("--live", d / "live" / "dcg")))
     dm = json.loads((d / "m" / "dcg.json").read_text())
     assert dm["n_train"] + dm["n_val"] == len(synth) and np.isfinite(dm["final_loss"])
+    assert not list((d / "live" / "dcg").rglob("*per_s*"))
     _stage("dcg_apply").main(_args(d, ("--model", d / "dcg"),
                                    ("--features", d / "features" / "images"),
                                    ("--images", d / "none.parquet"),
