@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +48,7 @@ import numpy as np
 
 from biaslab.captioning.tokens import (EOS, _load_pretrained_tokenizer, _tidy, build_tokenizer,
                                        normalize_caption)
-from biaslab.captioning.training import Schedule, fit
+from biaslab.captioning.training import check_samples, check_val, train_samples, val_loss
 from biaslab.captioning.training import json_default as _json_default
 from biaslab.captioning.training import pad as _pad
 from biaslab.captioning.training import standardiser as _standardiser
@@ -392,88 +390,22 @@ def train_captioner(feats: np.ndarray, captions: Sequence[str], caption_image: S
     import torch
     cfg = config or CaptionerConfig()
     feats = np.asarray(feats, np.float32)
-    captions = [normalize_caption(c) for c in captions]
-    cap_img = np.asarray(caption_image, np.int64)
     if feats.ndim != 2 or len(feats) == 0:
         raise ValueError(f"feats must be a non-empty (n, F) array, got {feats.shape}")
-    _check_samples(feats, captions, cap_img)
-    has_val = val_feats is not None and len(val_captions) > 0
-    if has_val:
-        val_feats = np.asarray(val_feats, np.float32)
-        v_img = _check_val(val_feats, val_captions, val_caption_image, feats.shape[1:])
 
-    t_start = time.perf_counter()
-    with torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(cfg.seed))
-        cap = build_captioner(cfg, captions, feats.shape[1])
-        mu, sd = _standardiser(feats[np.unique(cap_img)])
+    def build(f: np.ndarray, used: np.ndarray, caps: list[str]) -> Captioner:
+        cap = build_captioner(cfg, caps, f.shape[1])
+        mu, sd = _standardiser(f[used])
         cap.model.feat_mean.copy_(torch.from_numpy(mu))
         cap.model.feat_std.copy_(torch.from_numpy(sd))
-        ids = cap.encode_captions(captions)
-        X = torch.from_numpy(feats)
-        pad = cap.tokenizer.pad_token_id
-        val = None
-        if has_val:
-            v_ids = cap.encode_captions([normalize_caption(c) for c in val_captions])
-            VX = torch.from_numpy(val_feats[v_img])
+        return cap
 
-            def val():
-                return _val_loss(cap, VX, v_ids, pad)
-
-        def batch_loss(b: list[int]):
-            inp, att = _pad([ids[i] for i in b], pad)
-            return cap.model.token_losses(X[cap_img[b]], inp, att)
-
-        sch = Schedule(epochs=int(cfg.epochs), lr=float(cfg.lr),
-                       weight_decay=float(cfg.weight_decay), warmup=float(cfg.warmup),
-                       batch_size=int(cfg.batch_size), patience=int(cfg.patience),
-                       seed=int(cfg.seed))
-        hist, best_epoch, best = fit(cap.model, len(ids), batch_loss, sch, val, on_epoch,
-                                     progress, desc="captioner")
-    cap.meta = {"best_epoch": best_epoch,
-                "best_val_loss": best if has_val else None, "epochs_run": len(hist),
-                "n_train_captions": len(ids), "n_train_images": int(len(np.unique(cap_img))),
-                "n_val_captions": len(val_captions) if has_val else 0,
-                "vocab_size": len(cap.tokenizer),
-                "train_seconds": round(time.perf_counter() - t_start, 2)}
-    return cap, hist
+    return train_samples(build, feats, captions, caption_image, val_feats, val_captions,
+                         val_caption_image, cfg, on_epoch, progress, desc="captioner")
 
 
-def _check_samples(feats: np.ndarray, captions: Sequence[str], cap_img: np.ndarray) -> None:
-    """ValueError unless there is >= 1 caption, one image row per caption, all in range."""
-    if len(captions) == 0 or len(cap_img) != len(captions):
-        raise ValueError(f"need >= 1 training caption and one image row per caption, got "
-                         f"{len(captions)} captions and {len(cap_img)} rows")
-    if cap_img.min() < 0 or cap_img.max() >= len(feats):
-        raise ValueError("caption_image has rows outside 0..len(feats)-1")
-
-
-def _check_val(val_feats: np.ndarray, val_captions: Sequence[str],
-               val_caption_image: Sequence[int], shape: tuple) -> np.ndarray:
-    """The validation rows (int64) after checking them against ``val_feats``; ValueError when
-    a row is out of range or the features' per-image shape differs from ``shape``."""
-    v_img = np.asarray(val_caption_image, np.int64)
-    if len(v_img) != len(val_captions) or (len(v_img) and (v_img.min() < 0 or
-                                                           v_img.max() >= len(val_feats))):
-        raise ValueError("val_caption_image must give a valid val_feats row per caption")
-    if tuple(val_feats.shape[1:]) != tuple(shape):
-        raise ValueError(f"val features {val_feats.shape} differ in shape from "
-                         f"(n, {', '.join(map(str, shape))})")
-    return v_img
-
-
-def _val_loss(model_holder, VX, v_ids, pad: int, batch_size: int = 256) -> float:
-    """Mean token CE of the validation captions ``v_ids`` given their image features ``VX``
-    (row i <-> caption i), eval mode, for any model with ``token_losses``."""
-    import torch
-    model_holder.model.eval()
-    tot, cnt = 0.0, 0
-    with torch.inference_mode():
-        for s in range(0, len(v_ids), batch_size):
-            inp, att = _pad(v_ids[s:s + batch_size], pad)
-            lsum, n = model_holder.model.token_losses(VX[s:s + batch_size], inp, att)
-            tot, cnt = tot + float(lsum), cnt + n
-    return tot / max(cnt, 1)
+# kept under their old names (biaslab.captioner re-exports them)
+_check_samples, _check_val, _val_loss = check_samples, check_val, val_loss
 
 
 #: the model class of this architecture (``biaslab.captioning.Arch.load``)

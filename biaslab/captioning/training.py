@@ -8,9 +8,13 @@ the validation loss (mean token cross-entropy, nats) with ``patience`` epochs; t
 best-validation weights are restored at the end. The architecture supplies the per-batch loss
 (:class:`Batches`), so every captioner has the same schedule and stopping rule.
 
+:func:`train_samples`: the rest of every architecture's ``train_captioner`` (input checks,
+seeded construction, caption encoding, validation loss, :func:`fit`, the ``meta`` record), so
+an architecture only says how to build its model from the training features.
+
 Also the small pieces the architectures share: :func:`pad` (right-padding of token lists),
-:func:`standardiser` (per-dimension mean/std of the training features, std floored) and
-:func:`json_default` (numpy scalars in saved configs).
+:func:`standardiser` (per-dimension mean/std of the training features, std floored),
+:func:`val_loss` and :func:`json_default` (numpy scalars in saved configs).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Schedule", "fit", "pad", "standardiser", "json_default"]
+__all__ = ["Schedule", "fit", "train_samples", "check_samples", "check_val", "val_loss",
+           "pad", "standardiser", "json_default"]
 
 
 @dataclass
@@ -116,6 +121,121 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
     if val_loss is None:
         best_epoch = len(hist) - 1
     return hist, best_epoch, best
+
+
+def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
+                  caption_image: Sequence[int], val_feats: np.ndarray | None,
+                  val_captions: Sequence[str], val_caption_image: Sequence[int], config,
+                  on_epoch: Callable[[int, dict], None] | None, progress: bool,
+                  desc: str) -> tuple[object, list[dict]]:
+    """Train a captioner on (image features, caption) samples: the shared body of
+    :func:`biaslab.captioning.clipcap.train_captioner` and
+    :func:`biaslab.captioning.transformer.train_captioner`.
+
+    Args:
+        build: ``build(feats, used_rows, captions) -> captioner`` (with ``model`` exposing
+            ``token_losses``, ``tokenizer``, ``encode_captions``); called after the torch RNG
+            is seeded with ``config.seed``, so its initialisation is deterministic. ``used_rows``:
+            the sorted feature rows the training captions use (for the standardiser).
+        feats: float32 (n_img, ...) features (pooled (n, F) or grid (n, N, C)).
+        captions: training captions (normalised here, :func:`~biaslab.captioning.tokens.
+            normalize_caption`); caption_image: (n_cap,) row of ``feats`` of each caption.
+        val_feats, val_captions, val_caption_image: the same for the validation split (early
+            stopping on the mean token cross-entropy); None / empty -> the last epoch is kept.
+        config: the architecture's config (``num_threads``, ``seed``, ``epochs``, ``lr``,
+            ``weight_decay``, ``warmup``, ``batch_size``, ``patience``).
+        on_epoch, progress, desc: as :func:`fit`.
+
+    Returns:
+        ``(captioner, history)``: :func:`fit`'s history; ``captioner.meta`` holds
+        ``best_epoch``, ``best_val_loss``, ``epochs_run``, ``n_train_captions``,
+        ``n_train_images``, ``n_val_captions``, ``vocab_size``, ``train_seconds``.
+
+    Raises:
+        ValueError: no training captions, one image row per caption missing, a row out of
+            range, validation features of another per-image shape.
+    """
+    import torch
+    from biaslab.captioning.tokens import normalize_caption
+    from biaslab.features import torch_threads
+    captions = [normalize_caption(c) for c in captions]
+    cap_img = np.asarray(caption_image, np.int64)
+    check_samples(feats, captions, cap_img)
+    has_val = val_feats is not None and len(val_captions) > 0
+    if has_val:
+        val_feats = np.asarray(val_feats, np.float32)
+        v_img = check_val(val_feats, val_captions, val_caption_image, feats.shape[1:])
+
+    t_start = time.perf_counter()
+    with torch_threads(config.num_threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(config.seed))
+        cap = build(feats, np.unique(cap_img), captions)
+        ids = cap.encode_captions(captions)
+        X = torch.from_numpy(feats)
+        pad_id = cap.tokenizer.pad_token_id
+        val = None
+        if has_val:
+            v_ids = cap.encode_captions([normalize_caption(c) for c in val_captions])
+            VX = torch.from_numpy(val_feats[v_img])
+
+            def val():
+                return val_loss(cap, VX, v_ids, pad_id)
+
+        def batch_loss(b: list[int]):
+            inp, att = pad([ids[i] for i in b], pad_id)
+            return cap.model.token_losses(X[cap_img[b]], inp, att)
+
+        sch = Schedule(epochs=int(config.epochs), lr=float(config.lr),
+                       weight_decay=float(config.weight_decay), warmup=float(config.warmup),
+                       batch_size=int(config.batch_size), patience=int(config.patience),
+                       seed=int(config.seed))
+        hist, best_epoch, best = fit(cap.model, len(ids), batch_loss, sch, val, on_epoch,
+                                     progress, desc=desc)
+    cap.meta = {"best_epoch": best_epoch,
+                "best_val_loss": best if has_val else None, "epochs_run": len(hist),
+                "n_train_captions": len(ids), "n_train_images": int(len(np.unique(cap_img))),
+                "n_val_captions": len(val_captions) if has_val else 0,
+                "vocab_size": len(cap.tokenizer),
+                "train_seconds": round(time.perf_counter() - t_start, 2)}
+    return cap, hist
+
+
+def check_samples(feats: np.ndarray, captions: Sequence[str], cap_img: np.ndarray) -> None:
+    """ValueError unless there is >= 1 caption, one image row per caption, all in range."""
+    if len(captions) == 0 or len(cap_img) != len(captions):
+        raise ValueError(f"need >= 1 training caption and one image row per caption, got "
+                         f"{len(captions)} captions and {len(cap_img)} rows")
+    if cap_img.min() < 0 or cap_img.max() >= len(feats):
+        raise ValueError("caption_image has rows outside 0..len(feats)-1")
+
+
+def check_val(val_feats: np.ndarray, val_captions: Sequence[str],
+              val_caption_image: Sequence[int], shape: tuple) -> np.ndarray:
+    """The validation rows (int64) after checking them against ``val_feats``; ValueError when
+    a row is out of range or the features' per-image shape differs from ``shape``."""
+    v_img = np.asarray(val_caption_image, np.int64)
+    if len(v_img) != len(val_captions) or (len(v_img) and (v_img.min() < 0 or
+                                                           v_img.max() >= len(val_feats))):
+        raise ValueError("val_caption_image must give a valid val_feats row per caption")
+    if tuple(val_feats.shape[1:]) != tuple(shape):
+        raise ValueError(f"val features {val_feats.shape} differ in shape from "
+                         f"(n, {', '.join(map(str, shape))})")
+    return v_img
+
+
+def val_loss(model_holder, VX, v_ids, pad_id: int, batch_size: int = 256) -> float:
+    """Mean token CE of the validation captions ``v_ids`` given their image features ``VX``
+    (row i <-> caption i), eval mode, for any captioner whose ``model`` has
+    ``token_losses``."""
+    import torch
+    model_holder.model.eval()
+    tot, cnt = 0.0, 0
+    with torch.inference_mode():
+        for s in range(0, len(v_ids), batch_size):
+            inp, att = pad(v_ids[s:s + batch_size], pad_id)
+            lsum, n = model_holder.model.token_losses(VX[s:s + batch_size], inp, att)
+            tot, cnt = tot + float(lsum), cnt + n
+    return tot / max(cnt, 1)
 
 
 def pad(seqs: Sequence[Sequence[int]], pad_id: int):

@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,10 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab.captioning.clipcap import _check_samples, _check_val, _val_loss
 from biaslab.captioning.decoding import beam_search
-from biaslab.captioning.tokens import EOS, _tidy, build_tokenizer, normalize_caption
-from biaslab.captioning.training import Schedule, fit, json_default, pad, standardiser
+from biaslab.captioning.tokens import _tidy, build_tokenizer, normalize_caption
+from biaslab.captioning.training import json_default, standardiser, train_samples, val_loss
 from biaslab.features import torch_threads
 from biaslab.io import InputError, atomic_dir, without_run_stats
 
@@ -275,7 +273,7 @@ class TransformerCaptioner:
         """Mean token cross-entropy (nats) of ``captions`` given ``grid`` (row i <->
         caption i), eval mode."""
         import torch
-        return _val_loss(self, torch.from_numpy(np.asarray(grid, np.float32)),
+        return val_loss(self, torch.from_numpy(np.asarray(grid, np.float32)),
                          self.encode_captions(captions), self.tokenizer.pad_token_id,
                          batch_size)
 
@@ -377,52 +375,18 @@ def train_captioner(grid: np.ndarray, captions: Sequence[str], caption_image: Se
     import torch
     cfg = config or TransformerConfig()
     grid = np.asarray(grid, np.float32)
-    captions = [normalize_caption(c) for c in captions]
-    cap_img = np.asarray(caption_image, np.int64)
     if grid.ndim != 3 or len(grid) == 0:
         raise ValueError(f"grid must be a non-empty (n, cells, C) array, got {grid.shape}")
-    _check_samples(grid, captions, cap_img)
-    has_val = val_grid is not None and len(val_captions) > 0
-    if has_val:
-        val_grid = np.asarray(val_grid, np.float32)
-        v_img = _check_val(val_grid, val_captions, val_caption_image, grid.shape[1:])
 
-    t_start = time.perf_counter()
-    with torch_threads(cfg.num_threads), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(cfg.seed))
-        cap = build_captioner(cfg, captions, grid.shape[1], grid.shape[2])
-        used = grid[np.unique(cap_img)]
-        mu, sd = standardiser(used.reshape(-1, used.shape[-1]))
+    def build(g: np.ndarray, used: np.ndarray, caps: list[str]) -> TransformerCaptioner:
+        cap = build_captioner(cfg, caps, g.shape[1], g.shape[2])
+        mu, sd = standardiser(g[used].reshape(-1, g.shape[-1]))
         cap.model.feat_mean.copy_(torch.from_numpy(mu))
         cap.model.feat_std.copy_(torch.from_numpy(sd))
-        ids = cap.encode_captions(captions)
-        X = torch.from_numpy(grid)
-        pad_id = cap.tokenizer.pad_token_id
-        val = None
-        if has_val:
-            v_ids = cap.encode_captions(val_captions)
-            VX = torch.from_numpy(val_grid[v_img])
+        return cap
 
-            def val():
-                return _val_loss(cap, VX, v_ids, pad_id)
-
-        def batch_loss(b: list[int]):
-            inp, att = pad([ids[i] for i in b], pad_id)
-            return cap.model.token_losses(X[cap_img[b]], inp, att)
-
-        sch = Schedule(epochs=int(cfg.epochs), lr=float(cfg.lr),
-                       weight_decay=float(cfg.weight_decay), warmup=float(cfg.warmup),
-                       batch_size=int(cfg.batch_size), patience=int(cfg.patience),
-                       seed=int(cfg.seed))
-        hist, best_epoch, best = fit(cap.model, len(ids), batch_loss, sch, val, on_epoch,
-                                     progress, desc="transformer")
-    cap.meta = {"best_epoch": best_epoch,
-                "best_val_loss": best if has_val else None, "epochs_run": len(hist),
-                "n_train_captions": len(ids), "n_train_images": int(len(np.unique(cap_img))),
-                "n_val_captions": len(val_captions) if has_val else 0,
-                "vocab_size": len(cap.tokenizer),
-                "train_seconds": round(time.perf_counter() - t_start, 2)}
-    return cap, hist
+    return train_samples(build, grid, captions, caption_image, val_grid, val_captions,
+                         val_caption_image, cfg, on_epoch, progress, desc="transformer")
 
 
 #: the model class of this architecture (``biaslab.captioning.Arch.load``)
