@@ -7,7 +7,10 @@ One module per captioner, found by the architecture's name:
 ``clipcap``        :mod:`biaslab.captioning.clipcap`: ClipCap (MLP prefix + causal LM) on the
                    frozen backbone's pooled feature (Mokady et al. 2021)
 ``transformer``    :mod:`biaslab.captioning.transformer`: encoder-decoder Transformer trained
-                   from scratch on the frozen backbone's feature grid (app. B.2 "Transformer")
+                   from scratch on the frozen backbone's feature grid (app. B.2 "Transformer");
+                   with ``captioner.transformer.encoder`` / ``decoder`` naming checkpoints
+                   (models=paper: ViT + GPT-2), :mod:`biaslab.captioning.vit_gpt2` fine-tunes
+                   Hugging Face's VisionEncoderDecoderModel on pixels through the same entry
 (BLIP-2)           :mod:`biaslab.captioning.blip2`: paper tier only (``from_pretrained``,
                    caption, one fine-tuning step); not in the offline DAG
 =================  ==========================================================================
@@ -73,11 +76,16 @@ class Arch:
 
     def feature_key(self, config) -> tuple:
         """Hashable key of the features ``config`` reads (models sharing it share features)."""
+        if getattr(config, "pixels", False):
+            return ("pixels",)
         return (getattr(config, "grid", None), config.image_encoder, config.image_size)
 
     def features(self, table: pd.DataFrame, cache_dir: str | os.PathLike, config,
                  **kw) -> np.ndarray:
         from biaslab.captioning.data import grid_features, image_features
+        if getattr(config, "pixels", False):    # paper-tier ViT + GPT-2: image paths
+            from biaslab.captioning.vit_gpt2 import image_inputs
+            return image_inputs(table)
         if getattr(config, "grid", None) is not None:      # grid-reading architectures
             return grid_features(table, cache_dir, config.image_encoder, config.image_size,
                                  int(config.grid), **kw)

@@ -137,7 +137,8 @@ def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
             ``token_losses``, ``tokenizer``, ``encode_captions``); called after the torch RNG
             is seeded with ``config.seed``, so its initialisation is deterministic. ``used_rows``:
             the sorted feature rows the training captions use (for the standardiser).
-        feats: float32 (n_img, ...) features (pooled (n, F) or grid (n, N, C)).
+        feats: float32 (n_img, ...) features (pooled (n, F) or grid (n, N, C)), or an object
+            array (n_img,) of image paths for a model that reads pixels (ViT + GPT-2).
         captions: training captions (normalised here, :func:`~biaslab.captioning.tokens.
             normalize_caption`); caption_image: (n_cap,) row of ``feats`` of each caption.
         val_feats, val_captions, val_caption_image: the same for the validation split (early
@@ -163,7 +164,7 @@ def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
     check_samples(feats, captions, cap_img)
     has_val = val_feats is not None and len(val_captions) > 0
     if has_val:
-        val_feats = np.asarray(val_feats, np.float32)
+        val_feats = _as_rows(val_feats)
         v_img = check_val(val_feats, val_captions, val_caption_image, feats.shape[1:])
 
     t_start = time.perf_counter()
@@ -171,12 +172,12 @@ def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
         torch.manual_seed(int(config.seed))
         cap = build(feats, np.unique(cap_img), captions)
         ids = cap.encode_captions(captions)
-        X = torch.from_numpy(feats)
+        X = _rows_tensor(feats)
         pad_id = cap.tokenizer.pad_token_id
         val = None
         if has_val:
             v_ids = cap.encode_captions([normalize_caption(c) for c in val_captions])
-            VX = torch.from_numpy(val_feats[v_img])
+            VX = _rows_tensor(val_feats[v_img])
 
             def val():
                 return val_loss(cap, VX, v_ids, pad_id)
@@ -198,6 +199,20 @@ def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
                 "vocab_size": len(cap.tokenizer),
                 "train_seconds": round(time.perf_counter() - t_start, 2)}
     return cap, hist
+
+
+def _as_rows(x) -> np.ndarray:
+    """Input rows as an array: float32 features, or an object array of image paths (the
+    pixel-reading paper-tier models) kept as is."""
+    a = np.asarray(x)
+    return a if a.dtype == object else a.astype(np.float32, copy=False)
+
+
+def _rows_tensor(a: np.ndarray):
+    """float32 features -> a torch tensor (shares memory); object arrays (paths) unchanged:
+    indexing either with a row array gives the batch ``token_losses`` reads."""
+    import torch
+    return a if a.dtype == object else torch.from_numpy(a)
 
 
 def check_samples(feats: np.ndarray, captions: Sequence[str], cap_img: np.ndarray) -> None:

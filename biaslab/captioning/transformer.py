@@ -72,7 +72,16 @@ class TransformerConfig:
     offline default 1e-3, see the module docstring), ``batch_size`` (app. B.2: 64).
     Shared with ClipCap (``captioner.*``): ``vocab_size``, ``min_count``, ``max_len``,
     ``epochs``, ``weight_decay``, ``warmup``, ``patience``, ``beam``, ``seed``,
-    ``num_threads``; ``image_encoder`` / ``image_size`` from ``features``.
+    ``num_threads``, ``local_files_only``; ``image_encoder`` / ``image_size`` from
+    ``features``.
+
+    Tier (``captioner.transformer``): ``encoder`` ``grid`` (offline: the model above on the
+    frozen backbone's feature grid) or a ViT checkpoint (hub id / directory; paper:
+    ``google/vit-base-patch16-224-in21k``), ``decoder`` ``tiny`` (offline, from scratch) or a
+    causal LM with an encoder (paper: ``gpt2``): any encoder other than ``grid`` fine-tunes
+    ViT + GPT-2 on pixels (:mod:`biaslab.captioning.vit_gpt2`; ``grid``, ``enc_layers``,
+    ``dec_layers``, ``d_model``, ``heads``, ``ff``, ``dropout`` and ``vocab_size`` /
+    ``min_count`` are then the checkpoints').
     """
     grid: int = 7
     enc_layers: int = 2
@@ -95,12 +104,21 @@ class TransformerConfig:
     image_encoder: str = "efficientnet_lite0"
     image_size: int | None = 224
     num_threads: int | None = 1
+    encoder: str = "grid"
+    decoder: str = "tiny"
+    local_files_only: bool = True
+
+    @property
+    def pixels(self) -> bool:
+        """True for the paper tier (a ViT checkpoint as ``encoder``): the model reads image
+        paths, not grid features."""
+        return str(self.encoder) != "grid"
 
 
 #: keys of ``captioner`` that :class:`TransformerConfig` reads (the rest of its fields come
 #: from ``captioner.transformer``)
 SHARED = ("vocab_size", "min_count", "max_len", "epochs", "weight_decay", "warmup", "patience",
-          "beam", "seed", "num_threads", "image_encoder", "image_size")
+          "beam", "seed", "num_threads", "image_encoder", "image_size", "local_files_only")
 
 
 def config_from_params(p: Mapping | None, **overrides) -> TransformerConfig:
@@ -306,6 +324,9 @@ class TransformerCaptioner:
             raise InputError(directory, f"not a saved transformer captioner (no {CONFIG_FILE}; "
                                         f"did train_captioner run with this arch?)")
         meta = json.loads(meta_p.read_text())
+        if meta.get("impl") == "vit_gpt2":          # the paper tier (ViT + GPT-2 on pixels)
+            from biaslab.captioning.vit_gpt2 import ViTGPT2Captioner
+            return ViTGPT2Captioner.load(directory, num_threads=num_threads)
         if meta.get("format") != _FORMAT or meta.get("arch") != ARCH:
             raise InputError(meta_p, f"unsupported format {meta.get('format')!r} / arch "
                                      f"{meta.get('arch')!r}")
@@ -374,6 +395,10 @@ def train_captioner(grid: np.ndarray, captions: Sequence[str], caption_image: Se
     """
     import torch
     cfg = config or TransformerConfig()
+    if cfg.pixels:          # paper tier: ViT + GPT-2 fine-tuned on the images at `grid` (paths)
+        from biaslab.captioning import vit_gpt2
+        return vit_gpt2.train_captioner(grid, captions, caption_image, val_grid, val_captions,
+                                        val_caption_image, cfg, on_epoch, progress)
     grid = np.asarray(grid, np.float32)
     if grid.ndim != 3 or len(grid) == 0:
         raise ValueError(f"grid must be a non-empty (n, cells, C) array, got {grid.shape}")
