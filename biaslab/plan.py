@@ -422,7 +422,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
 
     # captioner, LIBRA, evaluation: work only unless measured for this tier
     cp = params.get("captioner", {})
-    n_cap = len(cp.get("datasets", [])) * len(cp.get("seeds", []))
+    archs = list(cp.get("archs") or ["clipcap"])
+    n_cap = len(cp.get("datasets", [])) * len(cp.get("seeds", [])) * len(archs)
     tier = params.get("models", {}).get("name", "tiny")
     why = (f"no rate: models={tier} (GPT-2 / t5-base / BERT / ViLT) was not measured and no "
            f"documented throughput fits; benchmarks/results/ has tiny-tier rates only"
@@ -430,8 +431,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
            "no per-item rate: stage_times_*.json time the ci scale only, not per item")
     na = Rate(None, why)
     rows.append(Row("train_captioner", n_cap, "models",
-                    f"{len(cp.get('datasets', []))} datasets x {len(cp.get('seeds', []))} seeds",
-                    na, na))
+                    f"{len(cp.get('datasets', []))} datasets x {len(cp.get('seeds', []))} seeds"
+                    f" x {len(archs)} arch(s) ({', '.join(archs)})", na, na))
     train_caps = round(wk.n_captions * params.get("split", {}).get("fractions", {})
                        .get("train", 0.7))
     mx = params.get("libra", {}).get("max_train_captions")
@@ -439,8 +440,10 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
     rows.append(Row("t5_finetune + bcs_synthesize", n_t5, "captions",
                     "train-split captions (libra.max_train_captions)", na, na))
     rows.append(Row("dcg_train + dcg_apply", n_t5, "captions", "as t5_finetune", na, na))
-    rows.append(Row("eval_captioner", wk.n_test_gendered * (n_cap + 1), "captions",
-                    f"{wk.n_test_gendered:,} test images x ({n_cap} captioners + LIBRA)", na, na))
+    n_libra = len(archs) * len(cp.get("seeds", []))   # LIBRA on each arch's Original, per seed
+    rows.append(Row("eval_captioner", wk.n_test_gendered * (n_cap + n_libra), "captions",
+                    f"{wk.n_test_gendered:,} test images x ({n_cap} captioners + {n_libra} "
+                    f"LIBRA outputs)", na, na))
 
     for r in rows:
         per_model = r.unit == "models"

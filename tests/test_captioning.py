@@ -295,20 +295,16 @@ def test_train_stage_rejects_an_unknown_arch(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------- BLIP-2
-def test_blip2_offline_tiny_random_model(tmp_path, monkeypatch):
-    """A tiny random Blip2ForConditionalGeneration (ViT + Q-Former + OPT) saved with
-    save_pretrained loads through biaslab.captioning.blip2.load (the paper tier's
-    from_pretrained path), captions 2 images, and one fine-tuning step changes the trained
-    weights (Q-Former, queries, projection) but not the frozen OPT."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from PIL import Image
+def tiny_blip2(directory, captions=("a man riding a horse", "a woman with a cat", "a dog")):
+    """Save a tiny random Blip2ForConditionalGeneration (ViT + Q-Former + OPT, 32 px, 4
+    queries) and its processor (word-level tokenizer on ``captions`` + an ``<image>`` token)
+    to ``directory`` with save_pretrained; returns the directory."""
     from transformers import (Blip2Config, Blip2ForConditionalGeneration, Blip2Processor,
                               Blip2QFormerConfig, Blip2VisionConfig, BlipImageProcessor,
                               OPTConfig)
 
-    from biaslab.captioning import blip2
     from biaslab.captioning.tokens import build_tokenizer
-    tok = build_tokenizer(["a man riding a horse", "a woman with a cat", "a dog"], min_count=1)
+    tok = build_tokenizer(list(captions), min_count=1)
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
     V, eos = len(tok), tok.eos_token_id
     torch.manual_seed(0)
@@ -326,8 +322,22 @@ def test_blip2_offline_tiny_random_model(tmp_path, monkeypatch):
         num_query_tokens=4, image_token_index=tok.convert_tokens_to_ids("<image>"))
     proc = Blip2Processor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}),
                           tokenizer=tok, num_query_tokens=4)
-    Blip2ForConditionalGeneration(cfg).save_pretrained(tmp_path / "blip2")
-    proc.save_pretrained(tmp_path / "blip2")
+    Blip2ForConditionalGeneration(cfg).save_pretrained(directory)
+    proc.save_pretrained(directory)
+    return directory
+
+
+def test_blip2_offline_tiny_random_model(tmp_path, monkeypatch):
+    """A tiny random Blip2ForConditionalGeneration (ViT + Q-Former + OPT) saved with
+    save_pretrained loads through biaslab.captioning.blip2.load (the paper tier's
+    from_pretrained path), captions 2 images, and one fine-tuning step changes the trained
+    weights (Q-Former, queries, projection) but not the frozen OPT."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from PIL import Image
+    from transformers import Blip2ForConditionalGeneration
+
+    from biaslab.captioning import blip2
+    tiny_blip2(tmp_path / "blip2")
 
     model, processor = blip2.load(tmp_path / "blip2")
     assert isinstance(model, Blip2ForConditionalGeneration) and not model.training

@@ -192,3 +192,15 @@ def test_classifier_rows_count_every_backbone_and_method(paper):
     for s in ("train_classifier", "train_method"):
         assert ft[s]["n"] == rows[s]["n"] and ft[s]["cpu_s"] is None and ft[s]["gpu_s"] is None
         assert "fine-tuning" in ft[s]["cpu"]["source"] and "fine-tuned" in ft[s]["detail"]
+
+
+def test_captioner_rows_count_every_arch(paper):
+    """Table 2's matrix at the paper tier: ClipCap, BLIP-2 and Transformer x datasets x
+    seeds captioners (and eval_captioner's captions with them)."""
+    rows = {r["stage"]: r for r in P.plan(paper, wk=TOY)["rows"]}
+    cp = paper["captioner"]
+    assert cp["archs"] == ["clipcap", "blip2", "transformer"]
+    n = len(cp["datasets"]) * len(cp["seeds"]) * 3
+    assert rows["train_captioner"]["n"] == n and "blip2" in rows["train_captioner"]["detail"]
+    # + LIBRA on each arch's Original captioner, per seed
+    assert rows["eval_captioner"]["n"] == TOY.n_test_gendered * (n + 3 * len(cp["seeds"]))

@@ -11,8 +11,10 @@ One module per captioner, found by the architecture's name:
                    with ``captioner.transformer.encoder`` / ``decoder`` naming checkpoints
                    (models=paper: ViT + GPT-2), :mod:`biaslab.captioning.vit_gpt2` fine-tunes
                    Hugging Face's VisionEncoderDecoderModel on pixels through the same entry
-(BLIP-2)           :mod:`biaslab.captioning.blip2`: paper tier only (``from_pretrained``,
-                   caption, one fine-tuning step); not in the offline DAG
+``blip2``          :mod:`biaslab.captioning.blip2`: BLIP-2 (``Salesforce/blip2-opt-2.7b``,
+                   ``from_pretrained``) fine-tuned on pixels (Q-Former, queries, projection;
+                   app. B.2: AdamW 2e-6, batch 8); paper tier (models=paper), no offline
+                   weights
 =================  ==========================================================================
 
 Shared pieces: :mod:`~biaslab.captioning.tokens` (word-level tokenizer),
@@ -96,6 +98,7 @@ class Arch:
 ARCHS: dict[str, Arch] = {
     "clipcap": Arch("clipcap", "biaslab.captioning.clipcap"),
     "transformer": Arch("transformer", "biaslab.captioning.transformer"),
+    "blip2": Arch("blip2", "biaslab.captioning.blip2"),
 }
 
 
