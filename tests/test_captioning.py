@@ -44,7 +44,7 @@ def toy_transformer():
 
 # ------------------------------------------------------------------------------- registry
 def test_registry_names_and_paths():
-    assert sorted(K.ARCHS) == ["clipcap", "transformer"]
+    assert sorted(K.ARCHS) == ["blip2", "clipcap", "transformer"]
     with pytest.raises(ValueError, match=r"captioner.archs.*'vit'.*known"):
         K.get_arch("vit")
     assert K.archs_from_params({}) == ["clipcap"]
