@@ -28,6 +28,10 @@ SWEEP_METRICS: tuple[tuple[str, str, tuple[str, ...], str, float], ...] = (
     ("leakage", "metrics/classification.json", ("{row}", "Leakage"), "Leakage (classifier)", 0.0),
     ("ratio_raw", "metrics/classification.json", ("{row}", "ratio_raw"),
      "Ratio r (classifier)", 1.0),
+    # Ratio_E (threshold-free, finite where r is infinite) is drawn, not checked at b = 0: it is
+    # symmetrised (>= 1), so its CI cannot cover 1 from below.
+    ("ratio_e", "metrics/classification.json", ("{row}", "Ratio_expected"),
+     "Ratio_E (classifier)", 1.0),
     ("LIC", "metrics/captioning.json", ("{row}", "LIC"), "LIC (captioner)", 0.0),
     ("Error", "metrics/captioning.json", ("{row}", "Error"), "Error (captioner)", 0.0),
     ("BiasAmp", "metrics/captioning.json", ("{row}", "BiasAmp"), "BiasAmp (captioner)", 0.0),

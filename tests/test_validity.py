@@ -99,12 +99,13 @@ def test_sweep_points_markdown_and_bias0_checks(tmp_path):
 def test_bias0_infinite_ratio_fails_and_error_is_not_checked():
     """A classifier that never predicts "woman" at b = 0 has r = ∞ on every seed: DVC drops
     the null mean, the point is kept (counted) and "r ≈ 1" fails; Error (a captioner's
-    wrong-gender rate) is drawn but not a b = 0 claim."""
+    wrong-gender rate) and Ratio_E (symmetrised, >= 1) are drawn but not b = 0 claims."""
     def exp(name, bias, ratio, err):
         return {"name": name, "data": {
             "params": {"params.yaml": {"data": {"synthetic": {"bias": bias}}}},
             "metrics": {
-                "metrics/classification.json": {"data": {"original": {"ratio_raw": ratio}}},
+                "metrics/classification.json": {"data": {"original": {
+                    "ratio_raw": ratio, "Ratio_expected": {"mean": 1.5, "ci95": 0.2, "n": 3}}}},
                 "metrics/captioning.json": {"data": {"original": {"Error": err}}}}}}
     show = [{"experiments": [{"revs": [
         exp("b0", 0.0, {"n": 3, "n_inf": 3, "n_missing": 0, "sign": 1},
@@ -113,7 +114,9 @@ def test_bias0_infinite_ratio_fails_and_error_is_not_checked():
             {"mean": 10.0, "ci95": 5.0, "n": 3})]}]}]
     pts = sweep.sweep_points(show)
     assert {(p["bias"], p["metric"]) for p in pts} == {
-        (0.0, "ratio_raw"), (0.9, "ratio_raw"), (0.0, "Error"), (0.9, "Error")}
+        (0.0, "ratio_raw"), (0.9, "ratio_raw"), (0.0, "Error"), (0.9, "Error"),
+        (0.0, "ratio_e"), (0.9, "ratio_e")}
+    assert "### Ratio_E (classifier) (unbiased = 1)" in sweep.sweep_markdown(pts)
     assert "∞ (3/3 seeds)" in sweep.sweep_markdown(pts)
     checks = sweep.bias0_checks(pts)
     assert [(c["id"], c["verdict"], c["n_inf"]) for c in checks] == [
