@@ -157,35 +157,64 @@ def bias0_checks(points: Iterable[Mapping[str, Any]]) -> list[dict]:
     return checks
 
 
-def plot_sweep(points: Sequence[Mapping[str, Any]], path) -> None:
-    """One panel per metric (x: planted bias b, y: metric), one line per variant with 95 % CI
-    error bars and the unbiased value as a dashed line; written atomically as PNG."""
+def _sweep_figure(points: Sequence[Mapping[str, Any]]):
+    """The sweep's matplotlib figure (None without points): one panel per metric, one line per
+    variant, each variant in the same colour in every panel (panels hold different variant
+    subsets: the captioner has no model-level methods) and one legend for the figure."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from biaslab.io import atomic_path
     metrics = [m for m in SWEEP_METRICS if any(p["metric"] == m[0] for p in points)]
     if not metrics:
-        return
+        return None
+    rows = list(dict.fromkeys(p["row"] for p in points))
+    order = list(ROW_NAMES)
+    rows = [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
+    cmap = plt.get_cmap("tab10")
+    colour = {r: cmap(i % 10) for i, r in enumerate(rows)}
     ncol = min(4, len(metrics))
     nrow = -(-len(metrics) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 3.2 * nrow), squeeze=False)
+    handles = {}
     for ax, (mkey, _, _, label, ref) in zip(axes.flat, metrics):
         ps = [p for p in points if p["metric"] == mkey and p.get("mean") is not None]
-        for row in dict.fromkeys(p["row"] for p in ps):
-            q = [p for p in ps if p["row"] == row]
-            ax.errorbar([p["bias"] for p in q], [p["mean"] for p in q],
-                        yerr=[p.get("ci95") or 0.0 for p in q], marker="o", capsize=3,
-                        label=ROW_NAMES.get(row, row))
+        n_inf = sum(1 for p in points if p["metric"] == mkey and p.get("mean") is None)
+        for row in [r for r in rows if any(p["row"] == r for p in ps)]:
+            q = sorted((p for p in ps if p["row"] == row), key=lambda p: p["bias"])
+            h = ax.errorbar([p["bias"] for p in q], [p["mean"] for p in q],
+                            yerr=[p.get("ci95") or 0.0 for p in q], marker="o", capsize=3,
+                            color=colour[row], label=ROW_NAMES.get(row, row))
+            handles.setdefault(row, h)
         ax.axhline(ref, color="k", lw=0.8, ls="--")
-        ax.set_title(label, fontsize=10)
+        # a point whose mean is infinite/undefined on some seed is not drawn: say so
+        ax.set_title(label + (f" ({n_inf} points ∞, not drawn)" if n_inf else ""), fontsize=10)
         ax.set_xlabel("planted bias b")
-    for ax in list(axes.flat)[len(metrics):]:
+    spare = list(axes.flat)[len(metrics):]
+    for ax in spare:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    legend_args = ([handles[r] for r in rows if r in handles],
+                   [ROW_NAMES.get(r, r) for r in rows if r in handles])
+    if spare:
+        spare[0].legend(*legend_args, fontsize=9, loc="center")
+    else:
+        fig.legend(*legend_args, fontsize=8, loc="lower center", ncol=min(8, len(rows)))
     fig.suptitle("Bias metrics against planted bias (mean ± 95 % CI over seeds)", fontsize=11)
     fig.tight_layout()
+    return fig
+
+
+def plot_sweep(points: Sequence[Mapping[str, Any]], path) -> None:
+    """One panel per metric (x: planted bias b, y: metric), one line per variant with 95 % CI
+    error bars, the unbiased value as a dashed line, and each variant in one colour across all
+    panels (:func:`_sweep_figure`); written atomically as PNG. Nothing is written without
+    points."""
+    import matplotlib.pyplot as plt
+
+    from biaslab.io import atomic_path
+    fig = _sweep_figure(points)
+    if fig is None:
+        return
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

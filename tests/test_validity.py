@@ -121,3 +121,32 @@ def test_bias0_infinite_ratio_fails_and_error_is_not_checked():
     checks = sweep.bias0_checks(pts)
     assert [(c["id"], c["verdict"], c["n_inf"]) for c in checks] == [
         ("bias0/original/ratio_raw", "fails", 3)]
+
+
+def test_sweep_plot_keeps_each_variant_in_one_colour():
+    """Panels hold different variant subsets (the captioner has no model-level methods): a
+    variant must keep its colour in every panel, and the one legend must name every variant.
+    (The first version coloured by order within each panel, so the legend was wrong for the
+    probe and captioner panels.)"""
+    def pt(row, metric, bias, mean):
+        return {"row": row, "metric": metric, "bias": bias, "mean": mean, "ci95": 0.1, "n": 3}
+    pts = [pt("adversarial", "leakage", b, 1.0) for b in (0.0, 0.9)]
+    pts += [pt(r, m, b, 0.5) for r in ("original", "synthetic")
+            for m in ("leakage", "sens_cast", "Error") for b in (0.0, 0.9)]
+    pts += [{"row": "original", "metric": "ratio_raw", "bias": 0.0, "mean": None, "n": 3,
+             "n_inf": 3}]
+    fig = sweep._sweep_figure(pts)
+    colours: dict[str, set] = {}
+    titles = []
+    for ax in fig.axes:
+        titles.append(ax.get_title())
+        for c in ax.containers:
+            colours.setdefault(c.get_label(), set()).add(tuple(c.lines[0].get_color()))
+    assert set(colours) == {"Adversarial", "Original", "S_synthetic"}
+    assert all(len(v) == 1 for v in colours.values()), colours
+    assert len({next(iter(v)) for v in colours.values()}) == 3
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + fig.legends
+    assert len(legends) == 1
+    assert [t.get_text() for t in legends[0].get_texts()] == ["Original", "S_synthetic",
+                                                             "Adversarial"]
+    assert any("1 points ∞, not drawn" in t for t in titles)
