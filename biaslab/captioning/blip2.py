@@ -361,8 +361,8 @@ def train_captioner(paths, captions: Sequence[str], caption_image: Sequence[int]
     Returns ``(captioner, history)``. Raises ``InputError`` when the checkpoint cannot be
     loaded, ``ValueError`` for inputs that are not paths or disagree in shape.
 
-    Memory: the early-stopping copy of the best weights is a full state dict (about 11 GB for
-    blip2-opt-2.7b in float32, on the model's device).
+    Memory: the early-stopping copy of the best weights holds the trainable parameters and
+    the buffers only (:func:`biaslab.captioning.training.fit`), not the frozen ViT and OPT.
     """
     import numpy as np
 

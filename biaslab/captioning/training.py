@@ -18,7 +18,6 @@ Also the small pieces the architectures share: :func:`pad` (right-padding of tok
 """
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -83,6 +82,11 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
     gen = torch.Generator().manual_seed(int(schedule.seed))
     hist: list[dict] = []
     best, best_state, best_epoch, bad = math.inf, None, -1, 0
+    # the early-stopping copy holds what training can change: parameters that get gradients
+    # and buffers (frozen parameters get no gradient, so AdamW and its weight decay skip them);
+    # for BLIP-2 that is the Q-Former side (~0.4 GB), not the whole 2.7B model (~11 GB fp32)
+    changing = ({n for n, p in model.named_parameters() if p.requires_grad}
+                | {n for n, _ in model.named_buffers()})
     bar = tqdm(range(int(schedule.epochs)), disable=not progress, desc=desc, unit="ep")
     for epoch in bar:
         t0 = time.perf_counter()
@@ -105,7 +109,8 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
             rec["val_loss"] = val_loss()
             if rec["val_loss"] < best - 1e-4:
                 best, best_epoch, bad = rec["val_loss"], epoch, 0
-                best_state = copy.deepcopy(model.state_dict())
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()
+                              if k in changing}
             else:
                 bad += 1
         rec["seconds"] = time.perf_counter() - t0
@@ -116,7 +121,9 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
         if val_loss is not None and bad >= int(schedule.patience):
             break
     if best_state is not None:
-        model.load_state_dict(best_state)
+        missing = model.load_state_dict(best_state, strict=False)
+        if missing.unexpected_keys:  # cannot happen: the keys come from this state dict
+            raise RuntimeError(f"fit: unexpected keys {missing.unexpected_keys}")
     model.eval()
     if val_loss is None:
         best_epoch = len(hist) - 1
