@@ -59,6 +59,12 @@ def _rows(data: Mapping[str, Any]) -> list[str]:
         node = _dig(d, path[:path.index("{row}")])
         if isinstance(node, Mapping):
             rows |= {k for k, v in node.items() if isinstance(v, Mapping) and k != "test_set"}
+    return _in_table_order(rows)
+
+
+def _in_table_order(rows) -> list[str]:
+    """``rows`` in the tables' row order (:data:`biaslab.report.ROW_NAMES`), others after,
+    sorted."""
     order = list(ROW_NAMES)
     return [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
 
@@ -168,9 +174,7 @@ def _sweep_figure(points: Sequence[Mapping[str, Any]]):
     metrics = [m for m in SWEEP_METRICS if any(p["metric"] == m[0] for p in points)]
     if not metrics:
         return None
-    rows = list(dict.fromkeys(p["row"] for p in points))
-    order = list(ROW_NAMES)
-    rows = [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
+    rows = _in_table_order({p["row"] for p in points})
     cmap = plt.get_cmap("tab10")
     colour = {r: cmap(i % 10) for i, r in enumerate(rows)}
     ncol = min(4, len(metrics))

@@ -68,6 +68,9 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
 
     The caller seeds the torch RNG (initialisation, dropout) before calling; the batch order
     uses its own generator, so the global state is only advanced by dropout.
+
+    With validation, the model ends with the best epoch's parameters that require gradients
+    and its buffers; frozen parameters are never copied (they cannot change).
     """
     import torch
     from tqdm import tqdm
@@ -84,7 +87,7 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
     best, best_state, best_epoch, bad = math.inf, None, -1, 0
     # the early-stopping copy holds what training can change: parameters that get gradients
     # and buffers (frozen parameters get no gradient, so AdamW and its weight decay skip them);
-    # for BLIP-2 that is the Q-Former side (~0.4 GB), not the whole 2.7B model (~11 GB fp32)
+    # for BLIP-2 that is the Q-Former side, not the frozen ViT + OPT (~11 GB in fp32)
     changing = ({n for n, p in model.named_parameters() if p.requires_grad}
                 | {n for n, _ in model.named_buffers()})
     bar = tqdm(range(int(schedule.epochs)), disable=not progress, desc=desc, unit="ep")
@@ -121,9 +124,7 @@ def fit(model, n_samples: int, batch_loss: Callable[[list[int]], tuple], schedul
         if val_loss is not None and bad >= int(schedule.patience):
             break
     if best_state is not None:
-        missing = model.load_state_dict(best_state, strict=False)
-        if missing.unexpected_keys:  # cannot happen: the keys come from this state dict
-            raise RuntimeError(f"fit: unexpected keys {missing.unexpected_keys}")
+        model.load_state_dict(best_state, strict=False)  # a subset of this model's keys
     model.eval()
     if val_loss is None:
         best_epoch = len(hist) - 1
