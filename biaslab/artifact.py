@@ -48,10 +48,32 @@ carry the same kind of artifacts as the generated training images:
   SAME group (a donor from the training split, pasted as in generation -- scaled to the person
   box, alpha restricted to the part mask) fills it; seams and colour breaks are real;
 * ``sd_inpaint``: the Stable Diffusion inpainting pipeline with the image's caption as the
-  prompt (the first caption naming the image's gender, else the first caption).
+  prompt (the first caption naming the image's gender, else the first caption);
+* ``render`` (synthetic data): the generator re-draws the scene with a person of the SAME
+  group and a new appearance (colours, arm pose; ``RenderBackend.redraw_region``), copied in
+  inside the part mask. Like the paper's prompt (the caption, so "identical gender ratios in
+  the original and inpainted test sets") it keeps the person's gender; it adds no donor, no
+  classical-inpainting smear and no JPEG compression, none of which the render-trained models
+  saw in training. Its one artifact is the colour break at the part's edge (the new
+  appearance meets the old one).
 
-Images are written as JPEG (quality 95) like the generated candidates; note that on a PNG source
-(the synthetic data) the compression is then itself one of the artifacts the test can detect.
+Images are written in the backend's format, as its training candidates: JPEG (quality 95) for
+``copy_paste`` / ``sd_inpaint`` (on a PNG source, the synthetic data, the compression is then
+itself one of the artifacts the test can detect), PNG for ``render``.
+
+What the test measures on the synthetic data (``python scripts/artifact_flips.py`` writes
+``plots/report/artifact_flips.md``: every flip of a classifier's gender call by part and
+direction, copy_paste vs render, on the workspace's models). Measured on the default with
+5 seeds x 80 test images: with ``copy_paste`` on a render run (this module's behaviour before
+``render`` could inpaint a part) S_synthetic's call flipped on 54 of 400 image x seed cells,
+52 of them towards "man", and its P(man) - P(woman) rose by 0.66 on female heads against 0.07
+on male heads; with ``render`` 16 of 400 flipped, all towards "man" (0.22 vs 0.04 on heads).
+The generator's female cues are extended shapes (long hair framing the face, the dress's
+flare) that an edge inside the part cuts; the male ones (short hair cap, straight torso) lie
+inside it. So on this data Δ grows with how much a model reads the person's shape, whatever its
+training artifacts: a context reader (Original at b = 0.8) has a small Δ because it reads
+context, not because it ignores artifacts. ``artifact.backend: copy_paste`` still runs the
+donor-patch test.
 """
 from __future__ import annotations
 
@@ -169,10 +191,13 @@ def inpaint_part(backend, image: np.ndarray, mask: np.ndarray, *, image_id: int,
                  group: str, prompt: str, seed: int, guidance_scale: float = 7.5
                  ) -> tuple[np.ndarray, int | None]:
     """Inpaint ``mask`` of ``image`` with a generation backend (``CopyPasteBackend`` /
-    ``SDInpaintBackend`` ``generate`` API): ``group`` = the person's own group (copy_paste:
-    donor group), ``prompt`` = the caption (sd_inpaint). Returns ``(image, donor ann_id or
-    None)``; pixels outside ``mask`` are unchanged by both backends."""
+    ``SDInpaintBackend`` ``generate`` API, or ``RenderBackend.redraw_region``): ``group`` =
+    the person's own group (copy_paste: donor group; render: the re-drawn person's group),
+    ``prompt`` = the caption (sd_inpaint). Returns ``(image, donor ann_id or None)``; pixels
+    outside ``mask`` are unchanged by every backend."""
     item = {"image_id": int(image_id), "boxes": [[float(v) for v in box]]}
+    if hasattr(backend, "redraw_region"):   # render: the oracle re-draws the region itself
+        return backend.redraw_region(item, image, mask, group, int(seed)), None
     (arr, donors), = backend.generate(item, image, mask, group, prompt, [0], [int(seed)],
                                       [float(guidance_scale)])
     donor = None
@@ -194,7 +219,8 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
         persons: ``persons.parquet`` rows (the person is the largest box of the image, crowd-
             like boxes skipped: :func:`biaslab.counterfactual.masks.select_persons`).
         backend: a generation backend (``generate`` API of biaslab.counterfactual).
-        out_dir: images go to ``<out_dir>/<image_id>.jpg`` (path kept as given).
+        out_dir: images go to ``<out_dir>/<image_id>.jpg`` (``.png`` for a backend whose
+            ``image_format`` is ``"png"``: render; path kept as given).
         seed: part choice (``default_rng([seed, image_id])``) and backend seed.
 
     Returns:
@@ -204,6 +230,9 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
 
     from biaslab.counterfactual.generate import load_image
     from biaslab.counterfactual.masks import select_persons
+    # the backend's own format: render's training candidates are lossless PNGs, so its test
+    # images are too (JPEG would add a compression artifact the training images never had)
+    ext = "png" if getattr(backend, "image_format", "jpg") == "png" else "jpg"
     by_img = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
     rows = []
     for it in tqdm(items.sort_values("image_id").to_dict("records"), disable=not progress,
@@ -225,9 +254,12 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
                                   group=it["gender"], prompt=it.get("prompt", ""),
                                   seed=int(rng.integers(2**31 - 1)),
                                   guidance_scale=guidance_scale)
-        path = os.path.join(str(out_dir), f"{iid}.jpg")
-        with atomic_path(path, suffix=".jpg") as tmp:
-            Image.fromarray(out).save(tmp, format="JPEG", quality=int(jpeg_quality))
+        path = os.path.join(str(out_dir), f"{iid}.{ext}")
+        with atomic_path(path, suffix=f".{ext}") as tmp:
+            if ext == "png":
+                Image.fromarray(out).save(tmp, format="PNG")
+            else:
+                Image.fromarray(out).save(tmp, format="JPEG", quality=int(jpeg_quality))
         rows.append({"image_id": iid, "ann_id": int(person["ann_id"]), "gender": it["gender"],
                      "part": part, "mask_pixels": int(mask.sum()),
                      "prompt": it.get("prompt", ""), "source_path": str(it["path"]),

@@ -2,8 +2,9 @@
 (biaslab.artifact; params `artifact`, `classifier.seeds`, `generate.*` for the backend).
 
 A random body part of the main person of every test image is inpainted by the generation
-backend (copy_paste: cv2 inpainting + a patch of a same-group donor; sd_inpaint: SD with the
-caption as prompt); the gender-prediction ratio r = #man / #woman of the classifiers trained on
+backend (render: the synthetic generator re-draws the part for the person's own gender;
+copy_paste: cv2 inpainting + a patch of a same-group donor; sd_inpaint: SD with the caption as
+prompt); the gender-prediction ratio r = #man / #woman of the classifiers trained on
 `artifact.datasets` (original, augment, synthetic) is compared on the original and the
 inpainted images (persons visible): Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig.
 
@@ -14,7 +15,7 @@ Over the classifier seeds (biaslab.artifact.artifact_summary): Delta from the SE
 beside the per-seed ratios and Deltas (biaslab.stats records). Gender outputs count as
 predictions where they are >= their threshold (biaslab.classify.gender_thresholds; 0.5).
 
-out: data/artifact/ (images/<image_id>.jpg, parts.parquet: image, person, part, prompt, donor),
+out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: image, person, part, prompt, donor),
      metrics/artifact.json:
        {<dataset>: {ratio_orig, ratio_inp: record (per-seed raw r), delta: {mean, ci95, lo, hi,
                     n, n_boot, n_undefined} (Delta of the seed means, bootstrap CI),
@@ -41,16 +42,21 @@ OUT = "data/artifact"
 
 def inpainting_backend(a: dict, g: dict) -> str:
     """The backend that inpaints the test images' body parts: ``artifact.backend`` when set,
-    else ``generate.backend``, except ``render``: the synthetic oracle re-draws whole persons and
-    cannot inpaint a body part, so its runs inpaint with ``copy_paste`` (cv2 inpainting + a
-    same-group donor patch). Table 3 then asks whether models trained on render's artifact-free
-    counterfactuals react to inpainting artifacts at all."""
-    name = a.get("backend") or g["backend"]
-    return "copy_paste" if name == "render" else name
+    else ``generate.backend``, so the test images carry the kind of artifacts the generated
+    training images carry (render: none; it re-draws the part for the person's own gender,
+    ``biaslab.artifact``)."""
+    return a.get("backend") or g["backend"]
 
 
-def make_backend(g: dict, persons, images, labels, split):
-    """The generation backend of params `generate` (same construction as stage generate)."""
+def make_backend(g: dict, persons, images, labels, split, data_root: str | None = None):
+    """The generation backend of params `generate` (same construction as stage generate;
+    render reads `data.root`)."""
+    if g["backend"] == "render":
+        from biaslab.counterfactual.render import RenderBackend
+        if not data_root:
+            raise InputError("params.yaml", "artifact backend render needs params data.root "
+                                            "(a synthetic dataset)")
+        return RenderBackend(data_root)
     if g["backend"] == "copy_paste":
         from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
         donors = donor_pool(persons, images, labels, split, splits=g.get("donor_splits"),
@@ -66,7 +72,7 @@ def make_backend(g: dict, persons, images, labels, split):
                                 batch_size=g.get("batch_size", 4),
                                 feather_px=g.get("feather_px", 2.0))
     raise InputError("params.yaml", f"unknown generate.backend {g['backend']!r} "
-                                    "(copy_paste | sd_inpaint)")
+                                    "(render | copy_paste | sd_inpaint)")
 
 
 def main() -> None:
@@ -89,7 +95,8 @@ def main() -> None:
                                for i, gnd in zip(test["image_id"], test["gender"])])
     t0 = time.perf_counter()
     g = {**g, "backend": inpainting_backend(a, g)}
-    backend = make_backend(g, persons, images, labels, split)
+    backend = make_backend(g, persons, images, labels, split,
+                           data_root=params.get("data", {}).get("root"))
     parts = build_inpainted_test_set(
         test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
         parts=a.get("parts", ["head", "left_hand", "right_hand"]),

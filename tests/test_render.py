@@ -168,3 +168,39 @@ def test_generate_stage_with_render(synth, tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(ValueError, match="data.root"):
         stage.main([])
+
+
+def test_redraw_region_is_the_artifact_test_inpainter(synth, tmp_path):
+    """render as the synthetic-artifact test's inpainter (biaslab.artifact): only the part's
+    pixels change, they come from the same scene re-drawn for the person's own gender, and the
+    test images are lossless PNGs like render's training candidates."""
+    from biaslab.artifact import build_inpainted_test_set, choose_part_mask
+    backend = RenderBackend(synth["root"] / "raw")
+    persons = synth["tables"]["persons"]
+    iid = int(persons["image_id"].iloc[0])
+    src = _source(synth, iid)
+    person = persons[persons["image_id"] == iid].iloc[0].to_dict()
+    mask, part = choose_part_mask(person, *src.shape[:2], np.random.default_rng(0))
+    gender = synth["truth"][iid]["gender"]
+    out = backend.redraw_region({"image_id": iid}, src, mask, gender, 7)
+    m = mask.astype(bool)
+    assert np.array_equal(out[~m], src[~m])
+    assert np.array_equal(out[m], backend.render(iid, gender, 7).image[m])
+    assert not np.array_equal(out, src)          # a new appearance inside the part
+    with pytest.raises(ValueError, match="does not match"):
+        backend.redraw_region({"image_id": iid}, src, mask[:-1], gender, 7)
+    with pytest.raises(InputError, match="differs"):
+        backend.redraw_region({"image_id": iid}, 255 - src, mask, gender, 7)
+    ids = sorted(persons["image_id"].unique())[:4]
+    items = pd.DataFrame({"image_id": ids,
+                          "path": [str(synth["root"] / "raw" / "images" / "synth" /
+                                       f"{i:012d}.png") for i in ids],
+                          "gender": [synth["truth"][i]["gender"] for i in ids],
+                          "prompt": [""] * len(ids)})
+    parts = build_inpainted_test_set(items, persons, backend, tmp_path / "a", seed=0)
+    assert len(parts) == len(ids) and parts["path"].str.endswith(".png").all()
+    assert parts["donor_ann_id"].isna().all()
+    for r in parts.itertuples():
+        a, b = load_image(r.path), load_image(r.source_path)
+        changed = (a != b).any(-1)
+        assert changed.sum() <= r.mask_pixels    # lossless: nothing outside the part

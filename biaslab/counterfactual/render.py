@@ -134,5 +134,48 @@ class RenderBackend:
             out.append((r.image, None))
         return out
 
+    def redraw_region(self, item, image: np.ndarray, mask: np.ndarray, group: str,
+                      seed: int) -> np.ndarray:
+        """Oracle inpainting of a region (the synthetic-artifact test, ``biaslab.artifact``):
+        image ``item["image_id"]`` re-drawn with a person of ``group`` whose appearance comes
+        from ``seed``, copied into ``image`` inside ``mask`` only.
+
+        This is paper 000 sec. 3.3's "inpaint a random body part with the caption as the
+        prompt" with the generator itself as the inpainter: the region is re-drawn for the
+        caption's gender (``group`` = the person's own group keeps the body shape of that
+        gender), so the test changes the appearance inside the region (colours, arm pose)
+        but no gender cue, and adds no seam beyond the region's colour change.
+
+        Args:
+            item: ``{"image_id", "path"}`` of the source image.
+            image: (H, W, 3) uint8, the source image (checked against the re-drawing).
+            mask: (H, W) 0/1 or bool, the region.
+            group: "female" / "male".
+            seed: appearance seed of the re-drawn person.
+
+        Returns:
+            (H, W, 3) uint8; pixels outside ``mask`` equal ``image``.
+
+        Raises:
+            InputError: the source image is not the generator's (``original``).
+            ValueError: ``mask`` does not have the image's height and width.
+        """
+        iid = int(item["image_id"])
+        img = np.asarray(image)
+        orig = self.original(iid, img, str(item.get("path", "")))
+        if img.shape != orig.image.shape or not np.array_equal(img, orig.image):
+            # original() checks only when it draws; a cached original is checked here
+            raise InputError(item.get("path") or f"image {iid}",
+                             f"differs from the synthetic generator's re-drawing: the image "
+                             f"is not image {iid} of the dataset in {self.root}")
+        m = np.asarray(mask).astype(bool)
+        if m.shape != img.shape[:2]:
+            raise ValueError(f"render: mask {m.shape} does not match image {img.shape[:2]} "
+                             f"of image {iid}")
+        r = self.render(iid, group, int(seed))
+        out = img.copy()
+        out[m] = r.image[m]
+        return out
+
 
 __all__ = ["RenderBackend"]
