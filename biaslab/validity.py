@@ -23,6 +23,18 @@ t interval over seeds (``biaslab.stats.summarize``).
 "Not below" (claim 2's cast, ``≥``) is checked as "the CI of the difference reaches 0 or above",
 "not above" (claim 3's Δ, ``≤``) as "it reaches 0 or below": an underpowered run passes these
 trivially, so the report prints the interval beside the verdict.
+
+A fourth verdict, "not testable", marks a check whose premise the data itself rules out; the
+check keeps its measured effect and carries a ``reason``. One premise is checked
+(:func:`table_checks`): paper 000 reads "Ratio closer to 1" as "less context bias", which
+holds on a test set whose gender ratio is far from 1 (COCO: 2.3 men per woman). On the
+persons-masked test set a model that reads only the context predicts each image's gender from
+its context, so its expected r is the test set's own gender ratio ``ratio_gt``; a model that
+reads no context gives every image the same output, so its r is set by its thresholds (often
+0 or ∞). When the test set is gender-balanced (``|n_male - n_female| <= 1``), the most biased
+model's expected r is therefore exactly 1, the value the claim calls unbiased, and no outcome
+of the comparison can support or refute the claim. The rule is structural (the test set's
+counts), not a cut on the measured effect.
 """
 from __future__ import annotations
 
@@ -52,6 +64,33 @@ def _values(node: Any) -> list | None:
 def _check(cid: str, claim: str, expect: str, ref: float, mean, lo, hi, n) -> dict:
     return {"id": cid, "claim": claim, "expect": expect, "reference": ref, "mean": mean,
             "lo": lo, "hi": hi, "n": n, "verdict": _verdict(lo, hi, expect, ref)}
+
+
+def _not_testable(check: dict, reason: str) -> dict:
+    """``check`` with verdict "not testable" and its ``reason`` (module docstring)."""
+    return {**check, "verdict": "not testable", "reason": reason}
+
+
+def ratio_testable(test_set: Mapping[str, Any] | None) -> str | None:
+    """None when paper 000's "Ratio closer to 1" claim can be tested on this persons-masked
+    test set, else the reason it cannot (module docstring): the test set is gender-balanced,
+    so a model that reads only context has expected r = 1.
+
+    Args:
+        test_set: ``metrics/classification.json["test_set"]`` (``n_male``, ``n_female``:
+            images per perceived / caption-derived gender); None or missing counts: testable
+            (nothing is known against it).
+    """
+    if not isinstance(test_set, Mapping):
+        return None
+    m, f = test_set.get("n_male"), test_set.get("n_female")
+    if m is None or f is None:
+        return None
+    if abs(int(m) - int(f)) <= 1:
+        return (f"the persons-masked test set is gender-balanced ({int(m)} men, {int(f)} women): "
+                f"a model that reads only context predicts r = {int(m)}/{int(f)} ≈ 1 there, the "
+                f"value the claim calls unbiased (paper 000 relies on COCO's 2.3:1 test set)")
+    return None
 
 
 def _verdict(lo, hi, expect: str, ref: float) -> str:
@@ -130,22 +169,25 @@ def _seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
 
 def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any]) -> list[dict]:
     """Claim 3's Ratio and Δ parts from ``metrics/classification.json`` (per-seed
-    ``Ratio``) and ``metrics/artifact.json`` (per-seed ``delta``)."""
+    ``Ratio``; its ``test_set`` decides whether the Ratio claims are testable,
+    :func:`ratio_testable`) and ``metrics/artifact.json`` (per-seed ``delta``)."""
     out = []
+    why = ratio_testable(classification.get("test_set"))
+    mark = (lambda c: _not_testable(c, why)) if why else (lambda c: c)
     rs, ro = _seed_values(classification, "synthetic", "Ratio"), \
         _seed_values(classification, "original", "Ratio")
     if rs is not None and ro is not None:
-        out.append(_diff("classifier/synthetic-original/ratio<0",
-                         "classifier: S_synthetic's Ratio closer to 1 than Original's", rs, ro,
-                         "<"))
+        out.append(mark(_diff("classifier/synthetic-original/ratio<0",
+                              "classifier: S_synthetic's Ratio closer to 1 than Original's", rs,
+                              ro, "<")))
     # the same claim on the threshold-free Ratio (biaslab.classify.evaluate.expected_ratio):
     # an addition beside, not instead of, paper 000's thresholded Ratio above
     es, eo = _seed_values(classification, "synthetic", "Ratio_expected"), \
         _seed_values(classification, "original", "Ratio_expected")
     if es is not None and eo is not None and any(v is not None for v in es + eo):
-        out.append(_diff("classifier/synthetic-original/ratio_expected<0",
-                         "classifier: S_synthetic's expected-count Ratio_E closer to 1 than "
-                         "Original's", es, eo, "<"))
+        out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
+                              "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
+                              "than Original's", es, eo, "<")))
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:
@@ -156,10 +198,12 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
 
 
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
-    """``{"holds": k, "fails": k, "inconclusive": k, "n": k}``."""
-    out = {"holds": 0, "fails": 0, "inconclusive": 0}
+    """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k, "n": k}`` (verdict
+    "not testable" counts as ``not_testable``)."""
+    out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0}
     for c in checks:
-        out[c["verdict"]] = out.get(c["verdict"], 0) + 1
+        k = c["verdict"].replace(" ", "_")
+        out[k] = out.get(k, 0) + 1
     out["n"] = len(checks)
     return out
 
@@ -175,7 +219,12 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
                "≈": f"≈ {c['reference']:g}", "≥": f"not < {c['reference']:g}",
                "≤": f"not > {c['reference']:g}"}[c["expect"]]
         lines.append(f"| {c['claim']} | {exp} | {meas} | {c.get('n')} | **{c['verdict']}** |")
+    reasons = [c for c in checks if c.get("reason")]
+    if reasons:
+        lines.append("")
+        lines += [f"Not testable: {c['claim']}: {c['reason']}." for c in reasons]
     return "\n".join(lines)
 
 
-__all__ = ["ATTRIBUTES", "LABELED", "probe_checks", "table_checks", "summary", "markdown"]
+__all__ = ["ATTRIBUTES", "LABELED", "probe_checks", "ratio_testable", "table_checks", "summary",
+           "markdown"]

@@ -14,7 +14,7 @@ out:  plots/report/tables.md,
       metrics/summary.json (headline: per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, n, diff, diff_lo, diff_hi} with the difference from Original and its Welch
       95 % CI),
-      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive, n}}),
+      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive, not_testable, n}}),
       plots/report/table1.png, table2.png, table3.png, probe.png
 
 Table 4 across filter combinations needs one experiment per combination:
@@ -259,7 +259,8 @@ def main() -> None:
     lines += [
         "## Validity (planted truth as referee)",
         "",
-        f"{vsum['holds']} hold, {vsum['fails']} fail, {vsum['inconclusive']} inconclusive "
+        f"{vsum['holds']} hold, {vsum['fails']} fail, {vsum['inconclusive']} inconclusive, "
+        f"{vsum['not_testable']} not testable on this data "
         "(verdicts from the 95 % CIs; biaslab/validity.py). Checks at planted bias 0 come from "
         "the sweep: `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).",
         "",

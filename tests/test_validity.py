@@ -150,3 +150,35 @@ def test_sweep_plot_keeps_each_variant_in_one_colour():
     assert [t.get_text() for t in legends[0].get_texts()] == ["Original", "S_synthetic",
                                                              "Adversarial"]
     assert any("1 points ∞, not drawn" in t for t in titles)
+
+
+def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
+    """On a balanced persons-masked test set a pure context reader's expected r is 1, so the
+    "closer to 1" claims get "not testable" with the reason; the Δ check is unaffected, and a
+    skewed test set (COCO's 2.3:1) keeps the ordinary verdicts."""
+    cls = {"original": {"per_seed": [{"Ratio": 3.0, "Ratio_expected": 1.3},
+                                     {"Ratio": 3.2, "Ratio_expected": 1.31},
+                                     {"Ratio": 2.9, "Ratio_expected": 1.29}]},
+           "synthetic": {"per_seed": [{"Ratio": 1.1, "Ratio_expected": 1.05},
+                                      {"Ratio": 1.0, "Ratio_expected": 1.04},
+                                      {"Ratio": 1.2, "Ratio_expected": 1.06}]},
+           "test_set": {"n_male": 40, "n_female": 40}}
+    art = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}]},
+           "synthetic": {"per_seed": [{"delta": 5.0}, {"delta": 4.0}, {"delta": 6.0}]}}
+    checks = {c["id"]: c for c in validity.table_checks(cls, art)}
+    for k in ("ratio<0", "ratio_expected<0"):
+        c = checks[f"classifier/synthetic-original/{k}"]
+        assert c["verdict"] == "not testable" and "40 men, 40 women" in c["reason"]
+        assert c["mean"] < 0                  # the measured effect is still reported
+    assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "holds"
+    s = validity.summary(checks.values())
+    assert s == {"holds": 1, "fails": 0, "inconclusive": 0, "not_testable": 2, "n": 3}
+    md = validity.markdown(list(checks.values()))
+    assert "**not testable**" in md and "Not testable: classifier: S_synthetic's Ratio" in md
+    # 41 / 40 is still balanced to one image; 40 / 17 (2.35:1) is testable
+    assert validity.ratio_testable({"n_male": 41, "n_female": 40}) is not None
+    assert validity.ratio_testable({"n_male": 40, "n_female": 17}) is None
+    assert validity.ratio_testable(None) is None and validity.ratio_testable({}) is None
+    cls["test_set"] = {"n_male": 40, "n_female": 17}
+    checks = {c["id"]: c for c in validity.table_checks(cls, art)}
+    assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
