@@ -8,7 +8,8 @@ Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.caption_arti
 images whose caption gender (man / woman / neutral) changes.
 
 params: artifact.datasets, artifact.seed, captioner.seeds, captioner.beam, captioner.max_len,
-        captioner.no_repeat_ngram, label.words, features.cache_dir
+        captioner.no_repeat_ngram, label.words, features.cache_dir, eval_captioner.workers
+        (captioners run at once on forked workers; the output does not depend on it)
 in:   data/artifact/parts.parquet + images (stage artifact_test), data/prepared/images.parquet,
       data/models/captioner/<dataset>/<dataset>-<seed>/
 Over the captioner seeds (biaslab.artifact.table3_json): Delta from the SEED-MEAN ratios, with a
@@ -28,6 +29,7 @@ import pandas as pd
 from biaslab import captioner as C
 from biaslab.artifact import caption_artifact_scores, caption_calls, table3_json
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.parallel import map_jobs
 from biaslab.paths import model_dir
 
 
@@ -45,23 +47,34 @@ def main() -> None:
     inp = pd.DataFrame({"image_id": [C._path_id(x) for x in parts["path"].astype(str)],
                         "path": parts["path"].astype(str).tolist()})
     genders = parts["gender"].astype(str).tolist()
+    datasets = list(a.get("datasets", ["original", "augment", "synthetic"]))
+    jobs = [(d, int(s)) for d in datasets for s in p["seeds"]]
+    # features of every captioner's encoder are read before the fork (workers inherit them)
     feats: dict = {}
+    for dataset, seed in jobs:
+        cfg = C.Captioner.load(model_dir("captioner", dataset, seed)).config
+        key = (cfg.image_encoder, cfg.image_size)
+        if key not in feats:
+            feats[key] = tuple(C.image_features(t, cache, *key, num_threads=cfg.num_threads,
+                                                progress=True, executor=params.get("executor"))
+                               for t in (orig, inp))
+    kw = dict(beam=p.get("beam"), max_len=p.get("max_len"),
+              no_repeat_ngram=p.get("no_repeat_ngram"))
+
+    def caption(job: tuple[str, int]) -> tuple[list, list]:
+        model = C.Captioner.load(model_dir("captioner", *job))
+        f = feats[(model.config.image_encoder, model.config.image_size)]
+        return model.generate(f[0], **kw), model.generate(f[1], **kw)
+
+    # one job per (dataset, seed) on eval_captioner.workers forked processes: each caption is
+    # a function of its model and image only, so the results equal a sequential run
+    workers = int((params.get("eval_captioner") or {}).get("workers", 1) or 1)
+    done = dict(zip(jobs, map_jobs(caption, jobs, workers)))
     out = {}
-    for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
+    for dataset in datasets:
         per_seed, calls = [], []
         for seed in p["seeds"]:
-            model = C.Captioner.load(model_dir("captioner", dataset, seed))
-            key = (model.config.image_encoder, model.config.image_size)
-            if key not in feats:
-                feats[key] = tuple(C.image_features(t, cache, *key,
-                                                    num_threads=model.config.num_threads,
-                                                    progress=True,
-                                                    executor=params.get("executor"))
-                                   for t in (orig, inp))
-            kw = dict(beam=p.get("beam"), max_len=p.get("max_len"),
-                      no_repeat_ngram=p.get("no_repeat_ngram"))
-            c_o = model.generate(feats[key][0], **kw)
-            c_i = model.generate(feats[key][1], **kw)
+            c_o, c_i = done[(dataset, int(seed))]
             write_json(f"data/artifact_captions/{dataset}-{seed}.json",
                        {str(i): {"orig": o, "inp": n} for i, o, n in zip(ids, c_o, c_i)})
             s = caption_artifact_scores(c_o, c_i, genders, words)
