@@ -95,13 +95,15 @@ def test_repro_ends_with_the_papers_tables(pipeline_repo):
 def test_planted_truth_core_claims(pipeline_repo):
     """Issue 11: on the embedded default (render backend) the causal probe must show that
     Original reads every planted attribute and that S_synthetic reads the unlabeled colour
-    cast less than Original (verdicts from 95 % CIs over 3 seeds), on the probability scale
-    of the issue and on the logit margin (which cannot saturate).
+    cast less than Original (verdicts from 95 % CIs over the default's 5 classifier seeds), on
+    the probability scale of the issue and on the logit margin (which cannot saturate).
 
     S_synthetic against over-sampling: the direction must be right on both scales and the
-    logit-margin check must hold; on the probability scale the default's 3 seeds leave it
-    inconclusive (over-sampling's seeds spread widely: cast 0.09-0.26) -- asserted as "not
-    fails", the power gap stated in issue 11's note, not hidden."""
+    logit-margin check must hold; on the probability scale it held with 5 seeds on the
+    development machine (-0.21 [-0.29, -0.12]) but was inconclusive with 3 (over-sampling's
+    seeds spread widely: cast 0.09-0.26), so it is asserted as "not fails" -- the margin is
+    stated in issue 11's note, not hidden. The Ratio claims are "not testable" on the
+    default's gender-balanced test set (biaslab.validity.ratio_testable), never "holds"."""
     repo, _, _ = pipeline_repo
     checks = {c["id"]: c for c in
               json.loads((repo / "metrics/validity.json").read_text())["checks"]}
@@ -114,6 +116,8 @@ def test_planted_truth_core_claims(pipeline_repo):
         c = checks[f"{scale}/synthetic-oversample/cast<0"]
         assert c["mean"] < 0 and c["verdict"] != "fails", c
     assert checks["classifier_logit/synthetic-oversample/cast<0"]["verdict"] == "holds"
+    for k in ("ratio<0", "ratio_expected<0"):
+        assert checks[f"classifier/synthetic-original/{k}"]["verdict"] == "not testable"
 
 
 def _lock_stages(path: Path) -> dict:
