@@ -4,7 +4,8 @@ Paper 000's Table 3 inpaints a random body part of every test person with the ca
 person's gender) as the prompt and reads the change of the gender ratio, Δ, as the models'
 use of inpainting artifacts. This script re-builds the inpainted test set with each backend
 of ``--backends`` (default copy_paste and render) exactly as stage ``artifact_test`` does
-(``biaslab.artifact.build_inpainted_test_set``, seed ``artifact.seed``), scores the workspace's
+(``biaslab.counterfactual.generate.make_backend``,
+``biaslab.artifact.build_inpainted_test_set``, seed ``artifact.seed``), scores the workspace's
 classifiers (``artifact.datasets`` x ``classifier.seeds``) on the original and the inpainted
 images, and writes, per backend and training set, every flipped gender call by body part and
 direction, and the mean change of P(man) - P(woman) by part and the person's gender.
@@ -30,12 +31,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "stages"))
 
-import artifact_test as stage  # noqa: E402
 from biaslab.artifact import build_inpainted_test_set  # noqa: E402
 from biaslab.classify import (GenderObjectClassifier, gender_thresholds,  # noqa: E402
                               model_features, test_table)
+from biaslab.counterfactual.generate import make_backend  # noqa: E402
 from biaslab.features import load_features  # noqa: E402
 from biaslab.io import atomic_path, load_params, read_parquet  # noqa: E402
 from biaslab.paths import model_dir  # noqa: E402
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{a.get('seed', 0)}. A cell is one (image, seed).", ""]
     with tempfile.TemporaryDirectory() as tmp:
         for be in args.backends.split(","):
-            backend = stage.make_backend({**g, "backend": be}, persons, images, labels, split,
-                                         data_root=params.get("data", {}).get("root"))
+            backend = make_backend({**g, "backend": be}, persons, images, labels, split,
+                                   data_root=params.get("data", {}).get("root"))
             parts = build_inpainted_test_set(
                 test, persons, backend, f"{tmp}/{be}", seed=int(a.get("seed", 0)),
                 parts=a.get("parts", ["head", "left_hand", "right_hand"]),

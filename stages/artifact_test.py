@@ -30,6 +30,7 @@ import time
 
 from biaslab.artifact import (artifact_scores, build_inpainted_test_set, caption_prompt,
                               classifier_calls, table3_json)
+from biaslab.counterfactual.generate import make_backend
 from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_features, test_table
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json, write_parquet
@@ -46,33 +47,6 @@ def inpainting_backend(a: dict, g: dict) -> str:
     training images carry (render: none; it re-draws the part for the person's own gender,
     ``biaslab.artifact``)."""
     return a.get("backend") or g["backend"]
-
-
-def make_backend(g: dict, persons, images, labels, split, data_root: str | None = None):
-    """The generation backend of params `generate` (same construction as stage generate;
-    render reads `data.root`)."""
-    if g["backend"] == "render":
-        from biaslab.counterfactual.render import RenderBackend
-        if not data_root:
-            raise InputError("params.yaml", "artifact backend render needs params data.root "
-                                            "(a synthetic dataset)")
-        return RenderBackend(data_root)
-    if g["backend"] == "copy_paste":
-        from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
-        donors = donor_pool(persons, images, labels, split, splits=g.get("donor_splits"),
-                            single_person=g.get("donor_single_person", True),
-                            min_pool=int(g.get("m", 1)))
-        return CopyPasteBackend(donors, inpaint_radius=g.get("inpaint_radius", 5),
-                                inpaint_method=g.get("inpaint_method", "telea"),
-                                feather_px=g.get("feather_px", 2.0))
-    if g["backend"] == "sd_inpaint":
-        from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
-        return SDInpaintBackend(g["model"], steps=g.get("steps", 50),
-                                resolution=g.get("resolution", 512),
-                                batch_size=g.get("batch_size", 4),
-                                feather_px=g.get("feather_px", 2.0))
-    raise InputError("params.yaml", f"unknown generate.backend {g['backend']!r} "
-                                    "(render | copy_paste | sd_inpaint)")
 
 
 def main() -> None:
@@ -95,8 +69,11 @@ def main() -> None:
                                for i, gnd in zip(test["image_id"], test["gender"])])
     t0 = time.perf_counter()
     g = {**g, "backend": inpainting_backend(a, g)}
-    backend = make_backend(g, persons, images, labels, split,
-                           data_root=params.get("data", {}).get("root"))
+    try:     # the same construction as stage generate (one donor ranking)
+        backend = make_backend(g, persons, images, labels, split,
+                               data_root=params.get("data", {}).get("root"))
+    except ValueError as e:
+        raise InputError("params.yaml", str(e)) from e
     parts = build_inpainted_test_set(
         test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
         parts=a.get("parts", ["head", "left_hand", "right_hand"]),

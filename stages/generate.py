@@ -35,37 +35,6 @@ RUN_COUNTERS = ("candidates_computed", "shards_computed", "shards_skipped",
                 "stale_files_removed", "sources_verified_this_run")
 
 
-def make_backend(p: dict, prepared: str, labels: str, split: str, data_root: str | None = None):
-    """The backend named by params `generate.backend` (render reads `data.root`)."""
-    name = p.get("backend", "copy_paste")
-    if name == "render":
-        from biaslab.counterfactual.render import RenderBackend
-        if not data_root:
-            raise ValueError("generate.backend render needs params data.root (a synthetic "
-                             "dataset)")
-        return RenderBackend(data_root)
-    if name == "copy_paste":
-        from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
-        donors = donor_pool(read_parquet(f"{prepared}/persons.parquet"),
-                            read_parquet(f"{prepared}/images.parquet"), read_parquet(labels),
-                            read_parquet(split), splits=p.get("donor_splits", ["train"]),
-                            single_person=bool(p.get("donor_single_person", True)),
-                            min_pool=int(p["m"]))
-        return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
-                                inpaint_method=p.get("inpaint_method", "telea"),
-                                feather_px=float(p.get("feather_px", 2.0)),
-                                extent_weight=float(p.get("extent_weight", 1.0)))
-    if name == "sd_inpaint":
-        from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
-        return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
-                                resolution=int(p.get("resolution", 512)),
-                                batch_size=int(p.get("batch_size", 4)),
-                                feather_px=float(p.get("feather_px", 2.0)),
-                                extent_weight=float(p.get("extent_weight", 1.0)))
-    raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint, "
-                     f"render")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", default="params.yaml")
@@ -82,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     masks = read_parquet(args.masks)
     prompts = gen.make_prompts(read_parquet(f"{args.prepared}/captions.parquet"),
                                masks["image_id"], words=words)
-    work, counts = gen.build_work(masks, read_parquet(f"{args.prepared}/images.parquet"),
-                                  read_parquet(f"{args.prepared}/persons.parquet"), prompts,
+    images = read_parquet(f"{args.prepared}/images.parquet")
+    persons = read_parquet(f"{args.prepared}/persons.parquet")
+    work, counts = gen.build_work(masks, images, persons, prompts,
                                   shards=int(p["shards"]), max_images=p.get("max_images"))
-    backend = make_backend(p, args.prepared, args.labels, args.split,
-                           (params.get("data") or {}).get("root"))
+    tables = {}
+    if p.get("backend", "copy_paste") == "copy_paste":   # the donor pool
+        tables = dict(persons=persons, images=images, labels=read_parquet(args.labels),
+                      split=read_parquet(args.split))
+    backend = gen.make_backend(p, data_root=(params.get("data") or {}).get("root"), **tables)
     with executor.session(params.get("executor")) as ex:
         table, stats = gen.generate_candidates(
             work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],

@@ -204,3 +204,17 @@ def test_redraw_region_is_the_artifact_test_inpainter(synth, tmp_path):
         a, b = load_image(r.path), load_image(r.source_path)
         changed = (a != b).any(-1)
         assert changed.sum() <= r.mask_pixels    # lossless: nothing outside the part
+
+
+def test_make_backend_is_one_construction_for_generate_and_the_artifact_test(synth):
+    """biaslab.counterfactual.generate.make_backend serves both stages: render needs the data
+    root, copy_paste its donor tables; an unknown name is refused with the known ones."""
+    from biaslab.counterfactual.generate import make_backend
+    b = make_backend({"backend": "render"}, data_root=synth["root"] / "raw")
+    assert isinstance(b, RenderBackend) and b.root == synth["root"] / "raw"
+    with pytest.raises(ValueError, match="needs params data.root"):
+        make_backend({"backend": "render"})
+    with pytest.raises(ValueError, match="donor pool"):
+        make_backend({"backend": "copy_paste", "m": 1})
+    with pytest.raises(ValueError, match="known: copy_paste, sd_inpaint, render"):
+        make_backend({"backend": "gan"})

@@ -187,6 +187,57 @@ def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
     return w[[*WORK_COLUMNS, *[c for c in w.columns if c.startswith("prompt_")]]], counts
 
 
+def make_backend(p: dict, persons: pd.DataFrame | None = None,
+                 images: pd.DataFrame | None = None, labels: pd.DataFrame | None = None,
+                 split: pd.DataFrame | None = None, data_root: str | os.PathLike | None = None):
+    """The generation backend named by params ``generate`` (``p["backend"]``), built the same
+    way for stage ``generate`` (paper 000 Eq. 1's candidates) and stage ``artifact_test``
+    (Table 3's inpainted parts), so both use one donor ranking / one pipeline setting.
+
+    Args:
+        p: params ``generate`` (backend, m, donor_splits, donor_single_person, inpaint_radius,
+            inpaint_method, feather_px, extent_weight, model, steps, resolution, batch_size).
+        persons, images, labels, split: ``data/prepared/{persons,images}.parquet``,
+            ``data/labels/images.parquet``, ``data/split.parquet``; needed by ``copy_paste``
+            only (its donor pool).
+        data_root: the synthetic dataset (params ``data.root``); needed by ``render`` only.
+
+    Returns:
+        ``RenderBackend`` | ``CopyPasteBackend`` | ``SDInpaintBackend``.
+
+    Raises:
+        ValueError: unknown backend, or a backend's input missing.
+    """
+    name = p.get("backend", "copy_paste")
+    if name == "render":
+        from biaslab.counterfactual.render import RenderBackend
+        if not data_root:
+            raise ValueError("generate.backend render needs params data.root (a synthetic "
+                             "dataset)")
+        return RenderBackend(data_root)
+    if name == "copy_paste":
+        from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
+        if any(t is None for t in (persons, images, labels, split)):
+            raise ValueError("generate.backend copy_paste needs the persons, images, labels "
+                             "and split tables (its donor pool)")
+        donors = donor_pool(persons, images, labels, split, splits=p.get("donor_splits", ["train"]),
+                            single_person=bool(p.get("donor_single_person", True)),
+                            min_pool=int(p.get("m", 1)))
+        return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
+                                inpaint_method=p.get("inpaint_method", "telea"),
+                                feather_px=float(p.get("feather_px", 2.0)),
+                                extent_weight=float(p.get("extent_weight", 1.0)))
+    if name == "sd_inpaint":
+        from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
+        return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
+                                resolution=int(p.get("resolution", 512)),
+                                batch_size=int(p.get("batch_size", 4)),
+                                feather_px=float(p.get("feather_px", 2.0)),
+                                extent_weight=float(p.get("extent_weight", 1.0)))
+    raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint, "
+                     f"render")
+
+
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """RGB uint8 array (H, W, 3) of an image file.
 
