@@ -12,3 +12,10 @@ Papers implemented (texts in ``../shared/papers``):
 """
 
 __version__ = "0.1.0"
+
+# Portable numerics (issue 34): pin the CPU float paths before NumPy / torch load, so a result
+# has the same bits on any x86-64 machine. The project's .venv already did this at start-up
+# (biaslab_numerics.pth, scripts/setup.sh); this covers any other installation.
+from biaslab import numerics as _numerics  # noqa: E402
+
+_numerics.pin()

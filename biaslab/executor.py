@@ -252,7 +252,13 @@ def connect(p: Mapping) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    env = {"PYTHONPATH": os.pathsep.join([_REPO, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # the portable numeric paths (biaslab.numerics) on every worker, also on a cluster whose
+    # workers were started from another shell; BIASLAB_NUMERICS travels with them
+    from biaslab import numerics
+    num_env = {**(numerics.ENV if numerics.mode() == "portable" else {}),
+               "BIASLAB_NUMERICS": numerics.mode()}
+    env = {"PYTHONPATH": os.pathsep.join([_REPO, *filter(None, [os.environ.get("PYTHONPATH")])]),
+           **num_env}
     if p.get("address") is None:
         os.environ.setdefault("RAY_enable_metrics_collection", "0")
         kw = {"num_cpus": int(p["num_cpus"])} if p.get("num_cpus") else {}
@@ -260,7 +266,8 @@ def connect(p: Mapping) -> bool:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
                  runtime_env={"env_vars": env}, _node_ip_address="127.0.0.1", **kw)
     else:
-        ray.init(address=str(p["address"]), log_to_driver=False, configure_logging=False)
+        ray.init(address=str(p["address"]), log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": num_env})
     return True
 
 

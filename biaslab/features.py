@@ -44,7 +44,7 @@ counterfactual differently), texts by the set of texts -- inside a directory nam
 (``cache_key``). A
 rewritten image therefore gets a new row (the old one stays, unused). What the key does *not*
 cover: the encoder's weights and preprocessing code. After changing those without changing
-the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c2``);
+the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c3``);
 deleting the whole cache is always safe (it is rebuilt on demand).
 """
 from __future__ import annotations
@@ -300,8 +300,9 @@ def _default_size(name: str, image_size: int | None) -> int | None:
 
 
 #: Version tag of the cache layout: entries of older layouts (encoded at other batch sizes or
-#: thread counts, so not bit-identical to a fresh encoding) are never read.
-CACHE_VERSION = "c2"
+#: thread counts, or before the portable numerics of ``biaslab.numerics``, so not
+#: bit-identical to a fresh encoding) are never read.
+CACHE_VERSION = "c3"
 
 
 def canonical_batch(device: str, batch_size: int) -> tuple[int, int]:
@@ -318,14 +319,17 @@ def cache_key(name: str, image_size: int | None, device: str = "cpu",
               batch_size: int = 1) -> str:
     """Directory name of an encoder's cache: the name with unsafe characters replaced, the
     image size (features at different crops are different features) and the layout version
-    (:data:`CACHE_VERSION`); on an accelerator also the device and batch size
+    (:data:`CACHE_VERSION`, with ``-native`` under ``BIASLAB_NUMERICS=native``: those floats
+    match only the machine that wrote them); on an accelerator also the device and batch size
     (:func:`canonical_batch`)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "--", str(name)).strip("-.") or "encoder"
     base = f"{safe}_{image_size}px" if image_size else safe
     bs, _ = canonical_batch(device, batch_size)
     dev = "" if str(device).startswith("cpu") else "_" + re.sub(r"[^A-Za-z0-9]+", "", device) \
         + f"_b{bs}"
-    return f"{base}_{CACHE_VERSION}{dev}"
+    from biaslab import numerics
+    ver = CACHE_VERSION + ("" if numerics.mode() == "portable" else "-native")
+    return f"{base}_{ver}{dev}"
 
 
 def _read_cache(d: Path, key_cols: tuple[str, ...], dim: int | None

@@ -23,13 +23,22 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing requirements into .venv"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r requirements.txt
+  .venv/bin/pip install -q -r requirements.txt -c requirements.lock
   .venv/bin/pip install -q --no-deps -e .
   echo "$want" > "$stamp"
+fi
+
+# Portable numerics (biaslab/numerics.py, issue 34): every Python of this venv (dvc, each stage,
+# pytest, forked and Ray workers) pins the CPU float paths at start-up, before NumPy or torch
+# load, so the committed dvc.lock is reproduced on any x86-64 machine whatever the shell sets.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth_line='import biaslab  # biaslab/numerics.py: pin the portable CPU float paths at start-up'
+if [ "$(cat "$site/biaslab_numerics.pth" 2>/dev/null)" != "$pth_line" ]; then
+  echo "$pth_line" > "$site/biaslab_numerics.pth"
 fi
 
 # NLTK reads WordNet from <venv>/nltk_data/corpora/wordnet: link Debian's WordNet 3.0 files and

@@ -8,7 +8,7 @@ ray_pin=$(grep -o '"ray==[^"]*"' pyproject.toml | tr -d '"')
 ray_stamp=.venv/.ray-extra
 if [ "$(cat "$ray_stamp" 2>/dev/null)" != "$ray_pin" ]; then
   echo "test: installing the ray extra ($ray_pin)"
-  .venv/bin/pip install -q "$ray_pin"
+  .venv/bin/pip install -q "$ray_pin" -c requirements.lock
   echo "$ray_pin" > "$ray_stamp"
 fi
 python -m pytest -q --durations=15 "$@"

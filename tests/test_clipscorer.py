@@ -171,4 +171,4 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
     assert loss[0].split() == ["step", "loss"] and len(loss) == 26
     scorer = load_scorer(tmp_path / "data" / "scorer")
     assert scorer.config["text_encoder"] == "fake" and scorer.config["d_img"] == 20
-    assert len(list((tmp_path / "data/cache/text/text_fake_c2").glob("*.npy"))) >= 1
+    assert len(list((tmp_path / "data/cache/text/text_fake_c3").glob("*.npy"))) >= 1
