@@ -30,12 +30,20 @@ thread counts               cores detected (torch, OpenMP, MKL,    1 unless a st
 ``torch.use_deterministic_algorithms(True, warn_only=True)`` is set as well (it matters on a
 GPU; on the CPU the pins above already fix every kernel).
 
+Beyond the libraries, ``PYTHONHASHSEED=0`` fixes the order of sets of strings in every
+child process (stages, workers): no out of the default depends on it (the same machine gave
+the same lock before it was set), but nothing may start to.
+
 Why these levels. Each pinned path is one that every x86-64 CPU runs the same way: ATen's
 ``default`` and MKL's ``COMPATIBLE`` need only SSE2, NumPy's baseline is what NumPy 2.4
 itself requires. OpenBLAS is the exception: its ``Haswell`` kernels need AVX2 + FMA (every
 x86-64 server CPU since 2013 / 2015). It is the value this project's machines already run with
 (the workplace sets ``OPENBLAS_CORETYPE=Haswell`` on CPUs where OpenBLAS misdetects the core),
-and a CPU without AVX2 gets a warning (:func:`pin`) since its results cannot match.
+and a CPU without AVX2 gets a warning (:func:`pin`) since its results cannot match. AVX2 +
+FMA is the floor for one more reason: glibc's libm selects FMA builds of ``exp``, ``log``,
+``pow``, ``sin`` and ``atan`` on such CPUs (ATen's ``default`` kernels call libm), so the same
+bits also need the same glibc (the project's Debian 12 image) -- as they need the same
+library versions (``requirements.lock``).
 
 How it is inherited. :func:`pin` writes the variables into ``os.environ`` before NumPy,
 torch or OpenCV load (they read them once, at load), and installs an import hook that
@@ -77,8 +85,31 @@ ENV: dict[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "SSE41",
     "OPENCV_CPU_DISABLE": "SSE4_1,SSE4_2,AVX,FP16,AVX2,AVX512_SKX",
     "OPENCV_IPP": "disabled",
+    # str hashes (set / dict order of strings) in every child process: stages, workers
+    "PYTHONHASHSEED": "0",
     # deterministic cuBLAS workspaces (paper tier on a GPU; harmless on the CPU)
     "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+}
+
+#: Environments another x86-64 machine would present, for testing on one machine that the pins
+#: neutralise them (tests/test_numerics.py, scripts/machine_profiles.py). Each caps the
+#: libraries' own ISA and thread choices as such a CPU would: ``avx512`` is an AVX-512 CPU
+#: left to its defaults, ``avx2`` a CPU without AVX-512, ``sse`` one without AVX, ``manycore``
+#: an AVX-512 server whose libraries default to 4 threads and OpenBLAS's SkylakeX kernels.
+#: Under ``BIASLAB_NUMERICS=native`` they give different bytes (the control).
+SIMULATED_MACHINES: dict[str, dict[str, str]] = {
+    "avx512": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+             "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+             "OPENCV_CPU_DISABLE": "AVX512_SKX"},
+    "sse": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "Nehalem",
+            "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+            "OPENCV_CPU_DISABLE": "AVX,FP16,AVX2,AVX512_SKX"},
+    "manycore": {"ATEN_CPU_CAPABILITY": "avx512", "OPENBLAS_CORETYPE": "SkylakeX",
+                 "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "4",
+                 "MKL_DYNAMIC": "TRUE"},
 }
 
 #: ``BIASLAB_NUMERICS`` values: ``portable`` (default) pins, ``native`` leaves the libraries alone.

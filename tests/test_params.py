@@ -106,6 +106,19 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
     assert not missing, f"dvc.yaml deps lack imported modules: {missing}"
 
 
+def test_every_stage_depends_on_the_numerics_and_the_library_versions():
+    """Issue 34: the pinned float paths (biaslab/numerics.py) and the exact library versions
+    (requirements.lock) decide the last bits of every out, so a change to either must re-run
+    every stage; otherwise a fresh clone serves the old bits of a stage whose only outs are
+    committed (human_bias, eval_retrieval, report) as if the new code had computed them."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    lack = {name: sorted({"biaslab/numerics.py", "requirements.lock"}
+                         - {d if isinstance(d, str) else next(iter(d))
+                            for d in st.get("do", st).get("deps", [])})
+            for name, st in stages.items()}
+    assert not {k: v for k, v in lack.items() if v}
+
+
 def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
     """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
     from biaslab.classify import METHODS

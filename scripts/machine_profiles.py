@@ -1,0 +1,124 @@
+"""The whole embedded default under simulated machines (issue 34 item 2): each profile is a
+fresh clone of HEAD reproduced from scratch with the environment another x86-64 CPU would
+present (``biaslab.numerics.SIMULATED_MACHINES``) and a number of worker processes; its
+``dvc.lock`` must equal the committed one, out for out.
+
+usage: python scripts/machine_profiles.py --profile avx2 --workers 1 [--profile sse ...]
+       [--native] [--keep DIR]
+
+A profile is ``<machine>`` with ``--workers N`` applied to every ``workers`` parameter (they
+decide only how many processes share the work, never a result, so the comparison leaves them
+out: ``biaslab.lockcheck.compare(..., ignore_params=["workers"])``). ``--native`` runs with
+``BIASLAB_NUMERICS=native`` (the control: the libraries' own machine-dependent paths).
+
+Each profile takes as long as ``dvc repro`` of the default (~15 min on 2 cores; more with
+1 worker). Results are merged into ``benchmarks/results/machine_profiles.json``, each run's
+stage times into ``benchmarks/results/stage_times_machine_<machine>_w<N>[_native].json``:
+``{"<machine>/w<N>[/native]": {"env", "workers", "seconds", "compared", "differ",
+"reference"}}``; the command exits 1 when any out differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from biaslab import lockcheck, numerics  # noqa: E402
+
+RESULTS = REPO / "benchmarks/results/machine_profiles.json"
+
+
+def _set_workers(params: dict, n: int) -> dict:
+    if isinstance(params, dict):
+        return {k: (n if k == "workers" else _set_workers(v, n)) for k, v in params.items()}
+    return params
+
+
+def run_profile(machine: str, workers: int, native: bool = False,
+                keep: Path | None = None) -> dict:
+    """Reproduce HEAD's default in a fresh clone under one simulated machine; returns the
+    record written to the results file."""
+    env_machine = numerics.SIMULATED_MACHINES[machine]
+    work = Path(tempfile.mkdtemp(prefix=f"machine-{machine}-", dir=keep))
+    clone = work / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    os.symlink(REPO / ".venv", clone / ".venv")
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    (clone / "params.yaml").write_text(yaml.safe_dump(_set_workers(params, workers),
+                                                      sort_keys=False))
+    env = {k: v for k, v in os.environ.items()
+           if k not in numerics.ENV and k != "BIASLAB_NUMERICS"}
+    env.update(env_machine)
+    env["PATH"] = f"{REPO / '.venv/bin'}:{env['PATH']}"
+    env["DVC_NO_ANALYTICS"] = "1"
+    if native:
+        env["BIASLAB_NUMERICS"] = "native"
+    t0 = time.perf_counter()
+    log = work / "repro.log"
+    name = f"machine_{machine}_w{workers}" + ("_native" if native else "")
+    with open(log, "w") as f:   # timed per stage, as every recorded run of the default
+        r = subprocess.run([str(REPO / ".venv/bin/python"), "benchmarks/stage_times.py",
+                            "--name", name, "--", "dvc", "repro"], cwd=clone, env=env,
+                           stdout=f, stderr=subprocess.STDOUT)
+    seconds = round(time.perf_counter() - t0, 1)
+    if r.returncode != 0:
+        raise SystemExit(f"{machine}: dvc repro failed (exit {r.returncode}), log: {log}")
+    times = clone / f"benchmarks/results/stage_times_{name}.json"
+    if times.exists():
+        shutil.copy2(times, REPO / "benchmarks/results" / times.name)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    res = lockcheck.compare(lockcheck.stages(clone / "dvc.lock"), lockcheck.committed(REPO),
+                            ignore_params=["workers"])
+    rec = {"env": env_machine, "workers": workers, "native": native, "seconds": seconds,
+           "reference": f"dvc.lock at {head}", "compared": len(res["compared"]),
+           "skipped": res["skipped"], "differ": res["differ"]}
+    if keep is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", action="append", required=True,
+                    choices=sorted(numerics.SIMULATED_MACHINES))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--native", action="store_true")
+    ap.add_argument("--keep", type=Path, help="keep the clones under this directory")
+    a = ap.parse_args(argv)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                           capture_output=True, text=True).stdout.strip()
+    if dirty:
+        print("machine_profiles: the working tree differs from HEAD; the clones run HEAD's "
+              "stages with the working tree's biaslab", file=sys.stderr)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    bad = 0
+    for machine in a.profile:
+        key = f"{machine}/w{a.workers}" + ("/native" if a.native else "")
+        print(f"machine_profiles: {key} ...", flush=True)
+        rec = run_profile(machine, a.workers, a.native, a.keep)
+        results[key] = rec
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        tmp = RESULTS.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        tmp.replace(RESULTS)
+        print(f"machine_profiles: {key}: {rec['compared']} stages compared, "
+              f"{len(rec['differ'])} outs differ, {rec['seconds']} s", flush=True)
+        for d in rec["differ"]:
+            print(f"  differs: {d}")
+        bad += bool(rec["differ"])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

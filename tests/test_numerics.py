@@ -1,0 +1,144 @@
+"""biaslab.numerics (issue 34): the CPU float paths are pinned in every process whatever the
+shell or the machine sets, and the project's numeric workloads give the same bits on every
+simulated machine and with 1 or 2 workers; without the pins the same simulations differ."""
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from biaslab import numerics
+from tests.conftest import REPO
+
+STATUS = ("import json, numpy, scipy, torch; from biaslab import numerics; "
+          "print(json.dumps(numerics.status()))")
+
+
+def _py(code_or_args, env_over=None, flags=()):
+    env = {k: v for k, v in os.environ.items()
+           if k not in numerics.ENV and k != "BIASLAB_NUMERICS"}
+    env.update(env_over or {})
+    args = code_or_args if isinstance(code_or_args, list) else ["-c", code_or_args]
+    r = subprocess.run([sys.executable, *flags, *args], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def _assert_pinned(st):
+    assert st["mode"] == "portable" and st["env_mismatch"] == {} and st["late"] == []
+    assert st["torch"] == {"cpu_capability": "DEFAULT", "mkldnn": False, "nnpack": False,
+                           "deterministic": True, "threads": 1}
+    assert st["numpy_dispatch"] == []
+    assert st["blas"] and all(b["architecture"] == "Haswell" and b["num_threads"] == 1
+                              for b in st["blas"])
+
+
+def _has(*flags):
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    have = next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
+                 if line.startswith("flags")), set())
+    return set(flags) <= have
+
+
+def test_every_interpreter_of_the_venv_is_pinned_before_numpy_and_torch_load():
+    """The .venv's start-up hook (scripts/setup.sh writes biaslab_numerics.pth) pins before a
+    script's first import, also one that imports numpy and torch before biaslab, with a shell
+    that sets every variable a machine could."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    assert (site / "biaslab_numerics.pth").is_file(), \
+        f"{site}/biaslab_numerics.pth missing: run scripts/setup.sh"
+    hostile = {**numerics.SIMULATED_MACHINES["manycore"], "MKL_CBWR": "AUTO",
+               "NPY_DISABLE_CPU_FEATURES": "", "OPENCV_IPP": "avx512"}
+    _assert_pinned(json.loads(_py(STATUS, hostile).stdout))
+
+
+def test_import_biaslab_pins_without_the_venv_hook():
+    """Another installation (no .pth): ``import biaslab`` before numpy/torch pins them."""
+    site = sysconfig.get_paths()["purelib"]
+    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; import biaslab; " + STATUS)
+    _assert_pinned(json.loads(_py(code, numerics.SIMULATED_MACHINES["manycore"],
+                                  flags=("-S",)).stdout))
+
+
+def test_numpy_loaded_before_pinning_is_named_in_a_warning():
+    site = sysconfig.get_paths()["purelib"]
+    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; import numpy; "
+            "import biaslab, json; print(json.dumps(biaslab.numerics.status()['late']))")
+    r = _py(code, {"OPENBLAS_CORETYPE": "SkylakeX"}, flags=("-S",))
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == ["numpy"]
+    assert "numpy loaded before the numeric paths were pinned" in r.stderr
+
+
+def test_native_mode_leaves_the_libraries_alone():
+    st = json.loads(_py(STATUS, {"BIASLAB_NUMERICS": "native"}).stdout)
+    assert st["mode"] == "native"
+    assert st["torch"]["mkldnn"] is True
+    if _has("avx2", "fma"):
+        assert st["torch"]["cpu_capability"] != "DEFAULT"
+
+
+def test_bad_mode_is_an_error(monkeypatch):
+    monkeypatch.setenv("BIASLAB_NUMERICS", "fast")
+    with pytest.raises(ValueError, match="BIASLAB_NUMERICS='fast'"):
+        numerics.mode()
+
+
+def test_ray_workers_get_the_pins(monkeypatch):
+    """biaslab.executor.connect hands ENV to Ray's runtime environment (local head and a
+    cluster address alike), so a worker started from another shell is pinned too."""
+    from biaslab import executor
+    seen = []
+
+    class FakeRay:
+        @staticmethod
+        def is_initialized():
+            return False
+
+        @staticmethod
+        def init(**kw):
+            seen.append(kw["runtime_env"]["env_vars"])
+
+    monkeypatch.setattr(executor, "import_ray", lambda: FakeRay)
+    executor.connect({"address": None})
+    executor.connect({"address": "ray://elsewhere:10001"})
+    for env in seen:
+        assert {k: env[k] for k in numerics.ENV} == numerics.ENV
+        assert env["BIASLAB_NUMERICS"] == "portable"
+
+
+def _fingerprint(env_over, *args):
+    r = _py(["scripts/numerics_fingerprint.py", *args], {"TQDM_DISABLE": "1", **env_over})
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_workloads_give_the_same_bits_on_every_simulated_machine_and_worker_count():
+    """Issue 34 item 2 on the training code paths (tiny inputs, seconds each): every
+    simulated machine of ``numerics.SIMULATED_MACHINES`` and 1 vs 2 forked workers give the
+    same md5 for every workload; with ``BIASLAB_NUMERICS=native`` the same simulations differ
+    (the simulation has teeth), where this CPU has the ISA to differ."""
+    base = _fingerprint({})
+    _assert_pinned(base["numerics"])
+    runs = {name: _fingerprint(env) for name, env in numerics.SIMULATED_MACHINES.items()
+            if name != "avx512"}
+    runs["2 workers"] = _fingerprint({}, "--workers", "2")
+    for name, fp in runs.items():
+        assert fp["md5"] == base["md5"], name
+    # t5 with 2 torch threads (libra.threads): a different but equally portable result
+    two = {n: _fingerprint(env, "--only", "t5", "--threads", "2")["md5"]["t5"]
+           for n, env in numerics.SIMULATED_MACHINES.items()}
+    assert len(set(two.values())) == 1, two
+    if _has("avx2", "fma"):
+        only = ["--only", "t5", "numpy", "lic_lstm"]
+        native = {n: _fingerprint({**numerics.SIMULATED_MACHINES[n],
+                                   "BIASLAB_NUMERICS": "native"}, *only)["md5"]
+                  for n in ("avx2", "sse")}
+        assert native["avx2"] != native["sse"], "the simulated machines did not differ " \
+            "without the pins: the test would not see a machine dependence"
