@@ -137,6 +137,7 @@ def scorer() -> str:
     s, hist = train_lit(x, t, np.arange(64), np.arange(48), np.arange(48, 64),
                         params={"proj_dim": 16, "epochs": 4, "batch_size": 16, "seed": 0},
                         num_threads=1)
+    hist = [{k: v for k, v in h.items() if k != "seconds"} for h in hist]   # wall time
     return _md5(s.heads, s._project(x, "image"),
                 [json.dumps(hist, sort_keys=True, default=repr)])
 
