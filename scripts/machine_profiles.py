@@ -78,6 +78,9 @@ def run_profile(machine: str, workers: int, native: bool = False,
         shutil.copy2(times, REPO / "benchmarks/results" / times.name)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                           text=True, check=True).stdout.strip()
+    runs = REPO / "benchmarks/runs/machine_profiles"      # the fresh lock, for a later look
+    runs.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(clone / "dvc.lock", runs / f"{name}.dvc.lock")
     res = lockcheck.compare(lockcheck.stages(clone / "dvc.lock"), lockcheck.committed(REPO),
                             ignore_params=["workers"])
     rec = {"env": env_machine, "workers": workers, "native": native, "seconds": seconds,
@@ -116,7 +119,10 @@ def main(argv=None) -> int:
               f"{len(rec['differ'])} outs differ, {rec['seconds']} s", flush=True)
         for d in rec["differ"]:
             print(f"  differs: {d}")
-        bad += bool(rec["differ"])
+        if not rec["compared"]:
+            print(f"  no stage had the committed lock's inputs: the committed dvc.lock is not "
+                  f"the lock of HEAD's code (skipped: {rec['skipped']})")
+        bad += bool(rec["differ"]) or not rec["compared"]
     return 1 if bad else 0
 
 

@@ -119,6 +119,50 @@ def test_every_stage_depends_on_the_numerics_and_the_library_versions():
     assert not {k: v for k, v in lack.items() if v}
 
 
+def test_committed_lock_is_the_lock_of_the_committed_code_and_params():
+    """Every git-tracked dep of every stage in dvc.lock has the md5 the lock records, and every
+    param the lock records has params.yaml's value: the lock was produced by this code, so a
+    fresh clone re-runs nothing it should not and the end-to-end test compares every stage
+    (a lock committed beside a later edit of a dep is caught here in seconds, not by a
+    15-minute run that finds no stage to compare)."""
+    import hashlib
+    import subprocess
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                                 check=True).stdout.split())
+
+    def value(key):
+        v = params
+        for k in key.split("."):
+            v = v[k]
+        return v
+
+    def same(a, b):   # PyYAML reads DVC's "2e-06" as a string, params.yaml's 2.0e-6 as a float
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        if isinstance(a, str) != isinstance(b, str) and not isinstance(a, bool) \
+                and not isinstance(b, bool):
+            try:
+                return float(a) == float(b)
+            except (TypeError, ValueError):
+                return False
+        return a == b
+
+    stale = []
+    for name, st in lock.items():
+        for d in st.get("deps", []):
+            if d["path"] in tracked and "md5" in d and (REPO / d["path"]).is_file():
+                if hashlib.md5((REPO / d["path"]).read_bytes()).hexdigest() != d["md5"]:
+                    stale.append(f"{name}: {d['path']}")
+        for key, v in (st.get("params") or {}).get("params.yaml", {}).items():
+            if not same(value(key), v):
+                stale.append(f"{name}: param {key}")
+    assert not stale, f"dvc.lock is not the lock of this code: {stale[:20]}"
+
+
 def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
     """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
     from biaslab.classify import METHODS
