@@ -54,3 +54,30 @@ def test_resolve_workers():
     assert resolve_workers(1, 0) == 1
     assert resolve_workers(None, 100) == len(os.sched_getaffinity(0))
     assert resolve_workers(0, 1) == 1
+
+
+def test_workers_tolerate_dvclive_signal_removed_by_another_worker(tmp_path, monkeypatch):
+    """DVCLive's shared VS Code signal file: a worker whose Live ends after another worker
+    removed the file must not fail (CI's coco-mini run lost train_method@group_dro to it)."""
+    import dvclive.live
+    from dvclive import Live
+
+    (tmp_path / ".dvc").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    signal = tmp_path / ".dvc/tmp/exps/run/DVCLIVE_STEP_COMPLETED"
+
+    def job(k):
+        with Live(dir=str(tmp_path / f"live{k}"), dvcyaml=False, save_dvc_exp=False) as live:
+            live.log_metric("x", float(k))
+            live.next_step()
+            # the other worker's end() removed the file between this one's check and remove
+            real_exists = os.path.exists
+            import dvclive.vscode as vs
+            vs.os.path.exists = lambda p: True if str(p) == str(signal) else real_exists(p)
+            signal.unlink(missing_ok=True)
+        vs.os.path.exists = real_exists
+        return k
+
+    assert map_jobs(job, [0, 1], workers=2) == [0, 1]
+    assert getattr(dvclive.live.cleanup_dvclive_step_completed, "_biaslab", False) is False
