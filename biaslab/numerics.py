@@ -5,7 +5,8 @@ Why. A float result depends on the order of its additions and on the instruction
 compute it. Every numeric library here picks both from the machine it runs on, so a fresh
 clone on another x86-64 CPU gave other bytes for 16 of the committed ``dvc.lock``'s outs
 (issue 34). What decides the last bits, measured on this project's own workloads
-(``benchmarks/numerics.py``, results in ``benchmarks/results/numerics.json``):
+(``scripts/numerics_fingerprint.py``, results in
+``benchmarks/results/numerics_fingerprint_profiles.json``):
 
 ==========================  =====================================  ===========================
 library                     what the machine chooses               pinned here
@@ -118,7 +119,7 @@ MODES = ("portable", "native")
 #: Libraries that read :data:`ENV` once, when they load.
 _READ_AT_LOAD = ("numpy", "torch", "cv2", "scipy")
 
-_state = {"pinned": False, "late": (), "torch_configured": False}
+_state = {"pinned": False, "late": (), "env": ENV}
 
 
 def mode() -> str:
@@ -151,7 +152,6 @@ def configure_torch(torch) -> None:
     torch.backends.mkldnn.enabled = False
     torch.backends.nnpack.set_flags(False)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    _state["torch_configured"] = True
 
 
 class _TorchHook(importlib.abc.MetaPathFinder):
@@ -206,9 +206,10 @@ def pin() -> None:
             warnings.warn("biaslab.numerics: this CPU lacks AVX2/FMA, which OpenBLAS's pinned "
                           "Haswell kernels need; NumPy/SciPy results will not match other "
                           "machines", RuntimeWarning, stacklevel=2)
-            ENV.pop("OPENBLAS_CORETYPE", None)
+            # OpenBLAS keeps its own choice here (status() reports the mismatch)
+            _state["env"] = {k: v for k, v in ENV.items() if k != "OPENBLAS_CORETYPE"}
         _state["pinned"] = True
-    os.environ.update(ENV)
+    os.environ.update(_state["env"])
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "backends"):
         configure_torch(sys.modules["torch"])
     elif not any(isinstance(f, _TorchHook) for f in sys.meta_path):
