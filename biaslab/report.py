@@ -384,3 +384,64 @@ __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3
            "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current"]
+
+
+def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,
+               columns: Sequence | None = None) -> str:
+    """One sentence under a table: the smallest difference between two of its rows that the
+    test set detects (two-sided 95 %, 80 % power), per metric, from the control models'
+    replicate spread (``metrics/controls.json["power"][task]``, stage ``controls``); "" when
+    the controls were not run."""
+    pw = ((controls or {}).get("power") or {}).get(task) or {}
+    if not pw:
+        return ""
+    shown = None if columns is None else {c[0] for c in columns}
+    parts = [f"{m} {v['mde']:.{digits}f}" for m, v in pw.items()
+             if isinstance(v, Mapping) and v.get("mde") is not None
+             and (shown is None or m in shown)]
+    if not parts:
+        return ""
+    return ("Detectable difference between two rows (95 %, 80 % power; from the control "
+            "models' replicate spread on this test set, metrics/controls.json): "
+            + ", ".join(parts) + ". Smaller differences between rows are not readable here; "
+            "Ratio and Error of a fixed model on a fixed test set carry only the seeds' spread.")
+
+
+def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
+    """The metric-controls section: per task, one row per control and metric: expected,
+    measured (mean ± 95 % CI over replicates), verdict (``metrics/controls.json``)."""
+    if not controls:
+        return "The controls stage did not run."
+    lines = []
+    for task in ("classifier", "captioner"):
+        res = controls.get(task) or {}
+        if not res:
+            continue
+        lines += [f"**{task}** (replicates: {len(controls.get('replicates') or [])})", "",
+                  "| control | metric | expected | measured | verdict |",
+                  "|---|---|---|---|---|"]
+        for name, ms in res.items():
+            for metric, r in ms.items():
+                if "verdict" not in r:
+                    continue
+                e = r["expected"]
+                exp = (f"{e['value']}" if "value" in e else
+                       f"{e['direction']} {e['reference']:g}")
+                lines.append(f"| {name} | {metric} | {exp} | "
+                             f"{stats.format_cell(r['measured'], digits)} | {r['verdict']} |")
+        lines.append("")
+    probe = controls.get("probe") or {}
+    if probe:
+        lines += ["**probe** (classifier output P(man) - P(woman); a reader of one attribute "
+                  "swings it by 2)", "", "| control | attribute | expected | measured | verdict |",
+                  "|---|---|---|---|---|"]
+        for name, attrs in probe.items():
+            for a, r in attrs.items():
+                lines.append(f"| {name} | {a} | {r['expected']['value']:g} | "
+                             f"{r['measured']['mean']:g} | {r['verdict']} |")
+        lines.append("")
+    s = controls.get("summary") or {}
+    lines.append(f"{s.get('matches', 0)} of {s.get('n', 0)} control values match their known "
+                 f"answer, {s.get('does_not_match', 0)} do not, {s.get('inconclusive', 0)} "
+                 f"inconclusive (a direction the CI does not decide).")
+    return "\n".join(lines)

@@ -197,10 +197,83 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     return out
 
 
+#: metric named in a check id -> the controls' (task, metric)
+CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
+                     "ratio_expected<0": ("classifier", "Ratio_E")}
+
+
+def control_preconditions(controls: Mapping[str, Any] | None) -> dict:
+    """Which metrics the control models validate on this data (issue 22 item 5):
+    ``{(task, metric): [names of controls that do not match]}`` for every metric with at least
+    one control (``metrics/controls.json``, stage ``controls``); the probe's entry is
+    ``("probe", None)``. Empty when no controls were run. An "inconclusive" control (a
+    direction its CI does not decide) is not a miss: it is a lack of power, listed by
+    :func:`precondition_rows`."""
+    out: dict = {}
+    if not isinstance(controls, Mapping):
+        return out
+    for task in ("classifier", "captioner"):
+        for name, ms in (controls.get(task) or {}).items():
+            for metric, r in (ms or {}).items():
+                if isinstance(r, Mapping) and "verdict" in r:
+                    bad = out.setdefault((task, metric), [])
+                    if r["verdict"] == "does not match":
+                        bad.append(name)
+    for name, attrs in (controls.get("probe") or {}).items():
+        for a, r in (attrs or {}).items():
+            bad = out.setdefault(("probe", None), [])
+            if isinstance(r, Mapping) and r.get("verdict") == "does not match":
+                bad.append(f"{name}/{a}")
+    return out
+
+
+def apply_controls(checks: Sequence[Mapping[str, Any]], controls: Mapping[str, Any] | None
+                   ) -> list[dict]:
+    """``checks`` with verdict "metric not valid on this data" (and a ``reason`` naming the
+    controls that missed their known answer) where a check's metric has a control that does
+    not match (:func:`control_preconditions`); other checks unchanged. A check whose metric
+    has no control keeps its verdict."""
+    pre = control_preconditions(controls)
+    out = []
+    for c in checks:
+        keys = []
+        for suffix, key in CONTROLLED_METRIC.items():
+            if c["id"].endswith(suffix):
+                keys.append(key)
+        if not keys and c["id"].rsplit("/", 1)[-1].startswith(ATTRIBUTES):
+            keys.append(("probe", None))   # a probe check: <model>/<rows>/<attribute><op>
+        bad = [f"{k[0]}{'/' + k[1] if k[1] else ''}: {', '.join(pre[k])}" for k in keys
+               if pre.get(k)]
+        if bad:
+            out.append({**c, "verdict": "metric not valid on this data",
+                        "reason": "its control models miss their known answer ("
+                                  + "; ".join(bad) + ", metrics/controls.json)"})
+        else:
+            out.append(dict(c))
+    return out
+
+
+def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
+    """One row per (task, metric) validated by the controls: ``{"task", "metric", "valid",
+    "not_matching": [...], "inconclusive": [controls whose expected direction the CI does not
+    decide: the metric lacks power for that bias here]}`` (for ``metrics/validity.json``)."""
+    weak: dict = {}
+    for task in ("classifier", "captioner"):
+        for name, ms in ((controls or {}).get(task) or {}).items():
+            for metric, r in (ms or {}).items():
+                if isinstance(r, Mapping) and r.get("verdict") == "inconclusive":
+                    weak.setdefault((task, metric), []).append(name)
+    return [{"task": t, "metric": m or "probe", "valid": not bad, "not_matching": bad,
+             "inconclusive": weak.get((t, m), [])}
+            for (t, m), bad in sorted(control_preconditions(controls).items(),
+                                      key=lambda kv: (kv[0][0], kv[0][1] or ""))]
+
+
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
-    """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k, "n": k}`` (verdict
-    "not testable" counts as ``not_testable``)."""
-    out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0}
+    """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k,
+    "metric_not_valid_on_this_data": k, "n": k}`` (a verdict's spaces become ``_``)."""
+    out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0,
+           "metric_not_valid_on_this_data": 0}
     for c in checks:
         k = c["verdict"].replace(" ", "_")
         out[k] = out.get(k, 0) + 1
@@ -222,9 +295,9 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
     reasons = [c for c in checks if c.get("reason")]
     if reasons:
         lines.append("")
-        lines += [f"Not testable: {c['claim']}: {c['reason']}." for c in reasons]
+        lines += [f"{c['verdict'].capitalize()}: {c['claim']}: {c['reason']}." for c in reasons]
     return "\n".join(lines)
 
 
 __all__ = ["ATTRIBUTES", "LABELED", "probe_checks", "ratio_testable", "table_checks", "summary",
-           "markdown"]
+           "markdown", "control_preconditions", "apply_controls", "precondition_rows"]

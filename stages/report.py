@@ -14,7 +14,9 @@ out:  plots/report/tables.md,
       metrics/summary.json (headline: per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, n, diff, diff_lo, diff_hi} with the difference from Original and its Welch
       95 % CI),
-      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive, not_testable, n}}),
+      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive,
+      not_testable, metric_not_valid_on_this_data, n}, "preconditions": [{task, metric, valid,
+      not_matching}]: the metrics the control models validate, metrics/controls.json}),
       plots/report/table1.png, table2.png, table3.png, probe.png
 
 Table 4 across filter combinations needs one experiment per combination:
@@ -35,7 +37,8 @@ IN = {"classification": "metrics/classification.json", "captioning": "metrics/ca
       "artifact_captioner": "metrics/artifact_captioner.json", "probe": "metrics/probe.json",
       "select": "metrics/select.json",
       "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
-      "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json"}
+      "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
+      "controls": "metrics/controls.json"}
 OUT = Path("plots/report")
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
@@ -133,6 +136,8 @@ def main() -> None:
         validity.probe_checks(m["probe"], "classifier_logit") + \
         validity.probe_checks(m["probe"], "captioner") + \
         validity.table_checks(m["classification"], m["artifact"])
+    # a claim whose metric misses its controls' known answer is not judged (issue 22)
+    checks = validity.apply_controls(checks, m["controls"])
     vsum = validity.summary(checks)
     hb = m["human_bias"]
     bcs = m["bcs"]
@@ -170,6 +175,8 @@ def main() -> None:
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
+        R.power_line(m["controls"], "classifier", digits, R.TABLE1_COLUMNS),
+        "",
         *[x for name, v in extra_bb.items() for x in (
             f"### Table 1, backbone `{name}`", "",
             R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True), "",
@@ -183,6 +190,8 @@ def main() -> None:
         R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
+        "",
+        R.power_line(m["controls"], "captioner", digits, R.TABLE2_COLUMNS),
         "",
         *[x for name, v in extra_arch.items() for x in (
             f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
@@ -266,6 +275,16 @@ def main() -> None:
         "",
         validity.markdown(checks) if checks else "No check applies to this data.",
         "",
+        "## Metric controls (known answers)",
+        "",
+        "Control models whose bias is known by construction (biaslab/controls.py, stage "
+        "controls: person oracle, context reader, stereotype amplifier at rate q, constant "
+        "'man', a held-out human caption) through the same metric code as the trained models. "
+        "A claim whose metric misses a control's known answer reads \"metric not valid on this "
+        "data\" above.",
+        "",
+        R.controls_markdown(m["controls"]),
+        "",
         "## Table 4: filter ablation",
         "",
         "This workspace's row (filters.weights over " + ", ".join(filt.get("names", [])) + "); "
@@ -298,7 +317,9 @@ def main() -> None:
     with atomic_path(OUT / "tables.md") as tmp:
         tmp.write_text("\n".join(lines))
     write_json("metrics/summary.json", headline(m))
-    write_json("metrics/validity.json", {"checks": checks, "summary": vsum})
+    write_json("metrics/validity.json", {"checks": checks, "summary": vsum,
+                                         "preconditions": validity.precondition_rows(
+                                             m["controls"])})
     _bar_chart(OUT / "table1.png", t1, R.TABLE1_COLUMNS[:3], "Table 1: classification",
                {"Ratio": 1.0, "Leakage": 0.0})
     _bar_chart(OUT / "table2.png", t2, R.TABLE2_COLUMNS[:6], "Table 2: captioning",

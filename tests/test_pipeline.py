@@ -177,3 +177,26 @@ def test_filter_weights_experiment_reruns_only_selection_and_after(pipeline_repo
     planned = _planned(repo, env)
     assert {"generate", "score", "masks", "features", "bcs_synthesize"}.isdisjoint(planned)
     assert {"build_datasets", "report"} <= planned
+
+
+def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
+    """Issue 22: on the embedded default every control model's exact value matches its known
+    answer, the probe's controls swing by their known amounts, and no claim is reported on a
+    metric whose controls miss (metric not valid on this data)."""
+    repo, _, out = pipeline_repo
+    assert _reproduced(out, "controls")
+    c = json.loads((repo / "metrics/controls.json").read_text())
+    assert c["available"]["planted_truth"] and c["available"]["probe"]
+    assert c["summary"]["does_not_match"] == 0, c["summary"]
+    for task in ("classifier", "captioner"):
+        for name, ms in c[task].items():
+            for metric, r in ms.items():
+                if "value" in r.get("expected", {}):
+                    assert r["verdict"] == "matches", (task, name, metric, r)
+    assert c["probe"]["context_reader[cast]"]["cast"]["measured"]["mean"] == 2.0
+    assert c["power"]["classifier"]["Leakage"]["mde"] > 0
+    v = json.loads((repo / "metrics/validity.json").read_text())
+    assert v["summary"]["metric_not_valid_on_this_data"] == 0
+    assert all(p["valid"] for p in v["preconditions"])
+    assert "Detectable difference between two rows" in \
+        (repo / "plots/report/tables.md").read_text()

@@ -184,12 +184,34 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
              "retrieval": {"scorer": {"Bias@10": {"mean": 0.0, "ci95": 0.1},
                                       "MaxSkew@10": {"mean": 0.655, "ci95": 0.008}},
                            "random": {"Bias@10": {"mean": -0.02, "ci95": 0.03}},
-                           "setup": {"ks": [10], "n_queries": 326, "n_gallery": 80}}}
+                           "setup": {"ks": [10], "n_queries": 326, "n_gallery": 80}},
+             "controls": {"replicates": [0, 1],
+                          "classifier": {"context_reader": {"Ratio": {
+                              "expected": {"value": 1.5}, "measured": _r([1.2, 1.2]),
+                              "verdict": "does not match"}}},
+                          "probe": {"context_reader[cast]": {"cast": {
+                              "expected": {"value": 2.0}, "measured": {"mean": 2.0},
+                              "verdict": "matches"}}},
+                          "power": {"classifier": {"Leakage": {"mde": 3.25}},
+                                    "captioner": {"LIC": {"mde": 30.6},
+                                                  "Leakage": {"mde": 9.0}}},
+                          "summary": {"matches": 1, "does_not_match": 1, "n": 2}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
     assert "| Original | **79.0 ± 2.5** |" in md and "counterfactual backend" in md
+    # issue 22: the detectable difference under the table that shows the metric (Leakage is
+    # no Table 2 column), the controls section, and a probe claim whose control missed
+    assert "metrics/controls.json): Leakage 3.2." in md or "metrics/controls.json): Leakage 3.3" in md
+    assert "metrics/controls.json): LIC 30.6." in md
+    assert "## Metric controls (known answers)" in md
+    assert "| context_reader[cast] | cast | 2 | 2 | matches |" in md
+    v = json.loads((tmp_path / "metrics/validity.json").read_text())
+    assert {"task": "classifier", "metric": "Ratio", "valid": False,
+            "not_matching": ["context_reader"], "inconclusive": []} in v["preconditions"]
+    assert all(c["verdict"] == "metric not valid on this data"
+               for c in v["checks"] if c["id"].endswith("/ratio<0"))
     # a second classifier backbone: its own Table 1 group (classifier.backbones, issue 15.2)
     assert "Backbone `efficientnet_lite0` (the first of `classifier.backbones`" in md
     assert "### Table 1, backbone `resnet-50`" in md

@@ -140,15 +140,59 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
         ValueError: masked genders misaligned with the masked features, or only some of the
             ``train_*`` arguments.
     """
+    given = [v is not None for v in (train_feats, train_objects, train_genders)]
+    if any(given) and not all(given):
+        raise ValueError("give all of train_feats, train_objects and train_genders, or none")
+    probs = clf.predict_proba(test_feats)
+    return evaluate_outputs(
+        probs, test_objects, labelled, genders,
+        clf.predict_proba(masked_feats) if masked_feats is not None and len(masked_feats)
+        and clf.has_gender else None,
+        masked_genders=masked_genders, n_objects=len(clf.labels), has_gender=clf.has_gender,
+        gender_thr=gender_thresholds(clf) if clf.has_gender else (0.5, 0.5),
+        object_pred=lambda p: object_predictions(clf, p),
+        train_probs=clf.predict_proba(train_feats) if all(given) else None,
+        train_objects=train_objects, train_genders=train_genders,
+        leakage_kwargs=leakage_kwargs)
+
+
+def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.ndarray,
+                     genders: Sequence[str], masked_probs: np.ndarray | None, *,
+                     masked_genders: Sequence[str] | None = None, n_objects: int,
+                     has_gender: bool = True, gender_thr: tuple[float, float] = (0.5, 0.5),
+                     object_pred=None, train_probs: np.ndarray | None = None,
+                     train_objects: np.ndarray | None = None,
+                     train_genders: Sequence[str] | None = None,
+                     leakage_kwargs: dict | None = None) -> dict:
+    """:func:`evaluate` on a model's outputs instead of the model: the one code path of the
+    classification metrics, shared by the trained classifiers and the control models
+    (:mod:`biaslab.controls`, issue 22).
+
+    Args:
+        probs: float (n, n_objects + 2) outputs on the unmasked test images (objects, then
+            P(woman), P(man)), values in [0, 1].
+        masked_probs: the same on the persons-masked images, or None (no Ratio).
+        n_objects: the number of object outputs.
+        has_gender: False for a model without gender outputs (Ratio is n/a).
+        gender_thr: ``(woman, man)`` decision thresholds of the gender outputs.
+        object_pred: outputs (k, n_objects + 2) -> the 0/1 object predictions the Leakage
+            attacker sees (default: object outputs ``>= 0.5``).
+        train_probs: outputs on the labelled training images (LK_M's attacker), or None.
+        other arguments and the result: as :func:`evaluate`.
+    """
     from biaslab.metrics.leakage import leakage
     from biaslab.objects import mean_average_precision
+    if object_pred is None:
+        def object_pred(q):
+            return (np.asarray(q)[:, :n_objects] >= 0.5).astype(np.float32)
     labelled = np.asarray(labelled, bool)
     genders = np.asarray(list(genders), object)
     y = np.asarray(test_objects, np.float32)
-    p = clf.predict_proba(test_feats)
-    n_obj = len(clf.labels)
+    p = np.asarray(probs)
+    n_obj = int(n_objects)
+    masked_feats = masked_probs
     out: dict = {"n_test": int(len(p)), "n_labelled": int(labelled.sum())}
-    if not clf.has_gender:
+    if not has_gender:
         masked_feats = None   # Ratio is inapplicable (paper 000 Table 1, Adversarial)
         out.update({"ratio": None, "ratio_raw": None, "ratio_expected": None,
                     "ratio_expected_raw": None, "ratio_flag": RATIO_NA_FLAG,
@@ -162,16 +206,16 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
     else:
         out["mAP"], out["n_map_labels"] = None, 0
     truth_man = genders == "male"
-    if clf.has_gender:
+    if has_gender:
         out["gender_acc"] = float(100.0 * np.mean((p[:, -1] > p[:, -2]) == truth_man)) \
             if len(p) else None
     if masked_feats is not None and len(masked_feats):
-        pm = clf.predict_proba(masked_feats)
+        pm = np.asarray(masked_feats)
         mg = genders if masked_genders is None else np.asarray(list(masked_genders), object)
         if len(mg) != len(pm):
             raise ValueError(f"{len(pm)} masked images but {len(mg)} genders")
         masked_man = mg == "male"
-        r = ratio_of((pm[:, -2], pm[:, -1]), thresholds=gender_thresholds(clf))
+        r = ratio_of((pm[:, -2], pm[:, -1]), thresholds=gender_thr)
         re = expected_ratio(pm[:, -2], pm[:, -1])
         out.update({"ratio": float(r["ratio_max"]), "ratio_raw": float(r["ratio"]),
                     "ratio_expected": float(re["ratio_max"]),
@@ -181,15 +225,15 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
                     "masked_gender_acc": float(100.0 * np.mean((pm[:, -1] > pm[:, -2])
                                                                == masked_man)),
                     "masked_gender_auc": _auc(masked_man, pm[:, -1] - pm[:, -2])})
-    given = [v is not None for v in (train_feats, train_objects, train_genders)]
+    given = [v is not None for v in (train_probs, train_objects, train_genders)]
     if any(given) and not all(given):
-        raise ValueError("give all of train_feats, train_objects and train_genders, or none")
+        raise ValueError("give all of train_probs, train_objects and train_genders, or none")
     kw = {"threshold": None, **(leakage_kwargs or {})}
     if all(given):
         kw.update(train_gt=np.asarray(train_objects, np.float32),
-                  train_pred=object_predictions(clf, clf.predict_proba(train_feats)),
+                  train_pred=object_pred(train_probs),
                   train_genders=list(train_genders))
-    pred = object_predictions(clf, p)
+    pred = object_pred(p)
     try:
         lk = leakage(y[labelled], pred[labelled], list(genders[labelled]), **kw)
         out.update({"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],

@@ -1,0 +1,343 @@
+"""Stage `controls`: every bias metric fed control models whose bias is known by construction
+(biaslab.controls, issue 22), with the same code that evaluates the trained models:
+biaslab.classify.evaluate_outputs (mAP, Ratio, Ratio_E, Error = 100 - gender accuracy,
+Leakage) plus BiasAmp / DBA_O on the classifier's objects (biaslab.metrics.biasamp), the
+captioning metrics of biaslab.captioning.evaluation.caption_metrics (Ratio, Error, LIC, BiasAmp,
+DBA_O; no quality metric: the controls' captions are not meant to be good), and the causal
+probe's pair sensitivities (biaslab.probe) on the synthetic probe pairs.
+
+params: controls (q: the amplifier's rates, seeds: replicates, n_boot, seed), data.root (the
+        planted truth and bias: annotations/synth_truth.csv, synth_params.json; absent on real
+        data, where the context reader and the probe are skipped), classifier.min_cooccur,
+        classifier.cooccur_rule, classifier.leakage_rounds, label.words, lic (classifier,
+        preset, num_threads), eval_captioner.gender_source, eval_captioner.biasamp_min_count,
+        controls.workers
+in:   data/prepared/{images,objects,persons,captions,perceived_gender}.parquet,
+      data/labels/images.parquet, data/split.parquet, <data.root>/annotations, <data.root>/probe
+out:  metrics/controls.json:
+        {"available": {...}, "bias", "test_set": {counts},
+         "classifier": {control: {metric: {"expected", "measured" (stats.record over the
+                        replicates), "verdict"}}},
+         "captioner": {...the same...}, "probe": {control: {attribute: {...}}},
+         "power": {task: {metric: {"mde", "s", "n", "source"}}}, "summary": {...}}
+
+Replicates: each control runs once per seed of ``controls.seeds``; the seed drives the
+control's own draws (amplifier, caption grammar), the Leakage attackers' seed and the LIC
+classifier's seed (one LIC seed per replicate), so the record over replicates is the
+measurement noise of the metric on this test set, as a trained row's record is over seeds.
+
+Leakage attackers are trained on the training split's labelled female / male images (the real
+rows of Original: stage build_datasets keeps every training image), with the controls' outputs
+for them (LK_M) and their true objects (LK_D), as for the trained classifiers.
+"""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from biaslab import controls as K
+from biaslab import stats
+from biaslab import synthetic as S
+from biaslab.captioning import evaluation as C
+from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
+from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.parallel import map_jobs
+
+PREP = "data/prepared"
+OUT = "metrics/controls.json"
+DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2}
+#: (t_{0.975} + t_{0.80}) * sqrt(2 / n) with df = 2n - 2: the smallest difference between two
+#: rows of n replicates each that a two-sided 5 % test detects with 80 % power
+POWER = 0.80
+
+
+def _truth(root: str) -> tuple[dict | None, float | None]:
+    try:
+        truth = S.read_truth(root)
+        bias = float(S.read_generator_params(root)["bias"])
+    except InputError:
+        return None, None
+    return truth, bias
+
+
+def _with_truth(df: pd.DataFrame, truth: dict | None) -> pd.DataFrame:
+    df = df.copy()
+    if truth is None:
+        df["scene"], df["cast"] = None, None
+        return df
+    df["scene"] = [truth.get(int(i), {}).get("scene") for i in df["image_id"]]
+    df["cast"] = [truth.get(int(i), {}).get("cast") for i in df["image_id"]]
+    return df
+
+
+def _record(values) -> dict:
+    return stats.record(list(values))
+
+
+def _judge(expected: dict, rec: dict) -> dict:
+    """The verdict on the unrounded record; the record rounded for the metrics file."""
+    lo = hi = None
+    if rec.get("mean") is not None and rec.get("ci95") is not None:
+        lo, hi = rec["mean"] - rec["ci95"], rec["mean"] + rec["ci95"]
+    mean = rec.get("mean")
+    if mean is None and rec.get("n_inf"):
+        mean = math.inf if rec.get("sign", 1) >= 0 else -math.inf
+    exp = {k: (stats.to_json(v, 6) if isinstance(v, float) else v) for k, v in expected.items()}
+    return {"expected": exp, "measured": {k: json_number(v) for k, v in rec.items()},
+            "verdict": K.verdict(expected, mean, lo, hi)}
+
+
+def _classifier(kinds, test, train, labels, bias, stereo, seeds, rounds) -> dict:
+    """{control: {metric: judged}} and the per-replicate outputs for the power estimate."""
+    y_test = object_matrix(list(test["objects"]), labels)
+    y_train = object_matrix(list(train["objects"]), labels)
+    A = np.column_stack([(test["gender"] == g).to_numpy() for g in (K.FEMALE, K.MALE)])
+    lab = test["labelled"].to_numpy()
+    out, raw = {}, {}
+    from biaslab.metrics.biasamp import bias_amplification_arrays, dba_o
+    for kind, q, reads in kinds:
+        name = K.control_name(kind, q, reads)
+        vals: dict[str, list] = {}
+        for s in seeds:
+            kw = dict(bias=bias, q=q or 0.0, reads=reads, stereotypes=stereo, seed=s, name=name)
+            o = K.classifier_outputs(kind, test, labels, **kw)
+            ot = K.classifier_outputs(kind, train, labels, **kw)
+            r = evaluate_outputs(o["probs"], y_test, lab, list(test["gender"]),
+                                 o["probs_masked"], n_objects=len(labels),
+                                 train_probs=ot["probs"], train_objects=y_train,
+                                 train_genders=list(train["gender"]),
+                                 leakage_kwargs={"rounds": rounds, "seed": int(s)})
+            tp = o["probs"][:, :len(labels)] >= 0.5
+            # the gender decision of evaluate_outputs: "man" iff P(man) > P(woman)
+            Ap = np.column_stack([o["probs"][:, -1] <= o["probs"][:, -2],
+                                  o["probs"][:, -1] > o["probs"][:, -2]])
+            ba = bias_amplification_arrays(A[lab], y_test[lab], tp[lab], Ap[lab])["ba"]
+            do = dba_o(A[lab], y_test[lab], tp[lab])["DBA_O"]
+            for k, v in (("mAP", r.get("mAP")), ("Ratio", r.get("ratio")),
+                         ("Ratio_E", r.get("ratio_expected")),
+                         ("Error", None if r.get("gender_acc") is None
+                          else 100.0 - r["gender_acc"]),
+                         ("Leakage", r.get("leakage")), ("BiasAmp", ba), ("DBA_O", do)):
+                vals.setdefault(k, []).append(v)
+        exp = K.expected_classifier(kind, test, bias=bias, reads=reads, q=q or 0.0)
+        out[name] = {k: _judge(exp[k], _record(v)) if k in exp else
+                     {"measured": {a: json_number(x) for a, x in _record(v).items()}}
+                     for k, v in vals.items()}
+        raw[name] = vals
+    return out, raw
+
+
+def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, seeds, lp, e,
+               words, workers) -> tuple[dict, dict]:
+    ids = [int(i) for i in test["image_id"]]
+    jobs = [(kind, q, reads, int(s)) for kind, q, reads in kinds for s in seeds]
+
+    def one(job):
+        kind, q, reads, s = job
+        name = K.control_name(kind, q, reads)
+        preds = K.captioner_captions(kind, test, bias=bias, q=q or 0.0, reads=reads,
+                                     stereotypes=stereo, human=human, seed=s, name=name)
+        # the human control's caption (one drawn per image and replicate) is held out of
+        # LIC_D's references
+        ref = human
+        if kind == "human":
+            ref = {i: [c for c in v if c != preds.get(i)] or list(v) for i, v in human.items()}
+        flat, _ = C.caption_metrics(preds, genders, ref, words=words,
+                                    classifier=lp["classifier"], preset=lp["preset"],
+                                    seeds=[s], num_threads=lp.get("num_threads"),
+                                    biasamp_min_count=int(e["biasamp_min_count"]),
+                                    metrics=("ratio", "error", "biasamp", "lic"),
+                                    train_captions=train_caps, image_objects=objects)
+        return flat
+
+    results = map_jobs(one, jobs, workers)
+    out, raw = {}, {}
+    labelled = test[test["image_id"].isin(set(genders))]
+    for kind, q, reads in kinds:
+        name = K.control_name(kind, q, reads)
+        rows = [r for (k, qq, rd, _), r in zip(jobs, results) if (k, qq, rd) == (kind, q, reads)]
+        vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
+                                                     "LIC_D", "BiasAmp", "DBA_O")}
+        exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0)
+        out[name] = {m: _judge(exp[m], _record(v)) if m in exp else
+                     {"measured": {k: json_number(x) for k, x in _record(v).items()}}
+                     for m, v in vals.items()}
+        raw[name] = vals
+    return out, raw
+
+
+def _probe(pairs, bias, seeds, n_boot, seed) -> dict:
+    from biaslab import probe as P
+    out = {}
+    readers = [(K.control_name("context_reader", None, (a,)), (a,)) for a in K.ATTRIBUTES]
+    for name, kind, reads in [("person_oracle", "person_oracle", K.ATTRIBUTES),
+                              ("context_reader", "context_reader", K.ATTRIBUTES)] + \
+            [(n, "context_reader", r) for n, r in readers]:
+        o = K.probe_outputs(kind, pairs, bias=bias, reads=reads)
+        sens = P.pair_sensitivities(pairs, o)
+        summ = P.summarize_sensitivity({int(s): sens for s in seeds}, n_boot=n_boot, seed=seed)
+        res = {}
+        for a in K.ATTRIBUTES:
+            if a not in summ:
+                continue
+            rec = summ[a]
+            if kind == "person_oracle":
+                exp = {"value": 0.0, "rule": "exact"}
+            elif len(reads) == 1:
+                exp = {"value": 2.0 if reads[0] == a else 0.0, "rule": "exact"}
+            else:   # the full reader: the exact mean over pairs, from the specs directly
+                exp = {"value": float(_reader_swing(pairs, a, bias)), "rule": "exact"}
+            res[a] = {"expected": exp, "measured": {"mean": json_number(rec["mean"]),
+                                                    "n_pairs": rec["n_pairs"]},
+                      "verdict": K.verdict(exp, rec["mean"])}
+        out[name] = res
+    return out
+
+
+def _reader_swing(pairs, attribute, bias) -> float:
+    """Mean over the pairs of ``attribute`` of the full context reader's output difference,
+    computed from the pairs' specs with biaslab.controls.context_counts (no probe code)."""
+    w_obj, w_ctx = K.evidence_weights(bias)
+    sub = pairs[pairs["attribute"] == attribute]
+    d = {}
+    for (p, v), r in sub.set_index(["pair", "value"]).iterrows():
+        dd, s1, s2 = K.context_counts(r["scene"], r["cast"],
+                                      [o for o in str(r["objects"]).split(";") if o])
+        llr = (w_obj * dd if dd else 0.0) + (w_ctx * (s1 + s2) if (s1 + s2) else 0.0)
+        d[(p, v)] = float(np.sign(llr))
+    pp = sorted({p for p, _ in d})
+    return float(np.mean([d[(p, "male")] - d[(p, "female")] for p in pp])) if pp else math.nan
+
+
+def _power(raw: dict, metrics, n_boot_note: str) -> dict:
+    """MDE of each metric from the replicate spread of the controls whose expected value is
+    a direction (the noisy ones); the largest s among them (conservative)."""
+    from scipy import stats as st
+    out = {}
+    for m in metrics:
+        best = None
+        for name, vals in raw.items():
+            v = [x for x in vals.get(m, []) if x is not None and np.isfinite(x)]
+            if len(v) < 2:
+                continue
+            s = float(np.std(v, ddof=1))
+            if best is None or s > best[1]:
+                best = (name, s, len(v))
+        if best is None:
+            continue
+        name, s, n = best
+        df = 2 * n - 2
+        mde = (st.t.ppf(0.975, df) + st.t.ppf(POWER, df)) * s * math.sqrt(2.0 / n)
+        out[m] = {"mde": json_number(mde), "s": json_number(s), "n": n, "source": name,
+                  "rule": n_boot_note}
+    return out
+
+
+def main() -> None:
+    params = load_params()
+    c = {**DEFAULTS, **(params.get("controls") or {})}
+    seeds = [int(s) for s in c["seeds"]]
+    if len(seeds) < 2:
+        raise InputError("params.yaml", "controls.seeds needs at least two replicates (a CI)")
+    qs = [float(q) for q in c["q"]]
+    if not qs or not all(0.0 < q <= 1.0 for q in qs):
+        raise InputError("params.yaml", f"controls.q must be rates in (0, 1], got {c['q']}")
+    p = params["classifier"]
+    lp = params["lic"]
+    e = {"gender_source": "auto", "biasamp_min_count": 5, **(params.get("eval_captioner") or {})}
+    words = params.get("label", {}).get("words", "lic")
+    root = params["data"]["root"]
+    truth, bias = _truth(root)
+
+    images = read_parquet(f"{PREP}/images.parquet")
+    objects = read_parquet(f"{PREP}/objects.parquet")
+    persons = read_parquet(f"{PREP}/persons.parquet")
+    labels_df = read_parquet("data/labels/images.parquet")
+    split = read_parquet("data/split.parquet")
+    test = _with_truth(test_table(images, labels_df, split, objects, persons), truth)
+    train = _with_truth(test_table(images, labels_df, split, objects, persons, "train"), truth)
+    train = train[train["labelled"]].reset_index(drop=True)
+    if test.empty or train.empty:
+        raise InputError("data/split.parquet", "no labelled female/male test or training image")
+    labels = select_labels(train, int(p.get("min_cooccur", 5)), p.get("cooccur_rule", "each"))
+    if not labels:
+        raise InputError("data/split.parquet", "no object co-occurs often enough with each "
+                                               "gender in the training split")
+    stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
+    kinds = [("person_oracle", None, K.ATTRIBUTES)]
+    if truth is not None:
+        kinds.append(("context_reader", None, K.ATTRIBUTES))
+    kinds += [("amplifier", q, K.ATTRIBUTES) for q in qs] + [("constant_man", None, K.ATTRIBUTES)]
+    clf, clf_raw = _classifier(kinds, test, train, labels, bias, stereo, seeds,
+                               int(p.get("leakage_rounds", 5)))
+
+    # captioning: the gender-labelled test images of eval_captioner
+    per = Path(f"{PREP}/perceived_gender.parquet")
+    genders, g_used = C.gender_labels(e["gender_source"],
+                                      read_parquet(per) if per.exists() else None, labels_df)
+    caps = read_parquet(f"{PREP}/captions.parquet").sort_values(["image_id", "caption_id"])
+    test_ids = set(split.loc[split["split"] == "test", "image_id"].astype(int))
+    train_ids = set(split.loc[split["split"] == "train", "image_id"].astype(int))
+    cap_test = images[images["image_id"].isin(test_ids & set(genders))][["image_id"]] \
+        .sort_values("image_id", ignore_index=True)
+    objs = objects.drop_duplicates(["image_id", "category"]).groupby("image_id")["category"] \
+        .apply(sorted)
+    cap_test["objects"] = cap_test["image_id"].map(objs).apply(
+        lambda v: v if isinstance(v, list) else [])
+    cap_test["gender"] = cap_test["image_id"].map(genders)
+    cap_test = _with_truth(cap_test, truth)
+    human = {int(i): list(g["caption"]) for i, g in caps[caps["image_id"].isin(test_ids)]
+             .groupby("image_id")}
+    train_caps = caps.loc[caps["image_id"].isin(train_ids), "caption"].astype(str).tolist()
+    image_objects = {int(i): list(v) for i, v in objs.items() if int(i) in test_ids}
+    cap_genders = {i: g for i, g in genders.items() if i in test_ids}
+    cap_kinds = kinds + [("human", None, K.ATTRIBUTES)]
+    cap, cap_raw = _captioner(cap_kinds, cap_test, human, cap_genders, train_caps,
+                              image_objects, bias, stereo, seeds, lp, e, words,
+                              int(c.get("workers", 1)))
+
+    probe = {}
+    pairs = S.read_probe(root) if truth is not None else None
+    if pairs is not None and not pairs.empty:
+        probe = _probe(pairs, bias, seeds, int(c["n_boot"]), int(c["seed"]))
+
+    verdicts = [m["verdict"] for task in (clf, cap) for ctl in task.values()
+                for m in ctl.values() if "verdict" in m]
+    verdicts += [a["verdict"] for ctl in probe.values() for a in ctl.values()]
+    note = "largest replicate std among the controls (t-based, two rows of n replicates)"
+    out = {
+        "available": {"planted_truth": truth is not None, "probe": bool(probe),
+                      "skipped": [] if truth is not None else
+                      ["context_reader (no planted truth: not a biaslab synthetic dataset)",
+                       "probe (no probe pairs)"]},
+        "bias": bias, "stereotypes": stereo, "labels": labels, "replicates": seeds,
+        "test_set": {"classifier": {"n": int(len(test)), "n_female":
+                                    int((test["gender"] == "female").sum()),
+                                    "n_male": int((test["gender"] == "male").sum()),
+                                    "n_labelled": int(test["labelled"].sum())},
+                     "captioner": {"n": int(len(cap_test)), "gender_source": g_used,
+                                   "n_female": int((cap_test["gender"] == "female").sum()),
+                                   "n_male": int((cap_test["gender"] == "male").sum())},
+                     "leakage_train": {"n": int(len(train))}},
+        "classifier": clf, "captioner": cap, "probe": probe,
+        "power": {"classifier": _power(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
+                  "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O"), note)},
+        "summary": {"matches": verdicts.count("matches"),
+                    "does_not_match": verdicts.count("does not match"),
+                    "inconclusive": verdicts.count("inconclusive"), "n": len(verdicts)},
+    }
+    write_json(OUT, out)
+    for task, res in (("classifier", clf), ("captioner", cap)):
+        for name, ms in res.items():
+            print(f"controls {task}/{name}: " + ", ".join(
+                f"{m}={v['measured'].get('mean')}({v.get('verdict', '-')})" for m, v in ms.items()))
+    print(f"controls: {out['summary']}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as err:
+        sys.exit(f"controls: {err}")

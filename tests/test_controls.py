@@ -1,0 +1,189 @@
+"""Control models (biaslab.controls, issue 22): closed forms checked by hand on small tables
+written here (independent of biaslab.synthetic's generator), determinism, the verdict rule,
+and the validity preconditions they feed."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from biaslab import controls as K
+from biaslab import validity
+from biaslab.classify import evaluate_outputs, object_matrix
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=["image_id", "gender", "scene", "cast", "objects"])
+
+
+# four hand-made images: (id, gender, scene, cast, objects)
+HAND = _table([
+    (1, "female", "kitchen", "warm", ["handbag"]),        # all female evidence
+    (2, "male", "kitchen", "cool", ["tie"]),               # d=+1, scene -1, cast +1: w_obj > 0
+    (3, "male", "beach", "warm", []),                      # all female evidence: misread
+    (4, "female", "street", "warm", ["dog"]),              # scene +1, cast -1: a tie
+])
+
+
+def test_evidence_weights_by_hand():
+    assert K.evidence_weights(0.0) == (0.0, 0.0)
+    w_obj, w_ctx = K.evidence_weights(0.5, p_object=0.35)
+    assert w_ctx == pytest.approx(math.log(3.0))
+    # present term log 3 plus the absent term log((1 - 0.175) / (1 - 0.525))
+    assert w_obj == pytest.approx(math.log(3.0) + math.log(0.825 / 0.475))
+    assert K.evidence_weights(1.0) == (math.inf, math.inf)
+    with pytest.raises(ValueError):
+        K.evidence_weights(1.5)
+
+
+def test_context_llr_and_decision_by_hand():
+    w_obj, w_ctx = K.evidence_weights(0.5)
+    llr = K.context_llr(HAND, 0.5)
+    assert llr == pytest.approx([-w_obj - 2 * w_ctx, w_obj, -2 * w_ctx, 0.0])
+    assert list(K.context_gender(llr)) == ["female", "male", "female", ""]
+    # a reader of the cast alone
+    assert list(K.context_gender(K.context_llr(HAND, 0.5, ("cast",)))) == \
+        ["female", "male", "female", "female"]
+    assert np.all(K.context_llr(HAND, 0.0) == 0)
+    with pytest.raises(ValueError):
+        K.context_llr(HAND, 0.5, ("hair",))
+
+
+def test_population_rates_sum_to_one_and_hit_the_limits():
+    for b in (0.0, 0.3, 0.8):
+        pop = K.population_context(b)
+        for g in ("female", "male"):
+            assert sum(pop[g].values()) == pytest.approx(1.0)
+    assert K.population_context(0.0)["female"]["tie"] == pytest.approx(1.0)
+    # cast alone: P(decision male | male) = P(cool | male) = (1 + b) / 2
+    assert K.population_context(0.6, ("cast",))["male"]["male"] == pytest.approx(0.8)
+    assert K.population_context(1.0)["female"]["female"] == pytest.approx(1.0)
+
+
+def test_classifier_controls_outputs_by_hand():
+    labels = ["dog", "handbag", "tie"]
+    o = K.classifier_outputs("person_oracle", HAND, labels)
+    assert o["probs"].shape == (4, 5)
+    assert o["probs"][:, :3].tolist() == [[0, 1, 0], [0, 0, 1], [0, 0, 0], [1, 0, 0]]
+    assert o["probs"][:, 4].tolist() == [0, 1, 1, 0]            # P(man) = the true gender
+    assert np.all(o["probs_masked"][:, 3:] == 0.5)               # no person: no evidence
+    c = K.classifier_outputs("context_reader", HAND, labels, bias=0.5)
+    assert c["probs"][:, 4].tolist() == [0, 1, 0, 0.5]
+    assert c["probs"][:, 3].tolist() == [1, 0, 1, 0.5]
+    assert np.array_equal(c["probs_masked"], c["probs"])
+    k = K.classifier_outputs("constant_man", HAND, labels)
+    assert k["probs"][:, 3:].tolist() == [[0, 1]] * 4
+    a = K.classifier_outputs("amplifier", HAND, labels, q=1.0,
+                             stereotypes={"female": "handbag", "male": "tie"})
+    assert a["probs"][:, :3].tolist() == [[0, 1, 0], [0, 0, 1], [0, 0, 1], [1, 1, 0]]
+    with pytest.raises(ValueError):
+        K.classifier_outputs("context_reader", HAND, labels)       # no bias
+    with pytest.raises(ValueError):
+        K.classifier_outputs("oracle", HAND, labels)
+
+
+def test_expected_classifier_values_by_hand():
+    e = K.expected_classifier("context_reader", HAND, bias=0.5)
+    # decisions f, m, f, tie(-> "woman" in the gender decision): image 3 (male) is wrong
+    assert e["Error"]["value"] == pytest.approx(25.0)
+    # masked: n_man = 1 + the tie, n_woman = 2 + the tie -> r = 2/3, Ratio = 1.5
+    assert e["Ratio"]["value"] == pytest.approx(1.5)
+    # expected counts: P(man) = 0, 1, 0, .5 -> 1.5 / 2.5
+    assert e["Ratio_E"]["value"] == pytest.approx(2.5 / 1.5)
+    k = K.expected_classifier("constant_man", HAND)
+    assert k["Error"]["value"] == 50.0 and math.isinf(k["Ratio"]["value"])
+    assert "BiasAmp" not in k
+    amp = K.expected_classifier("amplifier", HAND, q=0.5)
+    assert amp["Leakage"] == {"direction": ">", "reference": 0.0}
+
+
+def _balanced(n_per: int, seed: int):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(2 * n_per):
+        g = "female" if k % 2 == 0 else "male"
+        objs = [o for o in ("dog", "handbag", "tie", "cup") if rng.random() < 0.4] or ["dog"]
+        rows.append((k + 1, g, "kitchen", "warm", objs))
+    return _table(rows)
+
+
+def test_oracle_through_the_classifier_metric_code_gives_the_known_answers():
+    labels = ["cup", "dog", "handbag", "tie"]
+    test, train = _balanced(30, 0), _balanced(40, 1)
+    o = K.classifier_outputs("person_oracle", test, labels)
+    ot = K.classifier_outputs("person_oracle", train, labels)
+    r = evaluate_outputs(o["probs"], object_matrix(list(test["objects"]), labels),
+                         np.ones(len(test), bool), list(test["gender"]), o["probs_masked"],
+                         n_objects=4, train_probs=ot["probs"],
+                         train_objects=object_matrix(list(train["objects"]), labels),
+                         train_genders=list(train["gender"]),
+                         leakage_kwargs={"rounds": 2, "seed": 0})
+    assert r["mAP"] == pytest.approx(100.0)
+    assert r["gender_acc"] == 100.0
+    assert r["ratio"] == 1.0 and r["ratio_expected"] == 1.0
+    assert r["leakage"] == 0.0            # LK_M = LK_D: the same inputs, paired attackers
+
+
+def test_captioner_controls_are_deterministic_and_say_what_they_should():
+    st = {"female": "handbag", "male": "tie"}
+    a = K.captioner_captions("person_oracle", HAND, seed=3)
+    assert a == K.captioner_captions("person_oracle", HAND, seed=3)
+    assert a != K.captioner_captions("person_oracle", HAND, seed=4)
+    from biaslab.metrics.captions import caption_label
+    assert [caption_label(c) for c in a.values()] == ["woman", "man", "man", "woman"]
+    c = K.captioner_captions("context_reader", HAND, bias=0.5)
+    assert [caption_label(x) for x in c.values()] == ["woman", "man", "woman", "neutral"]
+    k = K.captioner_captions("constant_man", HAND)
+    assert {caption_label(x) for x in k.values()} == {"man"}
+    amp = K.captioner_captions("amplifier", HAND, q=1.0, stereotypes=st)
+    assert all(("purse" in x or "handbag" in x) for i, x in amp.items() if i in (1, 4))
+    h = K.captioner_captions("human", HAND, human={i: [f"c{i}a", f"c{i}b"] for i in range(1, 5)})
+    assert all(h[i] in (f"c{i}a", f"c{i}b") for i in range(1, 5))
+    e = K.expected_captioner("context_reader", HAND, bias=0.5)
+    assert e["Error"]["value"] == pytest.approx(25.0)      # image 3 called "woman"
+    assert e["Ratio"]["value"] == pytest.approx(2.0)        # 1 man, 2 woman, 1 neutral
+
+
+def test_stereotype_object_is_the_largest_share_difference():
+    objs = [["cup"], ["cup"], ["tie"], ["tie", "dog"]]   # male: tie 1 - 0, dog 0.5 - 0
+    g = ["female", "female", "male", "male"]
+    assert K.stereotype_objects(objs, g, ["cup", "dog", "tie"]) == {"female": "cup",
+                                                                    "male": "tie"}
+    with pytest.raises(ValueError):
+        K.stereotype_objects(objs, ["female"] * 4, ["cup"])
+
+
+@pytest.mark.parametrize("expected,measured,lo,hi,want", [
+    ({"value": 1.0}, 1.0, None, None, "matches"),
+    ({"value": 1.0}, 1.01, None, None, "does not match"),
+    ({"value": math.inf}, math.inf, None, None, "matches"),
+    ({"value": 0.0}, None, None, None, "does not match"),
+    ({"direction": ">", "reference": 0.0}, 2.0, 0.5, 3.5, "matches"),
+    ({"direction": ">", "reference": 0.0}, 0.5, -1.0, 2.0, "inconclusive"),
+    ({"direction": ">", "reference": 0.0}, -2.0, -3.0, -1.0, "does not match"),
+    ({"direction": "≈", "reference": 0.0}, 0.5, -1.0, 2.0, "matches"),
+    ({"direction": "≈", "reference": 0.0}, 2.0, 1.0, 3.0, "does not match"),
+])
+def test_verdict_rule(expected, measured, lo, hi, want):
+    assert K.verdict(expected, measured, lo, hi) == want
+
+
+def test_a_claim_on_a_metric_whose_control_misses_is_not_judged():
+    checks = [{"id": "classifier/original/cast>0", "claim": "x", "verdict": "holds"},
+              {"id": "classifier/synthetic-original/ratio<0", "claim": "y",
+               "verdict": "fails"},
+              {"id": "classifier/synthetic-original/delta≤0", "claim": "z",
+               "verdict": "fails"}]
+    ok = {"classifier": {"context_reader": {"Ratio": {"verdict": "matches"}}},
+          "probe": {"context_reader[cast]": {"cast": {"verdict": "matches"}}}}
+    assert [c["verdict"] for c in validity.apply_controls(checks, ok)] == \
+        ["holds", "fails", "fails"]
+    bad = {"classifier": {"context_reader": {"Ratio": {"verdict": "does not match"}}},
+           "probe": {"context_reader[cast]": {"cast": {"verdict": "does not match"}}}}
+    out = validity.apply_controls(checks, bad)
+    assert [c["verdict"] for c in out] == ["metric not valid on this data"] * 2 + ["fails"]
+    assert "context_reader[cast]/cast" in out[0]["reason"]
+    assert validity.summary(out)["metric_not_valid_on_this_data"] == 2
+    rows = validity.precondition_rows(bad)
+    assert {(r["task"], r["metric"], r["valid"]) for r in rows} == \
+        {("classifier", "Ratio", False), ("probe", "probe", False)}
