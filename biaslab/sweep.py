@@ -95,6 +95,11 @@ def sweep_points(exp_show: Any) -> list[dict]:
             continue
         seen.add(key)
         name = rec.get("name") or data.get("name") or rec.get("rev")
+        if str(name).startswith(CONTROLS_PREFIX):
+            # a controls-only experiment re-ran only synthesize..controls: its other metrics
+            # files are the baseline's (another bias), never a point of this bias
+            seen.discard(key)
+            continue
         for row in _rows(data):
             for mkey, f, path, _, _ in SWEEP_METRICS:
                 r = _dig(_file_data(data.get("metrics"), f),
@@ -107,6 +112,141 @@ def sweep_points(exp_show: Any) -> list[dict]:
                                                      "n_missing", "sign")}})
     pts.sort(key=lambda p: (p["metric"], p["row"], p["bias"]))
     return pts
+
+
+#: name prefix of the controls-only experiments (``scripts/bias_sweep.py --controls``)
+CONTROLS_PREFIX = "ctl-"
+#: (task, metric, label, what an unbiased control reads) of the controls' dose response
+CONTROL_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("classifier", "Ratio", "Ratio (classifier, persons masked)"),
+    ("classifier", "Ratio_E", "Ratio_E (classifier, persons masked)"),
+    ("classifier", "Error", "Error (classifier gender, %)"),
+    ("classifier", "Leakage", "Leakage (classifier)"),
+    ("captioner", "Ratio", "Ratio (captioner)"),
+    ("captioner", "Error", "Error (captioner, %)"),
+    ("captioner", "LIC", "LIC (captioner)"),
+    ("captioner", "BiasAmp", "BiasAmp (captioner)"),
+    ("probe", "objects", "probe sensitivity: objects"),
+    ("probe", "scene", "probe sensitivity: scene"),
+    ("probe", "cast", "probe sensitivity: cast"),
+)
+
+
+def control_points(exp_show: Any) -> list[dict]:
+    """The control models' measured values per planted bias (issue 22 item 3), from every
+    record of ``dvc exp show --json`` with ``synthetic.bias`` and ``metrics/controls.json``
+    (the controls-only experiments of ``scripts/bias_sweep.py --controls``, full sweep
+    experiments and the workspace alike: the controls stage re-runs in each), the first
+    record per bias.
+
+    Returns:
+        ``[{"bias", "experiment", "task", "control", "metric", "mean", "ci95", "n", "n_inf",
+        "expected"}]`` sorted by task, metric, control, bias; ``task`` "probe" has the
+        probe's attributes as metrics and ``ci95`` None (an exact function of the pairs).
+    """
+    pts, seen = [], set()
+    for rec in _walk_exp_records(exp_show):
+        data = rec["data"]
+        params = _file_data(data.get("params"), "params.yaml")
+        b = _dig(params, ("synthetic", "bias"))
+        src = _dig(params, ("data", "source"))
+        c = _file_data(data.get("metrics"), "metrics/controls.json")
+        if b is None or not c or (src is not None and src != "synthetic"):
+            continue
+        if float(b) in seen:
+            continue
+        seen.add(float(b))
+        name = rec.get("name") or data.get("name") or rec.get("rev")
+        for task in ("classifier", "captioner"):
+            for ctl, ms in (c.get(task) or {}).items():
+                for metric, r in (ms or {}).items():
+                    m = (r or {}).get("measured") or {}
+                    if "mean" not in m and not m.get("n_inf"):
+                        continue
+                    pts.append({"bias": float(b), "experiment": name, "task": task,
+                                "control": ctl, "metric": metric,
+                                **{k: m.get(k) for k in ("mean", "ci95", "n", "n_inf")},
+                                "expected": (r or {}).get("expected")})
+        for ctl, attrs in (c.get("probe") or {}).items():
+            for a, r in (attrs or {}).items():
+                m = (r or {}).get("measured") or {}
+                pts.append({"bias": float(b), "experiment": name, "task": "probe",
+                            "control": ctl, "metric": a, "mean": m.get("mean"), "ci95": None,
+                            "n": m.get("n_pairs"), "n_inf": 0,
+                            "expected": (r or {}).get("expected")})
+    pts.sort(key=lambda p: (p["task"], p["metric"], p["control"], p["bias"]))
+    return pts
+
+
+def control_response(points: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Whether each control's metric moves with the planted bias: for every (task, control,
+    metric) with at least two biases, the value at the smallest and the largest bias and the
+    verdict "rises" / "falls" (their 95 % CIs do not overlap; exact values: they differ),
+    "flat" (otherwise) or "infinite" (∞ at either end)."""
+    out = []
+    keys = dict.fromkeys((p["task"], p["control"], p["metric"]) for p in points)
+    for task, ctl, metric in keys:
+        ps = sorted((p for p in points if (p["task"], p["control"], p["metric"]) ==
+                     (task, ctl, metric)), key=lambda p: p["bias"])
+        if len({p["bias"] for p in ps}) < 2:
+            continue
+        a, z = ps[0], ps[-1]
+        if a.get("n_inf") or z.get("n_inf") or a.get("mean") is None or z.get("mean") is None:
+            verdict = "infinite"
+        else:
+            ha, hz = a.get("ci95") or 0.0, z.get("ci95") or 0.0
+            d = z["mean"] - a["mean"]
+            verdict = ("rises" if d > ha + hz else "falls" if -d > ha + hz else "flat") \
+                if (ha or hz) else ("rises" if d > 1e-9 else "falls" if d < -1e-9 else "flat")
+        out.append({"task": task, "control": ctl, "metric": metric, "b_lo": a["bias"],
+                    "b_hi": z["bias"], "lo": a.get("mean"), "hi": z.get("mean"),
+                    "verdict": verdict})
+    return out
+
+
+def control_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
+    """The "metric response" section: per metric of :data:`CONTROL_METRICS`, one row per
+    control, columns = planted bias (mean ± 95 % CI over the controls' replicates), then the
+    list of (control, metric) curves that stay flat while the planted bias grows."""
+    out = []
+    biases = sorted({p["bias"] for p in points})
+    for task, metric, label in CONTROL_METRICS:
+        ps = [p for p in points if p["task"] == task and p["metric"] == metric]
+        if not ps:
+            continue
+        out += [f"### {label}", "",
+                "| control | " + " | ".join(f"b = {b:g}" for b in biases) + " |",
+                "|---|" + "---|" * len(biases)]
+        for ctl in dict.fromkeys(p["control"] for p in ps):
+            cells = []
+            for b in biases:
+                p = next((q for q in ps if q["control"] == ctl and q["bias"] == b), None)
+                cells.append("–" if p is None else (
+                    f"{p['mean']:.{digits}f}" if p.get("ci95") is None and p.get("mean")
+                    is not None else stats.format_cell(p, digits)))
+            out.append(f"| {ctl} | " + " | ".join(cells) + " |")
+        out.append("")
+    resp = control_response(points)
+    if resp:
+        flat = [r for r in resp if r["verdict"] == "flat" and r["control"].startswith(
+            "context_reader") and r["task"] != "probe"]
+        out += ["### Which metrics see the planted bias", "",
+                "A context reader's outputs follow the planted context: a metric whose "
+                "context-reader curve is flat from the smallest to the largest planted bias "
+                "cannot see that bias on this data (test set, metric protocol).", "",
+                "| task | control | metric | b (low → high) | value (low → high) | response |",
+                "|---|---|---|---|---|---|"]
+        for r in resp:
+            lo = "∞" if r["lo"] is None else f"{r['lo']:.{digits}f}"
+            hi = "∞" if r["hi"] is None else f"{r['hi']:.{digits}f}"
+            out.append(f"| {r['task']} | {r['control']} | {r['metric']} | {r['b_lo']:g} → "
+                       f"{r['b_hi']:g} | {lo} → {hi} | {r['verdict']} |")
+        out.append("")
+        if flat:
+            out.append("Cannot see the planted bias on this data (context reader flat): " +
+                       ", ".join(f"{r['task']} {r['metric']}" for r in flat) + ".")
+            out.append("")
+    return "\n".join(out)
 
 
 def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:

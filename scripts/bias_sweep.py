@@ -4,6 +4,7 @@ usage (after set-up, from the repository root):
     python scripts/bias_sweep.py --run --collect                # b in 0, 0.3, 0.6, 0.9
     python scripts/bias_sweep.py --run --biases 0,0.9 --seeds 0,1,2
     python scripts/bias_sweep.py --collect                      # redraw from finished runs
+    python scripts/bias_sweep.py --run --controls --collect     # the control models only
 
 --run queues one `dvc exp run --queue -S synthetic.bias=B -n sweep-bB` per bias (extra `-S`
 overrides, e.g. `-S generate.backend=copy_paste`, go to every experiment; `--seeds` sets
@@ -15,6 +16,14 @@ plots/report/bias_sweep.md (one table per metric: variants x planted bias, mean 
 plots/report/bias_sweep.png (one panel per metric, one line per variant) and
 plots/report/bias_sweep.json (the points and the validity checks at b = 0, which the report
 stage merges into metrics/validity.json when present).
+
+--controls (issue 22 item 3) runs only the stages the control models need (`dvc exp run
+--queue controls -n ctl-bB`: synthesize, prepare, label_gender, split, controls; about 40 s
+per bias instead of 15 min) at b = 0, 0.3, 0.6, 0.8, 0.9 unless --biases says otherwise.
+--collect then adds the section "Metric response (control models)" to bias_sweep.md: each
+metric of each control against b, and which metrics' context-reader curves stay flat while the
+planted bias grows (they cannot see it on this data). Controls-only experiments never count as
+trained-model points (their other metrics files are the baseline's).
 """
 from __future__ import annotations
 
@@ -40,7 +49,8 @@ def _floats(text: str, name: str) -> list[float]:
     return vals
 
 
-def run(biases: list[float], seeds: list[int] | None, overrides: list[str]) -> None:
+def run(biases: list[float], seeds: list[int] | None, overrides: list[str],
+        controls: bool = False) -> None:
     for b in biases:
         if not 0.0 <= b <= 1.0:
             raise SystemExit(f"bias_sweep: --biases: {b} is outside [0, 1]")
@@ -51,8 +61,9 @@ def run(biases: list[float], seeds: list[int] | None, overrides: list[str]) -> N
         s = "[" + ",".join(str(x) for x in seeds) + "]"
         extra += ["-S", f"classifier.seeds={s}", "-S", f"captioner.seeds={s}"]
     for b in biases:
-        cmd = ["dvc", "exp", "run", "--queue", "-n", f"sweep-b{b:g}",
-               "-S", f"synthetic.bias={b:g}", *extra]
+        name = f"{S.CONTROLS_PREFIX}b{b:g}" if controls else f"sweep-b{b:g}"
+        cmd = ["dvc", "exp", "run", "--queue", *(["controls"] if controls else []), "-n",
+               name, "-S", f"synthetic.bias={b:g}", *extra]
         print("+", " ".join(cmd), flush=True)
         subprocess.run(cmd, cwd=ROOT, check=True)
     subprocess.run(["dvc", "exp", "run", "--run-all"], cwd=ROOT, check=True)
@@ -60,10 +71,17 @@ def run(biases: list[float], seeds: list[int] | None, overrides: list[str]) -> N
 
 def collect(out_dir: Path) -> str:
     from biaslab.report import exp_show
-    points = S.sweep_points(exp_show(ROOT))
-    if not points:
+    shown = exp_show(ROOT)
+    points = S.sweep_points(shown)
+    ctl = S.control_points(shown)
+    if not points and not ctl:
         raise SystemExit("bias_sweep: no experiment with synthetic.bias and metrics found "
                          "(run with --run first)")
+    if not points:   # keep the trained models' points of an earlier collect
+        old = out_dir / "bias_sweep.json"
+        if old.is_file():
+            import json
+            points = json.loads(old.read_text(encoding="utf-8")).get("points") or []
     checks = S.bias0_checks(points)
     md = ["# Dose-response: bias metrics against the planted bias", "",
           "Each cell: mean ± 95 % CI over seeds (t), from one DVC experiment per planted bias b "
@@ -83,12 +101,23 @@ def collect(out_dir: Path) -> str:
                                       if c["lo"] is not None else ""))
             md.append(f"| {c['claim']} | {meas} | {c['verdict']} |")
         md.append("")
+    if ctl:
+        md += ["## Metric response (control models)", "",
+               "The control models of stage `controls` (biaslab/controls.py: bias known by "
+               "construction, no training) at each planted bias, through the same metric code "
+               "as the trained models above (`python scripts/bias_sweep.py --run --controls "
+               "--collect`; mean ± 95 % CI over the controls' replicates). Exact expectations "
+               "and verdicts per bias: metrics/controls.json of each experiment.", "",
+               S.control_markdown(ctl)]
     text = "\n".join(md)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "bias_sweep.md") as tmp:
         tmp.write_text(text, encoding="utf-8")
-    write_json(out_dir / "bias_sweep.json", {"points": points, "checks": checks})
-    S.plot_sweep(points, out_dir / "bias_sweep.png")
+    write_json(out_dir / "bias_sweep.json", {"points": points, "checks": checks,
+                                             "controls": ctl,
+                                             "control_response": S.control_response(ctl)})
+    if points:
+        S.plot_sweep(points, out_dir / "bias_sweep.png")
     return text
 
 
@@ -97,7 +126,11 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--run", action="store_true", help="queue and run one experiment per bias")
     ap.add_argument("--collect", action="store_true", help="write the sweep from dvc exp show")
-    ap.add_argument("--biases", default="0,0.3,0.6,0.9", help="planted biases in [0, 1]")
+    ap.add_argument("--biases", default=None,
+                    help="planted biases in [0, 1] (default 0,0.3,0.6,0.9; with --controls "
+                         "0,0.3,0.6,0.8,0.9)")
+    ap.add_argument("--controls", action="store_true",
+                    help="run only the control models' stages per bias (about 40 s each)")
     ap.add_argument("--seeds", default=None,
                     help="classifier and captioner seeds, e.g. 0,1,2 (default: params.yaml's)")
     ap.add_argument("-S", dest="overrides", action="append", default=[],
@@ -108,7 +141,8 @@ def main(argv=None) -> int:
         ap.error("give --run and/or --collect")
     if a.run:
         seeds = [int(x) for x in _floats(a.seeds, "seeds")] if a.seeds else None
-        run(_floats(a.biases, "biases"), seeds, a.overrides)
+        biases = a.biases or ("0,0.3,0.6,0.8,0.9" if a.controls else "0,0.3,0.6,0.9")
+        run(_floats(biases, "biases"), seeds, a.overrides, a.controls)
     if a.collect:
         print(collect(Path(a.out_dir)))
     return 0

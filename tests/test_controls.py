@@ -187,3 +187,44 @@ def test_a_claim_on_a_metric_whose_control_misses_is_not_judged():
     rows = validity.precondition_rows(bad)
     assert {(r["task"], r["metric"], r["valid"]) for r in rows} == \
         {("classifier", "Ratio", False), ("probe", "probe", False)}
+
+
+def _ctl_exp(name, bias, ratio, error, lic_mean, lic_ci):
+    """A `dvc exp show --json` record of a controls-only experiment (biaslab.sweep)."""
+    meas = lambda m, ci=0.0: {"mean": m, "ci95": ci, "n": 3, "n_inf": 0}  # noqa: E731
+    return {"name": name, "data": {
+        "params": {"params.yaml": {"data": {"synthetic": {"bias": bias},
+                                            "data": {"source": "synthetic"}}}},
+        "metrics": {
+            # a stale baseline file: must never become a trained-model point of this bias
+            "metrics/classification.json": {"data": {"original": {
+                "Leakage": {"mean": 9.0, "ci95": 1.0, "n": 3}}}},
+            "metrics/controls.json": {"data": {
+                "classifier": {"context_reader": {
+                    "Ratio": {"expected": {"value": ratio}, "measured": meas(ratio)},
+                    "Error": {"expected": {"value": error}, "measured": meas(error)}}},
+                "captioner": {"amplifier@1": {
+                    "LIC": {"expected": {"direction": ">", "reference": 0},
+                            "measured": meas(lic_mean, lic_ci)}}},
+                "probe": {"context_reader[cast]": {"cast": {
+                    "expected": {"value": 2.0}, "measured": {"mean": 2.0, "n_pairs": 100}}}}}}}}}
+
+
+def test_controls_sweep_points_response_and_section():
+    from biaslab import sweep
+    show = [{"experiments": [{"revs": [_ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 1.0, 20.0),
+                                       _ctl_exp("ctl-b0.9", 0.9, 1.0, 2.5, 5.0, 20.0)]}]}]
+    assert sweep.sweep_points(show) == []          # controls-only runs are no trained points
+    pts = sweep.control_points(show)
+    assert {(p["task"], p["control"], p["metric"]) for p in pts} == {
+        ("classifier", "context_reader", "Ratio"), ("classifier", "context_reader", "Error"),
+        ("captioner", "amplifier@1", "LIC"), ("probe", "context_reader[cast]", "cast")}
+    resp = {(r["task"], r["metric"]): r["verdict"] for r in sweep.control_response(pts)}
+    # hand: Ratio 1.0 -> 1.0 exact: flat; Error 50 -> 2.5: falls; LIC 1 -> 5 with CI 20: flat
+    assert resp == {("classifier", "Ratio"): "flat", ("classifier", "Error"): "falls",
+                    ("captioner", "LIC"): "flat", ("probe", "cast"): "flat"}
+    md = sweep.control_markdown(pts)
+    assert "### Ratio (classifier, persons masked)" in md
+    assert "| context_reader | 1.00 ± 0.00 | 1.00 ± 0.00 |" in md
+    assert "Cannot see the planted bias on this data (context reader flat): classifier Ratio." \
+        in md
