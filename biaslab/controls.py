@@ -222,6 +222,29 @@ def stereotype_objects(object_lists: Sequence[Sequence[str]], genders: Sequence[
     return out
 
 
+def stereotype_direction(test: pd.DataFrame, stereotypes: Mapping[str, str] | None
+                         ) -> str | None:
+    """The sign a directional amplification metric (BiasAmp, DBA_O) must show for the
+    amplifier on ``test`` (columns ``gender``, ``objects``): adding the stereotype object
+    ``o_g`` to gender g's predictions raises P̂(o_g | g), which counts positively where the
+    test set's own truth associates o_g with g (``P(g, o_g) > P(g) P(o_g)``, thesis Eq. 2.13's
+    y) and negatively where it does not. ``">"`` when both genders' stereotypes are
+    associated with them in the test set, ``"<"`` when neither is, None when mixed or when an
+    object never occurs (e.g. at planted bias 0 the training split's stereotype is noise and
+    the test set may associate it with the other gender)."""
+    if not stereotypes:
+        return None
+    g = np.asarray(list(test["gender"]), object)
+    ys = []
+    for gender, o in stereotypes.items():
+        has = np.array([o in (objs or ()) for objs in test["objects"]], bool)
+        if not has.any() or not (g == gender).any():
+            return None
+        p_go = float(np.mean(has & (g == gender)))
+        ys.append(p_go > float(np.mean(g == gender)) * float(np.mean(has)))
+    return ">" if all(ys) else "<" if not any(ys) else None
+
+
 def _rng(seed: int, control: str, image_id: int) -> np.random.Generator:
     # one stream per (seed, control, image): a control's output never depends on the others
     key = [int(b) for b in control.encode()]
@@ -374,7 +397,8 @@ def captioner_captions(kind: str, test: pd.DataFrame, *, bias: float | None = No
 
 # --------------------------------------------------------------------------- expectations
 def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = None,
-                        reads: Sequence[str] = ATTRIBUTES, q: float = 0.0) -> dict:
+                        reads: Sequence[str] = ATTRIBUTES, q: float = 0.0,
+                        stereotypes: Mapping[str, str] | None = None) -> dict:
     """Expected metric values of a classifier control on ``test`` (the evaluated, labelled
     test images), from the ground truth directly (not through the metric code).
 
@@ -382,7 +406,11 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
     "reference": float}}`` for ``Error`` (% of images whose gender decision is wrong; a tie
     counts as "woman", module docstring), ``Ratio`` / ``Ratio_E`` (masked images; ``inf`` when
     no image is called "woman"), ``mAP`` (the oracle's objects: 100), ``Leakage``, ``BiasAmp``
-    and ``DBA_O`` (0 exactly with the true objects; > 0 for an amplifier with q > 0).
+    and ``DBA_O`` (0 exactly with the true objects; for an amplifier with q > 0 the sign of
+    :func:`stereotype_direction`, none when it is undecided; BiasAmp compares the
+    *predicted* gender's co-occurrences, so it is 0 for the context reader only where its
+    gender decisions are all right, and has no closed form otherwise). Leakage of the
+    amplifier is > 0 whatever the association: the added object reveals the gender.
     """
     g = np.asarray(list(test["gender"]), object)
     n, n_f, n_m = len(g), int((g == FEMALE).sum()), int((g == MALE).sum())
@@ -408,11 +436,16 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
     exp["mAP"] = _exact(100.0) if kind != "amplifier" or q == 0 else \
         {"direction": "<", "reference": 100.0}
     if kind == "amplifier" and q > 0:
-        for k in ("Leakage", "BiasAmp", "DBA_O"):
-            exp[k] = {"direction": ">", "reference": 0.0}
+        exp["Leakage"] = {"direction": ">", "reference": 0.0}
+        d = stereotype_direction(test, stereotypes)
+        if d is not None:
+            for k in ("BiasAmp", "DBA_O"):
+                exp[k] = {"direction": d, "reference": 0.0}
     else:
         for k in ("Leakage", "BiasAmp", "DBA_O"):
             exp[k] = _exact(0.0)
+    if kind == "context_reader" and exp["Error"]["value"] != 0:
+        del exp["BiasAmp"]   # misgendered images move the predicted gender's co-occurrences
     if kind == "constant_man":
         # BiasAmp compares the predicted gender's co-occurrences: a constant "man" moves every
         # object's b towards man, by amounts that depend on the data (no closed form here)
@@ -422,13 +455,17 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
 
 
 def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = None,
-                       reads: Sequence[str] = ATTRIBUTES, q: float = 0.0) -> dict:
+                       reads: Sequence[str] = ATTRIBUTES, q: float = 0.0,
+                       stereotypes: Mapping[str, str] | None = None) -> dict:
     """Expected metric values of a captioner control on ``test`` (the gender-labelled test
     images): ``Ratio`` (n_man / n_woman captions as max(r, 1/r)), ``Error`` (%), exact; LIC,
     BiasAmp and DBA_O "≈ 0" for controls whose captions are drawn like the human ones (oracle,
     context reader: it misgenders but adds no context word; constant; human) and "> 0" for an
-    amplifier with q > 0. The constant control has no BiasAmp expectation (every caption
-    says "man", which moves BiasAmp by data-dependent amounts).
+    amplifier with q > 0 (its DBA_O: the sign of :func:`stereotype_direction`, which
+    conditions on the test images' objects; its BiasAmp: > 0, the reference being the
+    training captions, where the stereotype is associated with its gender by construction).
+    The constant control has no BiasAmp expectation (every caption says "man", which moves
+    BiasAmp by data-dependent amounts).
     """
     g = np.asarray(list(test["gender"]), object)
     n, n_f, n_m = len(g), int((g == FEMALE).sum()), int((g == MALE).sum())
@@ -445,8 +482,11 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
         wrong = ((dec == MALE) & (g == FEMALE)) | ((dec == FEMALE) & (g == MALE))
         exp["Error"] = _exact(100.0 * wrong.mean() if n else math.nan)
     if kind == "amplifier" and q > 0:
-        for k in ("LIC", "BiasAmp", "DBA_O"):
+        for k in ("LIC", "BiasAmp"):
             exp[k] = {"direction": ">", "reference": 0.0}
+        d = stereotype_direction(test, stereotypes)
+        if d is not None:
+            exp["DBA_O"] = {"direction": d, "reference": 0.0}
     else:
         for k in ("LIC", "BiasAmp", "DBA_O"):
             exp[k] = {"direction": "≈", "reference": 0.0}
@@ -472,10 +512,14 @@ def verdict(expected: Mapping, measured: float | None, lo: float | None = None,
     """"matches" / "does not match" / "inconclusive" of one control metric.
 
     Exact expectations match when ``|measured - value| <= tol * max(1, |value|)`` (both
-    infinite counts as equal). A direction ``>``/``<`` matches when the 95 % CI ``[lo, hi]``
+    infinite counts as equal; an expected NaN -- 0/0, e.g. no caption with a gender word --
+    matches a missing measurement). A direction ``>``/``<`` matches when the 95 % CI ``[lo, hi]``
     lies on that side of the reference (fails on the other side, else inconclusive); ``≈``
     matches when the CI contains the reference. A missing measurement does not match."""
-    if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+    missing = measured is None or (isinstance(measured, float) and math.isnan(measured))
+    if "value" in expected and math.isnan(float(expected["value"])):
+        return "matches" if missing else "does not match"   # 0/0 expected (no gender word)
+    if missing:
         return "does not match"
     if "value" in expected:
         v = float(expected["value"])
@@ -495,6 +539,7 @@ def verdict(expected: Mapping, measured: float | None, lo: float | None = None,
 
 __all__ = ["ATTRIBUTES", "CLASSIFIER_CONTROLS", "CAPTIONER_CONTROLS", "NEEDS_TRUTH",
            "control_name", "evidence_weights", "context_counts", "context_llr",
-           "context_gender", "population_context", "stereotype_objects", "classifier_outputs",
+           "context_gender", "population_context", "stereotype_objects",
+           "stereotype_direction", "classifier_outputs",
            "probe_outputs", "captioner_captions", "expected_classifier", "expected_captioner",
            "verdict"]

@@ -121,7 +121,8 @@ def _classifier(kinds, test, train, labels, bias, stereo, seeds, rounds) -> dict
                           else 100.0 - r["gender_acc"]),
                          ("Leakage", r.get("leakage")), ("BiasAmp", ba), ("DBA_O", do)):
                 vals.setdefault(k, []).append(v)
-        exp = K.expected_classifier(kind, test, bias=bias, reads=reads, q=q or 0.0)
+        exp = K.expected_classifier(kind, test, bias=bias, reads=reads, q=q or 0.0,
+                                    stereotypes=stereo)
         out[name] = {k: _judge(exp[k], _record(v)) if k in exp else
                      {"measured": {a: json_number(x) for a, x in _record(v).items()}}
                      for k, v in vals.items()}
@@ -160,7 +161,8 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         rows = [r for (k, qq, rd, _), r in zip(jobs, results) if (k, qq, rd) == (kind, q, reads)]
         vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
                                                      "LIC_D", "BiasAmp", "DBA_O")}
-        exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0)
+        exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
+                                   stereotypes=stereo)
         out[name] = {m: _judge(exp[m], _record(v)) if m in exp else
                      {"measured": {k: json_number(x) for k, x in _record(v).items()}}
                      for m, v in vals.items()}

@@ -228,3 +228,26 @@ def test_controls_sweep_points_response_and_section():
     assert "| context_reader | 1.00 ± 0.00 | 1.00 ± 0.00 |" in md
     assert "Cannot see the planted bias on this data (context reader flat): classifier Ratio." \
         in md
+
+
+def test_stereotype_direction_follows_the_test_sets_own_association():
+    st = {"female": "handbag", "male": "tie"}
+    # HAND: handbag only on image 1 (female), tie only on image 2 (male): both associated
+    assert K.stereotype_direction(HAND, st) == ">"
+    swapped = HAND.assign(gender=["male", "female", "female", "male"])
+    assert K.stereotype_direction(swapped, st) == "<"
+    assert K.stereotype_direction(HAND, {"female": "handbag", "male": "cup"}) is None
+    e = K.expected_classifier("amplifier", swapped, q=1.0, stereotypes=st)
+    assert e["DBA_O"] == {"direction": "<", "reference": 0.0}
+    assert e["Leakage"] == {"direction": ">", "reference": 0.0}
+    # a context reader that misgenders has no BiasAmp expectation; one that does not: 0
+    assert "BiasAmp" not in K.expected_classifier("context_reader", HAND, bias=0.5)
+    right = HAND.iloc[[0, 1]]
+    assert K.expected_classifier("context_reader", right, bias=0.5)["BiasAmp"]["value"] == 0
+
+
+def test_no_gender_word_at_all_is_the_expected_0_over_0():
+    e = K.expected_captioner("context_reader", HAND, bias=0.0)
+    assert math.isnan(e["Ratio"]["value"])          # every caption gender-neutral
+    assert K.verdict(e["Ratio"], None) == "matches"
+    assert K.verdict(e["Ratio"], 1.0) == "does not match"
