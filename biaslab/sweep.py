@@ -157,6 +157,8 @@ def control_points(exp_show: Any) -> list[dict]:
             continue
         seen.add(float(b))
         name = rec.get("name") or data.get("name") or rec.get("rev")
+        sizes = {t: (((c.get("test_set") or {}).get(t) or {}).get("n"))
+                 for t in ("classifier", "captioner")}
         for task in ("classifier", "captioner"):
             for ctl, ms in (c.get(task) or {}).items():
                 for metric, r in (ms or {}).items():
@@ -166,6 +168,7 @@ def control_points(exp_show: Any) -> list[dict]:
                     pts.append({"bias": float(b), "experiment": name, "task": task,
                                 "control": ctl, "metric": metric,
                                 **{k: m.get(k) for k in ("mean", "ci95", "n", "n_inf")},
+                                "n_images": sizes.get(task),
                                 "expected": (r or {}).get("expected")})
         for ctl, attrs in (c.get("probe") or {}).items():
             for a, r in (attrs or {}).items():
@@ -178,11 +181,27 @@ def control_points(exp_show: Any) -> list[dict]:
     return pts
 
 
+#: the context reader's gender metrics: the controls' question "can this metric tell a model
+#: that reads the context at the largest planted bias from one at b = 0?"
+GENDER_METRICS = (("classifier", "Ratio"), ("classifier", "Ratio_E"), ("classifier", "Error"),
+                  ("captioner", "Ratio"), ("captioner", "Error"))
+
+
+def _resolution(metric: str, n_images: int | None) -> float:
+    """What two of ``n_images`` test images flipping moves an exact metric by: Error 200 / n
+    points, a Ratio about 4 / n (two images out of n / 2 per gender); 0 when n is unknown.
+    Smaller differences between exact control values are not a response to the bias."""
+    if not n_images:
+        return 0.0
+    return 200.0 / n_images if metric == "Error" else 4.0 / n_images
+
+
 def control_response(points: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Whether each control's metric moves with the planted bias: for every (task, control,
     metric) with at least two biases, the value at the smallest and the largest bias and the
-    verdict "rises" / "falls" (their 95 % CIs do not overlap; exact values: they differ),
-    "flat" (otherwise) or "infinite" (∞ at either end)."""
+    verdict "rises" / "falls" (their 95 % CIs do not overlap; exact values: they differ by
+    more than two test images' worth, :func:`_resolution`), "flat" (otherwise) or
+    "infinite" (∞ or undefined at either end)."""
     out = []
     keys = dict.fromkeys((p["task"], p["control"], p["metric"]) for p in points)
     for task, ctl, metric in keys:
@@ -196,8 +215,8 @@ def control_response(points: Sequence[Mapping[str, Any]]) -> list[dict]:
         else:
             ha, hz = a.get("ci95") or 0.0, z.get("ci95") or 0.0
             d = z["mean"] - a["mean"]
-            verdict = ("rises" if d > ha + hz else "falls" if -d > ha + hz else "flat") \
-                if (ha or hz) else ("rises" if d > 1e-9 else "falls" if d < -1e-9 else "flat")
+            tol = (ha + hz) if (ha or hz) else max(1e-9, _resolution(metric, a.get("n_images")))
+            verdict = "rises" if d > tol else "falls" if -d > tol else "flat"
         out.append({"task": task, "control": ctl, "metric": metric, "b_lo": a["bias"],
                     "b_hi": z["bias"], "lo": a.get("mean"), "hi": z.get("mean"),
                     "verdict": verdict})
@@ -228,12 +247,17 @@ def control_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> st
         out.append("")
     resp = control_response(points)
     if resp:
-        flat = [r for r in resp if r["verdict"] == "flat" and r["control"].startswith(
-            "context_reader") and r["task"] != "probe"]
+        flat = [r for r in resp if r["control"] == "context_reader" and r["verdict"] in
+                ("flat", "infinite") and (r["task"], r["metric"]) in GENDER_METRICS]
         out += ["### Which metrics see the planted bias", "",
-                "A context reader's outputs follow the planted context: a metric whose "
-                "context-reader curve is flat from the smallest to the largest planted bias "
-                "cannot see that bias on this data (test set, metric protocol).", "",
+                "The context reader predicts gender from the planted context alone: a gender "
+                "metric (Ratio, Ratio_E, Error) whose context-reader value at the largest "
+                "planted bias equals its value at the smallest (within the CIs, or within two "
+                "test images for exact values) cannot tell a model that reads the context "
+                "from one that has nothing to read, on this test set. The amplifier adds a "
+                "fixed bias at every b, so its Leakage / LIC / BiasAmp measure what it adds "
+                "*beyond* the data's own bias (LK_D, LIC_D and the reference grow with b).",
+                "",
                 "| task | control | metric | b (low → high) | value (low → high) | response |",
                 "|---|---|---|---|---|---|"]
         for r in resp:
@@ -243,7 +267,8 @@ def control_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> st
                        f"{r['b_hi']:g} | {lo} → {hi} | {r['verdict']} |")
         out.append("")
         if flat:
-            out.append("Cannot see the planted bias on this data (context reader flat): " +
+            out.append("Cannot see the planted bias on this data (context reader flat from "
+                       "the smallest to the largest b): " +
                        ", ".join(f"{r['task']} {r['metric']}" for r in flat) + ".")
             out.append("")
     return "\n".join(out)

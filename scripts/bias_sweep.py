@@ -77,15 +77,22 @@ def collect(out_dir: Path) -> str:
     if not points and not ctl:
         raise SystemExit("bias_sweep: no experiment with synthetic.bias and metrics found "
                          "(run with --run first)")
-    if not points:   # keep the trained models' points of an earlier collect
-        old = out_dir / "bias_sweep.json"
-        if old.is_file():
-            import json
-            points = json.loads(old.read_text(encoding="utf-8")).get("points") or []
+    kept = 0
+    old = out_dir / "bias_sweep.json"
+    if old.is_file():   # trained-model points of biases not run here: kept from the last collect
+        import json
+        have = {p["bias"] for p in points}
+        prev = [p for p in json.loads(old.read_text(encoding="utf-8")).get("points") or []
+                if p["bias"] not in have]
+        kept = len({p["bias"] for p in prev})
+        points = sorted(points + prev, key=lambda p: (p["metric"], p["row"], p["bias"]))
     checks = S.bias0_checks(points)
     md = ["# Dose-response: bias metrics against the planted bias", "",
           "Each cell: mean ± 95 % CI over seeds (t), from one DVC experiment per planted bias b "
           "(`python scripts/bias_sweep.py --run --collect`). Unbiased values in the headings.",
+          *([f"Trained-model points of {kept} planted bias(es) come from an earlier collect "
+             "(kept in bias_sweep.json; their `experiment` names the run): re-run them with "
+             "`--run` to refresh.", ""] if kept else []),
           "", S.sweep_markdown(points)]
     if checks:
         md += ["## Validity at b = 0", "",

@@ -226,8 +226,8 @@ def test_controls_sweep_points_response_and_section():
     md = sweep.control_markdown(pts)
     assert "### Ratio (classifier, persons masked)" in md
     assert "| context_reader | 1.00 ± 0.00 | 1.00 ± 0.00 |" in md
-    assert "Cannot see the planted bias on this data (context reader flat): classifier Ratio." \
-        in md
+    assert "Cannot see the planted bias on this data (context reader flat from the smallest " \
+        "to the largest b): classifier Ratio." in md
 
 
 def test_stereotype_direction_follows_the_test_sets_own_association():
