@@ -222,8 +222,8 @@ def stereotype_objects(object_lists: Sequence[Sequence[str]], genders: Sequence[
     return out
 
 
-def stereotype_direction(test: pd.DataFrame, stereotypes: Mapping[str, str] | None
-                         ) -> str | None:
+def stereotype_direction(test: pd.DataFrame, stereotypes: Mapping[str, str] | None,
+                         rule: str = "dba") -> str | None:
     """The sign a directional amplification metric (BiasAmp, DBA_O) must show for the
     amplifier on ``test`` (columns ``gender``, ``objects``): adding the stereotype object
     ``o_g`` to gender g's predictions raises P̂(o_g | g), which counts positively where the
@@ -231,9 +231,17 @@ def stereotype_direction(test: pd.DataFrame, stereotypes: Mapping[str, str] | No
     y) and negatively where it does not. ``">"`` when both genders' stereotypes are
     associated with them in the test set, ``"<"`` when neither is, None when mixed or when an
     object never occurs (e.g. at planted bias 0 the training split's stereotype is noise and
-    the test set may associate it with the other gender)."""
+    the test set may associate it with the other gender).
+
+    ``rule="biasamp"``: Zhao et al.'s BiasAmp counts the pair (a, o) where ``b(a, o) = c(a, o)
+    / sum_a' c(a', o) > 1 / |A|`` (thesis Eq. 2.3), which ignores the groups' base rates: on
+    a test set with 2.3 men per woman (COCO) nearly every object counts for "man", so adding a
+    woman's stereotype object to women's predictions LOWERS BiasAmp. The direction is then
+    the sign the counted pairs give: + for ``c(g, o_g) > c(other, o_g)``, - otherwise."""
     if not stereotypes:
         return None
+    if rule not in ("dba", "biasamp"):
+        raise ValueError(f"rule must be 'dba' or 'biasamp', got {rule!r}")
     g = np.asarray(list(test["gender"]), object)
     ys = []
     for gender, o in stereotypes.items():
@@ -241,7 +249,10 @@ def stereotype_direction(test: pd.DataFrame, stereotypes: Mapping[str, str] | No
         if not has.any() or not (g == gender).any():
             return None
         p_go = float(np.mean(has & (g == gender)))
-        ys.append(p_go > float(np.mean(g == gender)) * float(np.mean(has)))
+        if rule == "dba":
+            ys.append(p_go > float(np.mean(g == gender)) * float(np.mean(has)))
+        else:
+            ys.append(p_go > float(np.mean(has & (g != gender))))
     return ">" if all(ys) else "<" if not any(ys) else None
 
 
@@ -437,9 +448,9 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
         {"direction": "<", "reference": 100.0}
     if kind == "amplifier" and q > 0:
         exp["Leakage"] = {"direction": ">", "reference": 0.0}
-        d = stereotype_direction(test, stereotypes)
-        if d is not None:
-            for k in ("BiasAmp", "DBA_O"):
+        for k, rule in (("BiasAmp", "biasamp"), ("DBA_O", "dba")):
+            d = stereotype_direction(test, stereotypes, rule)
+            if d is not None:
                 exp[k] = {"direction": d, "reference": 0.0}
     else:
         for k in ("Leakage", "BiasAmp", "DBA_O"):
@@ -456,7 +467,8 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
 
 def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = None,
                        reads: Sequence[str] = ATTRIBUTES, q: float = 0.0,
-                       stereotypes: Mapping[str, str] | None = None) -> dict:
+                       stereotypes: Mapping[str, str] | None = None,
+                       grammar_is_human: bool = True) -> dict:
     """Expected metric values of a captioner control on ``test`` (the gender-labelled test
     images): ``Ratio`` (n_man / n_woman captions as max(r, 1/r)), ``Error`` (%), exact; LIC,
     BiasAmp and DBA_O "≈ 0" for controls whose captions are drawn like the human ones (oracle,
@@ -465,7 +477,9 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
     conditions on the test images' objects; its BiasAmp: > 0, the reference being the
     training captions, where the stereotype is associated with its gender by construction).
     The constant control has no BiasAmp expectation (every caption says "man", which moves
-    BiasAmp by data-dependent amounts).
+    BiasAmp by data-dependent amounts). ``grammar_is_human`` False (real data: the human
+    captions are not drawn from the synthetic generator's grammar): the grammar-built
+    controls' LIC / BiasAmp / DBA_O have no "≈ 0" expectation, only the ``human`` control's.
     """
     g = np.asarray(list(test["gender"]), object)
     n, n_f, n_m = len(g), int((g == FEMALE).sum()), int((g == MALE).sum())
@@ -487,11 +501,11 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
         d = stereotype_direction(test, stereotypes)
         if d is not None:
             exp["DBA_O"] = {"direction": d, "reference": 0.0}
-    else:
+    elif grammar_is_human or kind == "human":
         for k in ("LIC", "BiasAmp", "DBA_O"):
             exp[k] = {"direction": "≈", "reference": 0.0}
     if kind == "constant_man":
-        del exp["BiasAmp"]   # every caption says "man": b moves by data-dependent amounts
+        exp.pop("BiasAmp", None)   # every caption says "man": b moves by data-dependent amounts
     exp["_counts"] = {"n": n, "n_female": n_f, "n_male": n_m}
     return exp
 

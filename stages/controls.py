@@ -162,7 +162,7 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
                                                      "LIC_D", "BiasAmp", "DBA_O")}
         exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
-                                   stereotypes=stereo)
+                                   stereotypes=stereo, grammar_is_human=bias is not None)
         out[name] = {m: _judge(exp[m], _record(v)) if m in exp else
                      {"measured": {k: json_number(x) for k, x in _record(v).items()}}
                      for m, v in vals.items()}

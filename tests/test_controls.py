@@ -251,3 +251,25 @@ def test_no_gender_word_at_all_is_the_expected_0_over_0():
     assert math.isnan(e["Ratio"]["value"])          # every caption gender-neutral
     assert K.verdict(e["Ratio"], None) == "matches"
     assert K.verdict(e["Ratio"], 1.0) == "does not match"
+
+
+def test_biasamp_direction_ignores_base_rates_as_zhao_defines_it():
+    # 6 men, 2 women; the women's stereotype "cup" is on both women and on 3 of 6 men: it is
+    # associated with women (P(woman, cup) = 2/8 > P(woman) P(cup) = 2/8 * 5/8), but Zhao's
+    # b(woman, cup) = 2/5 < 1/2 (base rates ignored): "<" for cup, ">" for tie -> mixed
+    rows = [(k, "male", "kitchen", "warm", ["cup"] if k < 3 else ["tie"]) for k in range(6)]
+    rows += [(6, "female", "kitchen", "warm", ["cup"]), (7, "female", "kitchen", "warm", ["cup"])]
+    t = _table(rows)
+    st = {"female": "cup", "male": "tie"}
+    assert K.stereotype_direction(t, st, "dba") == ">"
+    assert K.stereotype_direction(t, st, "biasamp") is None     # cup "<", tie ">": mixed
+    e = K.expected_classifier("amplifier", t, q=1.0, stereotypes=st)
+    assert e["DBA_O"]["direction"] == ">" and "BiasAmp" not in e
+    with pytest.raises(ValueError):
+        K.stereotype_direction(t, st, "zhao")
+
+
+def test_grammar_controls_make_no_human_like_claim_on_real_data():
+    e = K.expected_captioner("person_oracle", HAND, grammar_is_human=False)
+    assert "LIC" not in e and "BiasAmp" not in e and e["Error"]["value"] == 0
+    assert K.expected_captioner("human", HAND, grammar_is_human=False)["LIC"]["direction"] == "≈"
