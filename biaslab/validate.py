@@ -22,6 +22,14 @@ What is rejected, and why:
 * ``generate.max_images``: anything but null (all) or an integer >= 0; ``generate.m`` and
   ``generate.shards`` integers >= 1.
 * ``split.fractions``: not a mapping of finite fractions in [0, 1] that sum to 1 (+-1e-6).
+* ``synthetic``: ``bias`` / ``p_no_gender_word`` outside [0, 1] (a planted bias of 1.5 used to
+  end in a traceback inside the generator), ``n_images`` < 2, ``image_size`` < 64,
+  ``captions_per_image`` < 1, ``probe_pairs`` < 0, ``seed`` < 0.
+* ``classifier``: ``methods`` / ``datasets`` with an unknown or repeated name (an unknown
+  method used to fail only when ``train_method`` ran, after every upstream stage; a repeated
+  one was trained and reported twice), ``seeds`` not a non-empty list of distinct integers.
+* ``controls``: ``q`` not rates in (0, 1], ``seeds`` fewer than two distinct integers (no CI),
+  ``workers`` < 1.
 """
 from __future__ import annotations
 
@@ -146,12 +154,85 @@ def check_split(p: Mapping) -> None:
                                             f"{dict(fr)}")
 
 
+#: model-level baselines of paper 000 Table 1 (``biaslab.classify.METHODS``, which imports
+#: torch: kept here as names so a stage's params check stays light; a test keeps them equal)
+CLASSIFIER_METHODS = ("adversarial", "class_balanced", "domain_discriminative", "erm",
+                      "domain_independent", "focal", "group_dro", "upweight")
+#: training-set variants written by stage build_datasets
+DATASETS = ("original", "oversample", "subsample", "augment", "synthetic")
+
+
+def _prob(p: Mapping, group: str, key: str) -> None:
+    if key in p:
+        v = p[key]
+        if not _is_real(v) or not 0.0 <= float(v) <= 1.0:
+            raise ParamError(f"{group}.{key}", f"must be a number in [0, 1], got {v!r}")
+
+
+def _names(p: Mapping, group: str, key: str, known: Sequence[str]) -> None:
+    if key not in p or p[key] is None:
+        return
+    v = p[key]
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise ParamError(f"{group}.{key}", f"must be a list of names, got {v!r}")
+    bad = [x for x in v if x not in known]
+    if bad:
+        raise ParamError(f"{group}.{key}", f"unknown name(s) {bad}; known: {list(known)}")
+    if len(set(v)) != len(v):
+        raise ParamError(f"{group}.{key}", f"names repeat: {list(v)} (each would be trained "
+                                           f"and reported twice)")
+
+
+def _seed_list(p: Mapping, group: str, key: str, at_least: int) -> None:
+    if key not in p:
+        return
+    v = p[key]
+    if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence)
+            or not all(_is_int(x) and x >= 0 for x in v) or len(set(v)) != len(v)
+            or len(v) < at_least):
+        raise ParamError(f"{group}.{key}", f"must be a list of at least {at_least} distinct "
+                                           f"integers >= 0, got {v!r}")
+
+
+def check_synthetic(p: Mapping) -> None:
+    """Group ``synthetic``: probabilities in [0, 1], counts and sizes in range."""
+    _prob(p, "synthetic", "bias")
+    _prob(p, "synthetic", "p_no_gender_word")
+    _int_at_least(p, "synthetic", "n_images", 2, allow_null=False)
+    _int_at_least(p, "synthetic", "image_size", 64, allow_null=False)
+    _int_at_least(p, "synthetic", "captions_per_image", 1, allow_null=False)
+    _int_at_least(p, "synthetic", "probe_pairs", 0, allow_null=False)
+    _int_at_least(p, "synthetic", "seed", 0, allow_null=False)
+
+
+def check_classifier(p: Mapping) -> None:
+    """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``."""
+    _names(p, "classifier", "methods", CLASSIFIER_METHODS)
+    _names(p, "classifier", "datasets", DATASETS)
+    _seed_list(p, "classifier", "seeds", 1)
+
+
+def check_controls(p: Mapping) -> None:
+    """Group ``controls`` (stage controls): ``q`` rates in (0, 1], >= 2 replicate seeds."""
+    if "q" in p:
+        q = p["q"]
+        if (isinstance(q, (str, bytes)) or not isinstance(q, Sequence) or not q
+                or not all(_is_real(x) and 0.0 < float(x) <= 1.0 for x in q)):
+            raise ParamError("controls.q", f"must be a non-empty list of rates in (0, 1], "
+                                           f"got {q!r}")
+    _seed_list(p, "controls", "seeds", 2)
+    _int_at_least(p, "controls", "workers", 1, allow_null=False)
+
+
 #: group name -> its check; ``check_params`` runs those of the groups present.
 CHECKS: dict[str, Callable[[Mapping], None]] = {
     "data": check_data,
     "split": check_split,
     "generate": check_generate,
     "filters": check_filters,
+    "synthetic": check_synthetic,
+    "classifier": check_classifier,
+    "controls": check_controls,
 }
 
 

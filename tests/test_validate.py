@@ -44,6 +44,17 @@ BAD = [
      "[0, 1]"),
     ({"split": {"fractions": [0.7, 0.3]}}, "split.fractions", "mapping"),
     ({"filters": [1, 1]}, "filters", "mapping"),
+    # issue 26 item 3: groups checked up front, not where they break
+    ({"synthetic": {"bias": 1.5}}, "synthetic.bias", "[0, 1]"),
+    ({"synthetic": {"n_images": 1}}, "synthetic.n_images", ">= 2"),
+    ({"synthetic": {"image_size": 32}}, "synthetic.image_size", ">= 64"),
+    ({"classifier": {"methods": ["nonexistent"]}}, "classifier.methods", "unknown"),
+    ({"classifier": {"methods": ["focal", "focal"]}}, "classifier.methods", "repeat"),
+    ({"classifier": {"datasets": ["original", "balanced"]}}, "classifier.datasets", "unknown"),
+    ({"classifier": {"seeds": []}}, "classifier.seeds", "at least 1"),
+    ({"classifier": {"seeds": [0, 0]}}, "classifier.seeds", "distinct"),
+    ({"controls": {"q": [0.0]}}, "controls.q", "(0, 1]"),
+    ({"controls": {"seeds": [0]}}, "controls.seeds", "at least 2"),
 ]
 
 
@@ -81,6 +92,11 @@ GOOD = [
 @pytest.mark.parametrize("params", GOOD)
 def test_good_params_pass(params):
     V.check_params(params)
+
+
+def test_the_known_method_names_are_the_registry():
+    from biaslab.classify import METHODS
+    assert sorted(V.CLASSIFIER_METHODS) == sorted(METHODS)
 
 
 def test_the_committed_params_are_valid():
