@@ -115,6 +115,57 @@ def caption_output(captions: Sequence[str], words: str = "lic") -> np.ndarray:
     return np.array([value[caption_label(c, words)] for c in captions], np.float64)
 
 
+def gendered_versions(caption: str, words: str = "lic") -> tuple[str, str]:
+    """``(male version, female version)`` of a caption: every gender word set to one gender
+    (:func:`biaslab.gender.swap`). A caption with no gender word gives the fixed pair
+    ``("a man", "a woman")``: the model's gender preference at a caption's start."""
+    from biaslab.gender import swap
+    m, f = swap(caption, to="male", words=words), swap(caption, to="female", words=words)
+    return (m, f) if m != f else ("a man", "a woman")
+
+
+def sequence_logprobs(captioner, feats: np.ndarray, captions: Sequence[str],
+                      batch_size: int = 64) -> np.ndarray:
+    """Teacher-forced log-probability (nats) of each caption (its tokens and the end token)
+    given the image features, float64 (n,); row i of ``feats`` (n, F) goes with caption i.
+    ``captioner``: a ClipCap :class:`biaslab.captioner.Captioner` (prefix + decoder)."""
+    import torch
+    from biaslab.captioning.training import pad
+    from biaslab.features import torch_threads
+    feats = np.asarray(feats, np.float32)
+    if len(feats) != len(captions):
+        raise ValueError(f"{len(feats)} feature rows for {len(captions)} captions")
+    ids = captioner.encode_captions(list(captions))
+    model = captioner.model
+    model.eval()
+    out = np.zeros(len(ids), np.float64)
+    with torch_threads(captioner.config.num_threads), torch.inference_mode():
+        for s in range(0, len(ids), max(1, int(batch_size))):
+            inp, att = pad(ids[s:s + batch_size], captioner.tokenizer.pad_token_id)
+            pre = model.prefix(torch.from_numpy(feats[s:s + batch_size]))
+            emb = model.decoder.get_input_embeddings()(inp)
+            x = torch.cat([pre, emb], dim=1)
+            mask = torch.cat([torch.ones(pre.shape[:2], dtype=att.dtype), att], dim=1)
+            logits = model.decoder(inputs_embeds=x, attention_mask=mask).logits
+            k = model.prefix_len
+            lp = torch.log_softmax(logits[:, k - 1:-1].double(), dim=-1)   # position k-1+t -> t
+            tok = lp.gather(-1, inp.unsqueeze(-1)).squeeze(-1) * att
+            out[s:s + len(inp)] = tok.sum(1).numpy()
+    return out
+
+
+def caption_margin_output(captioner, feats: np.ndarray, texts: Sequence[tuple[str, str]],
+                          batch_size: int = 64) -> np.ndarray:
+    """The continuous captioner probe output (issue 23 item 5): per image, ``log P(male
+    version | image) - log P(female version | image)`` (nats, float64 (n,)) of the caption
+    pair ``texts[i]`` (:func:`gendered_versions`), teacher-forced. Unlike the sampled gender
+    word (:func:`caption_output`, -1 / 0 / +1) it moves with every change of the model's
+    preference, so fewer seeds decide a claim. Not in paper 000 (the probe is ours)."""
+    m = sequence_logprobs(captioner, feats, [t[0] for t in texts], batch_size)
+    f = sequence_logprobs(captioner, feats, [t[1] for t in texts], batch_size)
+    return m - f
+
+
 def pair_sensitivities(pairs: pd.DataFrame, outputs: Sequence[float]) -> pd.DataFrame:
     """Pair sensitivities ``s_k = o(male-associated image) - o(female-associated image)``.
 
@@ -207,4 +258,5 @@ def summarize_sensitivity(per_seed: Mapping[int, pd.DataFrame], *,
 
 
 __all__ = ["MIN_SEEDS_T", "blackout_probe", "classifier_output", "caption_output",
+           "gendered_versions", "sequence_logprobs", "caption_margin_output",
            "pair_sensitivities", "summarize_sensitivity"]

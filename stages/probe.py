@@ -17,7 +17,10 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pair
       ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
       {attribute: record}} (output P(man) - P(woman)), "classifier_logit": {...} (the same
       pairs on the logit margin logit P(man) - logit P(woman), which does not saturate:
-      biaslab.probe.classifier_logit_output), "captioner": {...}, "ci_rule", "blackout", and
+      biaslab.probe.classifier_logit_output), "captioner": {...} (the sampled gender word,
+      -1 / 0 / +1), "captioner_margin": {...} (the teacher-forced margin log P(male version)
+      - log P(female version) of one caption pair per probe pair, scored under both images:
+      biaslab.probe.caption_margin_output; issue 23 item 5), "ci_rule", "blackout", and
       "classifier_na": {name: why} for models without gender outputs (adversarial), which
       the probe's output P(man) - P(woman) does not exist for}; record: see
       biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
@@ -136,22 +139,37 @@ def main() -> None:
                               no_repeat_ngram=cap.get("no_repeat_ngram"))
         sens = P.pair_sensitivities(masked, P.caption_output(caps, words))
         by = dict(zip(zip(masked["attribute"], masked["pair"], masked["value"]), caps))
+        # the continuous probe: both images of a pair score the SAME caption pair (the
+        # female-associated image's caption, gendered both ways), so only the image differs
+        texts = [P.gendered_versions(by[(a, k, "female")], words)
+                 for a, k in zip(masked["attribute"], masked["pair"])]
+        margin = P.pair_sensitivities(masked, P.caption_margin_output(
+            model, feats_by_encoder[key], texts))
         return sens.assign(
             caption_female=[by[(a, k, "female")] for a, k in zip(sens["attribute"],
                                                                   sens["pair"])],
             caption_male=[by[(a, k, "male")] for a, k in zip(sens["attribute"],
-                                                              sens["pair"])])
+                                                              sens["pair"])],
+            margin_out_female=margin["out_female"].to_numpy(),
+            margin_out_male=margin["out_male"].to_numpy(),
+            margin_sensitivity=margin["sensitivity"].to_numpy())
 
     # one job per captioner on captioner.workers processes; results in job order
     jobs = [(d, int(s)) for d, s in cap_dirs]
     by_job = dict(zip(jobs, map_jobs(caption_pairs, jobs, cap.get("workers", 1))))
+    out["captioner_margin"] = {}
     for d in cap["datasets"]:
-        per_seed = {}
+        per_seed, per_seed_margin = {}, {}
         for s in cap["seeds"]:
             sens = by_job[(d, int(s))]
-            per_seed[int(s)] = sens
+            mcols = ["margin_out_female", "margin_out_male", "margin_sensitivity"]
+            per_seed[int(s)] = sens.drop(columns=mcols)
+            per_seed_margin[int(s)] = sens[["attribute", "pair"]].assign(
+                out_female=sens["margin_out_female"], out_male=sens["margin_out_male"],
+                sensitivity=sens["margin_sensitivity"])
             rows.append(sens.assign(model="captioner", dataset=d, seed=int(s)))
         out["captioner"][d] = P.summarize_sensitivity(per_seed, **kw)
+        out["captioner_margin"][d] = P.summarize_sensitivity(per_seed_margin, **kw)
 
     n_pairs = {a: int(n) for a, n in
                pairs.drop_duplicates(["attribute", "pair"])["attribute"].value_counts()

@@ -132,9 +132,12 @@ def main() -> None:
     t4 = R.table4_current(m["select"], m["captioning"], filt.get("names", []),
                           filt.get("weights", []))
     p_lgt = R.probe_table(m["probe"], "classifier_logit")
+    p_mrg = R.probe_table(m["probe"], "captioner_margin") if m["probe"].get("captioner_margin") \
+        else None
     checks = validity.probe_checks(m["probe"], "classifier") + \
         validity.probe_checks(m["probe"], "classifier_logit") + \
         validity.probe_checks(m["probe"], "captioner") + \
+        validity.probe_checks(m["probe"], "captioner_margin") + \
         validity.table_checks(m["classification"], m["artifact"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
@@ -239,7 +242,11 @@ def main() -> None:
             "0 or 1 cannot move, the logit can, so a near-zero probability sensitivity of a "
             "saturated model shows here as what it is):", "",
             R.markdown(p_lgt, R.PROBE_COLUMNS, 2), "",
-            "Captioners:", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), ""]
+            "Captioners (sampled gender word):", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), "",
+            *(["Captioners on the teacher-forced margin (log P(male version) - log P(female "
+               "version) of the same caption under both images of a pair, nats; continuous, "
+               "so fewer seeds decide a claim; issue 23 item 5):", "",
+               R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
     ret = m["retrieval"]

@@ -436,3 +436,26 @@ def _synthetic_run(tmp_path, bias, n_images=300, size=128):
             "preds": dict(zip(ids, model.generate(feats[2]))),
             "human": {int(i): list(c) for i, c in zip(te["image_id"], te["captions"])},
             "genders": dict(zip(te["image_id"].astype(int), te["gender"]))}
+
+
+# --------------------------------------------------------------------------------- probe margin
+def test_sequence_logprobs_agree_with_the_training_loss_and_the_margin_follows_the_image(
+        toy_model):
+    """biaslab.probe.sequence_logprobs is the teacher-forced log-probability of the training
+    loss (sum of -log p over tokens), and the continuous captioner probe output (issue 23
+    item 5) prefers "man" on a skateboard image and "woman" on an umbrella image."""
+    from biaslab import probe as P
+    model, _, feats, cluster = toy_model
+    caps = ["a woman with an umbrella", "a man with a skateboard", "a blue circle"]
+    f = feats[[int(np.flatnonzero(cluster == k)[0]) for k in (2, 3, 1)]]
+    lp = P.sequence_logprobs(model, f, caps)
+    for i, c in enumerate(caps):
+        n_tok = len(model.encode_captions([c])[0])
+        assert -lp[i] == pytest.approx(model.loss(f[i:i + 1], [c]) * n_tok, rel=1e-5)
+    assert P.gendered_versions("a woman with an umbrella") == ("a man with an umbrella",
+                                                               "a woman with an umbrella")
+    assert P.gendered_versions("a blue circle") == ("a man", "a woman")
+    texts = [P.gendered_versions("a man with a skateboard")] * 2
+    img = feats[[int(np.flatnonzero(cluster == 3)[0]), int(np.flatnonzero(cluster == 2)[0])]]
+    margin = P.caption_margin_output(model, img, texts)
+    assert margin[0] > 0 > margin[1]      # skateboard image: "man"; umbrella image: "woman"
