@@ -12,6 +12,9 @@ Pure functions over ``dvc exp show --json`` output (no file-system conventions):
 * :func:`sweep_markdown` -- one table per metric (rows: variants, columns: b).
 * :func:`bias0_checks` -- the validity checks at ``b = 0`` (``biaslab.validity`` format).
 * :func:`plot_sweep` -- one panel per metric, one line per variant, 95 % CI error bars.
+* :func:`control_points`, :func:`control_response`, :func:`control_markdown` -- the control
+  models' metrics per planted bias (stage ``controls``, issue 22 item 3) and which metrics
+  cannot see the planted bias.
 """
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def _reader_swing(pairs, attribute, bias) -> float:
     return float(np.mean([d[(p, "male")] - d[(p, "female")] for p in pp])) if pp else math.nan
 
 
-def _power(raw: dict, metrics, n_boot_note: str) -> dict:
+def _power(raw: dict, metrics, rule: str) -> dict:
     """MDE of each metric from the replicate spread of the controls whose expected value is
     a direction (the noisy ones); the largest s among them (conservative)."""
     from scipy import stats as st
@@ -233,7 +233,7 @@ def _power(raw: dict, metrics, n_boot_note: str) -> dict:
         df = 2 * n - 2
         mde = (st.t.ppf(0.975, df) + st.t.ppf(POWER, df)) * s * math.sqrt(2.0 / n)
         out[m] = {"mde": json_number(mde), "s": json_number(s), "n": n, "source": name,
-                  "rule": n_boot_note}
+                  "rule": rule}
     return out
 
 
