@@ -97,7 +97,8 @@ def compose(overrides: list[str] | tuple[str, ...] = (), conf_dir: str | Path | 
 
     Raises:
         InputError: an override that is malformed, names an unknown key or an unknown group
-            option (Hydra's message, naming the override).
+            option (Hydra's message, naming the override), or a composed value that
+            ``biaslab.validate.check_params`` rejects (as every stage would at its start).
     """
     import yaml
     from dvc.utils.hydra import compose_and_dump
@@ -114,7 +115,14 @@ def compose(overrides: list[str] | tuple[str, ...] = (), conf_dir: str | Path | 
         except HydraException as e:
             msg = str(e).split("\nConfig search path")[0].strip()
             raise InputError("-S " + " -S ".join(overrides), msg) from None
-        return yaml.safe_load(out.read_text())
+        params = yaml.safe_load(out.read_text())
+    from biaslab.validate import ParamError, check_params
+    try:   # the checks every stage runs at start (biaslab.io.load_params), before planning
+        check_params(params)
+    except ParamError as e:
+        raise InputError("-S " + " -S ".join(overrides) if overrides else "conf/",
+                         str(e)) from None
+    return params
 
 
 # ------------------------------------------------------------------------------------------
@@ -179,6 +187,19 @@ def coco_work_from_root(root: Path, params: dict) -> Work:
                 f"label.rule={lab.get('rule')}, split by split.fractions")
 
 
+def _capped(w: Work, max_images: int | None) -> Work:
+    """``w`` under ``data.max_images`` (stage prepare keeps that many images, a seeded random
+    subset): every count scaled by ``max_images / n_images`` (expected values of the random
+    subset); unchanged when the cap is null or not below ``n_images``."""
+    if not max_images or int(max_images) >= w.n_images:
+        return w
+    f = int(max_images) / w.n_images
+    return Work(int(max_images), round(w.n_captions * f), round(w.n_train_gendered * f),
+                round(w.n_test_gendered * f),
+                f"{w.source}; data.max_images={int(max_images)} keeps {f:.1%} of the images "
+                f"(counts scaled)")
+
+
 def work(params: dict, base: Path | None = None) -> Work:
     """The run's :class:`Work`: counted from ``data.root`` when it exists (relative paths
     resolve against ``base``, default the checkout), else the documented COCO 2017 sizes.
@@ -192,9 +213,9 @@ def work(params: dict, base: Path | None = None) -> Work:
     if not root.is_absolute():
         root = (base or ROOT) / root
     if data.get("root") and (root / "annotations").is_dir():
-        return coco_work_from_root(root, params)
+        return _capped(coco_work_from_root(root, params), data.get("max_images"))
     if data.get("source") == "coco":
-        return coco_work_documented()
+        return _capped(coco_work_documented(), data.get("max_images"))
     raise InputError("data.root", f"{root} does not exist and data.source="
                      f"{data.get('source')!r} has no documented size; plan -S data=coco "
                      f"(documented COCO 2017 sizes) or a COCO-layout data.root")

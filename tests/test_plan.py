@@ -42,7 +42,11 @@ def test_unknown_keys_are_clear_input_errors(bad, needle):
 
 
 def test_non_integer_m_is_an_input_error(paper):
-    params = P.compose(["data=coco", "models=paper", "generate.m=x3"])
+    # rejected when composed, by the params checks every stage runs (issue 26)
+    with pytest.raises(InputError, match="generate.m"):
+        P.compose(["data=coco", "models=paper", "generate.m=x3"])
+    params = P.compose(["data=coco", "models=paper"])
+    params["generate"]["m"] = "x3"
     with pytest.raises(InputError, match="generate.m"):
         P.plan(params, wk=TOY)
 
@@ -95,7 +99,8 @@ def test_cpu_rates_come_from_benchmark_files():
     gj = json.loads((ROOT / "benchmarks/results/generate.json").read_text())
     fj = json.loads((ROOT / "benchmarks/results/features.json").read_text())
     assert rows["generate"]["cpu"]["per_s"] == gj["copy_paste"]["candidates_per_s"]
-    assert rows["generate"]["cpu_s"] == pytest.approx(10 * 2 * 4 / gj["copy_paste"]
+    m = params["generate"]["m"]                          # the ci scale's candidates per group
+    assert rows["generate"]["cpu_s"] == pytest.approx(10 * 2 * m / gj["copy_paste"]
                                                       ["candidates_per_s"])
     assert rows["features"]["cpu_s"] == pytest.approx(
         100 / fj["efficientnet_lite0"]["threads1_batch1_images_per_s_median"])
@@ -204,3 +209,18 @@ def test_captioner_rows_count_every_arch(paper):
     assert rows["train_captioner"]["n"] == n and "blip2" in rows["train_captioner"]["detail"]
     # + LIBRA on each arch's Original captioner, per seed
     assert rows["eval_captioner"]["n"] == TOY.n_test_gendered * (n + 3 * len(cp["seeds"]))
+
+
+def test_plan_applies_data_max_images_and_checks_params(tmp_path):
+    """Issue 26: ``-S data.max_images=600`` planned every image; a bad value reached no
+    check."""
+    w = P.Work(3004, 15020, 1000, 400, "counted")
+    c = P._capped(w, 600)
+    assert (c.n_images, c.n_captions, c.n_train_gendered, c.n_test_gendered) == \
+        (600, 3000, 200, 80)
+    assert "data.max_images=600" in c.source
+    assert P._capped(w, None) is w and P._capped(w, 5000) is w
+    with pytest.raises(InputError, match="synthetic.bias"):
+        P.compose(["synthetic.bias=1.5"])
+    with pytest.raises(InputError, match="classifier.methods"):
+        P.compose(["classifier.methods=[nonexistent]"])
