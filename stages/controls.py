@@ -267,7 +267,10 @@ def main() -> None:
     if not labels:
         raise InputError("data/split.parquet", "no object co-occurs often enough with each "
                                                "gender in the training split")
-    stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
+    try:
+        stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
+    except ValueError as err:
+        raise InputError("data/split.parquet", f"training split: {err}") from err
     kinds = [("person_oracle", None, K.ATTRIBUTES)]
     if truth is not None:
         kinds.append(("context_reader", None, K.ATTRIBUTES))
