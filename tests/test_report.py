@@ -307,3 +307,27 @@ def test_ranks_bold_best_and_underline_second_by_direction():
     assert "| b | <u>70.0</u> | **0.9** | **-1.0** |" in md
     assert "| d | 60.0 | n/a | 3.0 |" in md
     assert "**" not in R.markdown(tab, cols, 1)          # off by default
+
+
+def test_bar_layout_labels_what_it_cannot_draw_and_clips_at_the_floor():
+    """Issue 25 item 3: an infinite or missing value is labelled, not a blank bar; a CI arm
+    below a metric's smallest value (Ratio >= 1, Error >= 0) is clipped; ratios use a log
+    axis."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("report_stage",
+                                                  Path(__file__).parents[1] / "stages/report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = {"original": {"Ratio": {"mean": 1.2, "ci95": 0.5, "n": 3, "n_inf": 0},
+                          "Error": {"mean": 2.0, "ci95": 3.0, "n": 3}},
+             "synthetic": {"Ratio": {"mean": None, "ci95": None, "n": 5, "n_inf": 3},
+                           "Error": {"mean": 1.0, "ci95": 0.5, "n": 3}},
+             "adversarial": {"Ratio": {"mean": None, "n": 0, "n_inf": 0, "n_missing": 5}}}
+    r = mod._bar_layout(table, "Ratio")
+    assert r["log"] and r["labels"] == ["", "∞ (3/5 seeds)", "n/a"]
+    assert r["lower"][0] == pytest.approx(0.2) and r["upper"][0] == 0.5    # 1.2 - 0.2 = 1
+    e = mod._bar_layout(table, "Error")
+    assert not e["log"] and e["lower"][:2] == [2.0, 0.5] and e["upper"][:2] == [3.0, 0.5]
+    out = Path(pytest.importorskip("tempfile").mkdtemp()) / "t.png"
+    mod._bar_chart(out, table, [("Ratio", "Ratio"), ("Error", "Error")], "T", {"Ratio": 1.0})
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
