@@ -54,7 +54,6 @@ Decisions:
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -146,45 +145,6 @@ def context_gender(llr: np.ndarray) -> np.ndarray:
     ``""`` (a tie: no evidence), object array (n,)."""
     llr = np.asarray(llr, np.float64)
     return np.where(llr > 0, MALE, np.where(llr < 0, FEMALE, "")).astype(object)
-
-
-def population_context(bias: float, reads: Sequence[str] = ATTRIBUTES,
-                       p_object: float = S.P_OBJECT) -> dict:
-    """Exact population rates of the context reader's decision under the generator (every
-    configuration of the 8 associated objects' presence, the scene group and the cast
-    enumerated with its probability): ``{g: {"male", "female", "tie"}}`` = P(decision | true
-    gender g), so e.g. the expected gender Error on a test set with n_f women and n_m men is
-    ``(n_f P(male | f) + n_m P(male | m) ...)``. Neutral objects carry no evidence and are left
-    out.
-    """
-    b = float(bias)
-    w_obj, w_ctx = evidence_weights(b, p_object)
-    n_assoc = len(S.FEMALE_OBJECTS)
-    out = {}
-    for g, sg in ((FEMALE, -1), (MALE, 1)):
-        p_own = p_object * (1 + b)            # an object associated with g
-        p_other = p_object * (1 - b)
-        # #own present ~ Binomial(4, p_own), #other present ~ Binomial(4, p_other)
-        dist_obj: dict[int, float] = {}
-        for a in range(n_assoc + 1):
-            pa = math.comb(n_assoc, a) * p_own ** a * (1 - p_own) ** (n_assoc - a)
-            for c in range(n_assoc + 1):
-                pc = math.comb(n_assoc, c) * p_other ** c * (1 - p_other) ** (n_assoc - c)
-                d = sg * (a - c)             # male-associated minus female-associated
-                dist_obj[d] = dist_obj.get(d, 0.0) + pa * pc
-        p_s = (1 + b) / 2                    # scene group / cast associated with g
-        rates = {MALE: 0.0, FEMALE: 0.0, "tie": 0.0}
-        for (d, pd_), s1, s2 in itertools.product(dist_obj.items(), (sg, -sg), (sg, -sg)):
-            p = pd_ * (p_s if s1 == sg else 1 - p_s) * (p_s if s2 == sg else 1 - p_s)
-            if p == 0:
-                continue
-            terms = [(w_obj, d if "objects" in reads else 0),
-                     (w_ctx, (s1 if "scene" in reads else 0) + (s2 if "cast" in reads else 0))]
-            v = sum(w * c for w, c in terms if c != 0)
-            key = MALE if v > 0 else FEMALE if v < 0 else "tie"
-            rates[key] += p
-        out[g] = rates
-    return out
 
 
 # --------------------------------------------------------------------------- stereotypes
@@ -553,7 +513,7 @@ def verdict(expected: Mapping, measured: float | None, lo: float | None = None,
 
 __all__ = ["ATTRIBUTES", "CLASSIFIER_CONTROLS", "CAPTIONER_CONTROLS", "NEEDS_TRUTH",
            "control_name", "evidence_weights", "context_counts", "context_llr",
-           "context_gender", "population_context", "stereotype_objects",
+           "context_gender", "stereotype_objects",
            "stereotype_direction", "classifier_outputs",
            "probe_outputs", "captioner_captions", "expected_classifier", "expected_captioner",
            "verdict"]

@@ -72,6 +72,32 @@ def _in_table_order(rows) -> list[str]:
     return [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
 
 
+def _bias_records(exp_show: Any) -> Iterable[tuple[float, str, dict]]:
+    """``(bias, experiment name, data)`` of every ``dvc exp show --json`` record of the
+    synthetic data with ``synthetic.bias`` (the workspace, baselines, experiments)."""
+    for rec in _walk_exp_records(exp_show):
+        data = rec["data"]
+        params = _file_data(data.get("params"), "params.yaml")
+        b = _dig(params, ("synthetic", "bias"))
+        src = _dig(params, ("data", "source"))
+        if b is None or (src is not None and src != "synthetic"):
+            continue
+        yield float(b), rec.get("name") or data.get("name") or rec.get("rev"), data
+
+
+def _bias_table(label: str, first: str, series: Mapping[str, Mapping[float, Any]],
+                biases: Sequence[float], digits: int) -> list[str]:
+    """Markdown lines of one metric: a row per series (``{row name: {bias: record}}``), a
+    column per planted bias, cells ``mean ± 95 % CI`` (``stats.format_cell``), "–" where a
+    series has no point."""
+    out = [f"### {label}", "", f"| {first} | " + " | ".join(f"b = {b:g}" for b in biases) + " |",
+           "|---|" + "---|" * len(biases)]
+    for name, pts in series.items():
+        cells = [stats.format_cell(pts[b], digits) if b in pts else "–" for b in biases]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def sweep_points(exp_show: Any) -> list[dict]:
     """One point per (experiment, variant, metric) from ``dvc exp show --json``.
 
@@ -86,23 +112,12 @@ def sweep_points(exp_show: Any) -> list[dict]:
         without the metric are skipped.
     """
     pts, seen = [], set()
-    for rec in _walk_exp_records(exp_show):
-        data = rec["data"]
-        params = _file_data(data.get("params"), "params.yaml")
-        b = _dig(params, ("synthetic", "bias"))
-        src = _dig(params, ("data", "source"))
-        if b is None or (src is not None and src != "synthetic"):
-            continue
-        key = float(b)
-        if key in seen:
-            continue
-        seen.add(key)
-        name = rec.get("name") or data.get("name") or rec.get("rev")
-        if str(name).startswith(CONTROLS_PREFIX):
+    for key, name, data in _bias_records(exp_show):
+        if key in seen or str(name).startswith(CONTROLS_PREFIX):
             # a controls-only experiment re-ran only synthesize..controls: its other metrics
             # files are the baseline's (another bias), never a point of this bias
-            seen.discard(key)
             continue
+        seen.add(key)
         for row in _rows(data):
             for mkey, f, path, _, _ in SWEEP_METRICS:
                 r = _dig(_file_data(data.get("metrics"), f),
@@ -148,18 +163,11 @@ def control_points(exp_show: Any) -> list[dict]:
         probe's attributes as metrics and ``ci95`` None (an exact function of the pairs).
     """
     pts, seen = [], set()
-    for rec in _walk_exp_records(exp_show):
-        data = rec["data"]
-        params = _file_data(data.get("params"), "params.yaml")
-        b = _dig(params, ("synthetic", "bias"))
-        src = _dig(params, ("data", "source"))
+    for b, name, data in _bias_records(exp_show):
         c = _file_data(data.get("metrics"), "metrics/controls.json")
-        if b is None or not c or (src is not None and src != "synthetic"):
+        if not c or b in seen:
             continue
-        if float(b) in seen:
-            continue
-        seen.add(float(b))
-        name = rec.get("name") or data.get("name") or rec.get("rev")
+        seen.add(b)
         sizes = {t: (((c.get("test_set") or {}).get(t) or {}).get("n"))
                  for t in ("classifier", "captioner")}
         for task in ("classifier", "captioner"):
@@ -168,7 +176,7 @@ def control_points(exp_show: Any) -> list[dict]:
                     m = (r or {}).get("measured") or {}
                     if "mean" not in m and not m.get("n_inf"):
                         continue
-                    pts.append({"bias": float(b), "experiment": name, "task": task,
+                    pts.append({"bias": b, "experiment": name, "task": task,
                                 "control": ctl, "metric": metric,
                                 **{k: m.get(k) for k in ("mean", "ci95", "n", "n_inf")},
                                 "n_images": sizes.get(task),
@@ -176,7 +184,7 @@ def control_points(exp_show: Any) -> list[dict]:
         for ctl, attrs in (c.get("probe") or {}).items():
             for a, r in (attrs or {}).items():
                 m = (r or {}).get("measured") or {}
-                pts.append({"bias": float(b), "experiment": name, "task": "probe",
+                pts.append({"bias": b, "experiment": name, "task": "probe",
                             "control": ctl, "metric": a, "mean": m.get("mean"), "ci95": None,
                             "n": m.get("n_pairs"), "n_inf": 0,
                             "expected": (r or {}).get("expected")})
@@ -236,18 +244,9 @@ def control_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> st
         ps = [p for p in points if p["task"] == task and p["metric"] == metric]
         if not ps:
             continue
-        out += [f"### {label}", "",
-                "| control | " + " | ".join(f"b = {b:g}" for b in biases) + " |",
-                "|---|" + "---|" * len(biases)]
-        for ctl in dict.fromkeys(p["control"] for p in ps):
-            cells = []
-            for b in biases:
-                p = next((q for q in ps if q["control"] == ctl and q["bias"] == b), None)
-                cells.append("–" if p is None else (
-                    f"{p['mean']:.{digits}f}" if p.get("ci95") is None and p.get("mean")
-                    is not None else stats.format_cell(p, digits)))
-            out.append(f"| {ctl} | " + " | ".join(cells) + " |")
-        out.append("")
+        series = {c: {p["bias"]: p for p in ps if p["control"] == c}
+                  for c in dict.fromkeys(p["control"] for p in ps)}
+        out += _bias_table(label, "control", series, biases, digits)
     resp = control_response(points)
     if resp:
         flat = [r for r in resp if r["control"] == "context_reader" and r["verdict"] in
@@ -286,16 +285,9 @@ def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
         ps = [p for p in points if p["metric"] == mkey]
         if not ps:
             continue
-        out += [f"### {label} (unbiased = {ref:g})", "",
-                "| variant | " + " | ".join(f"b = {b:g}" for b in biases) + " |",
-                "|---|" + "---|" * len(biases)]
-        for row in dict.fromkeys(p["row"] for p in ps):
-            cells = []
-            for b in biases:
-                p = next((q for q in ps if q["row"] == row and q["bias"] == b), None)
-                cells.append(stats.format_cell(p, digits) if p else "–")
-            out.append(f"| {ROW_NAMES.get(row, row)} | " + " | ".join(cells) + " |")
-        out.append("")
+        series = {ROW_NAMES.get(r, r): {p["bias"]: p for p in ps if p["row"] == r}
+                  for r in dict.fromkeys(p["row"] for p in ps)}
+        out += _bias_table(f"{label} (unbiased = {ref:g})", "variant", series, biases, digits)
     return "\n".join(out)
 
 

@@ -199,18 +199,14 @@ def _probe(pairs, bias, seeds, n_boot, seed) -> dict:
 
 
 def _reader_swing(pairs, attribute, bias) -> float:
-    """Mean over the pairs of ``attribute`` of the full context reader's output difference,
-    computed from the pairs' specs with biaslab.controls.context_counts (no probe code)."""
-    w_obj, w_ctx = K.evidence_weights(bias)
-    sub = pairs[pairs["attribute"] == attribute]
-    d = {}
-    for (p, v), r in sub.set_index(["pair", "value"]).iterrows():
-        dd, s1, s2 = K.context_counts(r["scene"], r["cast"],
-                                      [o for o in str(r["objects"]).split(";") if o])
-        llr = (w_obj * dd if dd else 0.0) + (w_ctx * (s1 + s2) if (s1 + s2) else 0.0)
-        d[(p, v)] = float(np.sign(llr))
-    pp = sorted({p for p, _ in d})
-    return float(np.mean([d[(p, "male")] - d[(p, "female")] for p in pp])) if pp else math.nan
+    """Mean over the pairs of ``attribute`` of the full context reader's output difference
+    (male- minus female-associated image), from its outputs directly: the expected value the
+    probe's pairing and summary code (biaslab.probe) must reproduce."""
+    o = K.probe_outputs("context_reader", pairs, bias=bias)
+    by = {(p, v): x for a, p, v, x in zip(pairs["attribute"], pairs["pair"], pairs["value"], o)
+          if a == attribute}
+    pp = sorted({p for p, _ in by})
+    return float(np.mean([by[(p, "male")] - by[(p, "female")] for p in pp])) if pp else math.nan
 
 
 def _power(raw: dict, metrics, rule: str) -> dict:
@@ -240,12 +236,9 @@ def _power(raw: dict, metrics, rule: str) -> dict:
 def main() -> None:
     params = load_params()
     c = {**DEFAULTS, **(params.get("controls") or {})}
+    # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.validate)
     seeds = [int(s) for s in c["seeds"]]
-    if len(seeds) < 2:
-        raise InputError("params.yaml", "controls.seeds needs at least two replicates (a CI)")
     qs = [float(q) for q in c["q"]]
-    if not qs or not all(0.0 < q <= 1.0 for q in qs):
-        raise InputError("params.yaml", f"controls.q must be rates in (0, 1], got {c['q']}")
     p = params["classifier"]
     lp = params["lic"]
     e = {"gender_source": "auto", "biasamp_min_count": 5, **(params.get("eval_captioner") or {})}

@@ -49,17 +49,6 @@ def test_context_llr_and_decision_by_hand():
         K.context_llr(HAND, 0.5, ("hair",))
 
 
-def test_population_rates_sum_to_one_and_hit_the_limits():
-    for b in (0.0, 0.3, 0.8):
-        pop = K.population_context(b)
-        for g in ("female", "male"):
-            assert sum(pop[g].values()) == pytest.approx(1.0)
-    assert K.population_context(0.0)["female"]["tie"] == pytest.approx(1.0)
-    # cast alone: P(decision male | male) = P(cool | male) = (1 + b) / 2
-    assert K.population_context(0.6, ("cast",))["male"]["male"] == pytest.approx(0.8)
-    assert K.population_context(1.0)["female"]["female"] == pytest.approx(1.0)
-
-
 def test_classifier_controls_outputs_by_hand():
     labels = ["dog", "handbag", "tie"]
     o = K.classifier_outputs("person_oracle", HAND, labels)
