@@ -246,6 +246,38 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     return out
 
 
+def matched_subset(manifest: pd.DataFrame, like: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """The size-matched control of a resampled set (issue 23 item 3): a uniformly random subset
+    of ``manifest`` (Original) with as many images of each gender as ``like`` has distinct
+    source images (sub-sampling keeps each image at most once), drawn with
+    ``numpy.random.default_rng(seed)`` from the rows sorted by image_id. It has sub-sampling's
+    capacity but none of its balancing, so "sub-sampling vs matched" isolates what balancing
+    does from what the smaller training set does (paper 000 compares sub-sampling with all of
+    Original, which confounds the two).
+
+    Args:
+        manifest: Original's rows (MANIFEST_COLUMNS; one row per image).
+        like: the resampled manifest whose per-gender image counts are matched.
+        seed: the draw's seed.
+
+    Returns:
+        the kept rows in table order.
+
+    Raises:
+        ValueError: ``like`` has more images of a gender than ``manifest``.
+    """
+    want = like.drop_duplicates("image_id")["gender"].value_counts()
+    rng = np.random.default_rng(seed)
+    keep = []
+    for g in G.GENDERS:
+        ids = np.sort(manifest.loc[manifest["gender"] == g, "image_id"].unique())
+        k = int(want.get(g, 0))
+        if k > len(ids):
+            raise ValueError(f"matched subset: {k} {g} images wanted, Original has {len(ids)}")
+        keep += list(ids[rng.permutation(len(ids))[:k]])
+    return manifest[manifest["image_id"].isin(keep)].reset_index(drop=True)
+
+
 def _expand(manifest: pd.DataFrame, copies: np.ndarray) -> pd.DataFrame:
     rows = manifest.loc[manifest.index.repeat(copies)].copy()
     n = rows.groupby("sample_id").cumcount()

@@ -112,3 +112,46 @@ def stratified_split(image_labels: pd.DataFrame, fractions: dict[str, float],
             parts.append(pd.DataFrame({"image_id": ids[start:end], "split": name, "gender": g}))
             start = end
     return pd.concat(parts).sort_values("image_id", ignore_index=True)
+
+
+def split_with_fixed(image_labels: pd.DataFrame, images: pd.DataFrame,
+                     fractions: dict[str, float], seed: int,
+                     fixed: dict[str, str] | None = None, source: str = "images") -> pd.DataFrame:
+    """Train/val/test split where some COCO splits are assigned whole (``fixed``: COCO split
+    name -> split name, e.g. ``{"synthtest": "test"}``: the synthetic generator's separate test
+    set, issue 23 item 1; ``{"val2014": "test"}`` on COCO) and the other images are split by
+    :func:`stratified_split` with ``fractions``.
+
+    Args:
+        image_labels: columns image_id, gender.
+        images: ``images.parquet`` (columns image_id, coco_split).
+        fractions, seed: as :func:`stratified_split`, for the images not in a fixed split.
+        fixed: COCO split -> split name; None / {} = every image through ``fractions``.
+        source: the name of ``images`` in error messages.
+
+    Returns:
+        DataFrame image_id, split, gender sorted by image_id.
+
+    Raises:
+        InputError: a fixed COCO split has no image in ``images`` (a profile meant for other
+            data: the fixed test set would silently be empty).
+        ValueError: bad fractions.
+    """
+    from biaslab.io import InputError
+    fixed = dict(fixed or {})
+    if not fixed:
+        return stratified_split(image_labels, fractions, seed)
+    _require(images, ["image_id", "coco_split"], "images")
+    present = set(images["coco_split"])
+    missing = sorted(set(fixed) - present)
+    if missing:
+        raise InputError(source, f"split.fixed names COCO split(s) {missing} that the data "
+                                 f"does not have (its splits: {sorted(present)})")
+    where = images.set_index("image_id")["coco_split"]
+    coco = image_labels["image_id"].map(where)
+    is_fixed = coco.isin(list(fixed)).to_numpy()
+    rest = stratified_split(image_labels[~is_fixed], fractions, seed)
+    pinned = image_labels.loc[is_fixed, ["image_id", "gender"]].assign(
+        split=coco[is_fixed].map(fixed).to_numpy())
+    return pd.concat([rest, pinned[["image_id", "split", "gender"]]]).sort_values(
+        "image_id", ignore_index=True)

@@ -166,6 +166,45 @@ def caption_margin_output(captioner, feats: np.ndarray, texts: Sequence[tuple[st
     return m - f
 
 
+def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
+                        genders: Sequence[str]) -> dict:
+    """What a persons-masked image reads as to one classifier (issue 23 item 2), from its gender
+    outputs on the masked context-free images (``biaslab.synthetic.NEUTRAL_MANIFEST``; one
+    person on uniform grey, no objects, no cast).
+
+    Args:
+        per_seed: one ``(p_woman, p_man)`` pair of float arrays (n,) in [0, 1] per training
+            seed.
+        genders: (n,) the masked persons' true genders ("female" / "male").
+
+    Returns:
+        ``{"ratio_expected": sum p_man / sum p_woman pooled over seeds and images
+        (:func:`biaslab.classify.evaluate.expected_ratio`; 1 = the mask reads as neither
+        gender), "per_seed": [r_E of each seed], "masked_gender_auc": [ROC AUC of p_man -
+        p_woman against the true gender, per seed; ~0.5 when the mask hides gender, None when
+        one gender is absent], "n_images", "n_seeds"}``; ratios are None where undefined (0/0)
+        and JSON-safe (``inf`` becomes None with ``"ratio_flag"``).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    from biaslab.classify.evaluate import expected_ratio
+    y = np.asarray([g == "male" for g in genders])
+    per, aucs, sw, sm = [], [], 0.0, 0.0
+    for pw, pm in per_seed:
+        pw, pm = np.asarray(pw, np.float64), np.asarray(pm, np.float64)
+        sw, sm = sw + float(pw.sum()), sm + float(pm.sum())
+        r = expected_ratio(pw, pm)["ratio"]
+        per.append(float(r) if np.isfinite(r) else None)
+        aucs.append(float(roc_auc_score(y, pm - pw)) if 0 < y.sum() < len(y) else None)
+    pooled = expected_ratio([sw], [sm])["ratio"]
+    out = {"ratio_expected": float(pooled) if np.isfinite(pooled) else None,
+           "per_seed": per, "masked_gender_auc": aucs, "n_images": int(len(y)),
+           "n_seeds": len(per)}
+    if not np.isfinite(pooled):
+        out["ratio_flag"] = "r=inf" if sm > 0 else "0/0"
+    return out
+
+
 def pair_sensitivities(pairs: pd.DataFrame, outputs: Sequence[float]) -> pd.DataFrame:
     """Pair sensitivities ``s_k = o(male-associated image) - o(female-associated image)``.
 

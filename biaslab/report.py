@@ -31,12 +31,13 @@ from biaslab import stats
 
 #: Row order and display names (paper 000 Tables 1-3).
 ROW_NAMES = {"original": "Original", "oversample": "Over-sampling",
-             "subsample": "Sub-sampling", "original+LIBRA": "Original + LIBRA",
+             "subsample": "Sub-sampling", "matched": "Original, size-matched",
+             "original+LIBRA": "Original + LIBRA",
              "augment": "S_augment", "synthetic": "S_synthetic",
              "adversarial": "Adversarial", "domain_discriminative": "DomDisc",
              "domain_independent": "DomInd", "upweight": "Upweight", "focal": "Focal",
              "class_balanced": "CB", "group_dro": "GroupDRO"}
-ROW_ORDER = ("original", "oversample", "subsample", "adversarial", "domain_discriminative",
+ROW_ORDER = ("original", "oversample", "subsample", "matched", "adversarial", "domain_discriminative",
              "domain_independent", "upweight", "focal", "class_balanced", "group_dro",
              "original+LIBRA", "augment", "synthetic")
 

@@ -5,11 +5,18 @@ weights, and it gives ground truth. With ``bias = 0`` gender is independent of e
 attribute (objects, scene, colour cast), so bias metrics must read "unbiased"; they must grow
 with ``bias``.
 
-Every image shows exactly one person drawn with PIL. Gender is balanced (``ceil(n/2)`` female,
-``floor(n/2)`` male, seeded shuffle) and visible in the pixels through the body shape only:
+Every image shows exactly one person drawn with PIL. Gender is balanced in the training pool
+(``ceil(n/2)`` female, ``floor(n/2)`` male, seeded shuffle); an optional separate test split
+(``test_images``, COCO split ``synthtest``) has ``test_gender_ratio`` men per woman (COCO's
+test set: 2.3). Both genders have the same silhouette and colours; gender is visible only in the
+direction of the tunic's accent stripes (renderer version 3, issue 23 item 2: a uniform fill
+over the person must not look like either gender, and the person's box must not tell gender):
 
-* female: long hair framing the face down to the shoulders, a trapezoid dress, thin legs;
-* male: short hair cap, rectangular shirt torso, two separate trouser legs.
+* female: horizontal stripes;
+* male: vertical stripes.
+
+Head, hair, torso outline, arms, legs, shoes and every colour palette are shared; no part is
+drawn rectangular or in a gender-specific colour (:func:`_figure` gives the measurements).
 
 Skin, hair and clothing colours, arm pose, position and size are drawn from the *same*
 distributions for both genders. The person stands in a placement box that covers 10-35 % of the
@@ -140,6 +147,8 @@ OBJECT_ASSOCIATION = {**{o: FEMALE for o in FEMALE_OBJECTS}, **{o: MALE for o in
 FEMALE_SCENES = ("kitchen", "beach")
 MALE_SCENES = ("field", "street")
 SCENES = FEMALE_SCENES + MALE_SCENES
+#: Background of the mask-neutrality images only (a uniform grey; never in the dataset).
+PLAIN = "plain"
 SCENE_ASSOCIATION = {**{s: FEMALE for s in FEMALE_SCENES}, **{s: MALE for s in MALE_SCENES}}
 #: Cast -> associated gender.
 CASTS = ("warm", "cool")
@@ -155,18 +164,22 @@ SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], 
             [7, 9], [8, 10], [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 7]]
 
 SPLIT = "synth"
+#: COCO split of the separate test set (``generate(test_images=...)``).
+TEST_SPLIT = "synthtest"
 _FILE_RE = re.compile(r"^\d{12}\.png$")
 _PROBE_RE = re.compile(r"^[a-z]+_\d{4,}_(female|male)\.png$")
 #: Generator parameters of a dataset, read by the ``render`` counterfactual backend.
 PARAMS_FILE = "annotations/synth_params.json"
 #: Bump when the same arguments draw different pixels (the render backend checks it).
-RENDER_VERSION = 2
+RENDER_VERSION = 3
 
 # Same palettes for both genders.
 _SKIN = [(255, 224, 189), (241, 194, 125), (224, 172, 105), (198, 134, 66), (141, 85, 36),
          (92, 58, 30)]
 _HAIR = [(30, 25, 20), (70, 45, 25), (120, 80, 40), (200, 160, 90), (150, 60, 30),
          (150, 150, 150)]
+#: Accent (stripe) colours: light tones, so the stripes show on every cloth colour.
+_ACCENT = [(245, 245, 245), (250, 220, 120), (170, 220, 250), (250, 180, 200), (200, 240, 180)]
 _CLOTH = [(200, 40, 40), (40, 90, 200), (40, 150, 70), (230, 190, 40), (120, 60, 160),
           (240, 240, 240), (40, 40, 40), (230, 120, 30), (90, 170, 200), (160, 110, 80)]
 
@@ -221,9 +234,87 @@ def _jitter(rng, colour, amount=18):
 
 # --------------------------------------------------------------------------- the person
 
+def _clip_convex(subject, clip):
+    """Sutherland-Hodgman: polygon ``subject`` clipped to the convex polygon ``clip`` (both
+    lists of (x, y), ``clip`` counter-clockwise or clockwise); [] when they do not overlap."""
+    def side(p, a, b):
+        return (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])
+    area2 = sum(clip[i][0] * clip[i - 1][1] - clip[i - 1][0] * clip[i][1]
+                for i in range(len(clip)))
+    sign = -1.0 if area2 > 0 else 1.0
+    out = list(subject)
+    for i in range(len(clip)):
+        a, b = clip[i - 1], clip[i]
+        pts, out = out, []
+        for j in range(len(pts)):
+            p, q = pts[j - 1], pts[j]
+            sp, sq = sign * side(p, a, b), sign * side(q, a, b)
+            if sq >= 0:
+                if sp < 0:
+                    t = sp / (sp - sq)
+                    out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+                out.append(q)
+            elif sp >= 0:
+                t = sp / (sp - sq)
+                out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+        if not out:
+            return []
+    return out
+
+
+#: Torso outline of both genders (unit figure): a convex barrel, widest at mid-torso.
+TORSO = [(-0.12, 0.195), (0.12, 0.195), (0.14, 0.40), (0.12, 0.66), (-0.12, 0.66),
+         (-0.14, 0.40)]
+#: Stripe period of the tunic pattern (unit figure height); half of each period is the accent
+#: colour.
+STRIPE_PERIOD = 0.065
+
+
+def _stripes(angle_deg: float, period: float = None):
+    """Accent stripes of the torso: half-period bands at ``angle_deg`` from horizontal (image
+    y points down, so +45 falls to the right, "\\", and -45 rises, "/"), through the torso's
+    centre, clipped to :data:`TORSO`. The torso is left-right symmetric, so the +45 and -45
+    patterns are exact mirror images (equal area, equal extent)."""
+    P = STRIPE_PERIOD if period is None else period
+    xs = [p[0] for p in TORSO]
+    ys = [p[1] for p in TORSO]
+    cx, cy = (min(xs) + max(xs)) / 2.0, (min(ys) + max(ys)) / 2.0
+    reach = math.hypot(max(xs) - min(xs), max(ys) - min(ys))
+    n = int(math.ceil(reach / P)) + 1
+    bands = []
+    for k in range(-n, n + 1):
+        a = cy + (k - 0.25) * P
+        band = _rot(_rect(cx - reach, a, cx + reach, a + P / 2.0),
+                    math.radians(angle_deg), cx, cy)
+        poly = _clip_convex(band, TORSO)
+        if len(poly) >= 3:
+            bands.append(poly)
+    return bands
+
+
 def _figure(rng, gender):
     """Person parts in unit coordinates (head top y=0, feet y=1, centre x=0; x to the image
     right is the person's left, the figure faces the viewer).
+
+    Renderer version 3 (issue 23 item 2, "a neutral mask by construction"): both genders have
+    the SAME silhouette (head, hair, torso, arms, legs, shoes: identical polygons for the same
+    appearance draws) and the same colours; gender is visible only in the direction of the
+    tunic's accent stripes: **horizontal for female, vertical for male**. The two patterns
+    have equal extent (the torso), equal area (2 % of the torso apart) and, drawn in the same two
+    colours, equal mean luminance; neither group's body is dark or rectangular, and neither
+    the person's box nor its polygon tells gender. Version 2 drew women with a dress and long
+    hair and men with a rectangular shirt and dark shoes: a black box read as a man to models
+    that read the person (Ratio_E 171 on S_synthetic, README).
+
+    Measured with a person-only gender classifier (efficientnet_lite0 features, logistic
+    regression, 200 images at b = 0, 3 draws; 60 masked context-free images), Ratio_E of the
+    box filled black / grey 128 / mean colour: a first draft (A-line dress + long hair vs
+    V-shaped tunic + beard, equal areas) 18-28 / 13-34 / 14-36; mirror-image diagonal stripes ("/" vs "\\") 0.15-0.34 / 0.57-1.15 / 0.34-0.41
+    with gender accuracy 67-73 % (ImageNet features are nearly flip-invariant); thin vs thick
+    stripes 0.06-1.0 / 0.5-7.8 / 1.6-13.6 (accuracy 70-77 %); horizontal vs vertical (this
+    version, stripe period 0.07) 1.9-2.7 / 0.77-0.78 / 0.84-1.67 with accuracy 100 %: a tall black box has long
+    vertical edges and still leans "vertical", which the pipeline's mask-neutrality
+    precondition measures and reports (stage ``probe``, ``metrics/validity.json``).
 
     Returns (parts, keypoints): parts = [(polygon, colour)] in drawing order,
     keypoints = 17 (x, y) in COCO order.
@@ -232,37 +323,27 @@ def _figure(rng, gender):
     hair = _jitter(rng, _HAIR[rng.integers(len(_HAIR))], 10)
     top = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
     bottom = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    shoes = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    accent = _jitter(rng, _ACCENT[rng.integers(len(_ACCENT))], 12)
     female = gender == FEMALE
     head_c, head_r = (0.0, 0.09), 0.068
-    sx = 0.105 if female else 0.125           # shoulder half-width
+    sx = 0.11                                 # arm attachment half-width
     sy = 0.205
     hip_y, hx = 0.53, 0.07
     knee_y, ankle_y = 0.76, 0.965
-    lx = 0.045 if female else 0.05            # leg centre offset
+    lx = 0.05                                 # leg centre offset
     parts = []
     kp = {}
 
-    # legs (drawn first, under the dress / torso)
     for side in (-1, 1):
-        if female:
-            parts.append((_segment((side * 0.035, 0.66), (side * lx, ankle_y), 0.04), skin))
-            parts.append((_rect(side * lx - 0.03, ankle_y - 0.01, side * lx + 0.03,
-                                1.0), bottom))  # shoes
-        else:
-            parts.append((_segment((side * 0.045, hip_y - 0.02), (side * lx, ankle_y), 0.075),
-                          bottom))
-            parts.append((_rect(side * lx - 0.04, ankle_y - 0.01, side * lx + 0.04, 1.0),
-                          (35, 30, 30)))
+        parts.append((_segment((side * 0.045, hip_y - 0.02), (side * lx, ankle_y), 0.06),
+                      bottom))
+        parts.append((_rect(side * lx - 0.035, ankle_y - 0.01, side * lx + 0.035, 1.0),
+                      shoes))
         name = "left" if side > 0 else "right"
         kp[f"{name}_hip"] = (side * hx, hip_y)
         kp[f"{name}_knee"] = (side * (lx + 0.005), knee_y)
         kp[f"{name}_ankle"] = (side * lx, ankle_y)
-
-    # long hair behind the head and shoulders (female)
-    if female:
-        back = _ellipse(head_c[0], head_c[1], 0.088, 0.088, 10, math.pi, 2 * math.pi)
-        back += [(0.095, 0.31), (0.06, 0.33), (-0.06, 0.33), (-0.095, 0.31)]
-        parts.append((back, hair))
 
     # arms: upper arm in the top colour (short sleeve), forearm + hand in skin colour
     arm_w = 0.05
@@ -280,30 +361,18 @@ def _figure(rng, gender):
         kp[f"{name}_elbow"] = el
         kp[f"{name}_wrist"] = wr
 
-    # torso / dress
-    if female:
-        dress = [(-sx, sy - 0.01), (sx, sy - 0.01), (0.075, 0.40), (0.21, 0.70),
-                 (-0.21, 0.70), (-0.075, 0.40)]
-        parts.append((dress, top))
-    else:
-        parts.append(([(-sx, sy - 0.01), (sx, sy - 0.01), (0.095, hip_y + 0.01),
-                       (-0.095, hip_y + 0.01)], top))
-    # neck and head
+    # torso (the same barrel for both) and its accent stripes: the only gender cue
+    parts.append((list(TORSO), top))
+    parts += [(band, accent) for band in _stripes(0.0 if female else 90.0)]
+    # neck, head and hair (the same for both)
     parts.append((_rect(-0.025, head_c[1] + head_r - 0.02, 0.025, sy + 0.005), skin))
     parts.append((_ellipse(head_c[0], head_c[1], head_r, head_r * 1.1, 16), skin))
-    # hair on top of the head
-    if female:
-        fringe = _ellipse(head_c[0], head_c[1] + 0.005, head_r + 0.012, head_r + 0.015, 10,
-                          math.pi, 2 * math.pi)
-        fringe += [(head_r + 0.012, head_c[1] + 0.06), (head_r - 0.008, head_c[1] + 0.06),
-                   (head_r - 0.012, head_c[1] - 0.01), (-head_r + 0.012, head_c[1] - 0.01),
-                   (-head_r + 0.008, head_c[1] + 0.06), (-head_r - 0.012, head_c[1] + 0.06)]
-        parts.append((fringe, hair))
-    else:
-        cap = _ellipse(head_c[0], head_c[1] - 0.005, head_r + 0.006, head_r + 0.012, 10,
-                       math.pi, 2 * math.pi)
-        cap += [(head_r - 0.012, head_c[1] - 0.025), (-head_r + 0.012, head_c[1] - 0.025)]
-        parts.append((cap, hair))
+    cap = _ellipse(head_c[0], head_c[1] - 0.005, head_r + 0.012, head_r + 0.015, 10,
+                   math.pi, 2 * math.pi)
+    cap += [(head_r + 0.012, head_c[1] + 0.03), (head_r - 0.008, head_c[1] + 0.03),
+            (head_r - 0.012, head_c[1] - 0.02), (-head_r + 0.012, head_c[1] - 0.02),
+            (-head_r + 0.008, head_c[1] + 0.03), (-head_r - 0.012, head_c[1] + 0.03)]
+    parts.append((cap, hair))
 
     kp["nose"] = (0.0, head_c[1] + 0.02)
     kp["left_eye"], kp["right_eye"] = (0.025, head_c[1] + 0.0), (-0.025, head_c[1] + 0.0)
@@ -544,6 +613,9 @@ def _scene(rng, draw, size, scene):
         y = horizon + 0.1 * S + (S - horizon - 0.1 * S) * 0.55
         for k in range(6):
             R([k * S / 5, y, k * S / 5 + S / 10, y + max(1, 0.015 * S)], fill=(240, 210, 60))
+    elif scene == PLAIN:   # the mask-neutrality images: one uniform grey, no horizon drawn
+        grey = int(rng.integers(90, 201))
+        R([0, 0, S, S], fill=(grey, grey, grey))
     else:  # pragma: no cover
         raise ValueError(f"unknown scene {scene!r}")
     return horizon
@@ -670,13 +742,17 @@ def _as_prob(name, value):
 
 # --------------------------------------------------------------------------- main entry
 
-def sample_truth(n_images: int, bias: float, seed: int) -> dict[str, np.ndarray]:
+def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = None,
+                 stream: int = 0) -> dict[str, np.ndarray]:
     """Draw the planted ground truth (no rendering).
 
     Args:
         n_images: number of images n (>= 2).
         bias: planted bias b in [0, 1].
         seed: non-negative integer seed.
+        n_female: female images among the n (0..n); None = ``ceil(n / 2)`` (balanced).
+        stream: 0 = ``default_rng(seed)`` (the training pool), k > 0 = ``default_rng([seed,
+            k])`` (the test split: an independent draw of the same distribution).
 
     Returns:
         ``{"gender": (n,) str "female"/"male", "scene": (n,) str, "cast": (n,) str
@@ -689,8 +765,10 @@ def sample_truth(n_images: int, bias: float, seed: int) -> dict[str, np.ndarray]
     n = _as_int("n_images", n_images, 2)
     b = _as_prob("bias", bias)
     seed = _as_int("seed", seed, 0)
-    rng = np.random.default_rng(seed)
-    n_f = (n + 1) // 2
+    rng = np.random.default_rng(seed if not stream else [seed, int(stream)])
+    n_f = (n + 1) // 2 if n_female is None else int(n_female)
+    if not 0 <= n_f <= n:
+        raise ValueError(f"n_female must be in [0, {n}], got {n_female}")
     gender = rng.permutation(np.array([FEMALE] * n_f + [MALE] * (n - n_f)))
     sign = np.where(gender == FEMALE, 1.0, -1.0)
     assoc = np.array([{FEMALE: 1.0, MALE: -1.0}.get(OBJECT_ASSOCIATION[o], 0.0)
@@ -786,10 +864,13 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None) -
             d.polygon(_round_poly(poly), fill=col)
         objs.append({"name": name, "polys": [_round_poly(m) for m in mask]})
 
-    arr = np.asarray(img, dtype=np.float32)
-    tint = np.array(_CAST_TINT[cast], dtype=np.float32)
-    arr = arr * (1.0 - CAST_STRENGTH) + tint * CAST_STRENGTH
-    out = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
+    if cast is None:   # no colour cast (the mask-neutrality images)
+        out = np.asarray(img, dtype=np.uint8).copy()
+    else:
+        arr = np.asarray(img, dtype=np.float32)
+        tint = np.array(_CAST_TINT[cast], dtype=np.float32)
+        arr = arr * (1.0 - CAST_STRENGTH) + tint * CAST_STRENGTH
+        out = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
     return Rendering(out, person, np.asarray(pm, bool), box, objs)
 
 
@@ -930,6 +1011,52 @@ def _write_probe(out: Path, n_pairs: int, seed: int, size: int) -> dict:
     return {a: int(n_pairs) for a in PROBE_ATTRIBUTES}
 
 
+#: Manifest of the context-free person images (issue 23 item 2: is the Ratio protocol's mask
+#: neutral?), columns ``PROBE_COLUMNS`` with attribute ``"neutral"``, pair k, value = the
+#: person's gender.
+NEUTRAL_MANIFEST = "probe/neutral.csv"
+
+
+def render_neutral(k: int, seed: int, image_size: int) -> Rendering:
+    """Context-free image k of the mask-neutrality set: one person (gender ``female`` for even
+    k, ``male`` for odd k; placement and appearance from the image's own streams) on a uniform
+    grey background (grey level U{90..200}), no objects, no colour cast. Masking the person
+    leaves nothing that the planted bias could have taught a model, so a model's gender calls
+    on the masked images show what the mask itself reads as (:data:`NEUTRAL_MANIFEST`)."""
+    key = (_DOMAIN_PROBE, len(PROBE_ATTRIBUTES), int(k))
+    return _draw(seed, key, int(image_size), FEMALE if k % 2 == 0 else MALE, PLAIN, None, [])
+
+
+def _write_neutral(out: Path, n: int, seed: int, size: int) -> int:
+    """Write ``probe/images/neutral_<k>_<gender>.png`` (k < n) and :data:`NEUTRAL_MANIFEST`;
+    remove neutral files of an earlier, larger run. Returns n."""
+    img_dir = out / "probe" / "images"
+    rows, wanted = [], set()
+    if n:
+        img_dir.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        r = render_neutral(k, seed, size)
+        g = FEMALE if k % 2 == 0 else MALE
+        name = f"neutral_{k:04d}_{g}.png"
+        wanted.add(name)
+        with atomic_path(img_dir / name) as tmp:
+            Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
+        x, y, w, h = (round(v, 2) for v in r.person["box"])
+        rows.append(["neutral", k, g, f"probe/images/{name}", g, PLAIN, "", "", x, y, w, h,
+                     json.dumps([_flat(q) for q in r.person["polys"]]),
+                     json.dumps([v for kp in r.person["keypoints"] for v in (kp[0], kp[1], 2)])])
+    if img_dir.is_dir():
+        for stale in img_dir.iterdir():
+            if stale.name.startswith("neutral_") and stale.name not in wanted:
+                stale.unlink()
+    manifest = out / NEUTRAL_MANIFEST
+    if n:
+        _write_csv(manifest, PROBE_COLUMNS, rows)
+    elif manifest.exists():
+        manifest.unlink()
+    return n
+
+
 def _seg_box_area(polys, size):
     """COCO segmentation (list of flat lists), bbox [x,y,w,h] of the points, mask area (px^2)."""
     seg = [_flat(p) for p in polys]
@@ -952,15 +1079,30 @@ def _write_csv(path, header, rows):
         tmp.write_text(buf.getvalue(), encoding="utf-8")
 
 
+def test_gender_counts(n_test: int, ratio: float) -> tuple[int, int]:
+    """``(n_female, n_male)`` of a test split of ``n_test`` images with ``ratio`` men per woman:
+    ``n_male = round(n_test * ratio / (1 + ratio))`` (half-up), clamped so that each gender has
+    at least one image when ``n_test >= 2``. Raises ValueError for ``ratio <= 0``."""
+    r = float(ratio)
+    if not (r > 0 and math.isfinite(r)):
+        raise ValueError(f"test_gender_ratio must be a positive number, got {ratio!r}")
+    n_m = int(math.floor(n_test * r / (1.0 + r) + 0.5))
+    if n_test >= 2:
+        n_m = min(max(n_m, 1), n_test - 1)
+    return n_test - n_m, n_m
+
+
 def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: int = 0,
              image_size: int = 160, captions_per_image: int = 5,
-             p_no_gender_word: float = 0.2, probe_pairs: int = 0) -> dict:
+             p_no_gender_word: float = 0.2, probe_pairs: int = 0, test_images: int = 0,
+             test_gender_ratio: float = 1.0) -> dict:
     """Write the synthetic COCO-layout dataset (see the module docstring) into ``out_dir``.
 
     Args:
         out_dir: output directory (created; existing files of the layout are replaced, stale
-            ``images/synth/<12 digits>.png`` files from a larger earlier run are removed).
-        n_images: number of images (int >= 2); ids 1..n_images, ``ceil(n/2)`` female.
+            ``images/<split>/<12 digits>.png`` files from a larger earlier run are removed).
+        n_images: images of the training pool, COCO split ``synth`` (int >= 2); ids
+            1..n_images, ``ceil(n/2)`` female.
         bias: planted bias strength b in [0, 1] for objects, scene and colour cast
             (0 = gender independent of context). The colour cast is the unlabeled attribute of
             paper 000 sec. 2.1: it is in no annotation or caption.
@@ -970,6 +1112,12 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         p_no_gender_word: probability in [0, 1] that a caption uses a gender-neutral subject.
         probe_pairs: causal-probe pairs per planted attribute (int >= 0; 0 = no ``probe/``
             directory): see the module docstring, "Probe pairs".
+        test_images: images of a separate test split, COCO split ``synthtest`` (int >= 0; ids
+            n_images+1..n_images+test_images), drawn at the same planted bias from an
+            independent stream with :func:`test_gender_counts` (issue 23 item 1: paper 000's
+            Ratio needs a test set with COCO's gender imbalance, while training stays
+            balanced). The ``split`` stage assigns it whole to ``test`` (``split.fixed``).
+        test_gender_ratio: men per woman in the test split (> 0; COCO's test set: 2.3).
 
     Returns:
         JSON-serialisable summary: ``params``; ``n_images``; ``gender`` {female, male: int};
@@ -978,7 +1126,8 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         none: caption counts by ``biaslab.gender.caption_gender``}; ``object_association``,
         ``scene_association``, ``cast_association`` {name: "female"/"male"/"neutral"};
         ``expected`` {probability name: value}; ``files`` {role: path relative to out_dir};
-        ``probe_pairs`` {attribute: pairs} (empty without probe pairs).
+        ``probe_pairs`` {attribute: pairs} (empty without probe pairs); ``test`` (the test
+        split's own ``n_images``, ``gender``, ``scenes``, ``casts``; absent without one).
 
     Raises:
         ValueError: an argument out of range or of the wrong type, or ``out_dir`` is a file.
@@ -994,17 +1143,25 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     cpi = _as_int("captions_per_image", captions_per_image, 1)
     p_neutral = _as_prob("p_no_gender_word", p_no_gender_word)
     n_probe = _as_int("probe_pairs", probe_pairs, 0)
+    n_test = _as_int("test_images", test_images, 0)
+    n_test_f, n_test_m = test_gender_counts(n_test, test_gender_ratio)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
 
     truth = sample_truth(n, b, seed)
-    ann_dir, img_dir = out / "annotations", out / "images" / SPLIT
-    img_dir.mkdir(parents=True, exist_ok=True)
+    splits = [(SPLIT, 1, truth)]
+    test_truth = None
+    if n_test:
+        if n_test < 2:
+            raise ValueError(f"test_images must be 0 or >= 2, got {n_test}")
+        test_truth = sample_truth(n_test, b, seed, n_female=n_test_f, stream=1)
+        splits.append((TEST_SPLIT, n + 1, test_truth))
+    ann_dir = out / "annotations"
     ann_dir.mkdir(parents=True, exist_ok=True)
 
-    info = {"description": f"biaslab synthetic dataset: {n} images, planted bias {b}, seed "
-                           f"{seed}; see README.md", "version": "1",
+    info = {"description": f"biaslab synthetic dataset: {n} images (+ {n_test} test), planted "
+                           f"bias {b}, seed {seed}; see README.md", "version": "1",
             "contributor": "biaslab.synthetic"}
     licenses = [{"id": 1, "name": "CC0 1.0 (synthetic images generated by biaslab)",
                  "url": "https://creativecommons.org/publicdomain/zero/1.0/"}]
@@ -1013,61 +1170,75 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     kp_category = {"id": 1, "name": "person", "supercategory": "person",
                    "keypoints": list(KEYPOINT_NAMES), "skeleton": SKELETON}
 
-    images, captions, instances, keypoints = [], [], [], []
     labels, truth_rows, gender_rows = {}, [], []
     cap_counts = {FEMALE: 0, MALE: 0, "both": 0, "none": 0}
-    ann_id = 0
-    wanted = set()
-    for i in tqdm(range(n), desc="synthetic images", unit="img", leave=False):
-        iid = i + 1
-        fname = f"{iid:012d}.png"
-        wanted.add(fname)
-        gender, scene, cast = str(truth["gender"][i]), str(truth["scene"][i]), str(
-            truth["cast"][i])
-        present = [o for o, p in zip(OBJECTS, truth["objects"][i]) if p]
-        r = render_scene(iid, seed=seed, image_size=size, gender=gender, scene=scene,
-                         cast=cast, objects=present)
-        person, objs = r.person, r.objects
-        with atomic_path(img_dir / fname) as tmp:
-            Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
-        images.append({"id": iid, "file_name": fname, "width": size, "height": size,
-                       "license": 1})
-        crng = _stream(seed, _image_key(iid), "captions")
-        for j in range(cpi):
-            text = _caption(crng, gender, scene, present, p_neutral)
-            cap_counts[caption_gender(text)] += 1
-            captions.append({"id": i * cpi + j + 1, "image_id": iid, "caption": text})
-        ann_id += 1
-        seg, bbox, area = _seg_box_area(person["polys"], size)
-        base = {"id": ann_id, "image_id": iid, "category_id": 1, "bbox": bbox,
-                "area": round(area, 2), "segmentation": seg, "iscrowd": 0}
-        instances.append(base)
-        kp_flat = []
-        for x, y in person["keypoints"]:
-            kp_flat += [x, y, 2]
-        keypoints.append({**base, "keypoints": kp_flat, "num_keypoints": len(KEYPOINT_NAMES)})
-        for o in objs:
+    ann_id = cap_id = 0
+    for split, first_id, tr in splits:
+        img_dir = out / "images" / split
+        img_dir.mkdir(parents=True, exist_ok=True)
+        images, captions, instances, keypoints = [], [], [], []
+        wanted = set()
+        for i in tqdm(range(len(tr["gender"])), desc=f"synthetic images {split}", unit="img",
+                      leave=False):
+            iid = first_id + i
+            fname = f"{iid:012d}.png"
+            wanted.add(fname)
+            gender, scene, cast = str(tr["gender"][i]), str(tr["scene"][i]), str(tr["cast"][i])
+            present = [o for o, p in zip(OBJECTS, tr["objects"][i]) if p]
+            r = render_scene(iid, seed=seed, image_size=size, gender=gender, scene=scene,
+                             cast=cast, objects=present)
+            person, objs = r.person, r.objects
+            with atomic_path(img_dir / fname) as tmp:
+                Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
+            images.append({"id": iid, "file_name": fname, "width": size, "height": size,
+                           "license": 1})
+            crng = _stream(seed, _image_key(iid), "captions")
+            for _ in range(cpi):
+                text = _caption(crng, gender, scene, present, p_neutral)
+                if split == SPLIT:
+                    cap_counts[caption_gender(text)] += 1
+                cap_id += 1
+                captions.append({"id": cap_id, "image_id": iid, "caption": text})
             ann_id += 1
-            seg, bbox, area = _seg_box_area(o["polys"], size)
-            instances.append({"id": ann_id, "image_id": iid,
-                              "category_id": COCO_CATEGORY_IDS[o["name"]], "bbox": bbox,
-                              "area": round(area, 2), "segmentation": seg, "iscrowd": 0})
-        labels[str(iid)] = sorted(["person"] + present)
-        truth_rows.append([iid, gender, scene, cast, ";".join(present)])
-        gender_rows.append([iid, "Female" if gender == FEMALE else "Male", ""])
+            seg, bbox, area = _seg_box_area(person["polys"], size)
+            base = {"id": ann_id, "image_id": iid, "category_id": 1, "bbox": bbox,
+                    "area": round(area, 2), "segmentation": seg, "iscrowd": 0}
+            instances.append(base)
+            kp_flat = []
+            for x, y in person["keypoints"]:
+                kp_flat += [x, y, 2]
+            keypoints.append({**base, "keypoints": kp_flat,
+                              "num_keypoints": len(KEYPOINT_NAMES)})
+            for o in objs:
+                ann_id += 1
+                seg, bbox, area = _seg_box_area(o["polys"], size)
+                instances.append({"id": ann_id, "image_id": iid,
+                                  "category_id": COCO_CATEGORY_IDS[o["name"]], "bbox": bbox,
+                                  "area": round(area, 2), "segmentation": seg, "iscrowd": 0})
+            labels[str(iid)] = sorted(["person"] + present)
+            truth_rows.append([iid, gender, scene, cast, ";".join(present)])
+            gender_rows.append([iid, "Female" if gender == FEMALE else "Male", ""])
+        for stale in img_dir.iterdir():
+            if _FILE_RE.match(stale.name) and stale.name not in wanted:
+                stale.unlink()
+        write_json(ann_dir / f"captions_{split}.json",
+                   {"info": info, "licenses": licenses, "images": images,
+                    "annotations": captions})
+        write_json(ann_dir / f"instances_{split}.json",
+                   {"info": info, "licenses": licenses, "images": images,
+                    "categories": categories, "annotations": instances})
+        write_json(ann_dir / f"person_keypoints_{split}.json",
+                   {"info": info, "licenses": licenses, "images": images,
+                    "categories": [kp_category], "annotations": keypoints})
+    if not n_test:   # a smaller re-run without a test split: no stale test split left behind
+        for name in ("captions", "instances", "person_keypoints"):
+            (ann_dir / f"{name}_{TEST_SPLIT}.json").unlink(missing_ok=True)
+        stale_dir = out / "images" / TEST_SPLIT
+        if stale_dir.is_dir():
+            for stale in stale_dir.iterdir():
+                if _FILE_RE.match(stale.name):
+                    stale.unlink()
 
-    for stale in img_dir.iterdir():
-        if _FILE_RE.match(stale.name) and stale.name not in wanted:
-            stale.unlink()
-
-    write_json(ann_dir / f"captions_{SPLIT}.json",
-               {"info": info, "licenses": licenses, "images": images, "annotations": captions})
-    write_json(ann_dir / f"instances_{SPLIT}.json",
-               {"info": info, "licenses": licenses, "images": images,
-                "categories": categories, "annotations": instances})
-    write_json(ann_dir / f"person_keypoints_{SPLIT}.json",
-               {"info": info, "licenses": licenses, "images": images,
-                "categories": [kp_category], "annotations": keypoints})
     write_json(ann_dir / "image_labels.json",
                {"description": "Complete image-level category sets of the biaslab synthetic "
                                "dataset (every drawn object, person included); keys are image "
@@ -1082,8 +1253,18 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
                [[r[0], r[2], r[3]] for r in truth_rows])
 
     probe = _write_probe(out, n_probe, seed, size)
+    n_neutral = _write_neutral(out, n_probe, seed, size)
     summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe)
+    summary["params"].update(test_images=n_test, test_gender_ratio=float(test_gender_ratio))
     summary["probe_pairs"] = probe if n_probe else {}
+    summary["neutral_images"] = n_neutral
+    if n_neutral:
+        summary["files"]["neutral"] = NEUTRAL_MANIFEST
+    if test_truth is not None:
+        t = _summary(test_truth, n_test, b, seed, size, cpi, p_neutral, cap_counts)
+        summary["test"] = {k: t[k] for k in ("n_images", "gender", "scenes", "casts")}
+        summary["files"]["test_captions"] = f"annotations/captions_{TEST_SPLIT}.json"
+        summary["files"]["test_images"] = f"images/{TEST_SPLIT}"
     write_json(out / PARAMS_FILE, {"generator": "biaslab.synthetic",
                                    "render_version": RENDER_VERSION,
                                    "params": summary["params"]})
@@ -1147,8 +1328,8 @@ def _readme(s):
         "Parameters: " + ", ".join(f"{k}={v}" for k, v in p.items()),
         "",
         f"One person per image, {s['gender'][FEMALE]} female / {s['gender'][MALE]} male "
-        "(gender visible in the figure's shape: long hair + dress vs short hair + shirt and "
-        "trousers; colours, pose, position and size drawn from the same distributions).",
+        "(same silhouette and colours for both; gender visible only in the tunic's stripes: "
+        "horizontal for women, vertical for men).",
         "",
         f"## Planted correlations (bias b = {b})",
         "",
@@ -1168,6 +1349,13 @@ def _readme(s):
         f"- Causal probe: {p['probe_pairs']} pairs per attribute ({', '.join(PROBE_ATTRIBUTES)})"
         f" in `{PROBE_MANIFEST}`: two images identical except for the attribute (not part of "
         "the COCO annotations).",
+        "",
+        *([f"Test split `{TEST_SPLIT}`: {s['test']['n_images']} images, "
+           f"{s['test']['gender'][FEMALE]} female / {s['test']['gender'][MALE]} male "
+           f"({p['test_gender_ratio']} men per woman), same planted bias; the counts below are "
+           "the training pool's.", ""] if "test" in s else []),
+        f"Mask-neutrality images: {s.get('neutral_images', 0)} in `{NEUTRAL_MANIFEST}` (one "
+        "person on uniform grey, no objects, no cast).",
         "",
         "## Realised counts (images)",
         "",
@@ -1256,6 +1444,25 @@ def read_probe(root: str | Path):
     if bad:
         raise InputError(path, f"pairs without exactly one female and one male image: "
                                f"{bad[:5]}")
+    df["path"] = [str(Path(root) / f) for f in df["file"]]
+    df["keypoints"] = [json.loads(k) for k in df["keypoints"]]
+    return df
+
+
+def read_neutral(root: str | Path):
+    """The mask-neutrality manifest :data:`NEUTRAL_MANIFEST` of ``root`` as a DataFrame (columns
+    as :func:`read_probe`), or None when ``root`` has none (real data, or ``probe_pairs`` 0).
+
+    Raises:
+        InputError: the manifest lacks columns."""
+    import pandas as pd
+    path = Path(root) / NEUTRAL_MANIFEST
+    if not path.is_file():
+        return None
+    df = pd.read_csv(path, keep_default_na=False)
+    miss = [c for c in PROBE_COLUMNS if c not in df.columns]
+    if miss:
+        raise InputError(path, f"missing column(s) {miss}")
     df["path"] = [str(Path(root) / f) for f in df["file"]]
     df["keypoints"] = [json.loads(k) for k in df["keypoints"]]
     return df

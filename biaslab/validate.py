@@ -21,7 +21,8 @@ What is rejected, and why:
   "all" and -5 "all but five").
 * ``generate.max_images``: anything but null (all) or an integer >= 0; ``generate.m`` and
   ``generate.shards`` integers >= 1.
-* ``split.fractions``: not a mapping of finite fractions in [0, 1] that sum to 1 (+-1e-6).
+* ``split.fractions``: not a mapping of finite fractions in [0, 1] that sum to 1 (+-1e-6);
+  ``split.fixed`` not a mapping of COCO split names to split names.
 * ``synthetic``: ``bias`` / ``p_no_gender_word`` outside [0, 1] (a planted bias of 1.5 used to
   end in a traceback inside the generator), ``n_images`` < 2, ``image_size`` < 64,
   ``captions_per_image`` < 1, ``probe_pairs`` < 0, ``seed`` < 0.
@@ -152,6 +153,11 @@ def check_split(p: Mapping) -> None:
     if abs(total - 1.0) > 1e-6:
         raise ParamError("split.fractions", f"fractions sum to {total:g}, not 1: "
                                             f"{dict(fr)}")
+    fixed = p.get("fixed")
+    if fixed is not None and (not isinstance(fixed, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in fixed.items())):
+        raise ParamError("split.fixed", f"must map COCO split names to split names, such as "
+                                        f"{{synthtest: test}}, got {fixed!r}")
 
 
 #: model-level baselines of paper 000 Table 1 (``biaslab.classify.METHODS``, which imports
@@ -159,7 +165,7 @@ def check_split(p: Mapping) -> None:
 CLASSIFIER_METHODS = ("adversarial", "class_balanced", "domain_discriminative", "erm",
                       "domain_independent", "focal", "group_dro", "upweight")
 #: training-set variants written by stage build_datasets
-DATASETS = ("original", "oversample", "subsample", "augment", "synthetic")
+DATASETS = ("original", "oversample", "subsample", "matched", "augment", "synthetic")
 
 
 def _prob(p: Mapping, group: str, key: str) -> None:
@@ -203,6 +209,12 @@ def check_synthetic(p: Mapping) -> None:
     _int_at_least(p, "synthetic", "captions_per_image", 1, allow_null=False)
     _int_at_least(p, "synthetic", "probe_pairs", 0, allow_null=False)
     _int_at_least(p, "synthetic", "seed", 0, allow_null=False)
+    _int_at_least(p, "synthetic", "test_images", 0, allow_null=False)
+    if "test_gender_ratio" in p:
+        v = p["test_gender_ratio"]
+        if not _is_real(v) or not math.isfinite(float(v)) or float(v) <= 0:
+            raise ParamError("synthetic.test_gender_ratio",
+                             f"must be a positive number (men per woman; COCO 2.3), got {v!r}")
 
 
 def check_classifier(p: Mapping) -> None:

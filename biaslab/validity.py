@@ -44,6 +44,11 @@ from typing import Any
 from biaslab import stats
 
 ATTRIBUTES = ("objects", "scene", "cast")
+#: resampled row -> its size-matched control (a random subset of Original with the same size and
+#: gender counts; ``biaslab.datasets.matched_subset``)
+MATCHED = {"subsample": "matched"}
+#: the mask-neutrality precondition's interval for Ratio_E (issue 23 item 2)
+NEUTRAL_RANGE = (0.67, 1.5)
 #: attribute -> whether label-based resampling can see it
 LABELED = {"objects": True, "scene": False, "cast": False}
 
@@ -143,14 +148,20 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
                                f"{model} on Original is sensitive to the {a} (> 0)",
                                (fam.get("original") or {}).get(a), ">", 0.0))
     for row in ("oversample", "subsample"):
-        if vals(row, "objects") is not None and vals("original", "objects") is not None:
-            out.append(_diff(f"{model}/{row}-original/objects<0",
-                             f"{model}: {row} less sensitive to labeled objects than Original",
-                             vals(row, "objects"), vals("original", "objects"), "<"))
-        if vals(row, "cast") is not None and vals("original", "cast") is not None:
-            out.append(_diff(f"{model}/{row}-original/cast≥0",
+        # sub-sampling keeps a fraction of Original: compared with a random subset of Original
+        # of the same size and gender counts (row "matched", issue 23 item 3) when there is
+        # one, so that what balancing does is not confounded with what capacity does
+        ref = MATCHED.get(row) if vals(MATCHED.get(row), "objects") is not None else None
+        ref = ref or "original"
+        name = "Original" if ref == "original" else f"the size-matched subset of Original ({ref})"
+        if vals(row, "objects") is not None and vals(ref, "objects") is not None:
+            out.append(_diff(f"{model}/{row}-{ref}/objects<0",
+                             f"{model}: {row} less sensitive to labeled objects than {name}",
+                             vals(row, "objects"), vals(ref, "objects"), "<"))
+        if vals(row, "cast") is not None and vals(ref, "cast") is not None:
+            out.append(_diff(f"{model}/{row}-{ref}/cast≥0",
                              f"{model}: {row} not less sensitive to the unlabeled colour cast "
-                             f"than Original", vals(row, "cast"), vals("original", "cast"), "≥"))
+                             f"than {name}", vals(row, "cast"), vals(ref, "cast"), "≥"))
     for a in ATTRIBUTES:
         for ref in ("original", "oversample"):
             if vals("synthetic", a) is not None and vals(ref, a) is not None:
@@ -269,11 +280,81 @@ def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
                                       key=lambda kv: (kv[0][0], kv[0][1] or ""))]
 
 
+def mask_neutral_rows(probe: Mapping[str, Any] | None,
+                      bounds: tuple[float, float] = NEUTRAL_RANGE) -> list[dict]:
+    """The mask-neutrality precondition of the Ratio claims (issue 23 item 2): one row per
+    training set / method from ``metrics/probe.json["mask_neutral"]`` (stage ``probe``:
+    every classifier's expected-count Ratio_E on persons-masked images *without context*,
+    ``biaslab.synthetic.NEUTRAL_MANIFEST``): ``{"dataset", "ratio_expected" (pooled over
+    seeds), "per_seed", "n_images", "met": lower <= ratio_expected <= upper}``. A model that
+    calls the masked person itself a man (or a woman) does so on every masked test image, so
+    its Ratio measures the fill, not the context. Empty when the probe has no such images."""
+    rows = []
+    lo, hi = bounds
+    for d, r in ((probe or {}).get("mask_neutral") or {}).items():
+        if not isinstance(r, Mapping):
+            continue
+        if r.get("ratio_expected") is None:
+            if r.get("ratio_flag") != "r=inf":
+                continue
+            v = float("inf")      # no woman call at all on the masked images
+        else:
+            v = float(r["ratio_expected"])
+        rows.append({"dataset": d, "ratio_expected": v, "per_seed": r.get("per_seed"),
+                     "n_images": r.get("n_images"), "bounds": [lo, hi],
+                     "met": bool(lo <= v <= hi)})
+    return rows
+
+
+def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Lines for the report: the mask-neutrality precondition per training set
+    (:func:`mask_neutral_rows`)."""
+    if not rows:
+        return []
+    lo, hi = rows[0]["bounds"]
+    out = [f"Mask neutrality (precondition of the Ratio claims): Ratio_E on persons-masked "
+           f"images without context, pooled over seeds, must lie in [{lo:g}, {hi:g}]:", "",
+           "| training set | Ratio_E (masked, no context) | per seed | n images | met |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        per = ", ".join(f"{v:.2f}" for v in (r.get("per_seed") or []) if v is not None)
+        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f} | {per} | "
+                   f"{r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
+    return out + [""]
+
+
+#: the training sets each Ratio check compares
+RATIO_ROWS = {"ratio<0": ("synthetic", "original"), "ratio_expected<0": ("synthetic", "original")}
+
+
+def apply_mask_neutral(checks: Sequence[Mapping[str, Any]], probe: Mapping[str, Any] | None
+                       ) -> list[dict]:
+    """``checks`` with verdict "mask not neutral" (and a ``reason`` with the measured Ratio_E)
+    on the Ratio claims whose training sets miss the mask-neutrality precondition
+    (:func:`mask_neutral_rows`); other checks unchanged."""
+    bad = {r["dataset"]: r for r in mask_neutral_rows(probe) if not r["met"]}
+    out = []
+    for c in checks:
+        rows = next((v for k, v in RATIO_ROWS.items() if c["id"].endswith(k)), ())
+        miss = [bad[d] for d in rows if d in bad]
+        if miss:
+            lo, hi = miss[0]["bounds"]
+            out.append({**c, "verdict": "mask not neutral",
+                        "reason": "on persons-masked images without context, "
+                                  + "; ".join(f"{r['dataset']}'s Ratio_E is "
+                                              f"{r['ratio_expected']:.2f}" for r in miss)
+                                  + f", outside [{lo:g}, {hi:g}] (metrics/probe.json "
+                                    "mask_neutral): the mask itself reads as one gender"})
+        else:
+            out.append(dict(c))
+    return out
+
+
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
     """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k,
-    "metric_not_valid_on_this_data": k, "n": k}`` (a verdict's spaces become ``_``)."""
+    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "n": k}`` (a verdict's spaces become ``_``)."""
     out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0,
-           "metric_not_valid_on_this_data": 0}
+           "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0}
     for c in checks:
         k = c["verdict"].replace(" ", "_")
         out[k] = out.get(k, 0) + 1
@@ -299,5 +380,6 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ATTRIBUTES", "LABELED", "probe_checks", "ratio_testable", "table_checks", "summary",
+__all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "mask_neutral_rows",
+           "apply_mask_neutral", "mask_neutral_markdown", "probe_checks", "ratio_testable", "table_checks", "summary",
            "markdown", "control_preconditions", "apply_controls", "precondition_rows"]

@@ -1,5 +1,6 @@
 """Stage `build_datasets`: training-set variants original / oversample / subsample / augment /
-synthetic (paper 000 Eqs. 2-3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
+synthetic (paper 000 Eqs. 2-3) and matched (a random subset of original of sub-sampling's size
+and gender counts: its capacity control, issue 23 item 3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
 manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hidden-attribute
 skew; `sources`: how many train images every variant draws on)."""
 from biaslab import datasets as D
@@ -35,6 +36,8 @@ def main() -> None:
         "augment": D.s_augment(d, cf),
         "synthetic": D.s_synthetic(cf),
     }
+    # sub-sampling's size-matched control: Original at sub-sampling's size and gender counts
+    variants["matched"] = D.matched_subset(d, variants["subsample"], seed=p["seed"])
     attributes = read_parquet(f"{PREP}/attributes.parquet")
     attributes = attributes if attributes.shape[1] > 1 else None
     metrics = {}

@@ -37,7 +37,7 @@ from biaslab import probe as P
 from biaslab.classify import GenderObjectClassifier, encode_files, file_id, model_features
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, load_params, write_json, write_parquet
-from biaslab.synthetic import read_probe
+from biaslab.synthetic import read_neutral, read_probe
 from biaslab.parallel import map_jobs
 from biaslab.paths import model_dir
 
@@ -89,10 +89,18 @@ def main() -> None:
     table = masked[["path"]].assign(image_id=[file_id(p) for p in masked["path"]])
     rows, out = [], {"classifier": {}, "classifier_logit": {}, "captioner": {}}
 
+    neutral = read_neutral(root)
+    if neutral is not None and not neutral.empty:
+        neutral = P.blackout_probe(neutral, OUT / "neutral",
+                                   sources=tuple(c.get("blackout", ["box"])),
+                                   dilate_px=int(c.get("blackout_dilate_px", 0)),
+                                   fill=c.get("blackout_fill", 0), progress=True)
+        ntable = neutral[["path"]].assign(image_id=[file_id(p) for p in neutral["path"]])
+        out["mask_neutral"] = {}
     ids, base = load_features()
     for d in list(c["datasets"]) + [m for m in (c.get("methods") or [])
                                     if m not in c["datasets"]]:
-        per_seed, per_seed_logit = {}, {}
+        per_seed, per_seed_logit, sums = {}, {}, []
         for s in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", d, s))
             if not clf.has_gender:
@@ -107,9 +115,17 @@ def main() -> None:
             per_seed_logit[int(s)] = P.pair_sensitivities(masked,
                                                           P.classifier_logit_output(*probs))
             rows.append(sens.assign(model="classifier", dataset=d, seed=int(s)))
+            if "mask_neutral" in out:
+                # what the mask itself reads as: gender calls on masked context-free persons
+                pw, pm = clf.gender_proba(model_features(
+                    clf, ntable, ids, base, cache, derived=True, batch_size=fbs,
+                    executor=params.get("executor")))
+                sums.append((pw, pm))
         if per_seed:
             out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
             out["classifier_logit"][d] = P.summarize_sensitivity(per_seed_logit, **kw)
+        if sums:
+            out["mask_neutral"][d] = P.mask_neutral_record(sums, neutral["value"])
 
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]

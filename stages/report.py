@@ -186,7 +186,10 @@ def main() -> None:
         validity.table_checks(m["classification"], m["artifact"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
+    # a Ratio claim on a mask that itself reads as one gender is not judged (issue 23 item 2)
+    checks = validity.apply_mask_neutral(checks, m["probe"])
     vsum = validity.summary(checks)
+    neutral = validity.mask_neutral_rows(m["probe"])
     hb = m["human_bias"]
     bcs = m["bcs"]
     apply_ = m["dcg_apply"]
@@ -321,10 +324,14 @@ def main() -> None:
         "## Validity (planted truth as referee)",
         "",
         f"{vsum['holds']} hold, {vsum['fails']} fail, {vsum['inconclusive']} inconclusive, "
-        f"{vsum['not_testable']} not testable on this data "
-        "(verdicts from the 95 % CIs; biaslab/validity.py). Checks at planted bias 0 come from "
-        "the sweep: `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).",
+        f"{vsum['not_testable']} not testable on this data"
+        + (f", {vsum['mask_not_neutral']} not judged (mask not neutral)"
+           if vsum.get("mask_not_neutral") else "")
+        + " (verdicts from the 95 % CIs; biaslab/validity.py). Checks at planted bias 0 come "
+        "from the sweep: `python scripts/bias_sweep.py --run --collect` "
+        "(plots/report/bias_sweep.md).",
         "",
+        *(validity.mask_neutral_markdown(neutral) if neutral else []),
         validity.markdown(checks) if checks else "No check applies to this data.",
         "",
         "## Metric controls (known answers)",
@@ -371,7 +378,8 @@ def main() -> None:
     write_json("metrics/summary.json", headline(m))
     write_json("metrics/validity.json", {"checks": checks, "summary": vsum,
                                          "preconditions": validity.precondition_rows(
-                                             m["controls"])})
+                                             m["controls"]),
+                                         "mask_neutral": neutral})
     _bar_chart(OUT / "table1.png", t1, R.TABLE1_COLUMNS[:3], "Table 1: classification",
                {"Ratio": 1.0, "Leakage": 0.0})
     _bar_chart(OUT / "table2.png", t2, R.TABLE2_COLUMNS[:6], "Table 2: captioning",

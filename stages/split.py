@@ -1,13 +1,18 @@
 """Stage `split`: deterministic train/val/test split stratified by image gender (params
-`split`) -> data/split.parquet, metrics/split.json."""
-from biaslab.io import load_params, read_parquet, write_json, write_parquet
-from biaslab.labels import stratified_split
+`split`: fractions, seed, and `fixed`, COCO splits assigned whole, e.g. the synthetic
+generator's separate test set `synthtest` -> test) -> data/split.parquet, metrics/split.json."""
+import sys
+
+from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.labels import split_with_fixed
+
+IMAGES = "data/prepared/images.parquet"
 
 
 def main() -> None:
     p = load_params()["split"]
-    split = stratified_split(read_parquet("data/labels/images.parquet"), p["fractions"],
-                             p["seed"])
+    split = split_with_fixed(read_parquet("data/labels/images.parquet"), read_parquet(IMAGES),
+                             p["fractions"], p["seed"], p.get("fixed"), source=IMAGES)
     write_parquet("data/split.parquet", split)
     counts = split.groupby(["split", "gender"]).size()
     write_json("metrics/split.json", {f"{s}/{g}": int(n) for (s, g), n in counts.items()})
@@ -15,4 +20,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"split: {e}")

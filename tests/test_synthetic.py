@@ -440,9 +440,12 @@ def test_probe_rerun_smaller_removes_stale_and_zero_removes_manifest(tmp_path):
     generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=3)
     generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=2)
     names = {p.name for p in (tmp_path / "probe" / "images").iterdir()}
-    assert len(names) == 3 * 2 * 2 and "cast_0002_male.png" not in names
+    pairs = {n for n in names if not n.startswith("neutral_")}
+    assert len(pairs) == 3 * 2 * 2 and "cast_0002_male.png" not in names
+    # as many mask-neutrality images as pairs per attribute, the stale third one removed
+    assert names - pairs == {"neutral_0000_female.png", "neutral_0001_male.png"}
     generate(tmp_path, n_images=2, bias=0.5, seed=0, image_size=64, probe_pairs=0)
-    assert synthetic.read_probe(tmp_path) is None
+    assert synthetic.read_probe(tmp_path) is None and synthetic.read_neutral(tmp_path) is None
     assert not any((tmp_path / "probe" / "images").iterdir())
 
 

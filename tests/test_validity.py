@@ -173,7 +173,7 @@ def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
     assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "holds"
     s = validity.summary(checks.values())
     assert s == {"holds": 1, "fails": 0, "inconclusive": 0, "not_testable": 2,
-                 "metric_not_valid_on_this_data": 0, "n": 3}
+                 "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0, "n": 3}
     md = validity.markdown(list(checks.values()))
     assert "**not testable**" in md and "Not testable: classifier: S_synthetic's Ratio" in md
     # 41 / 40 is still balanced to one image; 40 / 17 (2.35:1) is testable
