@@ -187,6 +187,9 @@ def main() -> None:
         out["captioner"][d] = P.summarize_sensitivity(per_seed, **kw)
         out["captioner_margin"][d] = P.summarize_sensitivity(per_seed_margin, **kw)
 
+    for d, r in (out.get("mask_neutral") or {}).items():
+        print(f"mask neutrality {d}: Ratio_E {r['ratio_expected']} (per seed {r['per_seed']}) "
+              f"on {r['n_images']} masked context-free images")
     n_pairs = {a: int(n) for a, n in
                pairs.drop_duplicates(["attribute", "pair"])["attribute"].value_counts()
                .sort_index().items()}
@@ -195,7 +198,8 @@ def main() -> None:
                          **out, "ci_rule": CI_RULE,
                          "blackout": list(c.get("blackout", ["box"])),
                          "mean_masked_fraction": float(np.mean(masked["masked_fraction"]))})
-    for model, by_d in ((k, v) for k, v in out.items() if k != "classifier_na"):
+    for model, by_d in ((k, v) for k, v in out.items()
+                        if k not in ("classifier_na", "mask_neutral")):
         for d, recs in by_d.items():
             print(f"probe {model} {d}: " + ", ".join(
                 f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
