@@ -440,6 +440,49 @@ def artifact_summary(man_orig, woman_orig, man_inp, woman_inp, *, n_boot: int | 
             "delta": boot, "delta_seeds": stats.record(per_delta)}
 
 
+def _calls_array(calls: Sequence[tuple]) -> np.ndarray:
+    """[(man_orig, woman_orig, man_inp, woman_inp) bool (n,) per seed] -> (n, n_seeds, 4)."""
+    return np.stack([np.stack([np.asarray(c[k], bool) for c in calls], axis=1)
+                     for k in range(4)], axis=2)
+
+
+def delta_artifact(calls_backend: Sequence[tuple], calls_redraw: Sequence[tuple], *,
+                   n_boot: int | None = None, seed: int = 0) -> dict:
+    """Δ_artifact = Δ(backend) - Δ(re-draw) (issue 23 item 4): paper 000's Table 3 Δ of the
+    backend's inpainted parts minus the Δ of the same parts of the same test images re-drawn
+    by the synthetic generator for the person's own gender (``render``: no artifact), for the
+    same models. What is left is the part of Δ that the backend's artifacts cause; what
+    re-drawing a part does to the models (e.g. cutting a gender cue) cancels.
+
+    Args:
+        calls_backend, calls_redraw: per seed ``(man_orig, woman_orig, man_inp, woman_inp)``
+            bool arrays (n_images,) (:func:`classifier_calls`), the same images and seeds in
+            the same order.
+        n_boot, seed: the bootstrap (over test images, both sets resampled together).
+
+    Returns:
+        ``{"mean", "ci95", "lo", "hi", "n", "n_boot", "n_undefined"}`` (percentage points;
+        :func:`biaslab.stats.bootstrap`), mean None when a Δ is undefined.
+
+    Raises:
+        ValueError: the two sets differ in shape.
+    """
+    from biaslab import stats
+    a, b = _calls_array(calls_backend), _calls_array(calls_redraw)
+    if a.shape != b.shape:
+        raise ValueError(f"backend calls {a.shape} and re-draw calls {b.shape} differ")
+
+    def diff(x, y):
+        return _delta_of_means(x) - _delta_of_means(y)
+
+    return stats.bootstrap(diff, a, b, n_boot=n_boot or stats.N_BOOT, seed=seed)
+
+
+#: Δ_artifact on a ``render`` run: the backend is the re-draw itself.
+DELTA_ARTIFACT_BY_CONSTRUCTION = ("0 by construction: the render backend re-draws the part "
+                                  "with the generator, so Δ(backend) = Δ(re-draw)")
+
+
 def table3_json(calls: Sequence[tuple], per_seed: Sequence[dict], seed: int = 0) -> dict:
     """One dataset's entry of ``metrics/artifact*.json``: :func:`artifact_summary` of the
     per-seed calls ``[(man_orig, woman_orig, man_inp, woman_inp) bool (n_images,) each, one
@@ -461,4 +504,5 @@ def table3_json(calls: Sequence[tuple], per_seed: Sequence[dict], seed: int = 0)
 __all__ = ["caption_artifact_scores", "PART_KEYPOINTS", "DEFAULT_PARTS", "body_unit",
            "available_parts", "part_disc", "disc_mask", "part_mask", "random_box_mask", "choose_part_mask", "caption_prompt",
            "inpaint_part", "build_inpainted_test_set", "delta", "artifact_scores",
-           "classifier_calls", "caption_calls", "artifact_summary", "table3_json"]
+           "classifier_calls", "caption_calls", "artifact_summary", "table3_json",
+           "delta_artifact", "DELTA_ARTIFACT_BY_CONSTRUCTION"]

@@ -49,6 +49,8 @@ TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ra
                   ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
                   ("CIDEr", "CIDEr ↑"))
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
+#: the classifier's Table 3 adds Δ_artifact = Δ(backend) - Δ(generator re-draw) (issue 23 item 4)
+TABLE3_CLASSIFIER_COLUMNS = TABLE3_COLUMNS + (("delta_artifact", "Δ_artifact ↓"),)
 #: bias columns whose difference from Original the report prints, per table
 TABLE1_DIFF = (("Ratio", "Ratio"), ("Leakage", "Leakage"))
 TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp", "BiasAmp"))
@@ -122,8 +124,11 @@ def table2(captioning: Mapping[str, Any]) -> dict:
 def table3(artifact: Mapping[str, Any]) -> dict:
     """Paper 000 Table 3 from ``metrics/artifact.json`` / ``artifact_captioner.json``: Ratio_orig
     and Ratio_inp over seeds, Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig of the seed-mean
-    ratios (``biaslab.artifact``)."""
-    return table(artifact, TABLE3_COLUMNS)
+    ratios (``biaslab.artifact``), and Δ_artifact where the file has it (the classifier's)."""
+    cols = TABLE3_CLASSIFIER_COLUMNS if any(
+        isinstance(v, Mapping) and "delta_artifact" in v for v in artifact.values()) \
+        else TABLE3_COLUMNS
+    return table(artifact, cols)
 
 
 def probe_table(probe: Mapping[str, Any], model: str) -> dict:
@@ -381,6 +386,7 @@ def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | No
 
 
 __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
+           "TABLE3_CLASSIFIER_COLUMNS",
            "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
            "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",

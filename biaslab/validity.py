@@ -199,6 +199,15 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
                               "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
                               "than Original's", es, eo, "<")))
+    # issue 23 item 4: the artifact part of Δ, where the backend is not the re-draw itself
+    backend = (artifact.get("test_set") or {}).get("backend")
+    as_, ao = _seed_values(artifact, "synthetic", "delta_artifact"), \
+        _seed_values(artifact, "original", "delta_artifact")
+    if backend not in (None, "render") and as_ is not None and ao is not None and \
+            any(v is not None for v in as_ + ao):
+        out.append(_diff("classifier/synthetic-original/delta_artifact≤0",
+                         "classifier: S_synthetic's Δ_artifact no larger than Original's",
+                         as_, ao, "≤"))
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:

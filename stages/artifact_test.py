@@ -19,6 +19,9 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
      metrics/artifact.json:
        {<dataset>: {ratio_orig, ratio_inp: record (per-seed raw r), delta: {mean, ci95, lo, hi,
                     n, n_boot, n_undefined} (Delta of the seed means, bootstrap CI),
+                    delta_artifact: Delta(backend) - Delta(the same parts re-drawn by the
+                    generator), bootstrap CI over images (issue 23 item 4; 0 by construction
+                    on render runs, "not available" without a generator),
                     delta_seeds: record (per-seed Delta), flip_rate: record,
                     per_seed: [{seed, ratio_orig, ratio_inp, delta, flip_rate, n_man_orig,
                                 n_woman_orig, n_both_orig, n_neither_orig, ..._inp}]},
@@ -28,8 +31,9 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
 import sys
 import time
 
-from biaslab.artifact import (artifact_scores, build_inpainted_test_set, caption_prompt,
-                              classifier_calls, table3_json)
+from biaslab.artifact import (DELTA_ARTIFACT_BY_CONSTRUCTION, artifact_scores,
+                              build_inpainted_test_set, caption_prompt, classifier_calls,
+                              delta_artifact, table3_json)
 from biaslab.counterfactual.generate import make_backend
 from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_features, test_table
 from biaslab.features import load_features, set_threads
@@ -84,11 +88,26 @@ def main() -> None:
     if parts.empty:
         raise InputError("data/split.parquet", "no test image with a person to inpaint")
     write_parquet(f"{OUT}/parts.parquet", parts)
+    redraw, why_no_redraw = None, None
+    if g["backend"] != "render":
+        # the same parts of the same images re-drawn by the generator: Δ_artifact's baseline
+        try:
+            rb = make_backend({**g, "backend": "render"}, persons, images, labels, split,
+                              data_root=params.get("data", {}).get("root"))
+            redraw = build_inpainted_test_set(
+                test, persons, rb, f"{OUT}/redraw", seed=int(a.get("seed", 0)),
+                parts=a.get("parts", ["head", "left_hand", "right_hand"]),
+                radius_scale=float(a.get("radius_scale", 1.0)),
+                box_fraction=float(a.get("box_fraction", 0.3)),
+                guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
+            redraw = redraw.set_index("image_id").loc[parts["image_id"]].reset_index()
+        except (InputError, ValueError) as e:   # real data: no generator to re-draw with
+            why_no_redraw = f"not available: {e}"
     orig = test.set_index("image_id").loc[parts["image_id"]].reset_index()[["image_id", "path"]]
     ids, base = load_features()
     out = {}
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
-        per_seed, calls = [], []
+        per_seed, calls, calls_rd = [], [], []
         for seed in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             thr = gender_thresholds(clf)
@@ -99,9 +118,33 @@ def main() -> None:
                                 batch_size=fbs, executor=params.get("executor"))
             po, pi = clf.gender_proba(fo), clf.gender_proba(fi)
             s = artifact_scores(po, pi, thr)
-            per_seed.append({"seed": int(seed), **{k: json_number(v) for k, v in s.items()}})
+            row = {"seed": int(seed), **{k: json_number(v) for k, v in s.items()}}
             calls.append((*classifier_calls(*po, thr), *classifier_calls(*pi, thr)))
+            if redraw is not None:
+                fr = model_features(clf, redraw[["image_id", "path"]], ids, base, cache,
+                                    derived=True, batch_size=fbs,
+                                    executor=params.get("executor"))
+                pr = clf.gender_proba(fr)
+                sr = artifact_scores(po, pr, thr)
+                calls_rd.append((*classifier_calls(*po, thr), *classifier_calls(*pr, thr)))
+                d_b, d_r = s.get("delta"), sr.get("delta")
+                row["delta_redraw"] = json_number(d_r)
+                row["delta_artifact"] = (json_number(d_b - d_r) if d_b is not None
+                                         and d_r is not None else None)
+            elif g["backend"] == "render":
+                row["delta_artifact"] = 0.0
+            per_seed.append(row)
         out[dataset] = table3_json(calls, per_seed, seed=int(a.get("seed", 0)))
+        if redraw is not None:
+            out[dataset]["delta_artifact"] = {
+                k: json_number(v) for k, v in delta_artifact(
+                    calls, calls_rd, seed=int(a.get("seed", 0))).items()}
+        elif g["backend"] == "render":
+            out[dataset]["delta_artifact"] = {"mean": 0.0, "ci95": 0.0, "lo": 0.0, "hi": 0.0,
+                                              "n": int(len(parts)),
+                                              "note": DELTA_ARTIFACT_BY_CONSTRUCTION}
+        else:
+            out[dataset]["delta_artifact"] = {"mean": None, "note": why_no_redraw}
     n_m = int((parts["gender"] == "male").sum())
     n_f = int((parts["gender"] == "female").sum())
     out["test_set"] = {"n_images": int(len(parts)), "n_male": n_m, "n_female": n_f,

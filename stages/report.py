@@ -260,13 +260,17 @@ def main() -> None:
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
         "images with a random body part inpainted (inp); Δ = 100 |Ratio_orig - Ratio_inp| / "
         "Ratio_orig of the seed-mean ratios (paper 000 Table 3). A large Δ means the model "
-        "reacts to inpainting artifacts. Test-set inpainting backend: "
+        "reacts to the inpainted part, artifacts or not; Δ_artifact (our addition, issue 23) "
+        "= Δ(backend) - Δ(the same parts of the same images re-drawn by the generator): the "
+        "part of Δ the backend's artifacts cause, 0 by construction when the backend is "
+        "`render`, with a bootstrap 95 % CI over test images. Test-set inpainting backend: "
         f"`{(m['artifact'].get('test_set') or {}).get('backend', '?')}` (the training sets' "
         f"counterfactuals: `{backend}`).",
         "",
         f"Multi-label classifiers (gender outputs; n = {R.n_seeds(m['artifact'])} seeds):",
         "",
-        R.markdown(t3, R.TABLE3_COLUMNS, 2),
+        R.markdown(t3, R.TABLE3_CLASSIFIER_COLUMNS if any(
+            "delta_artifact" in v for v in t3.values()) else R.TABLE3_COLUMNS, 2),
         "",
         f"Captioners (caption gender; n = {R.n_seeds(m['artifact_captioner'])} seeds):",
         "",

@@ -237,3 +237,41 @@ def test_ratio_claims_read_mask_not_neutral_outside_the_bounds():
     assert "| synthetic | 2.00 |" in "\n".join(validity.mask_neutral_markdown(
         validity.mask_neutral_rows({"mask_neutral": {"synthetic": {"ratio_expected": 2.0,
                                                                    "per_seed": [2.0]}}})))
+
+
+# ----------------------------------------------------------------------------- item 4
+
+def _calls(man_o, woman_o, man_i, woman_i):
+    return tuple(np.array(v, bool) for v in (man_o, woman_o, man_i, woman_i))
+
+
+def test_delta_artifact_by_hand():
+    from biaslab.artifact import delta_artifact
+    # 4 images, 1 seed: orig r = 2 man / 2 woman = 1. Backend: one woman call flips to man,
+    # r_inp = 3 / 1 = 3, Δ = 200. Re-draw: nothing flips, Δ = 0. Δ_artifact = 200.
+    orig = ([1, 1, 0, 0], [0, 0, 1, 1])
+    backend = [_calls(*orig, [1, 1, 1, 0], [0, 0, 0, 1])]
+    redraw = [_calls(*orig, *orig)]
+    r = delta_artifact(backend, redraw, n_boot=200, seed=0)
+    assert r["mean"] == pytest.approx(200.0) and r["n"] == 4
+    # the same set twice: 0 on every resample
+    r0 = delta_artifact(backend, backend, n_boot=200, seed=0)
+    assert r0["mean"] == 0.0 and r0["lo"] == 0.0 and r0["hi"] == 0.0
+    with pytest.raises(ValueError, match="differ"):
+        delta_artifact(backend, [_calls(*([1, 0],) * 4)], n_boot=200)
+
+
+def test_delta_artifact_check_only_off_render():
+    art = {"test_set": {"backend": "copy_paste"},
+           "original": {"per_seed": [{"delta": 5.0, "delta_artifact": 4.0},
+                                     {"delta": 6.0, "delta_artifact": 5.0},
+                                     {"delta": 4.0, "delta_artifact": 3.0}]},
+           "synthetic": {"per_seed": [{"delta": 5.0, "delta_artifact": 0.5},
+                                      {"delta": 4.0, "delta_artifact": 0.2},
+                                      {"delta": 6.0, "delta_artifact": 0.1}]}}
+    ids = {c["id"]: c for c in validity.table_checks({}, art)}
+    c = ids["classifier/synthetic-original/delta_artifact≤0"]
+    assert c["verdict"] == "holds" and c["mean"] == pytest.approx(-3.7333, abs=1e-3)
+    art["test_set"]["backend"] = "render"
+    assert "classifier/synthetic-original/delta_artifact≤0" not in {
+        c["id"] for c in validity.table_checks({}, art)}
