@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         pre_s, d_caps = 0.0, []
 
-    from dvclive import Live
+    from biaslab.live import Live
     t0 = time.perf_counter()
     with Live(dir=a.live, dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:

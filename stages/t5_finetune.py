@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         val = val.sample(n=int(max_val), random_state=seed)
     train_caps, val_caps = d["caption"].tolist(), val["caption"].tolist()
 
-    from dvclive import Live
+    from biaslab.live import Live
     t0 = time.perf_counter()
     with Live(dir=a.live, dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:

@@ -94,7 +94,7 @@ def main(argv=None) -> None:
                     arch.features(v_tab, cache, cfg, **fkw) if len(v_tab) else None)
 
     def train_seed(job: tuple[str, int]) -> str:
-        from dvclive import Live
+        from biaslab.live import Live
         a, seed = job
         arch, scfg = K.get_arch(a), config(a, seed)
         t_feats, v_feats = feats[a]

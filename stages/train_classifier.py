@@ -82,7 +82,7 @@ def main(argv=None) -> None:
         feat_seconds = time.perf_counter() - tf
 
     def train_seed(job: tuple[str, int]) -> str:
-        from dvclive import Live
+        from biaslab.live import Live
         backbone, seed = job
         variant = None if backbone == backbones[0] else backbone
         t0 = time.perf_counter()

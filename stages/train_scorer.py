@@ -46,7 +46,7 @@ def main() -> None:
     if len(train) < 2 or len(test) < 1:
         raise InputError("data/split.parquet", f"need >= 2 train and >= 1 test images with "
                                                f"features, got {len(train)} / {len(test)}")
-    from dvclive import Live
+    from biaslab.live import Live
     t0 = time.perf_counter()
     with Live(dir="dvclive/scorer", dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:
