@@ -70,7 +70,11 @@ def test_repro_runs_every_stage_and_writes_metrics(pipeline_repo):
     agree = labels["agreement_with_perceived_gender"]
     assert agree["n_compared"] > 200 and agree["accuracy"] == 1.0
     prep = json.loads((repo / "metrics/prepare.json").read_text())
-    assert prep["images"] == 400 and prep["dropped_total"] == 0
+    # 320 training-pool images + the separate 200-image test split (issue 23 item 1)
+    assert prep["images"] == 520 and prep["dropped_total"] == 0
+    split = json.loads((repo / "metrics/split.json").read_text())
+    assert (split["test/female"], split["test/male"]) == (61, 139)      # COCO's 2.3 : 1
+    assert split["train/female"] == split["train/male"] == 140
     assert (repo / "data/split.parquet").exists()
     assert "up to date" in _run(["dvc", "status"], repo, env)
 
@@ -102,8 +106,9 @@ def test_planted_truth_core_claims(pipeline_repo):
     logit-margin check must hold; on the probability scale it held with 5 seeds on the
     development machine (-0.21 [-0.29, -0.12]) but was inconclusive with 3 (over-sampling's
     seeds spread widely: cast 0.09-0.26), so it is asserted as "not fails" -- the margin is
-    stated in issue 11's note, not hidden. The Ratio claims are "not testable" on the
-    default's gender-balanced test set (biaslab.validity.ratio_testable), never "holds"."""
+    stated in issue 11's note, not hidden. On the default's 2.3 : 1 test split (issue 23) the
+    Ratio claims are testable, and read "mask not neutral" exactly when a compared row's mask
+    reads as one gender (metrics/validity.json mask_neutral)."""
     repo, _, _ = pipeline_repo
     checks = {c["id"]: c for c in
               json.loads((repo / "metrics/validity.json").read_text())["checks"]}
@@ -116,8 +121,15 @@ def test_planted_truth_core_claims(pipeline_repo):
         c = checks[f"{scale}/synthetic-oversample/cast<0"]
         assert c["mean"] < 0 and c["verdict"] != "fails", c
     assert checks["classifier_logit/synthetic-oversample/cast<0"]["verdict"] == "holds"
+    # the skewed test split makes the Ratio claims testable (issue 23 item 1); they are judged
+    # only where both compared rows' masks read as neither gender (item 2)
+    v = json.loads((repo / "metrics/validity.json").read_text())
+    rows = {r["dataset"]: r for r in v["mask_neutral"]}
+    neutral = rows["original"]["met"] and rows["synthetic"]["met"]
     for k in ("ratio<0", "ratio_expected<0"):
-        assert checks[f"classifier/synthetic-original/{k}"]["verdict"] == "not testable"
+        verdict = checks[f"classifier/synthetic-original/{k}"]["verdict"]
+        assert verdict != "not testable"
+        assert (verdict == "mask not neutral") == (not neutral), (verdict, rows)
 
 
 def test_fresh_run_reproduces_the_committed_lock(pipeline_repo):
@@ -182,21 +194,34 @@ def test_filter_weights_experiment_reruns_only_selection_and_after(pipeline_repo
 def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
     """Issue 22: on the embedded default every control model's exact value matches its known
     answer, the probe's controls swing by their known amounts, and no claim is reported on a
-    metric whose controls miss (metric not valid on this data)."""
+    metric whose controls miss (metric not valid on this data). Since issue 23's skewed test
+    split, the captioner's BiasAmp and LIC miss their null controls (recorded, not hidden:
+    their preconditions read invalid in metrics/validity.json)."""
     repo, _, out = pipeline_repo
     assert _reproduced(out, "controls")
     c = json.loads((repo / "metrics/controls.json").read_text())
     assert c["available"]["planted_truth"] and c["available"]["probe"]
-    assert c["summary"]["does_not_match"] == 0, c["summary"]
+    # every classifier control matches; on the 2.3 : 1 test split (issue 23) the captioner's
+    # BiasAmp sits near -6 for controls with no bias of their own (the training captions'
+    # co-occurrence is balanced, the test set's is not: BiasAmp ignores base rates), and a
+    # held-out human caption's LIC is -1.7 +- 1.2: those, and only those, may miss
+    for name, ms in c["classifier"].items():
+        for metric, r in ms.items():
+            assert r.get("verdict") != "does not match", ("classifier", name, metric, r)
     for task in ("classifier", "captioner"):
         for name, ms in c[task].items():
             for metric, r in ms.items():
                 if "value" in r.get("expected", {}):
                     assert r["verdict"] == "matches", (task, name, metric, r)
+                if r.get("verdict") == "does not match":
+                    assert (task, metric) in {("captioner", "BiasAmp"),
+                                              ("captioner", "LIC")}, (name, metric, r)
     assert c["probe"]["context_reader[cast]"]["cast"]["measured"]["mean"] == 2.0
     assert c["power"]["classifier"]["Leakage"]["mde"] > 0
     v = json.loads((repo / "metrics/validity.json").read_text())
     assert v["summary"]["metric_not_valid_on_this_data"] == 0
-    assert all(p["valid"] for p in v["preconditions"])
+    assert all(p["valid"] for p in v["preconditions"]
+               if (p["task"], p["metric"]) not in {("captioner", "BiasAmp"),
+                                                   ("captioner", "LIC")}), v["preconditions"]
     assert "Detectable difference between two rows" in \
         (repo / "plots/report/tables.md").read_text()
