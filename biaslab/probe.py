@@ -167,7 +167,7 @@ def caption_margin_output(captioner, feats: np.ndarray, texts: Sequence[tuple[st
 
 
 def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
-                        genders: Sequence[str]) -> dict:
+                        genders: Sequence[str], *, n_boot: int = 2000, seed: int = 0) -> dict:
     """What a persons-masked image reads as to one classifier (issue 23 item 2), from its gender
     outputs on the masked context-free images (``biaslab.synthetic.NEUTRAL_MANIFEST``; one
     person on uniform grey, no objects, no cast).
@@ -176,11 +176,13 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
         per_seed: one ``(p_woman, p_man)`` pair of float arrays (n,) in [0, 1] per training
             seed.
         genders: (n,) the masked persons' true genders ("female" / "male").
+        n_boot, seed: the percentile bootstrap over images (``biaslab.stats.bootstrap``).
 
     Returns:
         ``{"ratio_expected": sum p_man / sum p_woman pooled over seeds and images
         (:func:`biaslab.classify.evaluate.expected_ratio`; 1 = the mask reads as neither
-        gender), "per_seed": [r_E of each seed], "masked_gender_auc": [ROC AUC of p_man -
+        gender), "lo", "hi", "n_boot": its 95 % bootstrap interval over images (None when
+        fewer than half the resamples are finite), "per_seed": [r_E of each seed], "masked_gender_auc": [ROC AUC of p_man -
         p_woman against the true gender, per seed; ~0.5 when the mask hides gender, None when
         one gender is absent], "n_images", "n_seeds"}``; ratios are None where undefined (0/0)
         and JSON-safe (``inf`` becomes None with ``"ratio_flag"``).
@@ -197,7 +199,13 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
         per.append(float(r) if np.isfinite(r) else None)
         aucs.append(float(roc_auc_score(y, pm - pw)) if 0 < y.sum() < len(y) else None)
     pooled = expected_ratio([sw], [sm])["ratio"]
+    # uncertainty of the finite image set: resample images (all seeds' outputs together)
+    pw_all = np.stack([np.asarray(a, np.float64) for a, _ in per_seed], axis=1)
+    pm_all = np.stack([np.asarray(b, np.float64) for _, b in per_seed], axis=1)
+    boot = stats.bootstrap(lambda w, m: expected_ratio([w.sum()], [m.sum()])["ratio"],
+                           pw_all, pm_all, n_boot=n_boot, seed=seed)
     out = {"ratio_expected": float(pooled) if np.isfinite(pooled) else None,
+           "lo": boot["lo"], "hi": boot["hi"], "n_boot": boot["n_boot"],
            "per_seed": per, "masked_gender_auc": aucs, "n_images": int(len(y)),
            "n_seeds": len(per)}
     if not np.isfinite(pooled):

@@ -271,10 +271,11 @@ STRIPE_PERIOD = 0.065
 
 
 def _stripes(angle_deg: float, period: float = None):
-    """Accent stripes of the torso: half-period bands at ``angle_deg`` from horizontal (image
-    y points down, so +45 falls to the right, "\\", and -45 rises, "/"), through the torso's
-    centre, clipped to :data:`TORSO`. The torso is left-right symmetric, so the +45 and -45
-    patterns are exact mirror images (equal area, equal extent)."""
+    """Accent stripes of the torso: polygons (unit figure coordinates) of half-period bands at
+    ``angle_deg`` from horizontal (0 = horizontal, the female pattern; 90 = vertical, the male
+    one), period ``period`` (default :data:`STRIPE_PERIOD`), phased on the torso's centre and
+    clipped to :data:`TORSO`. At the default period the two patterns cover 50.5 % and 52.6 %
+    of the torso (tests/test_fair_test.py)."""
     P = STRIPE_PERIOD if period is None else period
     xs = [p[0] for p in TORSO]
     ys = [p[1] for p in TORSO]
@@ -988,27 +989,42 @@ def _write_probe(out: Path, n_pairs: int, seed: int, size: int) -> dict:
                 r = render_probe(attr, p, value, seed, size)
                 name = f"{attr}_{p:04d}_{value}.png"
                 wanted.add(name)
-                with atomic_path(img_dir / name) as tmp:
-                    Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
                 s = specs[value]
-                x, y, w, h = (round(v, 2) for v in r.person["box"])
-                rows.append([attr, p, value, f"probe/images/{name}", s["gender"], s["scene"],
-                             s["cast"], ";".join(s["objects"]), x, y, w, h,
-                             json.dumps([_flat(q) for q in r.person["polys"]]),
-                             json.dumps([v for kp in r.person["keypoints"] for v in
-                                         (kp[0], kp[1], 2)])])
+                rows.append(_manifest_row(img_dir, name, r, [attr, p, value, s["gender"],
+                                                             s["scene"], s["cast"],
+                                                             ";".join(s["objects"])]))
             bar.update(1)
     bar.close()
+    _replace_manifest(out / PROBE_MANIFEST, img_dir, rows, wanted,
+                      lambda n: bool(_PROBE_RE.match(n)) and not n.startswith("neutral_"))
+    return {a: int(n_pairs) for a in PROBE_ATTRIBUTES}
+
+
+def _manifest_row(img_dir: Path, name: str, r: Rendering, head: list) -> list:
+    """Save ``r.image`` as ``img_dir/name`` (PNG, atomically) and return its manifest row
+    (``PROBE_COLUMNS``): ``head`` = [attribute, pair, value, person_gender, scene, cast,
+    objects] with ``file`` inserted after value, then the person's box, polygons and
+    keypoints."""
+    with atomic_path(img_dir / name) as tmp:
+        Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
+    x, y, w, h = (round(v, 2) for v in r.person["box"])
+    return [*head[:3], f"probe/images/{name}", *head[3:], x, y, w, h,
+            json.dumps([_flat(q) for q in r.person["polys"]]),
+            json.dumps([v for kp in r.person["keypoints"] for v in (kp[0], kp[1], 2)])]
+
+
+def _replace_manifest(manifest: Path, img_dir: Path, rows: list, wanted: set, ours) -> None:
+    """Remove the images of ``img_dir`` that ``ours(name)`` claims and ``wanted`` lacks (an
+    earlier, larger run's), then write ``manifest`` (``PROBE_COLUMNS``), or remove it when
+    there are no rows."""
     if img_dir.is_dir():
         for stale in img_dir.iterdir():
-            if stale.name not in wanted and _PROBE_RE.match(stale.name):
+            if ours(stale.name) and stale.name not in wanted:
                 stale.unlink()
-    manifest = out / PROBE_MANIFEST
-    if n_pairs:
+    if rows:
         _write_csv(manifest, PROBE_COLUMNS, rows)
     elif manifest.exists():
         manifest.unlink()
-    return {a: int(n_pairs) for a in PROBE_ATTRIBUTES}
 
 
 #: Manifest of the context-free person images (issue 23 item 2: is the Ratio protocol's mask
@@ -1039,21 +1055,9 @@ def _write_neutral(out: Path, n: int, seed: int, size: int) -> int:
         g = FEMALE if k % 2 == 0 else MALE
         name = f"neutral_{k:04d}_{g}.png"
         wanted.add(name)
-        with atomic_path(img_dir / name) as tmp:
-            Image.fromarray(r.image, "RGB").save(tmp, format="PNG")
-        x, y, w, h = (round(v, 2) for v in r.person["box"])
-        rows.append(["neutral", k, g, f"probe/images/{name}", g, PLAIN, "", "", x, y, w, h,
-                     json.dumps([_flat(q) for q in r.person["polys"]]),
-                     json.dumps([v for kp in r.person["keypoints"] for v in (kp[0], kp[1], 2)])])
-    if img_dir.is_dir():
-        for stale in img_dir.iterdir():
-            if stale.name.startswith("neutral_") and stale.name not in wanted:
-                stale.unlink()
-    manifest = out / NEUTRAL_MANIFEST
-    if n:
-        _write_csv(manifest, PROBE_COLUMNS, rows)
-    elif manifest.exists():
-        manifest.unlink()
+        rows.append(_manifest_row(img_dir, name, r, ["neutral", k, g, g, PLAIN, "", ""]))
+    _replace_manifest(out / NEUTRAL_MANIFEST, img_dir, rows, wanted,
+                      lambda n: n.startswith("neutral_"))
     return n
 
 
@@ -1431,19 +1435,29 @@ def read_probe(root: str | Path):
     Raises:
         InputError: the manifest lacks columns or a pair lacks one of its two images.
     """
+    df = _read_manifest(root, PROBE_MANIFEST)
+    if df is None:
+        return None
+    counts = df.groupby(["attribute", "pair"])["value"].apply(lambda v: sorted(v))
+    bad = [k for k, v in counts.items() if v != [FEMALE, MALE]]
+    if bad:
+        raise InputError(Path(root) / PROBE_MANIFEST,
+                         f"pairs without exactly one female and one male image: {bad[:5]}")
+    return df
+
+
+def _read_manifest(root: str | Path, rel: str):
+    """``root / rel`` (a ``PROBE_COLUMNS`` manifest) as a DataFrame with ``path`` = ``root /
+    file`` and ``keypoints`` parsed, or None when the file is absent. Raises InputError on a
+    missing column."""
     import pandas as pd
-    path = Path(root) / PROBE_MANIFEST
+    path = Path(root) / rel
     if not path.is_file():
         return None
     df = pd.read_csv(path, keep_default_na=False)
     miss = [c for c in PROBE_COLUMNS if c not in df.columns]
     if miss:
         raise InputError(path, f"missing column(s) {miss}")
-    counts = df.groupby(["attribute", "pair"])["value"].apply(lambda v: sorted(v))
-    bad = [k for k, v in counts.items() if v != [FEMALE, MALE]]
-    if bad:
-        raise InputError(path, f"pairs without exactly one female and one male image: "
-                               f"{bad[:5]}")
     df["path"] = [str(Path(root) / f) for f in df["file"]]
     df["keypoints"] = [json.loads(k) for k in df["keypoints"]]
     return df
@@ -1455,14 +1469,4 @@ def read_neutral(root: str | Path):
 
     Raises:
         InputError: the manifest lacks columns."""
-    import pandas as pd
-    path = Path(root) / NEUTRAL_MANIFEST
-    if not path.is_file():
-        return None
-    df = pd.read_csv(path, keep_default_na=False)
-    miss = [c for c in PROBE_COLUMNS if c not in df.columns]
-    if miss:
-        raise InputError(path, f"missing column(s) {miss}")
-    df["path"] = [str(Path(root) / f) for f in df["file"]]
-    df["keypoints"] = [json.loads(k) for k in df["keypoints"]]
-    return df
+    return _read_manifest(root, NEUTRAL_MANIFEST)

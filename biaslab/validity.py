@@ -309,7 +309,8 @@ def mask_neutral_rows(probe: Mapping[str, Any] | None,
             v = float("inf")      # no woman call at all on the masked images
         else:
             v = float(r["ratio_expected"])
-        rows.append({"dataset": d, "ratio_expected": v, "per_seed": r.get("per_seed"),
+        rows.append({"dataset": d, "ratio_expected": v, "lo": r.get("lo"), "hi": r.get("hi"),
+                     "per_seed": r.get("per_seed"),
                      "n_images": r.get("n_images"), "bounds": [lo, hi],
                      "met": bool(lo <= v <= hi)})
     return rows
@@ -323,12 +324,17 @@ def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lo, hi = rows[0]["bounds"]
     out = [f"Mask neutrality (precondition of the Ratio claims): Ratio_E on persons-masked "
            f"images without context, pooled over seeds, must lie in [{lo:g}, {hi:g}]:", "",
-           "| training set | Ratio_E (masked, no context) | per seed | n images | met |",
+           "| training set | Ratio_E (masked, no context) [95 % CI over images] | per seed | "
+           "n images | met |",
            "|---|---|---|---|---|"]
     for r in rows:
         per = ", ".join(f"{v:.2f}" for v in (r.get("per_seed") or []) if v is not None)
-        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f} | {per} | "
+        ci = (f" [{r['lo']:.2f}, {r['hi']:.2f}]" if r.get("lo") is not None
+              and r.get("hi") is not None else "")
+        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f}{ci} | {per} | "
                    f"{r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
+    out += ["", "The verdict uses the point estimate (the issue's rule); the interval says how "
+                "far the finite image set lets it move."]
     return out + [""]
 
 

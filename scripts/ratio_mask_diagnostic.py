@@ -3,7 +3,8 @@
 Paper 000's Ratio blacks out every person of a test image and counts the classifier's gender
 predictions. A model that ignores context should then be at Ratio 1. On the embedded synthetic
 data the models trained on S_augment / S_synthetic read gender from the person's body shape
-(the generator draws men with a rectangular shirt torso, women with a trapezoid dress), and a
+(renderer version 2 drew men with a rectangular shirt torso, women with a trapezoid dress; version 3
+draws both with one silhouette, issue 23), and a
 black *rectangle* over the person may itself look male to them.
 
 This script evaluates the trained classifiers (``classifier.datasets`` rows original, augment,

@@ -78,12 +78,15 @@ def main() -> None:
                                data_root=params.get("data", {}).get("root"))
     except ValueError as e:
         raise InputError("params.yaml", str(e)) from e
-    parts = build_inpainted_test_set(
-        test, persons, backend, f"{OUT}/images", seed=int(a.get("seed", 0)),
-        parts=a.get("parts", ["head", "left_hand", "right_hand"]),
-        radius_scale=float(a.get("radius_scale", 1.0)),
-        box_fraction=float(a.get("box_fraction", 0.3)),
-        guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
+    def inpaint(bk, out_dir):   # the same parts per image for any backend (seeded per image)
+        return build_inpainted_test_set(
+            test, persons, bk, out_dir, seed=int(a.get("seed", 0)),
+            parts=a.get("parts", ["head", "left_hand", "right_hand"]),
+            radius_scale=float(a.get("radius_scale", 1.0)),
+            box_fraction=float(a.get("box_fraction", 0.3)),
+            guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
+
+    parts = inpaint(backend, f"{OUT}/images")
     gen_seconds = time.perf_counter() - t0
     if parts.empty:
         raise InputError("data/split.parquet", "no test image with a person to inpaint")
@@ -94,13 +97,8 @@ def main() -> None:
         try:
             rb = make_backend({**g, "backend": "render"}, persons, images, labels, split,
                               data_root=params.get("data", {}).get("root"))
-            redraw = build_inpainted_test_set(
-                test, persons, rb, f"{OUT}/redraw", seed=int(a.get("seed", 0)),
-                parts=a.get("parts", ["head", "left_hand", "right_hand"]),
-                radius_scale=float(a.get("radius_scale", 1.0)),
-                box_fraction=float(a.get("box_fraction", 0.3)),
-                guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
-            redraw = redraw.set_index("image_id").loc[parts["image_id"]].reset_index()
+            redraw = inpaint(rb, f"{OUT}/redraw").set_index("image_id").loc[
+                parts["image_id"]].reset_index()
         except (InputError, ValueError) as e:   # real data: no generator to re-draw with
             why_no_redraw = f"not available: {e}"
     orig = test.set_index("image_id").loc[parts["image_id"]].reset_index()[["image_id", "path"]]

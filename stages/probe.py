@@ -125,7 +125,9 @@ def main() -> None:
             out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
             out["classifier_logit"][d] = P.summarize_sensitivity(per_seed_logit, **kw)
         if sums:
-            out["mask_neutral"][d] = P.mask_neutral_record(sums, neutral["value"])
+            out["mask_neutral"][d] = P.mask_neutral_record(sums, neutral["value"],
+                                                           n_boot=kw["n_boot"],
+                                                           seed=kw["seed"])
 
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]

@@ -275,3 +275,18 @@ def test_delta_artifact_check_only_off_render():
     art["test_set"]["backend"] = "render"
     assert "classifier/synthetic-original/delta_artifact≤0" not in {
         c["id"] for c in validity.table_checks({}, art)}
+
+
+def test_mask_neutral_record_carries_a_bootstrap_interval():
+    rng = np.random.default_rng(0)
+    pw, pm = rng.uniform(0.2, 0.8, 40), rng.uniform(0.2, 0.8, 40)
+    r = mask_neutral_record([(pw, pm)], ["female", "male"] * 20, n_boot=300, seed=1)
+    assert r["lo"] <= r["ratio_expected"] <= r["hi"] and r["n_boot"] == 300
+    assert r["ratio_expected"] == pytest.approx(pm.sum() / pw.sum())
+
+
+def test_split_fixed_param_is_checked():
+    from biaslab.validate import ParamError, check_split
+    check_split({"fractions": {"train": 1.0}, "fixed": {"synthtest": "test"}})
+    with pytest.raises(ParamError, match="split.fixed"):
+        check_split({"fractions": {"train": 1.0}, "fixed": ["synthtest"]})
