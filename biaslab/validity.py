@@ -333,8 +333,9 @@ def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
               and r.get("hi") is not None else "")
         out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f}{ci} | {per} | "
                    f"{r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
-    out += ["", "The verdict uses the point estimate (the issue's rule); the interval says how "
-                "far the finite image set lets it move."]
+    out += ["", "The verdict uses the point estimate (the issue's rule). The interval covers "
+                "the finite image set only; the per-seed values show the spread over training "
+                "seeds, which is far larger."]
     return out + [""]
 
 
