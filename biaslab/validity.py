@@ -217,9 +217,83 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     return out
 
 
+#: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
+LIBRA_ERROR_TOLERANCE = 1.6
+#: issue 24's bars for the DCG on the test split's human captions / their gender swaps
+DCG_KEEP_CORRECT, DCG_FIX_SWAPPED = 0.97, 0.80
+
+
+def _paired(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str,
+            ref: float = 0.0) -> dict:
+    """Per-seed paired difference ``a_s - b_s`` (the same captioner seed before / after
+    LIBRA), its mean and t 95 % CI over seeds, judged against ``ref``."""
+    pairs = [(x, y) for x, y in zip(a or [], b or []) if x is not None and y is not None]
+    d = stats.summarize([float(x) - float(y) for x, y in pairs])
+    return _check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"])
+
+
+def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, ref: float
+                ) -> dict | None:
+    """A fraction of captions (``metrics/dcg_apply.json``: ``after[key]`` over ``after.n``)
+    with its Wilson 95 % interval, judged "not below" ``ref``."""
+    after = (part or {}).get("after") or {}
+    n = int(after.get("n") or 0)
+    if not n or after.get(key) is None:
+        return None
+    from scipy.stats import binomtest
+    k = int(round(float(after[key]) * n))
+    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return _check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n)
+
+
+def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | None = None
+                 ) -> list[dict]:
+    """Paper 003's claims on the default (issue 24 item 3), from ``metrics/captioning.json``
+    (rows ``original`` and ``original+LIBRA``: LIBRA on the same captioner seeds, so the
+    differences are paired by seed) and ``metrics/dcg_apply.json``:
+
+    * LIC of Original + LIBRA lower than Original's (``<``);
+    * Error not higher than Original's by more than ``LIBRA_ERROR_TOLERANCE`` (paper 003's
+      worst case, +1.6 points; ``≤`` holds while the CI's lower end is at most +1.6);
+    * BLEU-4, CIDEr and METEOR not lower than Original's (``≥``: the CI reaches 0);
+    * the DCG keeps >= 97 % of the correct human captions' genders correct and makes >= 80 %
+      of their gender swaps correct (``≥`` on the Wilson interval).
+
+    Rows absent (no DCG, no captioner) give no check."""
+    out: list[dict] = []
+    if "original" in captioning and "original+LIBRA" in captioning:
+        def sv(row, key):
+            return _seed_values(captioning, row, key)
+        for key, cid, claim, expect, ref in (
+                ("LIC", "lic<0", "LIC lower than Original's", "<", 0.0),
+                ("Error", "error≤tol", f"Error not higher than Original's by more than "
+                                       f"{LIBRA_ERROR_TOLERANCE:g} points (paper 003's worst "
+                                       f"case)", "≤", LIBRA_ERROR_TOLERANCE),
+                ("BLEU-4", "bleu4≥0", "BLEU-4 not lower than Original's", "≥", 0.0),
+                ("CIDEr", "cider≥0", "CIDEr not lower than Original's", "≥", 0.0),
+                ("METEOR", "meteor≥0", "METEOR not lower than Original's", "≥", 0.0)):
+            a, b = sv("original+LIBRA", key), sv("original", key)
+            if a is not None and b is not None:
+                out.append(_paired(f"captioner/libra-original/{cid}",
+                                   f"captioner: Original + LIBRA's {claim} (paired by seed)",
+                                   a, b, expect, ref))
+    for part, key, ref, cid, claim in (
+            ("human", "correct", DCG_KEEP_CORRECT, "libra/dcg/human_correct≥",
+             "LIBRA's DCG keeps the gender of correct human captions correct"),
+            ("swapped", "correct", DCG_FIX_SWAPPED, "libra/dcg/swapped_correct≥",
+             "LIBRA's DCG corrects gender-swapped human captions")):
+        c = _proportion(f"{cid}{ref:g}", f"{claim} (>= {100 * ref:g} %)",
+                        (dcg_apply or {}).get(part), key, ref)
+        if c is not None:
+            out.append(c)
+    return out
+
+
 #: metric named in a check id -> the controls' (task, metric)
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
-                     "ratio_expected<0": ("classifier", "Ratio_E")}
+                     "ratio_expected<0": ("classifier", "Ratio_E"),
+                     "libra-original/lic<0": ("captioner", "LIC"),
+                     "libra-original/error≤tol": ("captioner", "Error")}
 
 
 def control_preconditions(controls: Mapping[str, Any] | None) -> dict:

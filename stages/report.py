@@ -183,7 +183,8 @@ def main() -> None:
         validity.probe_checks(m["probe"], "classifier_logit") + \
         validity.probe_checks(m["probe"], "captioner") + \
         validity.probe_checks(m["probe"], "captioner_margin") + \
-        validity.table_checks(m["classification"], m["artifact"])
+        validity.table_checks(m["classification"], m["artifact"]) + \
+        validity.libra_checks(m["captioning"], m["dcg_apply"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
     # a Ratio claim on a mask that itself reads as one gender is not judged (issue 23 item 2)

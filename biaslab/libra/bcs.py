@@ -417,10 +417,21 @@ def train_authenticity(synthetic: Sequence[str], authentic: Sequence[str], confi
 # filters (pure functions of probabilities)
 
 
+#: decimals every score is rounded to before a threshold or an argmax (issue 24 item 4): a
+#: filter decision then depends on the 6th decimal, not on the last float bit a machine's BLAS
+#: or thread count leaves there
+SCORE_DECIMALS = 6
+
+
+def rounded(x) -> np.ndarray:
+    """``x`` as float64 rounded to ``SCORE_DECIMALS`` decimals."""
+    return np.round(np.asarray(x, float), SCORE_DECIMALS)
+
+
 def predicted_gender(proba: np.ndarray) -> np.ndarray:
     """``g_hat = argmax_g p(G=g|mask(y))`` (Eq. 2) -> array of ``female``/``male`` (ties ->
-    female, column 0)."""
-    proba = np.asarray(proba, float)
+    female, column 0; probabilities compared after ``rounded``)."""
+    proba = rounded(proba)
     return np.where(proba[:, 1] > proba[:, 0], MALE, FEMALE) if len(proba) else \
         np.array([], dtype=object)
 
@@ -447,8 +458,9 @@ def f_pg(genders: Sequence[str], proba: np.ndarray) -> np.ndarray:
 
 def d_increase(genders: Sequence[str], proba_new: np.ndarray,
                proba_orig: np.ndarray) -> np.ndarray:
-    """``d(y', y) = p(G=g|mask(y')) - p(G=g|mask(y))`` (Eq. 6's condition), per row."""
-    return p_of(proba_new, genders) - p_of(proba_orig, genders)
+    """``d(y', y) = p(G=g|mask(y')) - p(G=g|mask(y))`` (Eq. 6's condition), per row,
+    ``rounded``."""
+    return rounded(p_of(proba_new, genders) - p_of(proba_orig, genders))
 
 
 def f_gf(genders: Sequence[str], proba_new: np.ndarray, proba_orig: np.ndarray,
@@ -460,7 +472,7 @@ def f_gf(genders: Sequence[str], proba_new: np.ndarray, proba_orig: np.ndarray,
 
 def f_af(p_auth: np.ndarray, alpha: float = 0.3) -> np.ndarray:
     """``F_AF`` (supp. Eq. 3): keep captions with ``p(B = auth | y) > alpha``."""
-    return np.asarray(p_auth, float) > alpha
+    return rounded(p_auth) > alpha
 
 
 def swap_to_other(captions: Sequence[str], genders: Sequence[str],
