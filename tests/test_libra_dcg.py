@@ -229,3 +229,108 @@ def test_train_progress_bar_counts_every_batch(capsys):
     n = -(-len(CAPS * 4) // s.batch_size) * s.epochs
     err = capsys.readouterr().err
     assert "DCG train" in err and f"{n}/{n}" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# the edit formulation (issue 24)
+
+EDIT = dict(TINY, formulation="edit", epochs=30, eta=0.2)
+
+
+def test_align_words_in_place_and_through_difflib():
+    assert D.align_words(["A", "man", "on", "a", "beach"], ["a", "Woman", "on", "a", "field"]) \
+        == ["a", "woman", "on", "a", "field"]
+    # one word more on both sides of an equal run: difflib aligns the replaced pair
+    assert D.align_words(["a", "man", "riding", "a", "red", "bike"],
+                         ["a", "woman", "riding", "a", "red", "bike"]) == \
+        ["a", "woman", "riding", "a", "red", "bike"]
+    assert D.align_words(["a", "man", "surfing"], ["a", "young", "man", "surfing"]) is None
+    assert D.align_words(["a", "big", "man"], ["a", "man"]) is None
+
+
+def test_output_vocabulary_and_edit_targets_hand_computed():
+    voc = D.output_vocabulary(["A woman on a field.", "a man"])
+    assert voc == ["[KEEP]", "a", "field", "man", "on", "woman"]
+    m = D.build_dcg(D.DCGSettings(**EDIT), ["A woman on a field.", "a man"], feat_dim=4)
+    assert m.out_vocab == voc
+    # biased "A man on a beach" -> original "A woman on a field": keep, woman, keep, keep, field
+    assert m.edit_targets("A man on a beach", "A woman on a field") == [0, 5, 0, 0, 2]
+    # a masked word's target is its word even where it is right (position 0: "a" = 1)
+    assert m.edit_targets("A man on a beach", "A woman on a field", masked=[0]) == \
+        [1, 5, 0, 0, 2]
+    assert m.edit_targets("a man on a", "a young man on a") is None
+    assert m.edit_targets("a dog", "a cat") == [0, -100]          # "cat": not in the vocabulary
+
+
+def test_context_balanced_pairs_equal_cells_and_replacement():
+    g = ["female"] * 10 + ["male"] * 10
+    ctx = ["female"] * 9 + ["male"] + ["male"] * 8 + ["female"] * 2   # 1 and 2 counter captions
+    idx = D.context_balanced_pairs(g, ctx, 20, np.random.default_rng(0))
+    assert len(idx) == 20
+    cells = {}
+    for i in idx:
+        key = (g[i], g[i] == ctx[i])
+        cells[key] = cells.get(key, 0) + 1
+    assert cells == {("female", True): 5, ("female", False): 5, ("male", True): 5,
+                     ("male", False): 5}
+    assert set(idx[(np.array(g)[idx] == "female") & (np.array(ctx)[idx] == "male")]) == {9}
+    # an empty cell gives its share to the others
+    idx = D.context_balanced_pairs(["female", "male"], ["female", "male"], 6,
+                                   np.random.default_rng(0))
+    assert sorted(idx.tolist()) == [0, 0, 0, 1, 1, 1]
+    assert len(D.context_balanced_pairs(["female"], ["male"], 0, np.random.default_rng(0))) == 0
+    with pytest.raises(ValueError):
+        D.context_balanced_pairs(["female"], [], 2, np.random.default_rng(0))
+
+
+def test_edit_settings_validation():
+    for bad in ({"formulation": "rewrite"}, {"identity_pairs": -1}, {"min_edit_prob": 1.5},
+                {"infer_eta": 1.0}):
+        with pytest.raises(ValueError):
+            D.settings_from_dict(bad)
+
+
+def _gender_task(n=48, seed=0):
+    """Captions whose gender only the image feature carries (dim 0 = woman, 1 = man): pairs
+    y -> y and swap(y) -> y over the same captions and images."""
+    rng = np.random.default_rng(seed)
+    scenes = ["on the beach", "in a kitchen", "on a field", "near the ocean"]
+    caps, feats = [], []
+    for i in range(n):
+        female = i % 2 == 0
+        caps.append(f"A {'woman' if female else 'man'} standing {scenes[(i // 2) % 4]}.")
+        f = rng.normal(0, 0.1, 8).astype(np.float32)
+        f[0 if female else 1] += 2.0
+        feats.append(f)
+    swapped = [c.replace("woman", "MAN").replace(" man", " woman").replace("MAN", "man")
+               for c in caps]
+    return caps, swapped, np.stack(feats)
+
+
+def test_edit_dcg_keeps_correct_captions_and_fixes_swapped_ones(tmp_path):
+    """The gender is only in the image: a trained edit DCG must leave the right captions
+    character for character and correct the swapped ones; the gate at probability 1 changes
+    nothing; save/load gives the same edits."""
+    caps, swapped, feats = _gender_task()
+    s = D.DCGSettings(**EDIT)
+    m = D.train_dcg(caps + swapped, caps + caps, np.concatenate([feats, feats]), s, seed=0)
+    kept = D.debias(m, caps, feats, eta=0.0)
+    fixed = D.debias(m, swapped, feats, eta=0.0)
+    assert sum(a == b for a, b in zip(kept, caps)) >= 0.9 * len(caps), list(zip(kept, caps))
+    assert sum(a == b for a, b in zip(fixed, caps)) >= 0.9 * len(caps), list(zip(fixed, caps))
+    assert all(k[0] == "A" and k.endswith(".") for k in kept)       # case and punctuation kept
+    gated = D.debias(D.load(D.save(m, tmp_path / "dcg")), swapped, feats, eta=0.0)
+    assert gated == fixed
+    shut = D.load(tmp_path / "dcg")
+    shut.settings.min_edit_prob = 1.0
+    assert D.debias(shut, swapped, feats, eta=0.0) == swapped
+
+
+def test_edit_training_leaves_out_pairs_that_do_not_align():
+    caps, swapped, feats = _gender_task(8)
+    s = D.DCGSettings(**dict(EDIT, epochs=1))
+    m = D.train_dcg(caps + ["a young man"], caps + ["a man"], np.concatenate([feats, feats[:1]]),
+                    s, seed=0)
+    assert m.meta["unaligned_pairs"] == 1
+    with pytest.raises(ValueError):
+        D.train_dcg(["a young man"], ["a man"], feats[:1], s, seed=0)

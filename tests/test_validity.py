@@ -183,3 +183,66 @@ def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
     cls["test_set"] = {"n_male": 40, "n_female": 17}
     checks = {c["id"]: c for c in validity.table_checks(cls, art)}
     assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
+
+
+def _cap(rows):
+    return {r: {"per_seed": [{"seed": s, **{k: v[s] for k, v in ms.items()}}
+                             for s in range(3)]} for r, ms in rows.items()}
+
+
+def test_libra_checks_paired_by_seed_hand_computed():
+    """Differences are per captioner seed: LIC 5,6,7 -> 4,5,6 is -1 at every seed, a zero-width
+    CI below 0 (holds), where an unpaired Welch CI over these values would not decide."""
+    cap = _cap({"original": {"LIC": [5, 6, 7], "Error": [2, 4, 6], "BLEU-4": [30, 31, 32],
+                             "CIDEr": [90, 91, 92], "METEOR": [25, 25, 25]},
+                "original+LIBRA": {"LIC": [4, 5, 6], "Error": [6, 8, 10],
+                                   "BLEU-4": [30, 31, 32], "CIDEr": [80, 81, 82],
+                                   "METEOR": [25, 26, 24]}})
+    apply_ = {"human": {"after": {"n": 200, "correct": 0.98}},
+              "swapped": {"after": {"n": 200, "correct": 0.5}}}
+    c = {x["id"]: x for x in validity.libra_checks(cap, apply_)}
+    lic = c["captioner/libra-original/lic<0"]
+    assert (lic["mean"], lic["lo"], lic["hi"], lic["n"]) == (-1.0, -1.0, -1.0, 3)
+    assert lic["verdict"] == "holds"
+    err = c["captioner/libra-original/error≤tol"]      # +4 at every seed > 1.6
+    assert err["mean"] == 4.0 and err["reference"] == 1.6 and err["verdict"] == "fails"
+    assert c["captioner/libra-original/bleu4≥0"]["verdict"] == "holds"
+    assert c["captioner/libra-original/cider≥0"]["verdict"] == "fails"
+    # METEOR 0, +1, -1: mean 0, t CI +-2.48: reaches 0, holds
+    assert c["captioner/libra-original/meteor≥0"]["verdict"] == "holds"
+    h = c["libra/dcg/human_correct≥0.97"]
+    # Wilson 95 % interval of 196 / 200 (scipy): [0.9497, 0.9922]
+    assert h["mean"] == pytest.approx(0.98) and h["lo"] == pytest.approx(0.9497, abs=1e-4)
+    assert h["hi"] == pytest.approx(0.9922, abs=1e-4) and h["verdict"] == "holds"
+    assert c["libra/dcg/swapped_correct≥0.8"]["verdict"] == "fails"
+    # no LIBRA row, no apply metrics: no check
+    assert validity.libra_checks({"original": cap["original"]}, {}) == []
+
+
+def test_libra_lic_claim_follows_the_lic_controls():
+    cap = _cap({"original": {"LIC": [5, 6, 7]}, "original+LIBRA": {"LIC": [4, 5, 6]}})
+    controls = {"captioner": {"human": {"LIC": {"verdict": "does not match"}}}}
+    c = validity.apply_controls(validity.libra_checks(cap), controls)
+    assert c[0]["verdict"] == "metric not valid on this data" and "captioner/LIC" in c[0]["reason"]
+
+
+def test_libra_context_reader_check_reads_the_paired_error_change():
+    apply_ = {"context_reader": {"error_change": {"mean": -12.5, "lo": -17.1, "hi": -7.9,
+                                                  "n": 200}}}
+    c = {x["id"]: x for x in validity.libra_checks({}, apply_)}
+    chk = c["libra/dcg/context_reader_error<0"]
+    assert (chk["mean"], chk["lo"], chk["hi"], chk["n"]) == (-12.5, -17.1, -7.9, 200)
+    assert chk["verdict"] == "holds"
+    apply_["context_reader"]["error_change"].update(lo=-3.0, hi=2.0)
+    assert validity.libra_checks({}, apply_)[0]["verdict"] == "inconclusive"
+    apply_["context_reader"]["error_change"].update(mean=4.0, lo=1.0, hi=7.0)
+    assert validity.libra_checks({}, apply_)[0]["verdict"] == "fails"
+    # no planted truth (real data): no context reader, no check
+    assert validity.libra_checks({}, {"context_reader": {}}) == []
+    # one check per reader
+    two = {"context_reader": apply_["context_reader"],
+           "context_reader[cast]": {"error_change": {"mean": -9.0, "lo": -13.0, "hi": -5.0,
+                                                     "n": 200}}}
+    assert [(x["id"], x["verdict"]) for x in validity.libra_checks({}, two)] == [
+        ("libra/dcg/context_reader_error<0", "fails"),
+        ("libra/dcg/context_reader[cast]_error<0", "holds")]
