@@ -257,7 +257,11 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
       worst case, +1.6 points; ``≤`` holds while the CI's lower end is at most +1.6);
     * BLEU-4, CIDEr and METEOR not lower than Original's (``≥``: the CI reaches 0);
     * the DCG keeps >= 97 % of the correct human captions' genders correct and makes >= 80 %
-      of their gender swaps correct (``≥`` on the Wilson interval).
+      of their gender swaps correct (``≥`` on the Wilson interval);
+    * the DCG lowers the Error of the ``context_reader`` controls (every reader in
+      ``dcg_apply.json`` whose name starts so: the full reader and ``context_reader[cast]``),
+      captioners whose gender errors all come from context (``<`` on the paired per-image
+      ``error_change``, percentage points; only on data with a planted truth).
 
     Rows absent (no DCG, no captioner) give no check."""
     out: list[dict] = []
@@ -286,6 +290,13 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
                         (dcg_apply or {}).get(part), key, ref)
         if c is not None:
             out.append(c)
+    for name in sorted(k for k in (dcg_apply or {}) if k.startswith("context_reader")):
+        ch = (dcg_apply[name] or {}).get("error_change") or {}
+        if ch.get("n"):
+            out.append(_check(f"libra/dcg/{name}_error<0",
+                              f"LIBRA's DCG lowers the Error of the control {name} (paired "
+                              f"by image, percentage points)", "<", 0.0, ch.get("mean"),
+                              ch.get("lo"), ch.get("hi"), int(ch["n"])))
     return out
 
 

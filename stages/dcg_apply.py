@@ -7,10 +7,21 @@ gender words per test image labelled female/male (`human`) and the same captions
 gender words swapped (`swapped`: a captioner that always gets the gender wrong). Each input is
 debiased and scored against the image gender labels (caption gender wrong / neutral / both).
 
+On data with a planted truth (the synthetic default) two more stand-ins are the captioner
+controls of issue 22 that name the gender their context implies, person ignored
+(biaslab.controls.captioner_captions; the same test images as `human`): `context_reader` reads
+objects, scene and cast (the Bayes decision: at b = 0.8 it is wrong on few images) and
+`context_reader[cast]` reads the colour cast alone (wrong on about (1 - b) / 2 of them).
+Every gender error of theirs comes from context, where paper 003 says LIBRA lowers Error. Each
+input's `error_change` is the per-image paired change of Error (after - before, percentage
+points) with its t 95 % CI over images (biaslab.stats.summarize), the number validity's
+`libra/dcg/<control>_error<0` checks read.
+
 Reads  data/libra/dcg/, data/features/images{,_ids}.npy, data/prepared/images.parquet,
        data/labels/images.parquet, data/labels/captions.parquet, data/split.parquet,
-       params `libra.apply` (pred, num_beams, max_images), `libra.seed`, `libra.threads`,
-       `libra.words`
+       `data.root`'s planted truth when it has one (annotations/synth_truth.csv,
+       synth_params.json), params `libra.apply` (pred, num_beams, max_images), `libra.seed`,
+       `libra.threads`, `libra.words`, `data.root`
 Writes data/libra/apply/ (input_<name>.json, debiased_<name>.json: COCO results format),
        metrics/dcg_apply.json
 Progress: a tqdm bar over each input's captions on stderr (biaslab.progress: throttled lines
@@ -29,6 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+import pandas as pd  # noqa: E402
+
+from biaslab import controls as K  # noqa: E402
+from biaslab import stats  # noqa: E402
+from biaslab import synthetic as S  # noqa: E402
 from biaslab.gender import FEMALE, MALE, caption_gender, swap  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import dcg as D  # noqa: E402
@@ -49,6 +65,45 @@ def gender_scores(captions: dict[int, str], labels: dict[int, str], words: str) 
     return {"n": len(ids), **{k: v / len(ids) for k, v in out.items()}}
 
 
+def error_change(before: dict[int, str], after: dict[int, str], labels: dict[int, str],
+                 words: str) -> dict:
+    """Per-image paired change of Burns et al.'s gender error, after - before, in percentage
+    points: each labelled image contributes 100 * (wrong_after - wrong_before), in
+    {-100, 0, +100}; mean, t 95 % CI over images and n (``stats.summarize``). Negative =
+    the debiasing fixed more genders than it broke."""
+    ids = [i for i in before if labels.get(i) in (FEMALE, MALE) and i in after]
+
+    def wrong(c, i):
+        g = caption_gender(c, words)
+        return float(g in (FEMALE, MALE) and g != labels[i])
+    d = stats.summarize([100.0 * (wrong(after[i], i) - wrong(before[i], i)) for i in ids])
+    return {k: d[k] for k in ("mean", "lo", "hi", "n")}
+
+
+#: the context-reader controls debiased on the synthetic default: name -> attributes read
+CONTEXT_READERS = {"context_reader": K.ATTRIBUTES, "context_reader[cast]": ("cast",)}
+
+
+def context_reader_captions(root: str, ids: list[int], labels: dict[int, str], seed: int,
+                            reads=K.ATTRIBUTES) -> dict[int, str] | None:
+    """The captioner control ``context_reader`` (biaslab.controls) reading ``reads`` on images
+    ``ids``: one caption per image naming the gender the planted context implies (none on a
+    tie). None when ``root`` has no planted truth (real data)."""
+    try:
+        truth = S.read_truth(root)
+        bias = float(S.read_generator_params(root)["bias"])
+    except InputError:
+        return None
+    ids = [i for i in ids if i in truth]
+    if not ids:
+        return None
+    t = pd.DataFrame({"image_id": ids, "gender": [labels[i] for i in ids],
+                      "objects": [truth[i]["objects"] for i in ids],
+                      "scene": [truth[i]["scene"] for i in ids],
+                      "cast": [truth[i]["cast"] for i in ids]})
+    return K.captioner_captions("context_reader", t, bias=bias, seed=seed, reads=tuple(reads))
+
+
 def _words(t: str) -> list[str]:
     return [w.lower() for _, _, w in word_spans(t)]
 
@@ -66,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="data/libra/apply")
     ap.add_argument("--metrics", default="metrics/dcg_apply.json")
     a = ap.parse_args(argv)
-    p = load_params(a.params)["libra"]
+    params = load_params(a.params)
+    p = params["libra"]
     ap_p = p.get("apply") or {}
     words = p.get("words", "libra")
     seed = p.get("seed", 0)
@@ -95,6 +151,12 @@ def main(argv: list[str] | None = None) -> None:
                                       "caption: nothing to debias")
         inputs["human"] = human
         inputs["swapped"] = {i: swap(c, None, words) for i, c in human.items()}
+        root = (params.get("data") or {}).get("root")
+        for name, reads in CONTEXT_READERS.items():
+            ctx = context_reader_captions(str(root), sorted(human), labels, seed, reads) \
+                if root else None
+            if ctx:
+                inputs[name] = ctx
     max_n = ap_p.get("max_images")
     rng = np.random.default_rng(seed)
 
@@ -127,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
             "changed": float(np.mean([_words(preds[i]) != _words(deb[i]) for i in ids])),
             "before": gender_scores({i: preds[i] for i in ids}, labels, words),
             "after": gender_scores(deb, labels, words),
+            "error_change": error_change({i: preds[i] for i in ids}, deb, labels, words),
             "captions_per_s": len(ids) / secs if secs else None,
             "examples": [{"image_id": i, "input": preds[i], "debiased": deb[i]}
                          for i in ids[:5]],

@@ -368,14 +368,20 @@ def main() -> None:
         f"{R.cell((bcs.get('d_mean') or {}).get('A_GC'), None, 3)}. Samples: "
         f"plots/libra/samples.md.",
     ]
-    for name in ("human", "swapped", "pred"):
+    for name in ("human", "swapped", "pred",
+                 *sorted(k for k in apply_ if k.startswith("context_reader"))):
         a = apply_.get(name)
         if isinstance(a, dict) and a.get("before"):
             b, f = a["before"], a["after"]
+            ch = a.get("error_change") or {}
+            paired = (f"; Error change {ch['mean']:+.1f} [{ch['lo']:+.1f}, {ch['hi']:+.1f}] "
+                      f"points, paired over {ch.get('n')} images"
+                      if ch.get("mean") is not None and ch.get("lo") is not None else "")
             lines.append(f"DCG on `{name}` captions ({a.get('n')}): gender wrong "
                          f"{100 * b.get('wrong', 0):.1f}% -> {100 * f.get('wrong', 0):.1f}%, "
                          f"correct {100 * b.get('correct', 0):.1f}% -> "
-                         f"{100 * f.get('correct', 0):.1f}%.")
+                         f"{100 * f.get('correct', 0):.1f}%, words changed in "
+                         f"{100 * a.get('changed', 0):.1f}%{paired}.")
     lines.append("")
     OUT.mkdir(parents=True, exist_ok=True)
     with atomic_path(OUT / "tables.md") as tmp:

@@ -136,3 +136,49 @@ def test_libra_chain(workdir, monkeypatch):
     assert am["human"]["n"] == 10 and am["swapped"]["before"]["wrong"] == 1.0
     res = json.loads((d / "apply" / "debiased_swapped.json").read_text())
     assert len(res) == 10 and {"image_id", "caption"} == set(res[0])
+
+
+def test_error_change_paired_hand_computed():
+    """3 labelled images: one fixed (-100), one broken (+100), one fixed (-100), one
+    unlabelled left out: mean -33.3, t CI over the 3 values."""
+    mod = _stage("dcg_apply")
+    labels = {1: "female", 2: "male", 3: "male", 4: None}
+    before = {1: "a man on a beach", 2: "a man in a kitchen", 3: "a woman cooking", 4: "a man"}
+    after = {1: "a woman on a beach", 2: "a woman in a kitchen", 3: "a man cooking", 4: "a woman"}
+    ch = mod.error_change(before, after, labels, "lic")
+    assert ch["n"] == 3 and ch["mean"] == pytest.approx(-100 / 3)
+    # t_{0.975, 2} = 4.3027, s = 115.47: half-width 286.8
+    assert ch["hi"] - ch["mean"] == pytest.approx(4.302653 * 115.4701 / 3 ** 0.5, rel=1e-4)
+    # a neutral caption is not wrong: "a person" -> "a man" on a man's image changes nothing
+    assert mod.error_change({2: "a person"}, {2: "a man"}, labels, "lic")["mean"] == 0.0
+
+
+def test_context_reader_captions_follow_the_planted_context(tmp_path):
+    """A hand-written planted truth (not the generator's): image 1 is a woman in a
+    male-associated context (field, cool cast, a tie), image 2 a man in the same context,
+    image 3 a man in a female-associated one, image 4 has no evidence (b = 0.8, one object of
+    each side, a female scene and a male cast). The control names the context's gender, person
+    ignored, and no gender where the evidence ties; no truth, no control."""
+    import csv
+    from biaslab import synthetic as S
+    mod = _stage("dcg_apply")
+    labels = {1: "female", 2: "male", 3: "male", 4: "female"}
+    assert mod.context_reader_captions(str(tmp_path), [1, 2, 3, 4], labels, 0) is None
+    (tmp_path / "annotations").mkdir()
+    with open(tmp_path / "annotations" / "synth_truth.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["image_id", "gender", "scene", "cast", "objects"])
+        w.writerows([(1, "female", "field", "cool", "tie"), (2, "male", "field", "cool", "tie"),
+                     (3, "male", "kitchen", "warm", "handbag;cup"),
+                     (4, "female", "beach", "cool", "tie;umbrella")])
+    (tmp_path / S.PARAMS_FILE).write_text(json.dumps(
+        {"params": {"bias": 0.8}, "render_version": S.RENDER_VERSION}))
+    caps = mod.context_reader_captions(str(tmp_path), [1, 2, 3, 4, 5], labels, 0)
+    from biaslab.gender import caption_gender
+    assert sorted(caps) == [1, 2, 3, 4]                   # 5: not in the truth
+    assert [caption_gender(caps[i], "lic") for i in (1, 2, 3)] == ["male", "male", "female"]
+    assert caption_gender(caps[4], "lic") not in ("female", "male")
+    # the cast reader: cool -> man, warm -> woman, whatever the objects and scene say
+    cast = mod.context_reader_captions(str(tmp_path), [1, 2, 3, 4], labels, 0, ("cast",))
+    assert [caption_gender(cast[i], "lic") for i in (1, 2, 3, 4)] == \
+        ["male", "male", "female", "male"]
