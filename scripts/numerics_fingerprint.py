@@ -9,6 +9,7 @@ cache), ``classifier`` (``train_classifier``, stages train_classifier / train_me
 ``captioner`` (ClipCap ``train_captioner`` + beam search, stage train_captioner),
 ``lic_lstm`` (the LIC / f_g text classifier, stages human_bias / eval_captioner),
 ``t5`` (the LIBRA T5, stage t5_finetune; with ``--threads`` torch threads, as libra.threads),
+``dcg`` (LIBRA's edit DCG training and its edits, stages dcg_train / dcg_apply),
 ``scorer`` (the LiT CLIP scorer, stage train_scorer) and ``numpy`` (NumPy ufuncs, OpenBLAS
 matmul, SciPy and scikit-learn). With ``--workers 2`` they run on forked workers
 (``biaslab.parallel.map_jobs``), as the stages do.
@@ -129,6 +130,21 @@ def t5(threads: int = 1) -> str:
     return _md5({k: v for k, v in m.model.state_dict().items()})
 
 
+def dcg() -> str:
+    """LIBRA's edit DCG (stage dcg_train's default formulation): training and its edits on
+    gender-swapped captions (issue 24 item 4: the DCG's outputs must not depend on the CPU)."""
+    from biaslab.libra import dcg as D
+    x, g, cup, _ = _toy_features(n=48, d=16)
+    caps = [f"a {'man' if a else 'woman'} with a {'cup' if b else 'dog'}"
+            for a, b in zip(g, cup)]
+    swapped = [c.replace("woman", "MAN").replace(" man", " woman").replace("MAN", "man")
+               for c in caps]
+    s = D.DCGSettings(formulation="edit", hidden=32, layers=1, heads=2, n_image_tokens=2,
+                      min_count=1, epochs=2, batch_size=16, num_threads=1)
+    m = D.train_dcg(caps + swapped, caps + caps, np.concatenate([x, x]), s, seed=0)
+    return _md5(m, D.debias(m, swapped, x, eta=0.0))
+
+
 def scorer() -> str:
     from biaslab.clipscorer import train_lit
     x, _, _, _ = _toy_features(n=64, d=32)
@@ -157,7 +173,7 @@ def numpy_() -> str:
 
 
 WORKLOADS = {"features": features, "classifier": classifier, "captioner": captioner,
-             "lic_lstm": lic_lstm, "t5": t5, "scorer": scorer, "numpy": numpy_}
+             "lic_lstm": lic_lstm, "t5": t5, "dcg": dcg, "scorer": scorer, "numpy": numpy_}
 
 
 def run(only: list[str] | None = None, workers: int = 1, threads: int = 1) -> dict:
