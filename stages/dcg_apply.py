@@ -14,8 +14,8 @@ objects, scene and cast (the Bayes decision: at b = 0.8 it is wrong on few image
 `context_reader[cast]` reads the colour cast alone (wrong on about (1 - b) / 2 of them).
 Every gender error of theirs comes from context, where paper 003 says LIBRA lowers Error. Each
 input's `error_change` is the per-image paired change of Error (after - before, percentage
-points) with its t 95 % CI over images (biaslab.stats.summarize), the number validity's
-`libra/dcg/<control>_error<0` checks read.
+points) with its t 95 % CI over images (biaslab.metrics.captions.error_change), the number
+validity's `libra/dcg/<control>_error<0` checks read.
 
 Reads  data/libra/dcg/, data/features/images{,_ids}.npy, data/prepared/images.parquet,
        data/labels/images.parquet, data/labels/captions.parquet, data/split.parquet,
@@ -43,11 +43,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from biaslab import controls as K  # noqa: E402
-from biaslab import stats  # noqa: E402
 from biaslab import synthetic as S  # noqa: E402
 from biaslab.gender import FEMALE, MALE, caption_gender, swap  # noqa: E402
 from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
 from biaslab.libra import dcg as D  # noqa: E402
+from biaslab.metrics.captions import error_change  # noqa: E402
 from biaslab.libra.t5 import word_spans  # noqa: E402
 from biaslab import runstats  # noqa: E402
 
@@ -63,21 +63,6 @@ def gender_scores(captions: dict[int, str], labels: dict[int, str], words: str) 
         g = caption_gender(captions[i], words)
         out["correct" if g == labels[i] else "wrong" if g in (FEMALE, MALE) else g] += 1
     return {"n": len(ids), **{k: v / len(ids) for k, v in out.items()}}
-
-
-def error_change(before: dict[int, str], after: dict[int, str], labels: dict[int, str],
-                 words: str) -> dict:
-    """Per-image paired change of Burns et al.'s gender error, after - before, in percentage
-    points: each labelled image contributes 100 * (wrong_after - wrong_before), in
-    {-100, 0, +100}; mean, t 95 % CI over images and n (``stats.summarize``). Negative =
-    the debiasing fixed more genders than it broke."""
-    ids = [i for i in before if labels.get(i) in (FEMALE, MALE) and i in after]
-
-    def wrong(c, i):
-        g = caption_gender(c, words)
-        return float(g in (FEMALE, MALE) and g != labels[i])
-    d = stats.summarize([100.0 * (wrong(after[i], i) - wrong(before[i], i)) for i in ids])
-    return {k: d[k] for k in ("mean", "lo", "hi", "n")}
 
 
 #: the context-reader controls debiased on the synthetic default: name -> attributes read

@@ -141,16 +141,20 @@ def test_libra_chain(workdir, monkeypatch):
 def test_error_change_paired_hand_computed():
     """3 labelled images: one fixed (-100), one broken (+100), one fixed (-100), one
     unlabelled left out: mean -33.3, t CI over the 3 values."""
-    mod = _stage("dcg_apply")
+    from biaslab.metrics.captions import error, error_change
     labels = {1: "female", 2: "male", 3: "male", 4: None}
     before = {1: "a man on a beach", 2: "a man in a kitchen", 3: "a woman cooking", 4: "a man"}
     after = {1: "a woman on a beach", 2: "a woman in a kitchen", 3: "a man cooking", 4: "a woman"}
-    ch = mod.error_change(before, after, labels, "lic")
+    ch = error_change(before, after, labels, "lic")
     assert ch["n"] == 3 and ch["mean"] == pytest.approx(-100 / 3)
+    lab = {i: g for i, g in labels.items() if g}
+    assert ch["mean"] == pytest.approx(error({i: after[i] for i in lab}, lab)
+                                       - error({i: before[i] for i in lab}, lab))
     # t_{0.975, 2} = 4.3027, s = 115.47: half-width 286.8
     assert ch["hi"] - ch["mean"] == pytest.approx(4.302653 * 115.4701 / 3 ** 0.5, rel=1e-4)
     # a neutral caption is not wrong: "a person" -> "a man" on a man's image changes nothing
-    assert mod.error_change({2: "a person"}, {2: "a man"}, labels, "lic")["mean"] == 0.0
+    assert error_change({2: "a person", 3: "a man"}, {2: "a man", 3: "a man"}, labels,
+                        "lic")["mean"] == 0.0
 
 
 def test_context_reader_captions_follow_the_planted_context(tmp_path):

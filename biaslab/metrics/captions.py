@@ -9,6 +9,8 @@
   paper 000 (sec. 3.1, 3.2) form ``max(r, 1/r)``.
 * ``error`` -- Burns et al. 2018 / LIBRA sec. 4 "Error": the gender misclassification rate of
   generated captions, in percent.
+* ``error_change`` -- the per-image paired change of Error between two captions of the same
+  images (e.g. before / after LIBRA's DCG, paper 003 Table 2's Error columns), with its CI.
 * ``classification_ratio`` -- paper 000 sec. 3.1 "Ratio" for multi-label classifiers that also
   predict {woman, man}: persons are masked out of the test images and r = #man / #woman
   predictions, each gender output counted where it is above its threshold (an image with both
@@ -170,6 +172,36 @@ def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
         if (g == FEMALE and lab == MAN) or (g == MALE and lab == WOMAN):
             wrong += 1
     return 100.0 * wrong / n if n else math.nan
+
+
+def error_change(before: Mapping, after: Mapping, genders: Mapping,
+                 words: str = "lic") -> dict:
+    """Per-image paired change of Burns et al.'s gender Error from ``before`` to ``after``
+    captions of the same images, in percentage points.
+
+    Each image labelled ``"female"``/``"male"`` with a caption on both sides contributes
+    ``100 * (wrong_after - wrong_before)`` in {-100, 0, +100}, where wrong means the caption's
+    label (``caption_label``) is the other gender (neutral captions are not wrong, as in
+    ``error``). The mean equals ``error(after) - error(before)`` over those images; the 95 %
+    interval is Student t over images (``biaslab.stats.summarize``), the paired test of a
+    debiasing step on one captioner's output.
+
+    Args:
+        before, after: mapping image id -> caption.
+        genders: mapping image id -> ``"female"`` / ``"male"`` (other values ignored).
+        words: gender word list (``biaslab.gender.WORD_LISTS``).
+
+    Returns:
+        ``{"mean", "lo", "hi", "n"}`` (floats, percentage points; None without 2 images).
+    """
+    from biaslab import stats
+    other = {FEMALE: MAN, MALE: WOMAN}
+    ids = [i for i in before if genders.get(i) in other and i in after]
+    diffs = [100.0 * (float(caption_label(after[i], words) == other[genders[i]])
+                      - float(caption_label(before[i], words) == other[genders[i]]))
+             for i in ids]
+    d = stats.summarize(diffs)
+    return {k: d[k] for k in ("mean", "lo", "hi", "n")}
 
 
 def classification_ratio(pred_man, pred_woman, threshold: float | Sequence[float] = 0.5
