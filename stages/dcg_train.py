@@ -19,7 +19,8 @@ Set it to 0 for the paper tier.
 Training set: the synthesized pairs (types and mix: `bcs_synthesize`) plus, with
 `libra.dcg.identity_pairs` / `swap_pairs` > 0 (the default; 0 = the paper's set), that many
 identity pairs (y -> y) and gender-swapped pairs (swap(y) -> y) per synthesized pair, drawn from
-the gendered captions of D balanced over (gender) x (does f_g's context gender agree)
+the gendered captions of D balanced over (gender) x (does f_g's context gender agree), at
+least `libra.dcg.min_pairs` of each
 (biaslab.libra.dcg.context_balanced_pairs): the paper's DCG never sees a caption that is
 already right, so it learns to change every caption (measured, generate formulation on the
 default: 91.5 % of human captions rewritten, 8 % made wrong), and random pairs from a biased D
@@ -141,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         if p.get("threads"):
             f_g.config = dataclasses.replace(f_g.config, num_threads=p.get("threads"))
         ctx = bcs.predicted_gender(bcs.gender_proba(f_g, [d_caps[i] for i in gi], words))
-        n_identity = int(round(s.identity_pairs * len(tr)))
-        n_swap = int(round(s.swap_pairs * len(tr)))
+        n_identity, n_swap = (max(int(round(r * len(tr))), int(s.min_pairs)) if r > 0 else 0
+                              for r in (s.identity_pairs, s.swap_pairs))
         prng = np.random.default_rng(seed + 2)
         extra_b, extra_o, extra_i = [], [], []
         for n_k, fn in ((n_identity, lambda c: c), (n_swap, lambda c: swap(c, words=words))):

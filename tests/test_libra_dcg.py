@@ -284,7 +284,8 @@ def test_context_balanced_pairs_equal_cells_and_replacement():
 
 
 def test_edit_settings_validation():
-    for bad in ({"formulation": "rewrite"}, {"identity_pairs": -1}, {"min_edit_prob": 1.5},
+    for bad in ({"formulation": "rewrite"}, {"identity_pairs": -1}, {"min_pairs": -1},
+                {"min_edit_prob": 1.5},
                 {"infer_eta": 1.0}):
         with pytest.raises(ValueError):
             D.settings_from_dict(bad)

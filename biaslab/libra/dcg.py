@@ -95,6 +95,9 @@ class DCGSettings:
     ``swap_pairs``: gender-swapped pairs (``swap(y) -> y``, the same captions as the identity
     pairs first) added per synthesized pair: every gender word of the pair is wrong for its
     image, so only the image can tell which of a pair and its identity twin to change.
+    ``min_pairs``: each of the identity and swap sets has at least this many pairs when its
+    rate is > 0 (a run whose BCS keeps few captions, e.g. coco-mini's first 600 images with 6,
+    still sees captions to keep and captions to fix; 0 = rate x synthesized pairs only).
     ``min_edit_prob``: ``edit`` only; a word is replaced only when the replacement's probability
     is at least this (0 = argmax): the gate that leaves a caption alone on weak evidence.
     """
@@ -118,6 +121,7 @@ class DCGSettings:
     infer_eta: float | None = None
     identity_pairs: float = 0.0
     swap_pairs: float = 0.0
+    min_pairs: int = 0
     min_edit_prob: float = 0.0
     epochs: int = 8
     batch_size: int = 64
@@ -142,7 +146,7 @@ def settings_from_dict(d: dict | None) -> DCGSettings:
     if s.formulation not in (GENERATE, EDIT):
         raise ValueError(f"libra.dcg.formulation must be {GENERATE!r} or {EDIT!r}, got "
                          f"{s.formulation!r}")
-    for k in ("identity_pairs", "swap_pairs"):
+    for k in ("identity_pairs", "swap_pairs", "min_pairs"):
         if getattr(s, k) < 0:
             raise ValueError(f"libra.dcg.{k} must be >= 0, got {getattr(s, k)}")
     if not 0.0 <= s.min_edit_prob <= 1.0:
