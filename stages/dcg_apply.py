@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> None:
 
     table = read_parquet(a.images) if Path(a.images).exists() else None
     metrics: dict = {"source": "pred" if ap_p.get("pred") else "test split stand-in",
-                     "num_beams": int(ap_p.get("num_beams", 1)), "eta": model.settings.eta}
+                     "num_beams": int(ap_p.get("num_beams", 1)), "eta": model.settings.eta,
+                     # the masking rate debias used (dcg.debias: infer_eta, else eta)
+                     "infer_eta": (model.settings.eta if model.settings.infer_eta is None
+                                   else model.settings.infer_eta)}
     out = Path(a.out)
     for name, preds in inputs.items():
         ids = sorted(preds)
