@@ -401,44 +401,11 @@ class DCG(_torch_module()):
             arrs.append(((a / 255.0 - 0.5) / 0.5).transpose(2, 0, 1))
         return torch.from_numpy(np.ascontiguousarray(np.stack(arrs)))
 
-    def encode(self, masked_texts: Sequence[str], images):
-        """Encoder pass: ``(hidden (B, T, H), attention mask (B, T))`` over text + image
-        tokens. ``images``: features ``(B, F)`` or a list of image paths / PIL images."""
+    def _vl_hidden(self, ids, am, images):
+        """ViLT over text ids ``(B, T)`` with mask ``am`` and the images (features ``(B, F)``
+        projected to ``n_image_tokens`` embeddings, or pixels): last hidden state
+        ``(B, T + image tokens, H)``."""
         import torch
-        enc = self.enc_tok(list(masked_texts), padding=True, truncation=True,
-                           max_length=self.settings.max_length, return_tensors="pt")
-        ids, am = enc["input_ids"], enc["attention_mask"]
-        b = ids.shape[0]
-        if self.settings.image_input == FEATURES:
-            emb = self._image_embeds(images)
-            pm = torch.ones(b, emb.shape[1], dtype=torch.long)
-            out = self.vl_encoder(input_ids=ids, attention_mask=am, image_embeds=emb,
-                                  pixel_mask=pm)
-        else:
-            px = self._pixels(images)
-            out = self.vl_encoder(input_ids=ids, attention_mask=am, pixel_values=px,
-                                  pixel_mask=torch.ones(b, px.shape[2], px.shape[3],
-                                                        dtype=torch.long))
-        h = out.last_hidden_state
-        mask = torch.cat([am, torch.ones(b, h.shape[1] - am.shape[1], dtype=am.dtype)], dim=1)
-        return h, mask
-
-    def encode_words(self, word_lists: Sequence[Sequence[str]], images):
-        """Encoder pass over pre-split words (``edit``). Returns ``(hidden (B, T, H), first
-        (list of B int lists: the token position of each word's first piece, -1 when the word
-        was truncated away))``."""
-        import torch
-        enc = self.enc_tok([list(w) for w in word_lists], is_split_into_words=True,
-                           padding=True, truncation=True, max_length=self.settings.max_length,
-                           return_tensors="pt")
-        firsts = []
-        for i, words in enumerate(word_lists):
-            pos = [-1] * len(words)
-            for t, w in enumerate(enc.word_ids(i)):
-                if w is not None and pos[w] < 0:
-                    pos[w] = t
-            firsts.append(pos)
-        ids, am = enc["input_ids"], enc["attention_mask"]
         b = ids.shape[0]
         if self.settings.image_input == FEATURES:
             emb = self._image_embeds(images)
@@ -449,7 +416,35 @@ class DCG(_torch_module()):
             out = self.vl_encoder(input_ids=ids, attention_mask=am, pixel_values=px,
                                   pixel_mask=torch.ones(b, px.shape[2], px.shape[3],
                                                         dtype=torch.long))
-        return out.last_hidden_state, firsts
+        return out.last_hidden_state
+
+    def encode(self, masked_texts: Sequence[str], images):
+        """Encoder pass: ``(hidden (B, T, H), attention mask (B, T))`` over text + image
+        tokens. ``images``: features ``(B, F)`` or a list of image paths / PIL images."""
+        import torch
+        enc = self.enc_tok(list(masked_texts), padding=True, truncation=True,
+                           max_length=self.settings.max_length, return_tensors="pt")
+        ids, am = enc["input_ids"], enc["attention_mask"]
+        h = self._vl_hidden(ids, am, images)
+        b = ids.shape[0]
+        mask = torch.cat([am, torch.ones(b, h.shape[1] - am.shape[1], dtype=am.dtype)], dim=1)
+        return h, mask
+
+    def encode_words(self, word_lists: Sequence[Sequence[str]], images):
+        """Encoder pass over pre-split words (``edit``). Returns ``(hidden (B, T, H), first
+        (list of B int lists: the token position of each word's first piece, -1 when the word
+        was truncated away))``."""
+        enc = self.enc_tok([list(w) for w in word_lists], is_split_into_words=True,
+                           padding=True, truncation=True, max_length=self.settings.max_length,
+                           return_tensors="pt")
+        firsts = []
+        for i, words in enumerate(word_lists):
+            pos = [-1] * len(words)
+            for t, w in enumerate(enc.word_ids(i)):
+                if w is not None and pos[w] < 0:
+                    pos[w] = t
+            firsts.append(pos)
+        return self._vl_hidden(enc["input_ids"], enc["attention_mask"], images), firsts
 
     def edit_logits(self, word_lists: Sequence[Sequence[str]], images):
         """``edit`` logits: a list of B tensors ``(n_words_i, len(out_vocab))`` (rows of
