@@ -40,11 +40,13 @@ under an exclusive ``fcntl.flock`` on ``<cache>/<encoder>/.lock``, with per-file
 renames, rows never rewritten (see ``_cached_rows``). Invalidation: a row is reused only when
 its key matches exactly -- images by the content digest of the file (the same pixels under
 any id or path are encoded once: score, the classifiers and the captioners name a
-counterfactual differently), texts by the set of texts -- inside a directory named by encoder name, image size and layout version
-(``cache_key``). A
-rewritten image therefore gets a new row (the old one stays, unused). What the key does *not*
-cover: the encoder's weights and preprocessing code. After changing those without changing
-the name, delete the encoder's cache directory (``rm -r data/cache/features/<name>_<size>px_c3``);
+counterfactual differently), texts by the set of texts -- inside a directory named by encoder
+name, image size, layout version and the digest of the code that encodes
+(``cache_key``: ``biaslab.provenance.source_digest`` of this module and what it imports, so an
+edited preprocessing, e.g. ``IMAGENET_MEAN``, starts a new directory with no constant to bump;
+issue 26 item 1). A rewritten image therefore gets a new row (the old one stays, unused). What
+the key does *not* cover: the encoder's weights. After changing those without changing the
+name (a local checkpoint rewritten in place), delete the encoder's cache directory;
 deleting the whole cache is always safe (it is rebuilt on demand).
 """
 from __future__ import annotations
@@ -318,9 +320,11 @@ def canonical_batch(device: str, batch_size: int) -> tuple[int, int]:
 def cache_key(name: str, image_size: int | None, device: str = "cpu",
               batch_size: int = 1) -> str:
     """Directory name of an encoder's cache: the name with unsafe characters replaced, the
-    image size (features at different crops are different features) and the layout version
+    image size (features at different crops are different features), the layout version
     (:data:`CACHE_VERSION`, with ``-native`` under ``BIASLAB_NUMERICS=native``: those floats
-    match only the machine that wrote them); on an accelerator also the device and batch size
+    match only the machine that wrote them), the first 12 hex digits of the code digest
+    (``biaslab.provenance.source_digest`` of this module: an edit of the encoding code never
+    reads rows encoded by the old code); on an accelerator also the device and batch size
     (:func:`canonical_batch`)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "--", str(name)).strip("-.") or "encoder"
     base = f"{safe}_{image_size}px" if image_size else safe
@@ -328,7 +332,9 @@ def cache_key(name: str, image_size: int | None, device: str = "cpu",
     dev = "" if str(device).startswith("cpu") else "_" + re.sub(r"[^A-Za-z0-9]+", "", device) \
         + f"_b{bs}"
     from biaslab import numerics
+    from biaslab.provenance import source_digest
     ver = CACHE_VERSION + ("" if numerics.mode() == "portable" else "-native")
+    ver += "-" + source_digest(__name__)[:12]
     return f"{base}_{ver}{dev}"
 
 

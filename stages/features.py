@@ -8,7 +8,7 @@ out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
      metrics/features.json (n, dim, backbone, image_size); run statistics (computed/cached
      rows, seconds, images_per_s) are printed and written to benchmarks/runs/features.json
      (biaslab.runstats), not to metrics/: they describe the machine and the cache, not the result
-cache: <cache_dir>/<backbone>_<size>px_c3/ (persistent, see biaslab.features.encode_cached):
+cache: <cache_dir>/<backbone>_<size>px_c3-<code digest>/ (persistent, see biaslab.features.encode_cached):
      an image is encoded once, an interrupted run resumes.
 """
 import sys

@@ -21,8 +21,8 @@ out:  data/models/captioner/<dataset>/<dataset>-<seed>/ (clipcap) and
       biaslab.captioning.get_arch(arch).load; dvclive/captioner/<dataset>/<same name>/
       (per-epoch train/val loss and lr; metrics.json); paths from
       biaslab.captioning.arch_model_dir / arch_live_dir
-cache: <features.cache_dir>/<backbone>_<size>px_c3/ (pooled, clipcap) and
-      <backbone>-grid<g>_<size>px_c3/ (grid, transformer): each image encoded once; counterfactual
+cache: <features.cache_dir>/<backbone>_<size>px_c3-<code digest>/ (pooled, clipcap) and
+      <backbone>-grid<g>_<size>px_c3-<code digest>/ (grid, transformer): each image encoded once; counterfactual
       images are keyed by their path
 """
 import argparse

@@ -263,7 +263,8 @@ def test_stages_train_and_eval_two_archs(tmp_path, monkeypatch):
     assert json.loads((tdir / "transformer.json").read_text())["config"]["grid"] == 2
     assert (tmp_path / "dvclive/captioner/original/original-transformer-0/metrics.json"
             ).is_file()
-    assert (tmp_path / "data/cache/features/efficientnet_lite0-grid2_64px_c3").is_dir()
+    from biaslab.features import cache_key
+    assert (tmp_path / "data/cache/features" / cache_key("efficientnet_lite0-grid2", 64)).is_dir()
     _tiny_dcg(tmp_path, image_size=64)
     _load_stage("eval_captioner").main()
     metrics = json.loads((tmp_path / "metrics/captioning.json").read_text())

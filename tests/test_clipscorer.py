@@ -171,4 +171,6 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
     assert loss[0].split() == ["step", "loss"] and len(loss) == 26
     scorer = load_scorer(tmp_path / "data" / "scorer")
     assert scorer.config["text_encoder"] == "fake" and scorer.config["d_img"] == 20
-    assert len(list((tmp_path / "data/cache/text/text_fake_c3").glob("*.npy"))) >= 1
+    from biaslab.features import cache_key
+    assert len(list((tmp_path / "data/cache/text" / f"text_{cache_key('fake', None)}"
+                    ).glob("*.npy"))) >= 1

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from biaslab.provenance import source_digest
 from biaslab.features import (CACHE_VERSION, ImageEncoder, cache_key, canonical_batch,
                               encode_cached, encode_texts_cached,
                               load_image_encoder, load_text_encoder)
@@ -180,7 +181,7 @@ def test_encode_texts_cached(tmp_path):
     f3 = encode_texts_cached(["dog", "banana", "a cat"], tmp_path, encoder=enc3, stats=stats)
     assert enc3.encoded == ["dog", "a cat", "banana"] and stats["computed"] == 3
     assert f3.tolist() == [[3, 0, 1], [6, 3, 1], [5, 2, 1]]
-    assert len(list((tmp_path / f"text_faketext_{CACHE_VERSION}").glob("*.npy"))) == 2
+    assert len(list((tmp_path / f"text_{cache_key('faketext', None)}").glob("*.npy"))) == 2
 
 
 class BatchSensitiveTextEncoder(CountingTextEncoder):
@@ -240,8 +241,9 @@ def test_encode_cached_rows_do_not_depend_on_history_batch_or_threads(tmp_path, 
         torch.set_num_threads(old)
     assert again.tobytes() == fresh.tobytes()
     assert canonical_batch("cpu", 32) == (1, 1) and canonical_batch("cuda:0", 32) == (32, 1)
-    assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}"
-    assert cache_key("fake", 8, "cuda:0", 16) == f"fake_8px_{CACHE_VERSION}_cuda0_b16"
+    code = source_digest("biaslab.features")[:12]
+    assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}-{code}"
+    assert cache_key("fake", 8, "cuda:0", 16) == f"fake_8px_{CACHE_VERSION}-{code}_cuda0_b16"
 
 
 def test_encode_cached_rejects_bad_tables(tmp_path):

@@ -11,8 +11,9 @@ does not say which caption it used; "first gendered caption" is our deterministi
 
 Work is split into ``shards`` shards by a stable hash of image_id (``shard_of``). Each finished
 shard writes its candidate table atomically to ``<out_dir>/shards/shard-XXX.parquet`` with a
-fingerprint (params, backend settings, the shard's inputs incl. mask bytes) in the parquet
-metadata; a shard whose file exists with the same fingerprint and whose images all exist is
+fingerprint (params, backend settings, the shard's inputs incl. mask bytes, and the digest of
+the code that computes it: ``biaslab.provenance.source_digest`` of this module, every backend
+it can load and the backend's own module) in the parquet metadata; a shard whose file exists with the same fingerprint and whose images all exist is
 never recomputed, so a killed run resumes at the first unfinished shard. After the last shard,
 image and shard files no candidate refers to (stale params, temporary files of a killed write)
 are deleted, so the output directory depends only on the final table.
@@ -276,6 +277,19 @@ def shard_fingerprint(items: pd.DataFrame, backend_fp: dict, settings: dict) -> 
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def code_digest(backend) -> str:
+    """sha256 (hex) of the source of this module, the backends it imports and the module that
+    defines ``backend``'s class (a plug-in backend outside this package included), with every
+    module of their packages they import (``biaslab.provenance.source_digest``). Part of every
+    shard fingerprint, so an edited backend or generate loop recomputes the shards with no
+    version constant to bump (issue 26 item 1)."""
+    from biaslab.provenance import source_digest
+    try:
+        return source_digest(__name__, type(backend).__module__)
+    except ValueError:      # a class defined in __main__ or a notebook: no source file
+        return source_digest(__name__) + ":" + type(backend).__qualname__
+
+
 def donor_images_fingerprint(backend) -> dict:
     """``{"donor_images": sha256}`` over the bytes of every donor image of a backend that has a
     ``donors`` table with a ``path`` column (copy_paste), else ``{}``. Merged into the backend
@@ -482,7 +496,8 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
     settings = {"m": int(m), "guidance_scales": [float(s) for s in guidance_scales],
                 "seed": int(seed), "shards": int(shards), "groups": list(groups),
                 "jpeg_quality": int(jpeg_quality), "out_dir": str(out_dir)}
-    bfp = {**backend.fingerprint(), **donor_images_fingerprint(backend)}
+    bfp = {**backend.fingerprint(), **donor_images_fingerprint(backend),
+           "code": code_digest(backend)}
     fmt = getattr(backend, "image_format", "jpg")
     if fmt not in ("jpg", "png"):
         raise ValueError(f"backend {backend.name} has image_format {fmt!r} (jpg | png)")
