@@ -14,13 +14,14 @@ Layout (``root``)::
 Whole-file problems (missing, empty, truncated or invalid JSON, a captions file without
 captions, missing keys, duplicate image or annotation ids) raise ``InputError`` naming the file.
 Per-item problems (an image file that does not exist, a caption/annotation/label for an image
-that is not in the captions file, an empty caption, an unknown category) drop the item and
+that is not in the captions file, an empty caption, a caption that is not valid Unicode (a lone
+surrogate: ``caption_not_utf8``), an unknown category) drop the item and
 count it under a reason in the returned ``drops`` dict; nothing is dropped silently.
 
 Every image file is read once (``check_files``, see ``check_image``): a zero-byte file
 (``image_file_empty``), a file PIL cannot identify (``image_not_an_image``), a truncated or
-corrupt one (``image_file_truncated``: ``Image.verify`` plus, for a JPEG without its end
-marker, a full decode) and one whose header size differs from the annotation's width/height
+corrupt one (``image_file_truncated``: ``Image.verify`` plus a full decode, and for a JPEG
+libjpeg's grey fill of missing data) and one whose header size differs from the annotation's width/height
 (``image_size_mismatch``) are dropped and counted; the content digest
 (``biaslab.features.bytes_digest``) goes to the ``digest`` column of the images table, so a
 rewritten image changes ``prepare``'s output and DVC re-runs what depends on it. A
@@ -90,17 +91,31 @@ def _image_dir(root: Path, split: str) -> Path:
     return root / "images" / split  # files will be reported missing one by one
 
 
+def _grey_filled(im) -> bool:
+    """True when the last 8 pixel rows of a decoded JPEG are exactly (128, 128, 128) across
+    the whole width: what libjpeg writes for the MCUs after a premature end-of-image marker
+    (zero DCT coefficients), i.e. a truncated file with an end marker appended, which PIL
+    decodes without an error. A real photograph has JPEG noise there; a JPEG whose bottom
+    band is a flat mid-grey by design is rejected too (documented trade-off)."""
+    import numpy as np
+    if im.height < 8:
+        return False
+    band = np.asarray(im.convert("RGB").crop((0, im.height - 8, im.width, im.height)))
+    return bool((band == 128).all())
+
+
 def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
                 ) -> tuple[str | None, str | None]:
     """Read one image file and check it: ``(problem, digest)``.
 
     ``problem`` is None for a good image, else one of ``IMAGE_PROBLEMS``: ``image_file_missing``
     (absent or unreadable), ``image_file_empty`` (0 bytes), ``image_not_an_image`` (PIL cannot
-    identify it), ``image_file_truncated`` (``Image.verify`` fails, or a JPEG without its end
-    marker does not decode), ``image_size_mismatch`` (header size != ``width`` x ``height``;
+    identify it), ``image_file_truncated`` (``Image.verify`` or a full decode fails, or a JPEG's last 8
+    rows are libjpeg's flat grey fill of missing data: a truncated file with its end marker
+    appended, ``_grey_filled``), ``image_size_mismatch`` (header size != ``width`` x ``height``;
     0 = not annotated, not compared). ``digest`` is ``biaslab.features.bytes_digest`` of the
-    bytes (None when unreadable). Only the header is parsed for most files; a full decode
-    happens only for JPEGs that lack the end-of-image marker.
+    bytes (None when unreadable). Every file is fully decoded once here, so an image that
+    passes ``prepare`` decodes in every later stage.
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -116,9 +131,12 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
         with Image.open(io.BytesIO(data)) as im:
             size, fmt = im.size, im.format
             im.verify()
-        if fmt == "JPEG" and not data.rstrip(b"\0\r\n ").endswith(b"\xff\xd9"):
-            with Image.open(io.BytesIO(data)) as im:
-                im.load()
+        # verify() checks a JPEG's markers only: corrupt entropy-coded data surfaces at decode
+        # (issue 26: such a file used to pass prepare and abort the features stage)
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            if fmt == "JPEG" and _grey_filled(im):
+                return "image_file_truncated", digest
     except UnidentifiedImageError:
         return "image_not_an_image", digest
     except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
@@ -130,6 +148,11 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
 
 def _check_file_name(path: Path, fname: str) -> None:
     """``file_name`` must stay inside the image directory: relative, without ``..``."""
+    try:
+        fname.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(path, f"image file_name {fname!r} is not valid Unicode (a lone "
+                               f"surrogate escape in the JSON)") from None
     pure = Path(fname)
     if pure.is_absolute() or fname.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", fname):
         raise InputError(path, f"image file_name {fname!r} leaves the dataset root (absolute or "
@@ -238,6 +261,11 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
             text = (cap or "").strip()
             if not text:
                 drops["caption_empty"] += 1
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the JSON)
+                drops["caption_not_utf8"] += 1
                 continue
             captions.append({"caption_id": int(ann["id"]), "image_id": int(iid),
                              "caption": " ".join(text.split())})

@@ -133,8 +133,32 @@ def _resized(p):
     Image.fromarray(np.zeros((41, 60, 3), np.uint8)).save(p, format="JPEG")
 
 
+def _truncated_with_end_marker(p):
+    """Issue 26: half a JPEG plus an appended end marker: PIL decodes it without an error, its
+    lower half libjpeg's flat grey."""
+    from PIL import Image
+    import numpy as np
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)).save(p, format="JPEG")
+    b = p.read_bytes()
+    p.write_bytes(b[:len(b) // 2] + b"\xff\xd9")
+
+
+def _corrupt_scan(p):
+    """Issue 26: a flipped byte in the scan header: ``Image.verify`` passes, the decode fails
+    ("broken data stream"), which used to abort the features stage."""
+    from PIL import Image
+    import numpy as np
+    Image.fromarray(np.zeros((40, 60, 3), np.uint8)).save(p, format="JPEG")
+    b = bytearray(p.read_bytes())
+    b[b.index(b"\xff\xda") + 5] ^= 0xFF
+    p.write_bytes(bytes(b))
+
+
 @pytest.mark.parametrize("damage,reason", [
     (lambda p: p.write_bytes(b""), "image_file_empty"),
+    (_truncated_with_end_marker, "image_file_truncated"),
+    (_corrupt_scan, "image_file_truncated"),
     (_truncate, "image_file_truncated"),
     (_png_truncated, "image_file_truncated"),
     (lambda p: p.write_text("not an image\n"), "image_not_an_image"),
@@ -150,6 +174,46 @@ def test_bad_image_files_are_dropped_with_a_reason(tiny_coco, damage, reason):
     assert sum(drops[r] for r in ("image_file_empty", "image_file_truncated",
                                   "image_not_an_image", "image_size_mismatch",
                                   "image_file_missing") if r in drops) == 1
+
+
+def test_damage_helpers_fool_pil_verify_as_described():
+    """The two issue-26 files are what they claim: PIL's verify() accepts both, only a decode
+    (or the grey-fill check) tells."""
+    import io
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    import numpy as np
+    from PIL import Image
+    with TemporaryDirectory() as d:
+        for damage in (_truncated_with_end_marker, _corrupt_scan):
+            p = Path(d) / "x.jpg"
+            damage(p)
+            with Image.open(io.BytesIO(p.read_bytes())) as im:
+                im.verify()
+        _truncated_with_end_marker(p)
+        with Image.open(p) as im:
+            a = np.asarray(im.convert("RGB"))
+        assert (a[-8:] == 128).all() and not (a[:8] == 128).all()
+
+
+def test_caption_that_is_not_utf8_is_dropped_and_counted(tiny_coco, tmp_path):
+    """A lone surrogate (valid JSON escape, not encodable) used to reach pyarrow in prepare
+    and end in a traceback naming neither file nor caption."""
+    path = tiny_coco / "annotations/captions_val2017.json"
+    text = path.read_text().replace('"caption": "', '"caption": "\\ud800 ', 1)
+    path.write_text(text)
+    t, drops = read_coco(tiny_coco, progress=False)
+    assert drops["caption_not_utf8"] == 1 and len(t["captions"]) == 11
+    import pyarrow as pa
+    pa.Table.from_pandas(t["captions"])          # what prepare writes: encodable now
+
+
+def test_file_name_that_is_not_utf8_names_the_file(tiny_coco):
+    path = tiny_coco / "annotations/captions_val2017.json"
+    path.write_text(path.read_text().replace('"file_name": "', '"file_name": "\\udc80', 1))
+    with pytest.raises(InputError, match="captions_val2017.json.*not valid Unicode"):
+        read_coco(tiny_coco, progress=False)
 
 
 def test_images_table_records_the_content_digest(tiny_coco):
