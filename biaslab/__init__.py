@@ -19,3 +19,9 @@ __version__ = "0.1.0"
 from biaslab import numerics as _numerics  # noqa: E402
 
 _numerics.pin()
+
+# One run at a time in a workspace (issue 26): a second `dvc exp run` / `dvc repro` beside a
+# running one is refused here, at interpreter start-up, before DVC writes anything.
+from biaslab import guard as _guard  # noqa: E402
+
+_guard.check_command()

@@ -7,6 +7,9 @@ the ``<name>-<seed>`` name that the overlaid DVCLive plots use to colour runs.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 
 def slug(name: str) -> str:
     """A file-name-safe form of a model name (``microsoft/resnet-50`` -> ``resnet-50``; a local
@@ -27,3 +30,27 @@ def live_dir(kind: str, name: str, seed: int, variant: str | None = None) -> str
     """``dvclive/<kind>/<name>/<name>-<seed>[-<variant>]``: the run's DVCLive directory."""
     tail = f"-{slug(variant)}" if variant else ""
     return f"dvclive/{kind}/{name}/{name}-{int(seed)}{tail}"
+
+
+def repo_path(rel: str, root: str | os.PathLike | None = None) -> str:
+    """``rel`` as an absolute, normalised path against the repository ``root`` (default: the
+    nearest directory at or above the working directory that holds ``.dvc``). The Hydra
+    resolver ``${repo_path:...}`` of conf/data (issue 26 item 2): DVC runs queued and
+    ``--temp`` experiments in a copy under ``.dvc/tmp/exps/``, where a relative data root
+    outside the repository (``../shared/coco-mini``) or an untracked one (``data/raw/coco``)
+    does not exist; composed to an absolute path it names the same data from every copy. An
+    absolute ``rel`` is returned normalised."""
+    if root is None:
+        from biaslab.guard import _repo_root
+        cwd = Path.cwd().resolve()
+        root = _repo_root(cwd) or cwd
+    return os.path.normpath(os.path.join(root, os.path.expanduser(str(rel))))
+
+
+def register_resolvers(root: str | os.PathLike | None = None) -> None:
+    """Register the OmegaConf resolver ``repo_path`` (:func:`repo_path` against ``root``, the
+    repository whose conf/ is composed; replaces an earlier registration)."""
+    from omegaconf import OmegaConf
+    base = None if root is None else str(Path(root).resolve())
+    OmegaConf.register_new_resolver("repo_path", lambda rel: repo_path(rel, base),
+                                    replace=True)

@@ -111,7 +111,10 @@ def compose(overrides: list[str] | tuple[str, ...] = (), conf_dir: str | Path | 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "params.yaml"
         try:
-            compose_and_dump(str(out), str(conf), None, "config", "", list(overrides))
+            from biaslab.paths import register_resolvers
+            register_resolvers(conf.parent)        # ${repo_path:...} against this checkout
+            compose_and_dump(str(out), str(conf), None, "config", str(conf.parent),
+                             list(overrides))
         except HydraException as e:
             msg = str(e).split("\nConfig search path")[0].strip()
             raise InputError("-S " + " -S ".join(overrides), msg) from None

@@ -8,5 +8,6 @@ from dvc.utils.hydra import compose_and_dump
 ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
-    compose_and_dump(str(ROOT / "params.yaml"), str(ROOT / "conf"), None, "config", "",
+    # DVC's plug-in path: hydra_plugins/ registers ${repo_path:...} against this checkout
+    compose_and_dump(str(ROOT / "params.yaml"), str(ROOT / "conf"), None, "config", str(ROOT),
                      sys.argv[1:])

@@ -11,9 +11,9 @@ usage (after set-up, from the repository root):
 combinations of Table 4 (biaslab.report.TABLE4_WEIGHTS over prompt adherence, object
 consistency, color fidelity) and runs them with `dvc exp run --run-all`. Each re-runs only
 `select` and the stages after it (generate and score are cached). Extra `-S` overrides go to
-every experiment. Queued experiments run in a temporary copy of the repository, where the
-relative `../shared/coco-mini` does not resolve: the script turns a relative `data.root` of the
-composed params into an absolute one.
+every experiment. Queued experiments run in a temporary copy of the repository; the data
+profiles compose `data.root` to an absolute path (`${repo_path:...}`, issue 26), so
+`-S data=coco_mini` finds ../shared/coco-mini from that copy too.
 
 --collect reads every experiment's params and metrics (`dvc exp show --json`) and writes one
 row per distinct weights: the selected candidates' mean filter scores and the CLIPScore of the
@@ -36,9 +36,6 @@ def run(overrides: list[str], weights=R.TABLE4_WEIGHTS) -> None:
     extra = []
     for o in overrides:
         extra += ["-S", o]
-    if any(o.startswith("data=coco_mini") for o in overrides) and \
-            not any(o.startswith("data.root=") for o in overrides):
-        extra += ["-S", f"data.root={(ROOT.parent / 'shared' / 'coco-mini').resolve()}"]
     for w in weights:
         name = "ablation-" + "".join(str(int(x)) for x in w)
         cmd = ["dvc", "exp", "run", "--queue", "-n", name,

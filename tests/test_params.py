@@ -7,15 +7,17 @@ from tests.conftest import REPO
 
 def test_params_yaml_is_the_composed_default(tmp_path):
     out = tmp_path / "params.yaml"
-    compose_and_dump(str(out), str(REPO / "conf"), None, "config", "", [])
+    compose_and_dump(str(out), str(REPO / "conf"), None, "config", str(REPO), [])
     assert yaml.safe_load(out.read_text()) == yaml.safe_load((REPO / "params.yaml").read_text())
 
 
 def test_coco_mini_profile_switches_the_data_source(tmp_path):
     out = tmp_path / "params.yaml"
-    compose_and_dump(str(out), str(REPO / "conf"), None, "config", "", ["data=coco_mini"])
+    compose_and_dump(str(out), str(REPO / "conf"), None, "config", str(REPO), ["data=coco_mini"])
     p = yaml.safe_load(out.read_text())
-    assert p["data"]["source"] == "coco" and p["data"]["root"] == "../shared/coco-mini"
+    # absolute at composition (${repo_path:...}): queued runs work in a copy of the repo
+    assert p["data"]["source"] == "coco" and p["data"]["root"] == str(REPO.parent / "shared"
+                                                                       / "coco-mini")
 
 
 def _defining_module(package_dir, name):
@@ -167,7 +169,7 @@ def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
     """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
     from biaslab.classify import METHODS
     out = tmp_path / "p.yaml"
-    compose_and_dump(str(out), str(REPO / "conf"), None, "config", "", ["scale=full"])
+    compose_and_dump(str(out), str(REPO / "conf"), None, "config", str(REPO), ["scale=full"])
     full = yaml.safe_load(out.read_text())["classifier"]
     assert sorted(full["methods"]) == sorted(set(METHODS) - {"erm"})
     ci = yaml.safe_load((REPO / "params.yaml").read_text())["classifier"]

@@ -29,7 +29,7 @@ def test_composition_equals_compose_params_script(tmp_path):
 def test_overrides_compose_like_dvc(paper):
     assert paper["generate"]["m"] == 30 and paper["generate"]["backend"] == "sd_inpaint"
     assert paper["filters"]["detector"] == "facebook/detr-resnet-50"
-    assert paper["data"]["root"] == "data/raw/coco"
+    assert paper["data"]["root"] == str(ROOT / "data" / "raw" / "coco")    # ${repo_path:...}
 
 
 @pytest.mark.parametrize("bad, needle", [(["generate.mm=3"], "generate.mm"),
