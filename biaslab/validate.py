@@ -31,6 +31,13 @@ What is rejected, and why:
   one was trained and reported twice), ``seeds`` not a non-empty list of distinct integers.
 * ``controls``: ``q`` not rates in (0, 1], ``seeds`` fewer than two distinct integers (no CI),
   ``workers`` < 1.
+* ``label``: ``rule`` not a rule of ``biaslab.gender``, ``words`` not one of its word lists,
+  ``k`` < 1.
+* ``generate``: ``backend`` not one of the backends (it used to fail inside ``generate``,
+  after masks), ``guidance_scales`` not a non-empty list of positive numbers.
+* ``captioner``: ``archs`` / ``datasets`` unknown or repeated, ``seeds`` as for classifiers,
+  ``epochs`` < 1.
+* ``artifact``: ``datasets`` unknown or repeated, ``parts`` not a non-empty list of names.
 """
 from __future__ import annotations
 
@@ -131,11 +138,26 @@ def check_data(p: Mapping) -> None:
             raise ParamError("data.kp_iou", f"must be a number in [0, 1], got {v!r}")
 
 
+#: counterfactual backends of ``biaslab.counterfactual.generate.make_backend``
+GENERATE_BACKENDS = ("copy_paste", "render", "sd_inpaint")
+
+
 def check_generate(p: Mapping) -> None:
-    """Group ``generate``: ``max_images`` null or >= 0, ``m`` and ``shards`` >= 1."""
+    """Group ``generate``: ``max_images`` null or >= 0, ``m`` and ``shards`` >= 1, a known
+    ``backend``, ``guidance_scales`` positive numbers."""
     _int_at_least(p, "generate", "max_images", 0, allow_null=True)
     _int_at_least(p, "generate", "m", 1, allow_null=False)
     _int_at_least(p, "generate", "shards", 1, allow_null=False)
+    if "backend" in p and p["backend"] not in GENERATE_BACKENDS:
+        raise ParamError("generate.backend", f"unknown backend {p['backend']!r}; known: "
+                                             f"{list(GENERATE_BACKENDS)}")
+    if "guidance_scales" in p:
+        g = p["guidance_scales"]
+        if (isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not g
+                or not all(_is_real(x) and math.isfinite(float(x)) and float(x) > 0
+                           for x in g)):
+            raise ParamError("generate.guidance_scales", f"must be a non-empty list of "
+                                                         f"positive numbers, got {g!r}")
 
 
 def check_split(p: Mapping) -> None:
@@ -236,6 +258,47 @@ def check_controls(p: Mapping) -> None:
     _int_at_least(p, "controls", "workers", 1, allow_null=False)
 
 
+#: image-level gender rules of ``biaslab.gender.image_gender``
+LABEL_RULES = ("any_mention", "at_least_k")
+
+
+def check_label(p: Mapping) -> None:
+    """Group ``label``: a known ``rule`` and word list ``words``, ``k`` >= 1."""
+    if "rule" in p and p["rule"] not in LABEL_RULES:
+        raise ParamError("label.rule", f"unknown rule {p['rule']!r}; known: {list(LABEL_RULES)}")
+    if "words" in p:
+        from biaslab.gender import WORD_LISTS
+        if p["words"] not in WORD_LISTS:
+            raise ParamError("label.words", f"unknown word list {p['words']!r}; known: "
+                                            f"{sorted(WORD_LISTS)}")
+    _int_at_least(p, "label", "k", 1, allow_null=False)
+
+
+#: captioner architectures (``biaslab.captioning.ARCHS``, which imports torch: names kept here
+#: so the check stays light; a test keeps them equal)
+CAPTIONER_ARCHS = ("blip2", "clipcap", "transformer")
+
+
+def check_captioner(p: Mapping) -> None:
+    """Group ``captioner``: known, distinct ``archs`` and ``datasets``; ``seeds``; ``epochs``."""
+    _names(p, "captioner", "archs", CAPTIONER_ARCHS)
+    _names(p, "captioner", "datasets", DATASETS)
+    _seed_list(p, "captioner", "seeds", 1)
+    _int_at_least(p, "captioner", "epochs", 1, allow_null=False)
+
+
+def check_artifact(p: Mapping) -> None:
+    """Group ``artifact`` (synthetic-artifact test): known, distinct ``datasets``; ``parts``
+    a non-empty list of names."""
+    _names(p, "artifact", "datasets", DATASETS)
+    if "parts" in p:
+        v = p["parts"]
+        if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
+                or not all(isinstance(x, str) and x for x in v)):
+            raise ParamError("artifact.parts", f"must be a non-empty list of body-part names, "
+                                               f"got {v!r}")
+
+
 #: group name -> its check; ``check_params`` runs those of the groups present.
 CHECKS: dict[str, Callable[[Mapping], None]] = {
     "data": check_data,
@@ -245,6 +308,9 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "synthetic": check_synthetic,
     "classifier": check_classifier,
     "controls": check_controls,
+    "label": check_label,
+    "captioner": check_captioner,
+    "artifact": check_artifact,
 }
 
 

@@ -55,6 +55,18 @@ BAD = [
     ({"classifier": {"seeds": [0, 0]}}, "classifier.seeds", "distinct"),
     ({"controls": {"q": [0.0]}}, "controls.q", "(0, 1]"),
     ({"controls": {"seeds": [0]}}, "controls.seeds", "at least 2"),
+    ({"label": {"rule": "majority"}}, "label.rule", "unknown rule"),
+    ({"label": {"words": "klingon"}}, "label.words", "unknown word list"),
+    ({"label": {"k": 0}}, "label.k", ">= 1"),
+    ({"generate": {"backend": "dalle"}}, "generate.backend", "unknown backend"),
+    ({"generate": {"guidance_scales": []}}, "generate.guidance_scales", "positive"),
+    ({"generate": {"guidance_scales": [7.5, -1]}}, "generate.guidance_scales", "positive"),
+    ({"captioner": {"archs": ["lstm"]}}, "captioner.archs", "unknown"),
+    ({"captioner": {"archs": ["clipcap", "clipcap"]}}, "captioner.archs", "repeat"),
+    ({"captioner": {"datasets": ["orig"]}}, "captioner.datasets", "unknown"),
+    ({"captioner": {"epochs": 0}}, "captioner.epochs", ">= 1"),
+    ({"artifact": {"datasets": ["synthetic", "synthetic"]}}, "artifact.datasets", "repeat"),
+    ({"artifact": {"parts": []}}, "artifact.parts", "non-empty"),
 ]
 
 
@@ -97,6 +109,21 @@ def test_good_params_pass(params):
 def test_the_known_method_names_are_the_registry():
     from biaslab.classify import METHODS
     assert sorted(V.CLASSIFIER_METHODS) == sorted(METHODS)
+
+
+def test_the_known_arch_backend_and_label_names_are_the_registries():
+    from biaslab.captioning import ARCHS
+    assert sorted(V.CAPTIONER_ARCHS) == sorted(ARCHS)
+    import inspect
+
+    from biaslab.counterfactual import generate as G
+    src = inspect.getsource(G.make_backend)
+    assert all(f'"{b}"' in src for b in V.GENERATE_BACKENDS)
+    from biaslab.gender import image_gender
+    for rule in V.LABEL_RULES:
+        image_gender(["a man"], rule=rule)                  # every listed rule is accepted
+    with pytest.raises(Exception):
+        image_gender(["a man"], rule="majority")
 
 
 def test_the_committed_params_are_valid():
