@@ -72,6 +72,10 @@ def _params(**changes) -> str:
 
 # stage -> (param change, param named, words of the problem); stages not listed get the default
 BAD_PARAM = {
+    # issue 26: a param of a late stage fails at the first one, before any work
+    "synthesize": ({"captioner__archs": ["lstm"]}, "captioner.archs", "unknown name(s) ['lstm']"),
+    "label_gender": ({"classifier__methods": ["focal", "focal"]}, "classifier.methods",
+                     "names repeat"),
     "prepare": ({"data__max_images": -5}, "data.max_images", "null (all) or an integer >= 1"),
     "split": ({"split__fractions": {"train": 0.7, "val": 0.1, "test": 0.1}}, "split.fractions",
               "sum to 0.9"),

@@ -170,6 +170,27 @@ def _bcs_digest(path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_artifacts_get_as_the_readme_shows_it(pipeline_repo, tmp_path):
+    """Issue 25 item 4: `dvc artifacts get`'s --rev is the artifact *version* (a GTO tag
+    ``<name>@v<semver>``), not a git revision: ``--rev main`` looks for a tag
+    ``classifier@main`` and fails. The README's commands: tag a version, get it by version; an
+    untagged revision through its path with `dvc get`."""
+    repo, env, _ = pipeline_repo
+    _run(["git", "tag", "-a", "classifier@v0.1.0", "-m", "classifier of the default run"],
+         repo, env)
+    try:
+        out = _run(["dvc", "artifacts", "get", ".", "classifier", "--rev", "v0.1.0", "-o",
+                    str(tmp_path / "by_version")], repo, env)
+        assert "Downloaded" in out
+        got = sorted(p.name for p in (tmp_path / "by_version").iterdir())
+        assert got == sorted(p.name for p in (repo / "data/models/classifier").iterdir())
+    finally:
+        _run(["git", "tag", "-d", "classifier@v0.1.0"], repo, env)
+    _run(["dvc", "get", ".", "data/models/classifier", "--rev", "HEAD", "-o",
+          str(tmp_path / "by_rev")], repo, env)
+    assert (tmp_path / "by_rev" / "original").is_dir()
+
+
 def test_bcs_captions_are_the_committed_ones(pipeline_repo):
     repo, _, _ = pipeline_repo
     got = _bcs_digest(repo / "data/libra/synthesized.parquet")

@@ -76,6 +76,17 @@ def test_generate_and_features_closures_cover_their_backends_and_preprocessing()
     assert {"biaslab.features", "biaslab.numerics"} <= set(import_closure("biaslab.features"))
 
 
+def test_generate_lists_every_file_of_its_code_digest_as_a_dvc_dep():
+    """The code digest is stored in every shard's metadata, i.e. in generate's output bytes:
+    a file in the digest that DVC does not watch could change those bytes without DVC
+    re-running the stage, and a fresh clone would then disagree with the committed lock."""
+    import yaml
+    deps = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["generate"]["deps"]
+    files = {str(p.relative_to(REPO)) for p in
+             import_closure("biaslab.counterfactual.generate").values()}
+    assert files - set(deps) == set()
+
+
 SCRIPT = """
 import hashlib, json, sys
 from pathlib import Path
