@@ -25,6 +25,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from biaslab import stats
@@ -178,20 +179,46 @@ def _direction(header: str) -> str | None:
     return None
 
 
-def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1
-          ) -> dict[tuple[str, str], int]:
+#: the utility column of each table whose rows :func:`degenerate_rows` judges
+UTILITY = {"table1": "mAP", "table2": "CIDEr"}
+
+
+def degenerate_rows(tab: Mapping[str, Mapping[str, Any]], utility: str, floor: float,
+                    reference: str = "original") -> dict[str, float]:
+    """Rows whose mean ``utility`` is below ``floor`` x the ``reference`` row's (e.g. a
+    sub-sampled set of 6 images: mAP 39 against Original's 77): ``{row: its fraction of the
+    reference}``. Such a model is "unbiased" by not working; :func:`markdown` marks it † and
+    never ranks it best. Empty when the reference has no positive utility or ``floor`` <= 0.
+    """
+    ref = _num(((tab.get(reference) or {}).get(utility) or {}).get("mean"))
+    if ref is None or ref <= 0 or floor <= 0:
+        return {}
+    out = {}
+    for r, row in tab.items():
+        m = _num(((row or {}).get(utility) or {}).get("mean"))
+        if r != reference and m is not None and m < floor * ref:
+            out[r] = m / ref
+    return out
+
+
+def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
+          exclude: Iterable[str] = ()) -> dict[tuple[str, str], int]:
     """``{(row, column): 1 | 2}``: the best and second-best rows of every ranked column (header
     with ↑, ↓ or →1), as paper 000's tables bold / underline them. Ranked on the seed mean
     rounded to the printed ``digits`` (equal printed means share a rank); a row whose mean is
     missing, "n/a" or has infinite seeds (a Ratio of ∞: the worst possible) is never ranked.
-    Means only: overlapping 95 % CIs mean the order is not significant."""
+    Means only: overlapping 95 % CIs mean the order is not significant. Rows in ``exclude``
+    (:func:`degenerate_rows`) are never ranked."""
     out: dict[tuple[str, str], int] = {}
+    skip = set(exclude)
     for c, h in columns:
         how = _direction(h)
         if how is None:
             continue
         vals = {}
         for r, row in tab.items():
+            if r in skip:
+                continue
             rec = row.get(c) or {}
             m = _num(rec.get("mean"))
             if rec.get("na") or int(rec.get("n_inf") or 0) or m is None:
@@ -208,15 +235,17 @@ def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1
 
 def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
              first: str = "Method", names: Mapping[str, str] = ROW_NAMES,
-             rank: bool = False) -> str:
+             rank: bool = False, degenerate: Iterable[str] = ()) -> str:
     """A GitHub markdown table of ``tab`` ({row: {column: record}}), cells
     ``mean ± 95 % CI`` (``biaslab.stats.format_cell``). ``rank``: the best cell of each ranked
-    column in **bold**, the second best <u>underlined</u> (:func:`ranks`, paper 000 Tables 1-2).
+    column in **bold**, the second best <u>underlined</u> (:func:`ranks`, paper 000 Tables 1-2);
+    rows in ``degenerate`` (:func:`degenerate_rows`) are marked † and not ranked.
     """
+    degenerate = set(degenerate)
     head = "| " + " | ".join([first, *[h for _, h in columns]]) + " |"
     sep = "|" + "---|" * (len(columns) + 1)
     lines = [head, sep]
-    marks = ranks(tab, columns, digits) if rank else {}
+    marks = ranks(tab, columns, digits, exclude=degenerate) if rank else {}
     for r, vals in tab.items():
         cells = []
         for c, _ in columns:
@@ -224,8 +253,20 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
                 stats.format_cell(vals.get(c), digits)
             k = marks.get((r, c))
             cells.append(f"**{txt}**" if k == 1 else f"<u>{txt}</u>" if k == 2 else txt)
-        lines.append("| " + " | ".join([names.get(r, r), *cells]) + " |")
+        name = names.get(r, r) + (" †" if r in degenerate else "")
+        lines.append("| " + " | ".join([name, *cells]) + " |")
     return "\n".join(lines)
+
+
+def degenerate_note(rows: Mapping[str, float], utility: str, floor: float,
+                    names: Mapping[str, str] = ROW_NAMES) -> str:
+    """The sentence under a table with † rows ("" when none)."""
+    if not rows:
+        return ""
+    which = ", ".join(f"{names.get(r, r)} ({100 * f:.0f} %)" for r, f in rows.items())
+    return (f"† utility below the floor: {utility} under {100 * floor:.0f} % of Original's "
+            f"(report.utility_floor): {which}. Such a model looks unbiased by not working; "
+            f"it is never marked best.")
 
 
 def diff_markdown(diffs: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
@@ -284,7 +325,75 @@ def exp_show(cwd: str | os.PathLike = ".") -> list:
     cmd = ["dvc", "exp", "show", "--json"] + [x for r in dict.fromkeys(revs)
                                               for x in ("--rev", r)]
     out = subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return attach_out_metrics(json.loads(out), cwd)
+
+
+def out_metric_files(dvc_yaml: str | os.PathLike = "dvc.yaml") -> list[str]:
+    """The JSON files under ``metrics/`` that ``dvc.yaml`` declares as plain outs (not DVC
+    ``metrics``): the detailed results, committed to Git (``cache: false``) but kept out of
+    DVC's metric views so that those stay readable (issue 25: only ``metrics/summary.json``
+    is a DVC metric)."""
+    import yaml
+    stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages") or {}
+    files = []
+    for st in stages.values():
+        for o in (st.get("outs") or []):
+            path = o if isinstance(o, str) else next(iter(o))
+            if str(path).startswith("metrics/") and str(path).endswith(".json"):
+                files.append(str(path))
+    return sorted(set(files))
+
+
+def attach_out_metrics(shown: Any, cwd: str | os.PathLike = ".") -> Any:
+    """``dvc exp show --json`` output with every record's ``data.metrics`` completed by the
+    detailed metric files (:func:`out_metric_files`) as that record's revision holds them
+    (``git cat-file`` of ``<rev>:<file>``; the workspace's from disk), in DVC's layout
+    ``{path: {"data": ...}}``. DVC shows only registered metrics; the collectors (sweep,
+    backend comparison, Table 4, ``scripts/exp_table.py``) read the detailed files through
+    this. A file a revision does not have is left out. Returns ``shown`` (modified)."""
+    import subprocess
+    cwd = Path(cwd)
+    files = out_metric_files(cwd / "dvc.yaml") if (cwd / "dvc.yaml").is_file() else []
+    recs = [r for r in _walk_exp_records(shown)]
+    if not files or not recs:
+        return shown
+    wanted: list[tuple[dict, str, str]] = []
+    for rec in recs:
+        data = rec["data"]
+        rev = str(rec.get("rev") or data.get("rev") or "")
+        metrics = data.get("metrics")
+        if metrics is None:
+            metrics = data["metrics"] = {}
+        if not isinstance(metrics, dict):
+            continue
+        for f in files:
+            if isinstance(metrics.get(f), dict) and metrics[f].get("data"):
+                continue
+            if rev == "workspace":
+                try:
+                    metrics[f] = {"data": json.loads((cwd / f).read_text())}
+                except (OSError, ValueError):
+                    pass
+            elif rev:
+                wanted.append((metrics, f, f"{rev}:{f}"))
+    if wanted:
+        # one git process for every (revision, file): `cat-file --batch` answers in order
+        blob = "".join(w[2] + "\n" for w in wanted).encode()
+        res = subprocess.run(["git", "cat-file", "--batch"], cwd=cwd, input=blob,
+                             capture_output=True, check=True).stdout
+        pos = 0
+        for metrics, f, _ in wanted:
+            end = res.index(b"\n", pos)
+            header = res[pos:end].split()
+            pos = end + 1
+            if len(header) >= 3 and header[1] == b"blob":
+                size = int(header[2])
+                body, pos = res[pos:pos + size], pos + size + 1
+                try:
+                    metrics[f] = {"data": json.loads(body)}
+                except ValueError:
+                    pass
+    return shown
 
 
 def _walk_exp_records(node: Any) -> Iterable[dict]:

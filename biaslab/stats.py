@@ -88,6 +88,21 @@ def t_halfwidth(std: float | None, n: int, level: float = LEVEL) -> float | None
     return float(_st.t.ppf((1.0 + level) / 2.0, n - 1) * std / math.sqrt(n))
 
 
+def noise_floor(std: float | None, n: int, level: float = LEVEL) -> float | None:
+    """Half-width of the CI of a difference between two n-seed means whose seeds spread by
+    ``std`` each: ``t_{(1+level)/2, 2n-2} std sqrt(2/n)`` (the pooled two-sample t interval
+    with equal spread). A difference between two revisions (same method, same n seeds)
+    smaller than this is within seed-to-seed noise (issue 25 item 2).
+
+    Returns: float >= 0, or None for n < 2 or a missing / non-finite std.
+
+    Example: std 1, n 3 -> t_{0.975, 4} sqrt(2/3) = 2.7764 * 0.8165 = 2.2670.
+    """
+    if std is None or n < 2 or not math.isfinite(std):
+        return None
+    return float(_st.t.ppf((1.0 + level) / 2.0, 2 * n - 2) * std * math.sqrt(2.0 / n))
+
+
 def _clean(v: float | None) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 

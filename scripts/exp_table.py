@@ -15,13 +15,18 @@ terminal's width, $COLUMNS, else 120):
    column per params.yaml key whose value differs between them (dotted names; a param absent
    from one record counts as different). Too many to fit as columns -> one `key=value` line per
    experiment, wrapped.
-2. **headline**: metrics/summary.json (stage report): one row per experiment x method
+2. **headline**: metrics/summary_full.json (stage report; a plain out read from each
+   revision's Git commit, ``biaslab.report.attach_out_metrics``: DVC registers only the
+   compact metrics/summary.json as a metric): one row per experiment x method
    (original, oversample, ..., original+LIBRA), one column per metric (default Leakage,
    Ratio (classifier), Ratio (captioner), LIC, Error). A cell is ``mean Δdiff±h``: the mean over
    seeds and the difference from Original with the half-width h of its Welch 95 % CI (the
    Original row shows ``mean ±ci95``); ``*`` marks a difference whose CI excludes 0; ``∞``
    a mean with infinite seeds (Ratio with a never-predicted gender); ``–`` not measured.
    Columns that do not fit are dropped from the right, with a note saying which.
+3. **noise floor** (issue 25 item 2): per metric, the half-width of the 95 % CI of a
+   difference between two revisions of Original with its n seeds (``stats.noise_floor`` of
+   the seed-to-seed std): a difference between two experiments smaller than it is seed noise.
 
 For two branches: `dvc metrics diff main <branch>` (same metrics, as a diff) or
 `python scripts/exp_table.py -- -a`.
@@ -42,9 +47,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab.report import _file_data, _walk_exp_records  # noqa: E402
+from biaslab.report import _file_data, _walk_exp_records, attach_out_metrics  # noqa: E402
+from biaslab.stats import noise_floor  # noqa: E402
 
-SUMMARY = "metrics/summary.json"
+SUMMARY = "metrics/summary_full.json"
 PARAMS = "params.yaml"
 #: default metric columns (keys of metrics/summary.json rows) and their short headers
 DEFAULT_METRICS = ("Leakage", "Ratio (classifier)", "Ratio (captioner)", "LIC", "Error")
@@ -240,8 +246,27 @@ def headline_table(recs: Sequence[Mapping[str, Any]], width: int = 120,
             "* CI excludes 0")
     if dropped:
         note += f"; not shown (too wide): {', '.join(dropped)} -- use --metrics"
-    return "\n".join(["headline (metrics/summary.json):", *out,
-                      *textwrap.wrap(note, width=width)])
+    return "\n".join([f"headline ({SUMMARY}):", *out, *textwrap.wrap(note, width=width),
+                      *textwrap.wrap(noise_line(recs, cols), width=width)])
+
+
+def noise_line(recs: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> str:
+    """``noise floor (...): Leakage ±1.3, ...`` from the first record whose Original row has
+    the metric with a std and n (module docstring, part 3)."""
+    parts = []
+    for m in metrics:
+        for r in recs:
+            rec = (r["summary"].get("original") or {}).get(m) if isinstance(
+                r["summary"].get("original"), Mapping) else None
+            std, n = _num((rec or {}).get("std")), int((rec or {}).get("n") or 0)
+            nf = noise_floor(std, n) if std is not None else None
+            if nf is not None:
+                parts.append(f"{HEADERS.get(m, m)} ±{nf:.{_digits(m)}f} (n={n})")
+                break
+    if not parts:
+        return "noise floor: not available (no seed std in the summary)"
+    return ("noise floor (95 %, a difference between two revisions of original that is "
+            "seed noise): " + ", ".join(parts))
 
 
 def format_exp_table(exp_show: Any, width: int = 120, metrics: Sequence[str] = DEFAULT_METRICS,
@@ -281,7 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="after `--`: arguments for `dvc exp show` (-a, -A, --rev R, -n N)")
     a = ap.parse_args(argv)
     extra = [x for x in a.dvc_args if x != "--"]
-    data = json.loads(Path(a.json_file).read_text()) if a.json_file else exp_show_json(extra)
+    data = json.loads(Path(a.json_file).read_text()) if a.json_file else \
+        attach_out_metrics(exp_show_json(extra), Path.cwd())
     print(format_exp_table(data, a.width, a.metrics, a.methods, not a.no_workspace))
     return 0
 

@@ -3,7 +3,7 @@ with every cell mean ± 95 % CI and n, each bias metric's difference from Origin
 the causal probe, the validity verdicts (biaslab/validity.py), a headline metrics file, and bar
 charts with CI error bars.
 
-params: report.digits, filters.names, filters.weights (Table 4's current row),
+params: report.digits, report.utility_floor, filters.names, filters.weights (Table 4's current row),
         generate.backend, data.source (named in the report)
 in:   metrics/classification.json (eval_classifier), metrics/captioning.json (eval_captioner),
       metrics/artifact.json (artifact_test), metrics/artifact_captioner.json
@@ -11,9 +11,9 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
       metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval)
 out:  plots/report/tables.md,
-      metrics/summary.json (headline: per method mAP, Leakage, Ratio, LIC, Error, each
-      {mean, ci95, n, diff, diff_lo, diff_hi} with the difference from Original and its Welch
-      95 % CI),
+      metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
+      {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its
+      Welch 95 % CI), metrics/summary.json (the one DVC metric: ``compact``, ~40 keys),
       metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive,
       not_testable, metric_not_valid_on_this_data, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
@@ -25,6 +25,7 @@ plots/report/table4.md from `dvc exp show --json`. The dose-response sweep (and 
 planted bias 0) is `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).
 """
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -144,8 +145,8 @@ def _bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None 
 
 
 def headline(m: dict) -> dict:
-    """metrics/summary.json: per method the headline metrics with their CI, n and the
-    difference from Original (Welch 95 % CI over seeds)."""
+    """metrics/summary_full.json: per method the headline metrics with their CI, n, the
+    seed-to-seed std and the difference from Original (Welch 95 % CI over seeds)."""
     out: dict = {}
     for fkey, key, name in HEADLINE:
         metrics = m[fkey]
@@ -155,9 +156,66 @@ def headline(m: dict) -> dict:
             d = (diffs.get(row) or {}).get(key) or {}
             out.setdefault(row, {})[name] = {
                 "mean": stats.to_json(rec.get("mean"), 4), "ci95": stats.to_json(rec.get("ci95"), 4),
+                "std": stats.to_json(rec.get("std"), 4),
                 "n": rec.get("n"), "n_inf": rec.get("n_inf"),
                 **({"diff": stats.to_json(d.get("diff"), 4), "diff_lo": stats.to_json(d.get("lo"), 4),
                     "diff_hi": stats.to_json(d.get("hi"), 4)} if row != "original" else {})}
+    return out
+
+
+#: what metrics/summary.json (the one DVC metric) compares per model family: the bias metric
+#: and the utility of each of paper 000's tables
+COMPACT = (("classification", ("Leakage", "mAP")), ("captioning", ("LIC", "Error")))
+
+
+def _cell(mean, half, digits: int, prefix: str = "") -> str:
+    """``"12.3±1.1"`` / ``"Δ-9.1±2.8"``; ``∞`` for an infinite value, ``n/a`` when missing."""
+    if mean is None:
+        return "n/a"
+    if isinstance(mean, str) or not math.isfinite(float(mean)):
+        return prefix + ("-∞" if str(mean).startswith("-") else "∞")
+    h = "" if half is None else f"±{float(half):.{digits}f}"
+    return f"{prefix}{float(mean):+.{digits}f}{h}" if prefix else f"{float(mean):.{digits}f}{h}"
+
+
+def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
+    """metrics/summary.json, the only file DVC registers as ``metrics`` (issue 25 item 1), so
+    ``dvc exp show`` / ``dvc metrics diff`` stay readable (about 40 keys):
+
+    * ``<row>.<metric>``: Original ``"mean±h"`` (h: half-width of its 95 % t CI over seeds);
+      every other row ``"Δdiff±h"``, its difference from Original with the half-width of the
+      Welch 95 % CI (symmetric); ``∞`` / ``n/a`` where the metric is infinite / missing.
+      Metrics: Leakage and mAP for the classifier rows, LIC and Error for the captioner rows
+      (x100 scale, as the tables).
+    * ``noise.<metric>``: the seed-to-seed noise floor, the half-width of the 95 % CI of a
+      difference between two revisions of Original with its n seeds
+      (``stats.noise_floor``): a change between two experiments below it is seed noise.
+    * ``validity.{holds, fails, inconclusive, n}``: metrics/validity.json's counts.
+
+    Everything else (CIs' bounds, n, Ratio, per-seed values) stays in
+    metrics/summary_full.json and the stages' metrics/*.json (plain outs, committed), read by
+    ``scripts/exp_table.py`` and tables.md."""
+    out: dict = {}
+    noise: dict = {}
+    for fkey, names in COMPACT:
+        rows = R._rows(m[fkey])
+        for row in rows:
+            for name in names:
+                rec = (full.get(row) or {}).get(name)
+                if not rec or rec.get("n") in (None, 0):
+                    continue
+                if row == "original":
+                    out.setdefault(row, {})[name] = _cell(rec.get("mean"), rec.get("ci95"),
+                                                          digits)
+                    nf = stats.noise_floor(rec.get("std"), int(rec.get("n") or 0))
+                    noise[name] = None if nf is None else round(nf, digits + 1)
+                else:
+                    lo, hi = rec.get("diff_lo"), rec.get("diff_hi")
+                    half = None if lo is None or hi is None or isinstance(lo, str) \
+                        or isinstance(hi, str) else (float(hi) - float(lo)) / 2
+                    out.setdefault(row, {})[name] = _cell(rec.get("diff"), half, digits, "Δ")
+    out["noise"] = noise
+    out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive", "n")}
     return out
 
 
@@ -171,6 +229,9 @@ def main() -> None:
     t1, t2, t3 = R.table1(m["classification"]), R.table2(m["captioning"]), \
         R.table3(m["artifact"])
     t3c = R.table3(m["artifact_captioner"])
+    ufloor = float((params.get("report") or {}).get("utility_floor", 0.0) or 0.0)
+    deg1 = R.degenerate_rows(t1, R.UTILITY["table1"], ufloor)
+    deg2 = R.degenerate_rows(t2, R.UTILITY["table2"], ufloor)
     d1 = R.differences(m["classification"], R.TABLE1_DIFF)
     d2 = R.differences(m["captioning"], R.TABLE2_DIFF)
     p_clf, p_cap = R.probe_table(m["probe"], "classifier"), R.probe_table(m["probe"], "captioner")
@@ -223,7 +284,8 @@ def main() -> None:
         *([f"Backbone `{ts1['backbone']}`" + (" (the first of `classifier.backbones`; the "
                                                "others follow)." if extra_bb else "."), ""]
           if ts1.get("backbone") else []),
-        R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True),
+        R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
+        *(["", R.degenerate_note(deg1, "mAP", ufloor)] if deg1 else []),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
@@ -231,7 +293,8 @@ def main() -> None:
         "",
         *[x for name, v in extra_bb.items() for x in (
             f"### Table 1, backbone `{name}`", "",
-            R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True), "",
+            R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True,
+                       degenerate=R.degenerate_rows(R.table1(v), "mAP", ufloor)), "",
             R.diff_markdown(R.differences(v, R.TABLE1_DIFF), R.TABLE1_DIFF, digits), "")],
         f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
@@ -239,7 +302,8 @@ def main() -> None:
         "",
         *(["Captioner `clipcap` (the others of `captioner.archs` follow).", ""]
           if extra_arch else []),
-        R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True),
+        R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True, degenerate=deg2),
+        *(["", R.degenerate_note(deg2, "CIDEr", ufloor)] if deg2 else []),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",
@@ -247,7 +311,8 @@ def main() -> None:
         "",
         *[x for name, v in extra_arch.items() for x in (
             f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
-            R.markdown(R.table2(v), R.TABLE2_COLUMNS, digits, rank=True), "",
+            R.markdown(R.table2(v), R.TABLE2_COLUMNS, digits, rank=True,
+                       degenerate=R.degenerate_rows(R.table2(v), "CIDEr", ufloor)), "",
             R.diff_markdown(R.differences(v, R.TABLE2_DIFF), R.TABLE2_DIFF, digits), "")],
         f"Human captions of the dataset (stage human_bias, {hb.get('n_female', '?')} female / "
         f"{hb.get('n_male', '?')} male images, gender from {hb.get('gender_source', '?')}): "
@@ -386,7 +451,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with atomic_path(OUT / "tables.md") as tmp:
         tmp.write_text("\n".join(lines))
-    write_json("metrics/summary.json", headline(m))
+    full = headline(m)
+    write_json("metrics/summary_full.json", full)
+    write_json("metrics/summary.json", compact(full, m, vsum, digits))
     write_json("metrics/validity.json", {"checks": checks, "summary": vsum,
                                          "preconditions": validity.precondition_rows(
                                              m["controls"]),

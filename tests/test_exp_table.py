@@ -1,5 +1,7 @@
 """scripts/exp_table.py: the `dvc exp show` view that fits 120 columns (issue 14 item 3)."""
 import importlib.util
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,7 @@ def _summary(shift):
 
 
 def _rec(rev, name, params, summary):
-    metrics = {"metrics/summary.json": {"data": summary}} if summary is not None else {}
+    metrics = {"metrics/summary_full.json": {"data": summary}} if summary is not None else {}
     return {"rev": rev, "name": name, "data": {"rev": rev, "params": {
         "params.yaml": {"data": params}}, "metrics": metrics}, "error": None,
         "experiments": None}
@@ -72,7 +74,7 @@ def test_table_fits_120_columns_and_shows_headline():
     assert "11.0 ±0.5" in row and "1.25 ±0.10" in row          # Ratio: 2 decimals
     syn = lines[lines.index(row) + 1]
     assert syn.split()[0] == "synthetic" and "8.0 Δ-3.0±1.0*" in syn and "∞ Δ–" in syn
-    assert any("failed" in ln and "(no summary.json)" in ln for ln in lines)
+    assert any("failed" in ln and "(no summary_full.json)" in ln for ln in lines)
     assert "1.0 Δ-0.5±2.0" in out and "1.00 Δ" not in out    # LIC column: 1 decimal
 
 
@@ -93,3 +95,51 @@ def test_main_reads_a_saved_json(tmp_path, capsys):
                    "--methods", "original+LIBRA"]) == 0
     out = capsys.readouterr().out
     assert "original+LIBRA" in out and "synthetic" not in out and "Leakage" not in out
+
+
+# ---- issue 25: DVC shows only the compact summary; the collectors read the rest from Git ----
+
+def test_noise_floor_hand_computed():
+    from biaslab.stats import noise_floor
+    # t_{0.975, 4} sqrt(2/3) = 2.776445 * 0.816497
+    assert noise_floor(1.0, 3) == pytest.approx(2.266957, abs=1e-5)
+    assert noise_floor(2.0, 5) == pytest.approx(2 * 2.306004 * (2 / 5) ** 0.5, abs=1e-5)
+    assert noise_floor(None, 3) is None and noise_floor(1.0, 1) is None
+
+
+def test_noise_line_names_each_metric_with_its_n():
+    recs = [{"name": "w", "params": {}, "summary": {"original": {
+        "Leakage": {"mean": 1.0, "ci95": 1.0, "std": 1.0, "n": 3}}}}]
+    line = T.noise_line(recs, ["Leakage", "LIC"])
+    assert "Leakage ±2.3 (n=3)" in line and "LIC" not in line
+    assert "not available" in T.noise_line([{"name": "w", "params": {}, "summary": {}}],
+                                             ["Leakage"])
+
+
+def test_attach_out_metrics_reads_each_revision_from_git(tmp_path):
+    import subprocess
+
+    from biaslab.report import attach_out_metrics, out_metric_files
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  a:\n    cmd: x\n    outs:\n      - data/a\n      - metrics/detail.json:\n"
+        "          cache: false\n    metrics:\n      - metrics/summary.json:\n"
+        "          cache: false\n")
+    assert out_metric_files(tmp_path / "dvc.yaml") == ["metrics/detail.json"]
+    revs = []
+    for v in (1, 2):
+        (tmp_path / "metrics/detail.json").write_text(json.dumps({"v": v}))
+        for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "v"]):
+            if cmd[1] == "init" and v == 2:
+                continue
+            subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
+        revs.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, env=env,
+                                   capture_output=True, text=True).stdout.strip())
+    (tmp_path / "metrics/detail.json").write_text(json.dumps({"v": "workspace"}))
+    shown = [_rec("workspace", None, {}, None), _rec(revs[0], "old", {}, None),
+             _rec(revs[1], "new", {}, None), _rec("c" * 40, "gone", {}, None)]
+    attach_out_metrics(shown, tmp_path)
+    got = [r["data"]["metrics"].get("metrics/detail.json", {}).get("data") for r in shown]
+    assert got == [{"v": "workspace"}, {"v": 1}, {"v": 2}, None]

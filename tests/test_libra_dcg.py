@@ -212,7 +212,8 @@ def _json_edit(fn):
     (_json_edit(lambda d: d["settings"].update(backbone="some-org/some-model")),
      ("dcg.json", "some-org/some-model")),
     (_json_edit(lambda d: d["settings"].update(eta="x")), ("dcg.json", "eta")),
-    (lambda m: shutil.rmtree(m), ("model", "not a directory")),
+    (lambda m: shutil.rmtree(m), ("model", "not found")),
+    (lambda m: (shutil.rmtree(m), m.write_text("x")), ("model", "not a directory")),
 ])
 def test_damaged_model_directory_is_exit_2_naming_the_part(cli_model, tmp_path, capsys, damage,
                                                            names):

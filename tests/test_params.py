@@ -176,3 +176,29 @@ def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
     assert ci["methods"] == ["group_dro", "adversarial", "domain_independent"]
     for name, params in ci["method_params"].items():       # every param is a known one
         assert set(params) <= set(METHODS[name].PARAMS), name
+
+
+def test_overlay_plots_list_every_run_of_the_params():
+    """Issue 25 item 3: dvc.yaml's overlay plots name every training set x seed of
+    params.yaml (scripts/plot_runs.py writes them), not the first three seeds."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("plot_runs", REPO / "scripts" / "plot_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    plots = {next(iter(p)): next(iter(p.values())) for p in
+             yaml.safe_load((REPO / "dvc.yaml").read_text())["plots"]}
+    y = plots["classifier_loss"]["y"]
+    c = params["classifier"]
+    assert len(y) == 2 * len(c["seeds"]) * (len(c["datasets"]) + len(c.get("methods") or []))
+    assert any(f"-{max(c['seeds'])}/plots" in f for f in y)
+
+
+def test_only_the_headline_is_a_dvc_metric():
+    """Issue 25 item 1: DVC's metric views (`dvc exp show`, `dvc metrics diff`) compare only
+    metrics/summary.json; every other results file is a committed plain out."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    metrics = [next(iter(m)) if isinstance(m, dict) else m
+               for st in stages.values() for m in (st.get("metrics") or [])]
+    assert metrics == ["metrics/summary.json"]

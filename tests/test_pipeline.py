@@ -53,7 +53,7 @@ def pipeline_repo(tmp_path_factory):
     export = os.environ.get("BIASLAB_E2E_OUT")
     if export:   # CI prints the tables, verdicts and stage times of this fresh run
         Path(export).mkdir(parents=True, exist_ok=True)
-        for f in ("plots/report/tables.md", "metrics/validity.json", "metrics/summary.json",
+        for f in ("plots/report/tables.md", "metrics/validity.json", "metrics/summary_full.json",
                   "benchmarks/results/stage_times_e2e.json", "dvc.lock"):
             shutil.copy2(dst / f, Path(export) / Path(f).name)
     _run(["git", "add", "-A"], dst, env)      # the reproduced state is the baseline of the
@@ -87,7 +87,7 @@ def test_repro_ends_with_the_papers_tables(pipeline_repo):
     md = (repo / "plots/report/tables.md").read_text()
     for title in ("Table 1", "Table 2", "Table 3", "Table 4"):
         assert f"## {title}" in md
-    summary = json.loads((repo / "metrics/summary.json").read_text())
+    summary = json.loads((repo / "metrics/summary_full.json").read_text())
     # real numbers for every training set in the headline, with their CI and n
     for d in ("original", "oversample", "subsample", "augment", "synthetic"):
         assert 0 <= summary[d]["mAP"]["mean"] <= 100 and summary[d]["mAP"]["n"] >= 3
@@ -250,6 +250,13 @@ def test_filter_weights_experiment_reruns_only_selection_and_after(pipeline_repo
     planned = _planned(repo, env)
     assert {"generate", "score", "masks", "features", "bcs_synthesize"}.isdisjoint(planned)
     assert {"build_datasets", "report"} <= planned
+    # issue 25 item 1: with one small DVC metric file, DVC's own table of the experiments
+    # fits a 200-column terminal without elided cells
+    shown = _run(["dvc", "exp", "show", "--only-changed", "--no-pager"], repo,
+                 {**env, "COLUMNS": "200"})
+    assert max(len(line) for line in shown.splitlines()) <= 200
+    assert "…" not in shown and "filters.weights" in shown, shown
+    assert len(_run(["dvc", "metrics", "diff", "HEAD"], repo, env).splitlines()) <= 60
 
 
 def test_controls_match_their_known_answers_on_the_default(pipeline_repo):

@@ -227,9 +227,17 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
     assert "## Validity" in md and "**holds**" in md
     assert "| scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
-    summary = json.loads((m / "summary.json").read_text())
+    summary = json.loads((m / "summary_full.json").read_text())
     assert summary["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
     assert summary["original"]["mAP"]["mean"] == 79.0 and "diff" not in summary["original"]["mAP"]
+    # the one DVC metric (issue 25 item 1): few keys, one string per cell, the noise floor
+    compact = json.loads((m / "summary.json").read_text())
+    flat = [(r, k) for r, v in compact.items() for k in v]
+    assert len(flat) <= 40
+    assert compact["original"]["mAP"].startswith("79.0")
+    assert compact["synthetic"]["Leakage"].startswith("Δ-4.9")
+    assert set(compact["validity"]) == {"holds", "fails", "inconclusive", "n"}
+    assert set(compact["noise"]) <= {"Leakage", "mAP", "LIC", "Error"}
     val = json.loads((m / "validity.json").read_text())
     ids = {c["id"]: c["verdict"] for c in val["checks"]}
     assert ids["classifier/original/cast>0"] == "holds"

@@ -846,8 +846,9 @@ def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
     the file and the problem."""
     from biaslab.io import InputError
     if not directory.is_dir():
-        raise InputError(directory, "not a directory (a trained DCG model directory, stage "
-                                    "dcg_train: data/libra/dcg)")
+        what = "not a directory" if directory.exists() else "not found"
+        raise InputError(directory, f"{what} (a trained DCG model directory, stage "
+                                    f"dcg_train: data/libra/dcg)")
     meta_p = directory / "dcg.json"
     if not meta_p.is_file():
         raise InputError(meta_p, "missing: not a saved DCG model directory")
