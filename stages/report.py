@@ -369,6 +369,11 @@ def main() -> None:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
     ret = m["retrieval"]
     ks = (ret.get("setup") or {}).get("ks") or []
+    n_gallery = (ret.get("setup") or {}).get("n_gallery")
+    # a K that reaches the whole gallery ranks every image: Bias@K is the gallery's own
+    # balance and MaxSkew@K 0 by construction, not a property of the model (issue 25)
+    big = [k for k in ks if isinstance(n_gallery, int) and k >= n_gallery]
+    ks = [k for k in ks if k not in big]
     if ks and isinstance(ret.get("scorer"), dict):
         su = ret["setup"]
         lines += [
@@ -389,6 +394,10 @@ def main() -> None:
                 cells += [stats.format_cell(r.get(f"Bias@{k}"), 3),
                           stats.format_cell(r.get(f"MaxSkew@{k}"), 3)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if big:
+            lines += ["", f"Not shown: K = {', '.join(map(str, big))} >= the gallery's "
+                          f"{n_gallery} images (the whole gallery: the gallery's own balance, "
+                          f"not the model's)."]
         lines.append("")
     lines += [
         "## Validity (planted truth as referee)",

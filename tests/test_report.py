@@ -184,7 +184,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
              "retrieval": {"scorer": {"Bias@10": {"mean": 0.0, "ci95": 0.1},
                                       "MaxSkew@10": {"mean": 0.655, "ci95": 0.008}},
                            "random": {"Bias@10": {"mean": -0.02, "ci95": 0.03}},
-                           "setup": {"ks": [10], "n_queries": 326, "n_gallery": 80}},
+                           "setup": {"ks": [10, 100], "n_queries": 326, "n_gallery": 80}},
              "controls": {"replicates": [0, 1],
                           "classifier": {"context_reader": {"Ratio": {
                               "expected": {"value": 1.5}, "measured": _r([1.2, 1.2]),
@@ -227,6 +227,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
     assert "## Validity" in md and "**holds**" in md
     assert "| scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
+    # K = 100 on an 80-image gallery ranks the whole gallery: left out, and said so
+    assert "Bias@100" not in md and "Not shown: K = 100 >= the gallery's 80 images" in md
     summary = json.loads((m / "summary_full.json").read_text())
     assert summary["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
     assert summary["original"]["mAP"]["mean"] == 79.0 and "diff" not in summary["original"]["mAP"]
