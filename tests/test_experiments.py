@@ -109,7 +109,7 @@ def _dvc_repo(tmp_path, seconds=0):
     (repo / "dvc.yaml").write_text(textwrap.dedent(f"""\
         stages:
           copy:
-            cmd: {sys.executable} -c "import time, shutil; time.sleep({seconds}); shutil.copy('${{data.root}}/a.txt', 'out.txt')"
+            cmd: {sys.executable} -c "import time, shutil, pathlib; pathlib.Path('{tmp_path / 'started'}').touch(); time.sleep({seconds}); shutil.copy('${{data.root}}/a.txt', 'out.txt')"
             deps:
               - ${{data.root}}
             params:
@@ -132,14 +132,16 @@ def _run(cmd, repo, env, **kw):
 
 
 def test_second_experiment_is_refused_before_params_yaml_is_touched(tmp_path):
-    repo, env = _dvc_repo(tmp_path, seconds=6)
+    repo, env = _dvc_repo(tmp_path, seconds=10)
     first = subprocess.Popen([DVC, "exp", "run", "-S", "x=2"], cwd=repo, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.time() + 60
-        while not (repo / guard.CLAIM).exists() and time.time() < deadline:
+        deadline = time.time() + 120
+        # wait until the first run's stage command runs (DVC has composed params.yaml and
+        # stashed by then; under load that takes seconds)
+        while not (tmp_path / "started").exists() and time.time() < deadline:
             time.sleep(0.1)
-        time.sleep(1.5)                         # inside the stage now
+        assert (repo / guard.CLAIM).exists()
         params_during = (repo / "params.yaml").read_bytes()
         for cmd in ([DVC, "exp", "run", "-S", "x=3"], [DVC, "exp", "run", "--queue", "-S",
                                                         "x=4"], [DVC, "repro"]):
