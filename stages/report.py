@@ -285,7 +285,7 @@ def main() -> None:
                                                "others follow)." if extra_bb else "."), ""]
           if ts1.get("backbone") else []),
         R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
-        *(["", R.degenerate_note(deg1, "mAP", ufloor)] if deg1 else []),
+        *(["", R.degenerate_note(deg1, R.UTILITY["table1"], ufloor)] if deg1 else []),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
@@ -294,7 +294,8 @@ def main() -> None:
         *[x for name, v in extra_bb.items() for x in (
             f"### Table 1, backbone `{name}`", "",
             R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True,
-                       degenerate=R.degenerate_rows(R.table1(v), "mAP", ufloor)), "",
+                       degenerate=R.degenerate_rows(R.table1(v), R.UTILITY["table1"],
+                                                    ufloor)), "",
             R.diff_markdown(R.differences(v, R.TABLE1_DIFF), R.TABLE1_DIFF, digits), "")],
         f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
@@ -303,7 +304,7 @@ def main() -> None:
         *(["Captioner `clipcap` (the others of `captioner.archs` follow).", ""]
           if extra_arch else []),
         R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True, degenerate=deg2),
-        *(["", R.degenerate_note(deg2, "CIDEr", ufloor)] if deg2 else []),
+        *(["", R.degenerate_note(deg2, R.UTILITY["table2"], ufloor)] if deg2 else []),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",
@@ -312,7 +313,8 @@ def main() -> None:
         *[x for name, v in extra_arch.items() for x in (
             f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
             R.markdown(R.table2(v), R.TABLE2_COLUMNS, digits, rank=True,
-                       degenerate=R.degenerate_rows(R.table2(v), "CIDEr", ufloor)), "",
+                       degenerate=R.degenerate_rows(R.table2(v), R.UTILITY["table2"],
+                                                    ufloor)), "",
             R.diff_markdown(R.differences(v, R.TABLE2_DIFF), R.TABLE2_DIFF, digits), "")],
         f"Human captions of the dataset (stage human_bias, {hb.get('n_female', '?')} female / "
         f"{hb.get('n_male', '?')} male images, gender from {hb.get('gender_source', '?')}): "

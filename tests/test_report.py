@@ -341,3 +341,25 @@ def test_bar_layout_labels_what_it_cannot_draw_and_clips_at_the_floor():
     out = Path(pytest.importorskip("tempfile").mkdtemp()) / "t.png"
     mod._bar_chart(out, table, [("Ratio", "Ratio"), ("Error", "Error")], "T", {"Ratio": 1.0})
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_degenerate_rows_are_marked_and_never_ranked_best():
+    """Issue 25: a hand-written Table 1 (not synthetic.py's): sub-sampling has the lowest
+    Leakage only because its mAP collapsed to half of Original's. It is marked † and the
+    "best" Leakage goes to the best working row."""
+    from biaslab import report as R
+
+    def rec(m):
+        return {"mean": m, "ci95": 1.0, "n": 3, "n_inf": 0}
+    tab = {"original": {"mAP": rec(80.0), "Leakage": rec(5.0)},
+           "subsample": {"mAP": rec(40.0), "Leakage": rec(-30.0)},
+           "synthetic": {"mAP": rec(78.0), "Leakage": rec(-2.0)},
+           "oversample": {"mAP": rec(70.0), "Leakage": rec(1.0)}}
+    cols = (("mAP", "mAP ↑"), ("Leakage", "Leakage ↓"))
+    deg = R.degenerate_rows(tab, "mAP", 0.75)
+    assert deg == {"subsample": 0.5}                     # 70 / 80 = 0.875 stays
+    md = R.markdown(tab, cols, 1, rank=True, degenerate=deg)
+    assert "| Sub-sampling † | 40.0 ± 1.0 | -30.0 ± 1.0 |" in md
+    assert "**-2.0 ± 1.0**" in md and "<u>1.0 ± 1.0</u>" in md
+    assert "Sub-sampling (50 %)" in R.degenerate_note(deg, "mAP", 0.75)
+    assert R.degenerate_rows(tab, "mAP", 0.0) == {} and R.degenerate_rows({}, "mAP", 0.75) == {}
