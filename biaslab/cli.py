@@ -297,7 +297,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                       num_threads: int | None = None, progress: bool = False,
                       biasamp_min_count: int = 100, bert_model: str | None = None,
                       train_captions: Sequence[str] | None = None,
-                      on_partial: Callable[[dict], None] | None = None) -> dict:
+                      on_partial: Callable[[dict], None] | None = None,
+                      max_human_captions: int | None = None) -> dict:
     """All requested metrics in one dict. Bias metrics use the predictions of images labelled
     female/male; quality metrics use every prediction that has human references.
 
@@ -318,6 +319,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             settings (see :func:`biaslab.metrics.lic.lic`).
         biasamp_min_count: BiasAmp min co-occurrences with each gender in D (papers: 100).
         train_captions: flat sequence of the training set's human captions (BiasAmp's D).
+        max_human_captions: LIC_D averages over the first ``max_human_captions`` human-caption
+            indices (None: every index, the paper's 5 on COCO; see :func:`biaslab.metrics.lic.lic`).
         on_partial: when given, gets a copy of the metrics computed so far just before the
             slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
             it to ``<out>.partial`` so a crash keeps them.
@@ -404,7 +407,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             on_partial({**out, "LIC_seeds_done": list(done)})
         try:
             res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words, progress=progress,
+                      words=words, progress=progress, max_human_captions=max_human_captions,
                       on_seed=seed_done if on_partial is not None else None)
         except ValueError as e:   # e.g. too few images per gender
             out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
@@ -479,6 +482,9 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                         "--preset paper, minilm for ci)")
     p.add_argument("--words", default="lic", choices=_word_list_names(),
                    help="gender word list")
+    p.add_argument("--max-human-captions", type=_positive_int, default=None, metavar="K",
+                   help="LIC_D: average over the first K human-caption indices (default: "
+                        "all of them, the paper's 5 on COCO)")
     p.add_argument("--biasamp-min-count", type=_non_negative_int, default=100,
                    help="BiasAmp: min co-occurrences with each gender (papers: 100)")
     p.add_argument("--num-threads", type=_positive_int, default=None,
@@ -569,7 +575,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     result = evaluate_captions(predictions, labels, human, tuple(args.metrics), args.words,
                                args.classifier, args.preset, args.seeds, args.num_threads,
                                progress_enabled(args.progress), args.biasamp_min_count, args.bert_model,
-                               train_caps, on_partial=write_partial if partial else None)
+                               train_caps, on_partial=write_partial if partial else None,
+                               max_human_captions=args.max_human_captions)
     result = _jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:

@@ -210,7 +210,12 @@ class LiTScorer:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return self._project(self.text_encoder().encode(texts, batch_size=batch_size), "text")
+        # each distinct text encoded once (captioners and prompts repeat texts), in sorted
+        # order: the batches, hence the bits, do not depend on the caller's order
+        uniq = sorted(set(texts))
+        row = {t: k for k, t in enumerate(uniq)}
+        enc = self._project(self.text_encoder().encode(uniq, batch_size=batch_size), "text")
+        return enc[[row[t] for t in texts]]
 
     def similarity(self, images, texts) -> np.ndarray:
         """Row-wise cosine ``s_prompt`` (paper 000 Eq. 4) of image i and text i -> (n,) in

@@ -150,7 +150,8 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
                                     seeds=[s], num_threads=lp.get("num_threads"),
                                     biasamp_min_count=int(e["biasamp_min_count"]),
                                     metrics=("ratio", "error", "biasamp", "lic"),
-                                    train_captions=train_caps, image_objects=objects)
+                                    train_captions=train_caps, image_objects=objects,
+                                    max_human_captions=lp.get("max_human_captions"))
         return flat
 
     results = map_jobs(one, jobs, workers)

@@ -142,7 +142,8 @@ def main() -> None:
     mkw = dict(scorer=scorer, image_paths=paths, words=words, classifier=lp["classifier"],
                preset=lp["preset"], seeds=lp["seeds"], num_threads=lp.get("num_threads"),
                biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
-               image_objects=objects, progress=True)   # tqdm over the LIC classifiers
+               image_objects=objects, progress=True,   # tqdm over the LIC classifiers
+               max_human_captions=lp.get("max_human_captions"))
     feats_by_encoder: dict = {}
 
     def feats_for(arch, model):

@@ -58,6 +58,7 @@ def main() -> None:
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
     res = lic({i: c[0] for i, c in human.items()}, human, genders, classifier=p["classifier"],
               seeds=p["seeds"], config=cfg, words=words, workers=p.get("workers", 1),
+              max_human_captions=p.get("max_human_captions"),
               progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
     for k in ("LIC_D", "LIC_M", "LIC"):
         out[k] = stats.record([s[k] for s in res["per_seed"]])

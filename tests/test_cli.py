@@ -117,6 +117,22 @@ def test_missing_human_reports_skipped(files, capsys):
     assert "2 of 18 predicted image ids have no female/male label" in err
 
 
+def test_max_human_captions_caps_the_lic_d_indices(files, capsys):
+    """--max-human-captions K: LIC_D averages over the first K human-caption indices only
+    (params lic.max_human_captions at the ci scale)."""
+    out = files / "k1.json"
+    rc, _, _ = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                   "--gender", files / "labels.csv", "--human", files / "human.json",
+                   "--metrics", "lic", "--max-human-captions", "1", "--out", out, *FAST)
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["LIC_details"]["n_human_indices"] == 1
+    assert all(len(s["LIC_D_per_index"]) == 1 for s in res["LIC_details"]["per_seed"])
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate-captions", "--pred", str(files / "pred.json"), "--gender",
+                  str(files / "labels.csv"), "--max-human-captions", "0"])
+
+
 def test_gender_column_named_gender_and_too_few_for_lic(tmp_path, capsys):
     (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "caption": "A man."},
                                                  {"image_id": 2, "caption": "A woman."}]))

@@ -174,3 +174,28 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
     from biaslab.features import cache_key
     assert len(list((tmp_path / "data/cache/text" / f"text_{cache_key('fake', None)}"
                     ).glob("*.npy"))) >= 1
+
+
+def test_encode_texts_encodes_each_distinct_text_once_in_any_order():
+    """Captioners repeat captions: each distinct text reaches the text encoder once, in sorted
+    order, so the result of a text does not depend on the others or on their order."""
+    x, _, ti = planted(n_img=20, d_txt=FakeTextEncoder.dim)
+    t = FakeTextEncoder().encode([f"img {i} v0" for i in ti])
+    scorer, _ = train_lit(x, t, ti, np.arange(20), None, params={"epochs": 1, "proj_dim": 8})
+    seen = []
+
+    class Counting(FakeTextEncoder):
+        def encode(self, texts, batch_size=128, progress=False):
+            seen.append(list(texts))
+            return super().encode(texts, batch_size, progress)
+
+    scorer._text_encoder = Counting()
+    texts = ["img 3 v1", "img 1 v0", "img 3 v1", "img 2 v0", "img 1 v0"]
+    z = scorer.encode_texts(texts)
+    assert seen == [["img 1 v0", "img 2 v0", "img 3 v1"]]
+    assert z.shape == (5, 8)
+    np.testing.assert_array_equal(z[0], z[2])
+    np.testing.assert_array_equal(z[1], z[4])
+    again = scorer.encode_texts(list(reversed(texts)))
+    np.testing.assert_array_equal(again, z[::-1])
+    assert scorer.encode_texts([]).shape == (0, 8)

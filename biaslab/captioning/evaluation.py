@@ -61,8 +61,8 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
                     num_threads: int | None = 1, biasamp_min_count: int = 100,
                     metrics: Sequence[str] = ("ratio", "error", "biasamp", "lic", "quality"),
                     progress: bool = False, train_captions: Sequence[str] | None = None,
-                    image_objects: Mapping[int, Sequence[str]] | None = None
-                    ) -> tuple[dict, dict]:
+                    image_objects: Mapping[int, Sequence[str]] | None = None,
+                    max_human_captions: int | None = None) -> tuple[dict, dict]:
     """All captioning metrics of one results set (one captioner seed) -> ``(flat, details)``.
 
     ``flat`` has the keys of :data:`METRICS`: a float, ``inf`` for a Ratio whose model never
@@ -84,11 +84,14 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     (image id -> MSCOCO categories annotated on it); only labelled images WITH an entry are
     used (an image without one has an unknown object set, e.g. most coco-mini images);
     DBA_O's reference is the objects mentioned in ``human`` captions when given.
+    ``max_human_captions``: LIC_D averages over the first that many human-caption indices
+    (None: all; param ``lic.max_human_captions``).
     """
     from biaslab.cli import evaluate_captions
     det = evaluate_captions(dict(predictions), dict(genders), dict(human), tuple(metrics),
                             words, classifier, preset, seeds, num_threads, progress,
-                            biasamp_min_count, None, train_captions)
+                            biasamp_min_count, None, train_captions,
+                            max_human_captions=max_human_captions)
     ids = sorted(predictions)
     if scorer is None:
         det["CLIPScore_note"] = "skipped: no CLIP scorer (data/scorer missing)"

@@ -278,6 +278,9 @@ def lic(model_captions: Mapping[int, str],
     if human_captions is not None:
         k_n = min(len(human_captions[i]) for i in ids)
         if max_human_captions is not None:
+            if int(max_human_captions) < 1:
+                raise ValueError(f"max_human_captions must be >= 1 (or None for all), got "
+                                 f"{max_human_captions!r}")
             k_n = min(k_n, int(max_human_captions))
         unk = (textclf.UNK if cfg.kind == "lstm" else cache.load(cfg)[0].unk_token)
         for k in range(k_n):   # masked, not yet aligned (V_pre depends on the seed's split)
