@@ -117,6 +117,69 @@ def table1(classification: Mapping[str, Any]) -> dict:
     return table(classification, TABLE1_COLUMNS)
 
 
+#: issue 31 item 1: which way the persons-masked calls lean, threshold-free and unfolded
+DIRECTION_COLUMNS = (("log_r", "log r (signed)"), ("masked_gender_auc", "masked AUC →50"),
+                     ("share_man", "man only %"), ("share_woman", "woman only %"),
+                     ("share_both", "both %"), ("share_neither", "neither %"))
+
+
+def direction_table(classification: Mapping[str, Any]) -> dict[str, dict[str, dict | None]]:
+    """Direction-aware group measures of Table 1's rows (issue 31 item 1), from the per-seed
+    records of ``metrics/classification.json`` (persons-masked test images):
+
+    * ``log_r``: the signed ``ln r``, r = #man / #woman calls (paper 000 sec. 3.1's r before
+      its fold ``max(r, 1/r)``), averaged over seeds *before* any folding, so seeds leaning
+      opposite ways cancel instead of adding; > 0 leans "man". A seed that never calls one
+      gender is ``+-inf`` (printed ``∞ (k/n seeds)``, its sign kept).
+    * ``masked_gender_auc``: ROC AUC (x100) of P(man) - P(woman) against the masked person's
+      true gender (``biaslab.classify.evaluate``); 50 = the masked image tells nothing of the
+      gender, above 50 = the model reads it from what is left (context).
+    * ``share_man`` / ``share_woman`` / ``share_both`` / ``share_neither``: % of the masked
+      images whose gender outputs above threshold are man only, woman only, both, neither
+      (the four sum to 100 per seed).
+
+    Each cell is ``biaslab.stats.record`` over seeds (mean ± 95 % t CI). A row without gender
+    outputs (``ratio_na``, e.g. Adversarial) gets ``{"mean": None, "na": why}`` cells.
+    """
+    out: dict[str, dict[str, dict | None]] = {}
+    for r in _rows(classification):
+        rec = classification[r]
+        if rec.get("ratio_na"):
+            out[r] = {c: {"mean": None, "na": str(rec["ratio_na"])} for c, _ in DIRECTION_COLUMNS}
+            continue
+        logs, shares = [], {k: [] for k in ("man", "woman", "both", "neither")}
+        for s in rec.get("per_seed") or []:
+            m, w = s.get("n_man"), s.get("n_woman")
+            b, n0 = s.get("n_both"), s.get("n_neither")
+            if None in (m, w, b, n0):
+                logs.append(None)
+                for v in shares.values():
+                    v.append(None)
+                continue
+            logs.append(math.nan if m == w == 0 else math.inf if w == 0 else
+                        -math.inf if m == 0 else math.log(m / w))
+            total = m + w - b + n0      # n_man and n_woman both count the "both" images
+            for k, v in (("man", m - b), ("woman", w - b), ("both", b), ("neither", n0)):
+                shares[k].append(100.0 * v / total if total else None)
+        out[r] = {"log_r": stats.record(logs),
+                  "masked_gender_auc": _record(rec.get("masked_gender_auc")),
+                  **{f"share_{k}": stats.record(v) for k, v in shares.items()}}
+    return out
+
+
+def direction_note(classification: Mapping[str, Any], digits: int = 2) -> str:
+    """The reference line under :func:`direction_table`: the test set's own signed log ratio
+    (``test_set.ratio_gt``, what a pure context reader approaches) and 0, the masked image
+    read as neither gender."""
+    gt = _num((classification.get("test_set") or {}).get("ratio_gt"))
+    ref = (f"the test set's own ln {gt:.2f} = {math.log(gt):+.{digits}f} (what a model that "
+           f"reads only context approaches)" if gt and gt > 0 else "the test set's own ratio "
+           "is unknown")
+    return (f"log r: 0 = the masked persons read as neither gender; {ref}. Seeds are averaged "
+            "before any fold, so a row whose seeds lean opposite ways reads near 0 here while "
+            "its folded Ratio is large. Not in paper 000 (issue 31).")
+
+
 def table2(captioning: Mapping[str, Any]) -> dict:
     """Paper 000 Table 2 (+ thesis Table 2.1) from ``metrics/captioning.json``."""
     return table(captioning, TABLE2_COLUMNS)

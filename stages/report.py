@@ -291,6 +291,12 @@ def main() -> None:
         "",
         R.power_line(m["controls"], "classifier", digits, R.TABLE1_COLUMNS),
         "",
+        "### Table 1, direction: which way the persons-masked calls lean (issue 31)",
+        "",
+        R.markdown(R.direction_table(m["classification"]), R.DIRECTION_COLUMNS, 2),
+        "",
+        R.direction_note(m["classification"]),
+        "",
         *[x for name, v in extra_bb.items() for x in (
             f"### Table 1, backbone `{name}`", "",
             R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True,

@@ -363,3 +363,35 @@ def test_degenerate_rows_are_marked_and_never_ranked_best():
     assert "**-2.0 ± 1.0**" in md and "<u>1.0 ± 1.0</u>" in md
     assert "Sub-sampling (50 %)" in R.degenerate_note(deg, "mAP", 0.75)
     assert R.degenerate_rows(tab, "mAP", 0.0) == {} and R.degenerate_rows({}, "mAP", 0.75) == {}
+
+
+def test_direction_table_signed_log_ratio_shares_and_infinities():
+    """Issue 31 item 1: seeds are averaged before any fold (one seed leaning "man" 2:1 and one
+    leaning "woman" 1:2 give ln r = 0, where the folded Ratio would read 2), a seed that never
+    calls "woman" is +inf with its sign kept, and the four shares sum to 100."""
+    import math
+    seeds = [{"n_man": 80, "n_woman": 40, "n_both": 20, "n_neither": 0},     # 60/20/20/0 of 100
+             {"n_man": 40, "n_woman": 80, "n_both": 20, "n_neither": 0}]     # 20/60/20/0
+    cls = {"original": {"per_seed": seeds, "masked_gender_auc": {"mean": 70.0, "ci95": 1.0,
+                                                                 "n": 2}},
+           "synthetic": {"per_seed": [{"n_man": 10, "n_woman": 0, "n_both": 0,
+                                       "n_neither": 90}] * 2},
+           "adversarial": {"per_seed": [{}], "ratio_na": "no gender outputs"},
+           "test_set": {"ratio_gt": 2.0}}
+    t = R.direction_table(cls)
+    o = t["original"]
+    assert o["log_r"]["mean"] == pytest.approx(0.0)
+    assert o["log_r"]["std"] == pytest.approx(math.sqrt(2) * math.log(2))
+    assert o["share_man"]["mean"] == pytest.approx(40.0)      # (60 + 20) / 2
+    assert o["share_woman"]["mean"] == pytest.approx(40.0)
+    assert o["share_both"]["mean"] == pytest.approx(20.0)
+    assert o["share_neither"]["mean"] == pytest.approx(0.0)
+    assert o["masked_gender_auc"]["mean"] == 70.0
+    s = t["synthetic"]
+    assert s["log_r"]["n_inf"] == 2 and s["log_r"]["sign"] == 1
+    assert s["share_neither"]["mean"] == pytest.approx(90.0)
+    assert t["adversarial"]["log_r"]["na"] == "no gender outputs"
+    md = R.markdown(t, R.DIRECTION_COLUMNS, 2)
+    assert "| Original | 0.00 ± " in md and "∞ (2/2 seeds)" in md and "n/a" in md
+    assert "ln 2.00 = +0.69" in R.direction_note(cls)
+    assert "unknown" in R.direction_note({"original": cls["original"]})
