@@ -367,6 +367,17 @@ def captioner_captions(kind: str, test: pd.DataFrame, *, bias: float | None = No
 
 
 # --------------------------------------------------------------------------- expectations
+def _pair_auc(score_pos: np.ndarray, score_neg: np.ndarray) -> float:
+    """ROC AUC x100 by its definition, P(a positive scores above a negative) + P(tie) / 2 over
+    all (positive, negative) pairs; nan without both classes. The expectation side of the
+    masked-AUC control: counted here, not through scikit-learn as the metric is."""
+    a = np.asarray(score_pos, np.float64)[:, None]
+    b = np.asarray(score_neg, np.float64)[None, :]
+    if not a.size or not b.size:
+        return math.nan
+    return float(100.0 * ((a > b).mean() + 0.5 * (a == b).mean()))
+
+
 def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = None,
                         reads: Sequence[str] = ATTRIBUTES, q: float = 0.0,
                         stereotypes: Mapping[str, str] | None = None) -> dict:
@@ -376,7 +387,9 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
     Returns ``{metric: {"value": float, "rule": "exact"} | {"direction": ">" | "≈",
     "reference": float}}`` for ``Error`` (% of images whose gender decision is wrong; a tie
     counts as "woman", module docstring), ``Ratio`` / ``Ratio_E`` (masked images; ``inf`` when
-    no image is called "woman"), ``mAP`` (the oracle's objects: 100), ``Leakage``, ``BiasAmp``
+    no image is called "woman"), ``masked_AUC`` (ROC AUC x100 of P(man) - P(woman) on the
+    masked images against the true gender: 50 where every masked score is the same, the
+    context reader's from its decisions), ``mAP`` (the oracle's objects: 100), ``Leakage``, ``BiasAmp``
     and ``DBA_O`` (0 exactly with the true objects; for an amplifier with q > 0 the sign of
     :func:`stereotype_direction`, none when it is undecided; BiasAmp compares the
     *predicted* gender's co-occurrences, so it is 0 for the context reader only where its
@@ -390,10 +403,12 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
         exp["Error"] = _exact(0.0)
         exp["Ratio"] = _exact(1.0)       # 0.5 / 0.5 on masked images: both outputs on
         exp["Ratio_E"] = _exact(1.0)
+        exp["masked_AUC"] = _exact(50.0)  # one score for every masked image: all ties
     elif kind == "constant_man":
         exp["Error"] = _exact(100.0 * n_f / n if n else math.nan)
         exp["Ratio"] = _exact(math.inf)
         exp["Ratio_E"] = _exact(math.inf)
+        exp["masked_AUC"] = _exact(50.0)
     elif kind == "context_reader":
         dec = context_gender(context_llr(test, bias, reads))
         called_man = dec == MALE
@@ -404,6 +419,7 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
         exp["Ratio"] = _exact(_ratio_max(n_man, n_woman))
         pm = np.where(dec == MALE, 1.0, np.where(dec == FEMALE, 0.0, 0.5))
         exp["Ratio_E"] = _exact(_ratio_max(pm.sum(), (1 - pm).sum()))
+        exp["masked_AUC"] = _exact(_pair_auc(pm[g == MALE], pm[g == FEMALE]))
     exp["mAP"] = _exact(100.0) if kind != "amplifier" or q == 0 else \
         {"direction": "<", "reference": 100.0}
     if kind == "amplifier" and q > 0:

@@ -199,6 +199,16 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
                               "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
                               "than Original's", es, eo, "<")))
+    # issue 31 item 1: the same claim without a threshold or a fold: the ROC AUC of
+    # P(man) - P(woman) on the persons-masked images against the true gender (50 = the masked
+    # image tells nothing). A ranking measure: the mask's overall lean (Ratio's precondition)
+    # does not move it, and it needs no gender imbalance in the test set
+    a_s, a_o = _seed_values(classification, "synthetic", "masked_gender_auc"), \
+        _seed_values(classification, "original", "masked_gender_auc")
+    if a_s is not None and a_o is not None and any(v is not None for v in a_s + a_o):
+        out.append(_diff("classifier/synthetic-original/masked_auc<0",
+                         "classifier: S_synthetic reads gender less from the persons-masked "
+                         "images than Original (masked gender AUC)", a_s, a_o, "<"))
     # issue 23 item 4: the artifact part of Δ, where the backend is not the re-draw itself
     backend = (artifact.get("test_set") or {}).get("backend")
     as_, ao = _seed_values(artifact, "synthetic", "delta_artifact"), \
@@ -303,6 +313,7 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
 #: metric named in a check id -> the controls' (task, metric)
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
                      "ratio_expected<0": ("classifier", "Ratio_E"),
+                     "masked_auc<0": ("classifier", "masked_AUC"),
                      "libra-original/lic<0": ("captioner", "LIC"),
                      "libra-original/error≤tol": ("captioner", "Error")}
 

@@ -117,6 +117,7 @@ def _classifier(kinds, test, train, labels, bias, stereo, seeds, rounds) -> dict
             do = dba_o(A[lab], y_test[lab], tp[lab])["DBA_O"]
             for k, v in (("mAP", r.get("mAP")), ("Ratio", r.get("ratio")),
                          ("Ratio_E", r.get("ratio_expected")),
+                         ("masked_AUC", r.get("masked_gender_auc")),
                          ("Error", None if r.get("gender_acc") is None
                           else 100.0 - r["gender_acc"]),
                          ("Leakage", r.get("leakage")), ("BiasAmp", ba), ("DBA_O", do)):

@@ -79,7 +79,12 @@ def test_expected_classifier_values_by_hand():
     assert e["Ratio"]["value"] == pytest.approx(1.5)
     # expected counts: P(man) = 0, 1, 0, .5 -> 1.5 / 2.5
     assert e["Ratio_E"]["value"] == pytest.approx(2.5 / 1.5)
+    # masked AUC: men score P(man) 1, 0; women 0, 0.5 -> of the 4 (man, woman) pairs 2 above,
+    # 1 tie, 1 below: (2 + 0.5) / 4 = 62.5 (issue 31)
+    assert e["masked_AUC"]["value"] == pytest.approx(62.5)
+    assert K.expected_classifier("person_oracle", HAND)["masked_AUC"]["value"] == 50.0
     k = K.expected_classifier("constant_man", HAND)
+    assert k["masked_AUC"]["value"] == 50.0
     assert k["Error"]["value"] == 50.0 and math.isinf(k["Ratio"]["value"])
     assert "BiasAmp" not in k
     amp = K.expected_classifier("amplifier", HAND, q=0.5)

@@ -61,6 +61,26 @@ def test_table_checks_ratio_and_delta():
     assert checks["classifier/synthetic-original/ratio<0"]["verdict"] == "holds"
 
 
+def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
+    """Issue 31: S_synthetic's masked gender AUC against Original's, per seed; judged on a
+    balanced test set too (no Ratio there) and never sent to "mask not neutral"."""
+    cls = {"original": {"per_seed": [{"masked_gender_auc": v} for v in (90.0, 92.0, 91.0)]},
+           "synthetic": {"per_seed": [{"masked_gender_auc": v} for v in (60.0, 58.0, 59.0)]},
+           "test_set": {"n_female": 40, "n_male": 40}}
+    checks = {c["id"]: c for c in validity.table_checks(cls, {})}
+    c = checks["classifier/synthetic-original/masked_auc<0"]
+    assert c["verdict"] == "holds" and c["mean"] == pytest.approx(-32.0)
+    probe = {"mask_neutral": {"synthetic": {"ratio_expected": 0.2, "lo": 0.1, "hi": 0.3,
+                                            "per_seed": [0.2], "n_images": 10}}}
+    after = {c["id"]: c for c in validity.apply_mask_neutral(list(checks.values()), probe)}
+    assert after["classifier/synthetic-original/masked_auc<0"]["verdict"] == "holds"
+    assert validity.CONTROLLED_METRIC["masked_auc<0"] == ("classifier", "masked_AUC")
+    cls["synthetic"]["per_seed"] = [{"masked_gender_auc": v} for v in (95.0, 93.0, 94.0)]
+    c = {c["id"]: c for c in validity.table_checks(cls, {})}[
+        "classifier/synthetic-original/masked_auc<0"]
+    assert c["verdict"] == "fails"
+
+
 def test_markdown_lists_every_check():
     checks = validity.probe_checks(PROBE)
     md = validity.markdown(checks)
