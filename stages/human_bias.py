@@ -53,10 +53,13 @@ def main() -> None:
            "Ratio": _finite(r["ratio_max"]), "ratio_raw": _finite(r["ratio"]),
            "Error": _finite(error(every, every_g, words))}
     # LIC_D of the human captions; the "model" captions are each image's first human caption,
-    # so LIC = LIC_M - LIC_D is a sanity value expected near 0.
+    # so LIC = LIC_M - LIC_D is a sanity value expected near 0. That caption is held out of
+    # LIC_D's references (as the controls' human control does): with lic.max_human_captions 1
+    # LIC_D would otherwise score the very captions LIC_M scores
     cfg = default_config(p["classifier"], p["preset"], progress=False,
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
-    res = lic({i: c[0] for i, c in human.items()}, human, genders, classifier=p["classifier"],
+    refs = {i: c[1:] for i, c in human.items() if len(c) > 1}
+    res = lic({i: human[i][0] for i in refs}, refs, genders, classifier=p["classifier"],
               seeds=p["seeds"], config=cfg, words=words, workers=p.get("workers", 1),
               max_human_captions=p.get("max_human_captions"),
               progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
