@@ -345,7 +345,12 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     f_a + m_a = 0 are left out. Repeated rows (over-sampling) count once per copy.
 
     Returns a dict: n_samples, n_female, n_male, n_images (distinct image_id),
-    max_repeats (most rows of one image_id and gender), ``objects_mean_abs_skew`` /
+    max_repeats (most rows of one image_id and gender), the spread of the repeats over the
+    (image_id, gender) copies c_i: ``repeats_median``, ``repeats_p90``, ``n_repeated``
+    (copies > 1), ``max_repeats_share`` (max c_i / n_samples: the share of the training set
+    that is its most repeated image) and ``effective_images`` (Kish's effective sample size
+    (sum c_i)^2 / sum c_i^2: n_images when nothing repeats, ~1 when one image dominates),
+    ``objects_mean_abs_skew`` /
     ``objects_max_abs_skew`` = mean / max of |skew_o| over the labelled objects present (None
     without objects or without one of the genders), n_objects (present),
     n_objects_one_gender (present with one gender only: |skew| = 1, which over-sampling cannot
@@ -363,6 +368,14 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     out = {"n_samples": int(len(manifest)), "n_female": nf, "n_male": nm,
            "n_images": int(manifest["image_id"].nunique()),
            "max_repeats": int(reps.max()) if len(reps) else 0,
+           # how the repeats spread (issue 31 item 5): a resample that meets its skew bound
+           # by repeating one image hundreds of times trains on that image, not on the data
+           "repeats_median": float(np.median(reps)) if len(reps) else 0.0,
+           "repeats_p90": float(np.quantile(reps, 0.9)) if len(reps) else 0.0,
+           "n_repeated": int((reps > 1).sum()),
+           "max_repeats_share": float(reps.max() / len(manifest)) if len(reps) else 0.0,
+           "effective_images": float(reps.sum() ** 2 / (reps ** 2).sum()) if len(reps)
+           else 0.0,
            "objects": {c: [int(a), int(b)] for c, a, b in zip(cats, f, m)},
            "objects_mean_abs_skew": _mean_abs_skew(f, m, nf, nm),
            "objects_max_abs_skew": _mean_abs_skew(f, m, nf, nm, np.max),

@@ -46,6 +46,7 @@ ROW_ORDER = ("original", "oversample", "subsample", "matched", "adversarial", "d
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected", "Ratio_E →1"),
                   ("Leakage", "Leakage ↓"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
 TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
+                  ("no_gender_word", "no gender word %"), ("length", "words"),
                   ("LIC", "LIC ↓"), ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
                   ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
                   ("CIDEr", "CIDEr ↑"))
@@ -231,15 +232,176 @@ def n_seeds(metrics: Mapping[str, Any]) -> str:
 
 
 def _direction(header: str) -> str | None:
-    """The better direction a column header marks: ``"max"`` (↑), ``"min"`` (↓), ``"one"``
-    (→1: closest to 1), or None (unranked)."""
+    """The better direction a column header marks: ``"max"`` (↑), ``"min"`` (↓), ``"target"``
+    (→x: closest to the number x, :func:`_target`), or None (unranked)."""
     if "↑" in header:
         return "max"
     if "↓" in header:
         return "min"
-    if "→1" in header:
-        return "one"
+    if _target(header) is not None:
+        return "target"
     return None
+
+
+def _target(header: str) -> float | None:
+    """The x of a ``"→x"`` header (``"Ratio →1"`` -> 1.0, ``"Ratio →2.28"`` -> 2.28)."""
+    import re
+    hit = re.search(r"→\s*([0-9]+(?:\.[0-9]+)?)", header)
+    return float(hit.group(1)) if hit else None
+
+
+def true_ratio(test_set: Mapping[str, Any] | None) -> float | None:
+    """The test set's own folded man : woman ratio ``max(n_male / n_female, its inverse)``
+    (None when a count is missing or 0): what the Ratio of a captioner that names every
+    person's gender as annotated reads on *unmasked* images (Burns et al. 2018's reference;
+    issue 31 item 2). On persons-masked images (paper 000's classifier protocol) the
+    reference is 1."""
+    ts = test_set or {}
+    m, f = _num(ts.get("n_male")), _num(ts.get("n_female"))
+    if not m or not f:
+        return None
+    return max(m / f, f / m)
+
+
+def table2_columns(captioning: Mapping[str, Any], digits: int = 2) -> tuple:
+    """:data:`TABLE2_COLUMNS` with Ratio's target set to the test set's own ratio
+    (:func:`true_ratio`, rounded to ``digits``): captions are of unmasked images, so the
+    "best" Ratio is the one closest to the truth, not to 1 (a captioner that drops gender
+    words or says "woman" at random reads near 1). Unchanged when the counts are unknown."""
+    gt = true_ratio(captioning.get("test_set"))
+    if gt is None:
+        return TABLE2_COLUMNS
+    return tuple((k, f"Ratio →{gt:.{digits}f}") if k == "Ratio" else (k, h)
+                 for k, h in TABLE2_COLUMNS)
+
+
+def made_by(script: str, cwd: str | os.PathLike = ".") -> dict:
+    """Provenance of a file a script (not the DVC DAG) writes into ``plots/report/`` (issue 31
+    item 7): ``{"script", "data_source", "commit", "modified"}`` from ``params.yaml``'s
+    ``data.source`` and ``git`` in ``cwd`` (None where unavailable). Such files stay after a
+    run of another profile; the stamp says which run they belong to."""
+    import subprocess
+    out = {"script": script, "data_source": None, "commit": None, "modified": None}
+    try:
+        import yaml
+        params = yaml.safe_load((Path(cwd) / "params.yaml").read_text()) or {}
+        out["data_source"] = (params.get("data") or {}).get("source")
+    except (OSError, ValueError, ImportError):
+        pass
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=cwd, capture_output=True, text=True, check=True).stdout
+        out["commit"], out["modified"] = head or None, bool(dirty.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return out
+
+
+def stamp(text: str, prov: Mapping[str, Any]) -> str:
+    """``text`` (markdown, title on its first line) with a provenance line (:func:`made_by`)
+    after the title."""
+    commit = prov.get("commit")
+    line = (f"_Made by `{prov.get('script')}` on data `{prov.get('data_source') or '?'}` at "
+            f"commit `{commit or '?'}`" + (" with uncommitted changes" if prov.get("modified")
+                                          else "")
+            + "; not written by `dvc repro`, so a run of another data profile leaves it as "
+              "it is: it is that run's result only where data and commit match._")
+    head, _, rest = text.partition("\n")
+    return f"{head}\n\n{line}\n{rest}" if head.startswith("#") else f"{line}\n\n{text}"
+
+
+def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
+        "oversample", "subsample"), names: Mapping[str, str] = ROW_NAMES) -> str:
+    """How the resampled training sets were reached (issue 31 item 5), from
+    ``metrics/datasets.json``: samples, distinct images, the most repeated image's count and
+    share of the samples, Kish's effective number of images, and the skew bound reached
+    ("" when the file has none of ``rows``). Over-sampling meets its skew bound on strongly
+    biased multi-label data by repeating a few counter-stereotypical images; the note puts
+    that beside the table so its row is read as what it is."""
+    parts = []
+    for r in rows:
+        d = (datasets or {}).get(r)
+        if not isinstance(d, Mapping) or d.get("n_samples") is None:
+            continue
+        txt = (f"{names.get(r, r)}: {int(d['n_samples']):,} samples of {int(d['n_images']):,} "
+               f"images")
+        if int(d.get("max_repeats") or 1) > 1:
+            txt += (f", the most repeated image {int(d['max_repeats'])} times "
+                    f"({100 * float(d.get('max_repeats_share') or 0):.0f} % of the samples), "
+                    f"{int(d.get('n_repeated') or 0)} images repeated, Kish's effective "
+                    f"number of images {float(d.get('effective_images') or 0):.1f}")
+        if d.get("max_skew_bound") is not None:
+            txt += (f", object skew bound reached {float(d['max_skew_bound']):.3f} (largest "
+                    f"|skew| {float(d.get('objects_max_abs_skew') or 0):.3f})")
+        parts.append(txt)
+    if not parts:
+        return ""
+    return ("Training sets (metrics/datasets.json): " + "; ".join(parts) + ". "
+            "datasets.max_copies caps the repeats and relaxes the skew bound to the smallest "
+            "feasible one (issue 31).")
+
+
+def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
+    """The line under Table 2 that says which reference its Ratio is ranked against
+    (:func:`table2_columns`)."""
+    ts = captioning.get("test_set") or {}
+    gt = true_ratio(ts)
+    if gt is None:
+        return ("Ratio is ranked against 1: the test set's gender counts are unknown, so its "
+                "own ratio cannot be the reference.")
+    return (f"Ratio →{gt:.2f}: the captions describe unmasked test images, "
+            f"{int(ts['n_male'])} men and {int(ts['n_female'])} women, so a captioner that "
+            f"names each person's gender as annotated reads {gt:.2f} (Burns et al. 2018); "
+            f"the closest row is best, not the one nearest 1 (paper 000 Table 2 prints \"1 "
+            f"is unbiased\", which holds only on a balanced test set). \"no gender word %\": "
+            f"gender-labelled images whose caption names no gender; \"words\": mean caption "
+            f"length.")
+
+
+#: a captioner row whose share of captions without a gender word exceeds Original's by more
+#: than this many points is degenerate for Ratio (param report.max_gender_word_loss)
+MAX_GENDER_WORD_LOSS = 10.0
+
+
+def caption_degenerate_rows(tab: Mapping[str, Mapping[str, Any]], max_loss: float,
+                            length_floor: float, reference: str = "original"
+                            ) -> dict[str, str]:
+    """Captioner rows that lose gender words or length (issue 31 item 2): ``{row: why}`` for
+    every row whose mean ``no_gender_word`` (% of gender-labelled images whose caption names
+    no gender) exceeds the ``reference`` row's by more than ``max_loss`` points, or whose mean
+    ``length`` (tokens per caption) is below ``length_floor`` x the reference's. Such a row's
+    Ratio is near 1 because it stops naming people, so :func:`markdown` never ranks it best.
+    Empty when the reference lacks the measure (older metrics files)."""
+    def mean(r, k):
+        return _num(((tab.get(r) or {}).get(k) or {}).get("mean"))
+    out: dict[str, str] = {}
+    nw0, ln0 = mean(reference, "no_gender_word"), mean(reference, "length")
+    for r in tab:
+        if r == reference:
+            continue
+        why = []
+        nw, ln = mean(r, "no_gender_word"), mean(r, "length")
+        if nw0 is not None and nw is not None and nw - nw0 > max_loss:
+            why.append(f"{nw:.0f} % of captions name no gender (Original {nw0:.0f} %)")
+        if ln0 and ln is not None and length_floor > 0 and ln < length_floor * ln0:
+            why.append(f"{ln:.1f} words per caption (Original {ln0:.1f})")
+        if why:
+            out[r] = "; ".join(why)
+    return out
+
+
+def caption_degenerate_note(rows: Mapping[str, str], max_loss: float, length_floor: float,
+                            names: Mapping[str, str] = ROW_NAMES) -> str:
+    """The sentence under Table 2 for :func:`caption_degenerate_rows` ("" when none)."""
+    if not rows:
+        return ""
+    which = "; ".join(f"{names.get(r, r)}: {why}" for r, why in rows.items())
+    return (f"† captions lose gender words (more than {max_loss:g} points above Original, "
+            f"report.max_gender_word_loss) or length (under {100 * length_floor:.0f} % of "
+            f"Original's): {which}. Their Ratio nears 1 by not naming people; never marked "
+            f"best.")
 
 
 #: the utility column of each table whose rows :func:`degenerate_rows` judges
@@ -267,7 +429,7 @@ def degenerate_rows(tab: Mapping[str, Mapping[str, Any]], utility: str, floor: f
 def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
           exclude: Iterable[str] = ()) -> dict[tuple[str, str], int]:
     """``{(row, column): 1 | 2}``: the best and second-best rows of every ranked column (header
-    with ↑, ↓ or →1), as paper 000's tables bold / underline them. Ranked on the seed mean
+    with ↑, ↓ or →x: closest to x), as paper 000's tables bold / underline them. Ranked on the seed mean
     rounded to the printed ``digits`` (equal printed means share a rank); a row whose mean is
     missing, "n/a" or has infinite seeds (a Ratio of ∞: the worst possible) is never ranked.
     Means only: overlapping 95 % CIs mean the order is not significant. Rows in ``exclude``
@@ -287,7 +449,7 @@ def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
             if rec.get("na") or int(rec.get("n_inf") or 0) or m is None:
                 continue
             m = round(m, digits)
-            vals[r] = -m if how == "max" else (abs(m - 1.0) if how == "one" else m)
+            vals[r] = -m if how == "max" else (abs(m - _target(h)) if how == "target" else m)
         levels = sorted(set(vals.values()))
         for r, v in vals.items():
             k = levels.index(v) + 1
@@ -562,7 +724,9 @@ __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3
            "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
            "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
-           "table4_current"]
+           "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",
+           "caption_degenerate_note", "MAX_GENDER_WORD_LOSS", "ratio_reference_note",
+           "resample_note", "made_by", "stamp"]
 
 
 def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,

@@ -14,7 +14,9 @@ the person masked out. Paper 000's claims then become checkable directions:
    than Original's; its Table 3 Δ no larger than Original's (with the ``render`` oracle there
    are no inpainting artifacts to react to).
 
-Each check: ``{"id", "claim", "expect", "reference", "mean", "lo", "hi", "n", "verdict"}`` with
+Each check: ``{"id", "claim", "expect", "reference", "mean", "lo", "hi", "n", "verdict",
+"reason", "source"}`` (``reason``: why the verdict, in words with the numbers; ``source``: the
+metrics file it was read from; both filled by :func:`explain`, issue 31 item 3) with
 ``verdict`` from ``biaslab.stats.verdict`` on the 95 % CI: "holds" (the CI lies on the
 expected side), "fails" (on the other side), "inconclusive" (it straddles). Differences between
 rows are Welch t intervals over seeds (``biaslab.stats.difference``); single-row effects the
@@ -35,9 +37,14 @@ reads no context gives every image the same output, so its r is set by its thres
 model's expected r is therefore exactly 1, the value the claim calls unbiased, and no outcome
 of the comparison can support or refute the claim. The rule is structural (the test set's
 counts), not a cut on the measured effect.
+
+A fifth, "not informative" (:func:`explain`), marks a check whose measure has no variance
+(every seed of the compared rows reads the same value, e.g. a Table 3 Δ of 0 for every model
+when the inpainting changed no gender call): such a test cannot move, so it is no pass.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,9 +73,11 @@ def _values(node: Any) -> list | None:
     return None
 
 
-def _check(cid: str, claim: str, expect: str, ref: float, mean, lo, hi, n) -> dict:
+def _check(cid: str, claim: str, expect: str, ref: float, mean, lo, hi, n,
+           source: str | None = None) -> dict:
     return {"id": cid, "claim": claim, "expect": expect, "reference": ref, "mean": mean,
-            "lo": lo, "hi": hi, "n": n, "verdict": _verdict(lo, hi, expect, ref)}
+            "lo": lo, "hi": hi, "n": n, "verdict": _verdict(lo, hi, expect, ref),
+            "source": source}
 
 
 def _not_testable(check: dict, reason: str) -> dict:
@@ -110,19 +119,22 @@ def _verdict(lo, hi, expect: str, ref: float) -> str:
     return "holds" if lo <= ref else "fails"
 
 
-def _effect(cid: str, claim: str, node: Any, expect: str, ref: float) -> dict:
+def _effect(cid: str, claim: str, node: Any, expect: str, ref: float,
+            source: str | None = None) -> dict:
     """A single row's effect: the CI the stage stored (``lo``/``hi``: t over seeds, or the
     pair bootstrap with fewer seeds, ``biaslab.probe``), else the t interval of its values."""
     if isinstance(node, Mapping) and node.get("lo") is not None and node.get("mean") is not None:
         n = node.get("n_seeds") or len(_values(node) or [])
-        return _check(cid, claim, expect, ref, node["mean"], node["lo"], node["hi"], n)
+        return _check(cid, claim, expect, ref, node["mean"], node["lo"], node["hi"], n, source)
     s = stats.summarize(_values(node) or [])
-    return _check(cid, claim, expect, ref, s["mean"], s["lo"], s["hi"], s["n"])
+    return _check(cid, claim, expect, ref, s["mean"], s["lo"], s["hi"], s["n"], source)
 
 
-def _diff(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str) -> dict:
+def _diff(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str,
+          source: str | None = None) -> dict:
     d = stats.difference(a or [], b or [])
-    return _check(cid, claim, expect, 0.0, d["diff"], d["lo"], d["hi"], min(d["n"], d["n_ref"]))
+    return _check(cid, claim, expect, 0.0, d["diff"], d["lo"], d["hi"], min(d["n"], d["n_ref"]),
+                  source)
 
 
 def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[dict]:
@@ -168,7 +180,12 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
                 out.append(_diff(f"{model}/synthetic-{ref}/{a}<0",
                                  f"{model}: S_synthetic less sensitive to the {a} than {ref}",
                                  vals("synthetic", a), vals(ref, a), "<"))
-    return out
+    return _from(out, "metrics/probe.json")
+
+
+def _from(checks: list[dict], source: str) -> list[dict]:
+    """``checks`` with ``source`` (the metrics file they were read from) where unset."""
+    return [{**c, "source": c.get("source") or source} for c in checks]
 
 
 def _seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
@@ -217,14 +234,14 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
             any(v is not None for v in as_ + ao):
         out.append(_diff("classifier/synthetic-original/delta_artifact≤0",
                          "classifier: S_synthetic's Δ_artifact no larger than Original's",
-                         as_, ao, "≤"))
+                         as_, ao, "≤", "metrics/artifact.json"))
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:
         out.append(_diff("classifier/synthetic-original/delta≤0",
                          "classifier: S_synthetic's Table 3 Δ no larger than Original's", ds, do,
-                         "≤"))
-    return out
+                         "≤", "metrics/artifact.json"))
+    return _from(out, "metrics/classification.json")
 
 
 #: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
@@ -239,7 +256,8 @@ def _paired(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect
     LIBRA), its mean and t 95 % CI over seeds, judged against ``ref``."""
     pairs = [(x, y) for x, y in zip(a or [], b or []) if x is not None and y is not None]
     d = stats.summarize([float(x) - float(y) for x, y in pairs])
-    return _check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"])
+    return _check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"],
+                  "metrics/captioning.json")
 
 
 def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, ref: float
@@ -253,7 +271,8 @@ def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, 
     from scipy.stats import binomtest
     k = int(round(float(after[key]) * n))
     ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return _check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n)
+    return _check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n,
+                  "metrics/dcg_apply.json")
 
 
 def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | None = None
@@ -306,7 +325,8 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
             out.append(_check(f"libra/dcg/{name}_error<0",
                               f"LIBRA's DCG lowers the Error of the control {name} (paired "
                               f"by image, percentage points)", "<", 0.0, ch.get("mean"),
-                              ch.get("lo"), ch.get("hi"), int(ch["n"])))
+                              ch.get("lo"), ch.get("hi"), int(ch["n"]),
+                              "metrics/dcg_apply.json"))
     return out
 
 
@@ -462,11 +482,87 @@ def apply_mask_neutral(checks: Sequence[Mapping[str, Any]], probe: Mapping[str, 
     return out
 
 
+#: verdicts that :func:`explain` judges from the interval (the others carry their own reason)
+JUDGED = ("holds", "fails", "inconclusive")
+
+
+def _fmt(v: Any) -> str:
+    return "–" if v is None else f"{float(v):+.3g}"
+
+
+def _no_variance(c: Mapping[str, Any]) -> bool:
+    """True when the check's 95 % CI has zero width: every seed of the compared rows reads
+    the same value (``stats.difference`` / ``stats.summarize`` give [m, m] then)."""
+    lo, hi = c.get("lo"), c.get("hi")
+    if lo is None or hi is None:
+        return False
+    lo, hi = float(lo), float(hi)
+    return abs(hi - lo) <= 1e-12 * max(1.0, abs(lo), abs(hi))
+
+
+def _reason(c: Mapping[str, Any]) -> str:
+    """Why an interval verdict (:data:`JUDGED`) is what it is, in words with its numbers."""
+    lo, hi, ref, v, e = c.get("lo"), c.get("hi"), float(c["reference"]), c["verdict"], \
+        c["expect"]
+    if lo is None or hi is None:
+        return (f"no interval: fewer than 2 seeds with a finite value (n = {c.get('n')}), or an "
+                f"infinite seed")
+    ci = f"the 95 % CI [{_fmt(lo)}, {_fmt(hi)}]"
+    if e in ("≥", "≤"):
+        side, other = ("above", "decrease") if e == "≥" else ("below", "increase")
+        if v == "holds":
+            return (f"{ci} reaches {ref:g} or {side}: no evidence of an {other} (a one-sided "
+                    f"claim, which a run with wide intervals also passes; width "
+                    f"{float(hi) - float(lo):.3g})")
+        return f"{ci} lies entirely on the wrong side of {ref:g}: an {other} is shown"
+    if v == "holds":
+        return f"{ci} lies entirely {'above' if e == '>' else 'below'} {ref:g}"
+    if v == "fails":
+        return (f"{ci} lies at or {'below' if e == '>' else 'above'} {ref:g}, against the "
+                f"claim")
+    return f"{ci} contains {ref:g}: the run cannot decide the direction"
+
+
+def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Every check with a ``reason`` and a ``source`` (issue 31 item 3), and no empty verdict:
+
+    * a check judged from its interval whose measure has no variance (zero-width CI: every
+      seed of the compared rows gives the same value, e.g. a Table 3 Δ that is 0 for every
+      model because the inpainting changed no gender call) reads **"not informative"**: the
+      data cannot move the measure, so no outcome of the comparison is evidence;
+    * every other interval verdict gets the reason in words (:func:`_reason`), one-sided
+      ("not below" / "not above") passes saying that they are absence of evidence;
+    * verdicts set earlier ("not testable", "metric not valid on this data", "mask not
+      neutral") keep their reasons.
+
+    Apply last, after :func:`apply_controls` and :func:`apply_mask_neutral`. Returns new dicts.
+    """
+    out = []
+    for c in checks:
+        c = {**c, "source": c.get("source") or "unknown"}
+        if c["verdict"] in JUDGED and _no_variance(c):
+            what = ("Table 3's Δ is the same in every seed of both rows"
+                    if "delta" in c["id"] else "every seed of the compared rows gives the same "
+                                                "value")
+            c.update(verdict="not informative",
+                     reason=f"no variance: {what} (the CI is the single value "
+                            f"{_fmt(c.get('mean'))}, n = {c.get('n')}); the data cannot move "
+                            f"this measure, so the comparison is no evidence either way"
+                            + (" (a Δ of 0 means the inpainting changed no gender call: the "
+                               "counterfactual left the gender cue intact)"
+                               if "delta" in c["id"] and c.get("mean") == 0 else ""))
+        elif c["verdict"] in JUDGED:
+            c["reason"] = _reason(c)
+        out.append(c)
+    return out
+
+
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
     """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k,
-    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "n": k}`` (a verdict's spaces become ``_``)."""
+    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "not_informative": k, "n": k}``
+    (a verdict's spaces become ``_``)."""
     out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0,
-           "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0}
+           "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0, "not_informative": 0}
     for c in checks:
         k = c["verdict"].replace(" ", "_")
         out[k] = out.get(k, 0) + 1
@@ -476,7 +572,8 @@ def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
 
 def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
     """The validity section: one row per check (claim, measured effect [95 % CI], n, verdict)."""
-    lines = ["| check | expected | measured [95 % CI] | n | verdict |", "|---|---|---|---|---|"]
+    lines = ["| check | expected | measured [95 % CI] | n | verdict | from |",
+             "|---|---|---|---|---|---|"]
     for c in checks:
         m = c.get("mean")
         meas = "–" if m is None else f"{m:+.{digits}f}" + (
@@ -484,8 +581,13 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
         exp = {">": f"> {c['reference']:g}", "<": f"< {c['reference']:g}",
                "≈": f"≈ {c['reference']:g}", "≥": f"not < {c['reference']:g}",
                "≤": f"not > {c['reference']:g}"}[c["expect"]]
-        lines.append(f"| {c['claim']} | {exp} | {meas} | {c.get('n')} | **{c['verdict']}** |")
-    reasons = [c for c in checks if c.get("reason")]
+        one_sided = " (one-sided)" if c["expect"] in ("≥", "≤") and c["verdict"] == "holds" \
+            else ""
+        src = os.path.basename(str(c.get("source") or "")) or "–"
+        lines.append(f"| {c['claim']} | {exp} | {meas} | {c.get('n')} | "
+                     f"**{c['verdict']}**{one_sided} | {src} |")
+    # the interval verdicts' reasons are the CI column itself; the others are spelled out
+    reasons = [c for c in checks if c.get("reason") and c["verdict"] not in JUDGED]
     if reasons:
         lines.append("")
         lines += [f"{c['verdict'].capitalize()}: {c['claim']}: {c['reason']}." for c in reasons]
@@ -494,4 +596,5 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
 
 __all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "mask_neutral_rows",
            "apply_mask_neutral", "mask_neutral_markdown", "probe_checks", "ratio_testable", "table_checks", "summary",
-           "markdown", "control_preconditions", "apply_controls", "precondition_rows"]
+           "markdown", "control_preconditions", "apply_controls", "precondition_rows", "explain",
+           "JUDGED"]

@@ -117,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
                               f"{row.get('male', float('nan')):+.3f} |")
                 md.append("")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    from biaslab import report as R
+    # it outlives runs of other profiles: say which run it belongs to (issue 31 item 7)
+    text = R.stamp("\n".join(md) + "\n", R.made_by("scripts/artifact_flips.py", ROOT))
     with atomic_path(args.out) as t:
-        Path(t).write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+        Path(t).write_text(text)
+    print(text)
     print(f"wrote {args.out}")
     return 0
 

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from biaslab import backends as B  # noqa: E402
+from biaslab import report as R  # noqa: E402
 from biaslab.io import atomic_path, write_json  # noqa: E402
 
 
@@ -56,12 +57,14 @@ def collect(out_dir: Path, a: str, b: str) -> str:
                       "Each cell: mean ± 95 % CI over seeds; Δ is Table 3's per-seed "
                       "|Ratio_orig - Ratio_inp| / Ratio_orig x100 on the same inpainted test "
                       "images (biaslab/backends.py).", "", B.markdown(runs, a, b)])
+    prov = R.made_by("scripts/backend_compare.py", ROOT)
+    text = R.stamp(text, prov)      # it outlives runs of other profiles (issue 31 item 7)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "backend_compare.md") as tmp:
         tmp.write_text(text, encoding="utf-8")
     write_json(out_dir / "backend_compare.json",
                {"runs": {k: v.get("name") for k, v in runs.items()},
-                "checks": B.checks(runs, a, b)})
+                "checks": B.checks(runs, a, b), "made_by": prov})
     return text
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from biaslab import report as R  # noqa: E402
 from biaslab import sweep as S  # noqa: E402
 from biaslab.io import atomic_path, write_json  # noqa: E402
 
@@ -116,12 +117,13 @@ def collect(out_dir: Path) -> str:
                "--collect`; mean ± 95 % CI over the controls' replicates). Exact expectations "
                "and verdicts per bias: metrics/controls.json of each experiment.", "",
                S.control_markdown(ctl)]
-    text = "\n".join(md)
+    prov = R.made_by("scripts/bias_sweep.py", ROOT)
+    text = R.stamp("\n".join(md), prov)   # it outlives runs of other profiles (issue 31)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "bias_sweep.md") as tmp:
         tmp.write_text(text, encoding="utf-8")
     write_json(out_dir / "bias_sweep.json", {"points": points, "checks": checks,
-                                             "controls": ctl,
+                                             "controls": ctl, "made_by": prov,
                                              "control_response": S.control_response(ctl)})
     if points:
         S.plot_sweep(points, out_dir / "bias_sweep.png")

@@ -51,6 +51,7 @@ def collect(out: Path) -> str:
           "Object / Color / Prompt: mean filter scores of the selected candidates (stand-ins "
           "for the paper's human ratings); CLIPScore of the captioner trained on S_synthetic.\n\n"
           + R.table4_markdown(rows) + "\n")
+    md = R.stamp(md, R.made_by("scripts/filter_ablation.py", ROOT))   # issue 31 item 7
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(md)

@@ -84,7 +84,10 @@ def main(argv=None) -> int:
                 rows.append((pm.mean(), pw.mean(), expected_ratio(pw, pm)["ratio"]))
             r = np.mean(rows, 0)
             lines.append(f"| {d} | {name} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.2f} |")
-    text = "\n".join(lines) + "\n"
+    from biaslab import report as R
+    # it outlives runs of other profiles: say which run it belongs to (issue 31 item 7)
+    text = R.stamp("\n".join(lines) + "\n", R.made_by("scripts/ratio_mask_diagnostic.py",
+                                                        Path(__file__).resolve().parents[1]))
     with atomic_path(args.out) as t:
         Path(t).write_text(text)
     print(text)

@@ -3,19 +3,21 @@ with every cell mean ± 95 % CI and n, each bias metric's difference from Origin
 the causal probe, the validity verdicts (biaslab/validity.py), a headline metrics file, and bar
 charts with CI error bars.
 
-params: report.digits, report.utility_floor, filters.names, filters.weights (Table 4's current row),
+params: report.digits, report.utility_floor, report.max_gender_word_loss, filters.names, filters.weights (Table 4's current row),
         generate.backend, data.source (named in the report)
 in:   metrics/classification.json (eval_classifier), metrics/captioning.json (eval_captioner),
       metrics/artifact.json (artifact_test), metrics/artifact_captioner.json
       (artifact_captioner), metrics/probe.json (probe), metrics/select.json (select),
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
-      metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval)
+      metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval),
+      metrics/controls.json (controls), metrics/datasets.json (build_datasets)
 out:  plots/report/tables.md,
       metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its
       Welch 95 % CI), metrics/summary.json (the one DVC metric: ``compact``, ~40 keys),
-      metrics/validity.json ({"checks": [...], "summary": {holds, fails, inconclusive,
-      not_testable, metric_not_valid_on_this_data, n}, "preconditions": [{task, metric, valid,
+      metrics/validity.json ({"checks": [...] (each with its reason and source file),
+      "summary": {holds, fails, inconclusive, not_testable, metric_not_valid_on_this_data,
+      mask_not_neutral, not_informative, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
       plots/report/table1.png, table2.png, table3.png, probe.png
 
@@ -39,11 +41,12 @@ IN = {"classification": "metrics/classification.json", "captioning": "metrics/ca
       "select": "metrics/select.json",
       "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
       "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
-      "controls": "metrics/controls.json"}
+      "controls": "metrics/controls.json", "datasets": "metrics/datasets.json"}
 OUT = Path("plots/report")
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
             ("classification", "Ratio", "Ratio (classifier)"),
+            ("classification", "masked_gender_auc", "masked AUC"),
             ("captioning", "Ratio", "Ratio (captioner)"), ("captioning", "LIC", "LIC"),
             ("captioning", "Error", "Error"))
 
@@ -160,12 +163,25 @@ def headline(m: dict) -> dict:
                 "n": rec.get("n"), "n_inf": rec.get("n_inf"),
                 **({"diff": stats.to_json(d.get("diff"), 4), "diff_lo": stats.to_json(d.get("lo"), 4),
                     "diff_hi": stats.to_json(d.get("hi"), 4)} if row != "original" else {})}
+    # issue 31 item 1: which way the masked calls lean, signed and averaged before any fold
+    for row, cols in R.direction_table(m["classification"]).items():
+        if (cols.get("log_r") or {}).get("na"):
+            continue
+        rec = cols.get("log_r") or {}
+        out.setdefault(row, {})["log r"] = {
+            "mean": stats.to_json(rec.get("mean"), 4), "ci95": stats.to_json(rec.get("ci95"), 4),
+            "std": stats.to_json(rec.get("std"), 4), "n": rec.get("n"),
+            "n_inf": rec.get("n_inf"), "sign": rec.get("sign")}
+        out[row]["masked calls %"] = {
+            k: stats.to_json((cols.get(f"share_{k}") or {}).get("mean"), 2)
+            for k in ("man", "woman", "both", "neither")}
     return out
 
 
 #: what metrics/summary.json (the one DVC metric) compares per model family: the bias metric
 #: and the utility of each of paper 000's tables
-COMPACT = (("classification", ("Leakage", "mAP")), ("captioning", ("LIC", "Error")))
+COMPACT = (("classification", ("Leakage", "mAP", "masked AUC")),
+           ("captioning", ("LIC", "Error")))
 
 
 def _cell(mean, half, digits: int, prefix: str = "") -> str:
@@ -185,12 +201,17 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
     * ``<row>.<metric>``: Original ``"mean±h"`` (h: half-width of its 95 % t CI over seeds);
       every other row ``"Δdiff±h"``, its difference from Original with the half-width of the
       Welch 95 % CI (symmetric); ``∞`` / ``n/a`` where the metric is infinite / missing.
-      Metrics: Leakage and mAP for the classifier rows, LIC and Error for the captioner rows
-      (x100 scale, as the tables).
+      Metrics: Leakage, mAP and the masked gender AUC for the classifier rows, LIC and Error
+      for the captioner rows (x100 scale, as the tables).
+    * ``<row>."log r"``: the signed ln r of the persons-masked calls, ``"+0.41±0.30"``, on
+      every classifier row *not* as a difference (its sign is the direction, > 0 leans
+      "man"; issue 31 item 1). The man / woman / both / neither shares are in
+      metrics/summary_full.json (``"masked calls %"``).
     * ``noise.<metric>``: the seed-to-seed noise floor, the half-width of the 95 % CI of a
       difference between two revisions of Original with its n seeds
       (``stats.noise_floor``): a change between two experiments below it is seed noise.
-    * ``validity.{holds, fails, inconclusive, n}``: metrics/validity.json's counts.
+    * ``validity.{holds, fails, inconclusive, not_informative, n}``: metrics/validity.json's
+      counts.
 
     Everything else (CIs' bounds, n, Ratio, per-seed values) stays in
     metrics/summary_full.json and the stages' metrics/*.json (plain outs, committed), read by
@@ -214,8 +235,23 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
                     half = None if lo is None or hi is None or isinstance(lo, str) \
                         or isinstance(hi, str) else (float(hi) - float(lo)) / 2
                     out.setdefault(row, {})[name] = _cell(rec.get("diff"), half, digits, "Δ")
+    # the signed ln r of the masked calls (issue 31 item 1): absolute on every row, its sign
+    # is the direction (> 0 leans "man"); averaged over seeds before any fold
+    for row in R._rows(m["classification"]):
+        rec = (full.get(row) or {}).get("log r")
+        if rec and rec.get("n"):
+            if int(rec.get("n_inf") or 0):     # a seed that never calls one gender
+                sign = "-" if (rec.get("sign") or 1) < 0 else "+"
+                txt = f"{sign}∞ ({int(rec['n_inf'])}/{int(rec['n'])} seeds)"
+            elif isinstance(rec.get("mean"), (int, float)):
+                txt = f"{rec['mean']:+.2f}" + ("" if rec.get("ci95") is None
+                                               else f"±{float(rec['ci95']):.2f}")
+            else:
+                txt = "n/a"
+            out.setdefault(row, {})["log r"] = txt
     out["noise"] = noise
-    out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive", "n")}
+    out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive",
+                                                         "not_informative", "n")}
     return out
 
 
@@ -232,6 +268,11 @@ def main() -> None:
     ufloor = float((params.get("report") or {}).get("utility_floor", 0.0) or 0.0)
     deg1 = R.degenerate_rows(t1, R.UTILITY["table1"], ufloor)
     deg2 = R.degenerate_rows(t2, R.UTILITY["table2"], ufloor)
+    # captions that stop naming people read Ratio ≈ 1: never "best" (issue 31 item 2)
+    gw_loss = float((params.get("report") or {}).get("max_gender_word_loss",
+                                                     R.MAX_GENDER_WORD_LOSS))
+    cdeg2 = R.caption_degenerate_rows(t2, gw_loss, ufloor)
+    cols2 = R.table2_columns(m["captioning"])
     d1 = R.differences(m["classification"], R.TABLE1_DIFF)
     d2 = R.differences(m["captioning"], R.TABLE2_DIFF)
     p_clf, p_cap = R.probe_table(m["probe"], "classifier"), R.probe_table(m["probe"], "captioner")
@@ -250,6 +291,8 @@ def main() -> None:
     checks = validity.apply_controls(checks, m["controls"])
     # a Ratio claim on a mask that itself reads as one gender is not judged (issue 23 item 2)
     checks = validity.apply_mask_neutral(checks, m["probe"])
+    # every check with its reason and file; a measure that cannot move is no pass (issue 31)
+    checks = validity.explain(checks)
     vsum = validity.summary(checks)
     neutral = validity.mask_neutral_rows(m["probe"])
     hb = m["human_bias"]
@@ -273,8 +316,10 @@ def main() -> None:
         "unbiased. Ratio_E (Table 1, our addition) is the same with the expected counts "
         "sum P(man) / sum P(woman): threshold-free, finite where a model that reads no context "
         "puts every masked image on one side of its threshold (Ratio ∞). Leakage = LK_M - LK_D (Eq. 7) and LIC = LIC_M - LIC_D (thesis Eq. 2.11), "
-        "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →1 "
-        "closest to 1) is **bold** and the second best <u>underlined</u>, as in paper 000; "
+        "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →x "
+        "closest to x: 1 for the classifiers' calls on persons-masked images, as paper 000; "
+        "the test set's own man : woman ratio for captions of unmasked images, Burns et al. "
+        "2018, issue 31) is **bold** and the second best <u>underlined</u>, as in paper 000; "
         "where their CIs overlap the order is not significant. Models are the tiny offline "
         "tier unless `models: paper` is composed: not comparable with the papers' numbers.",
         "",
@@ -286,6 +331,7 @@ def main() -> None:
           if ts1.get("backbone") else []),
         R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
         *(["", R.degenerate_note(deg1, R.UTILITY["table1"], ufloor)] if deg1 else []),
+        *(["", R.resample_note(m["datasets"])] if R.resample_note(m["datasets"]) else []),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
@@ -309,8 +355,11 @@ def main() -> None:
         "",
         *(["Captioner `clipcap` (the others of `captioner.archs` follow).", ""]
           if extra_arch else []),
-        R.markdown(t2, R.TABLE2_COLUMNS, digits, rank=True, degenerate=deg2),
+        R.markdown(t2, cols2, digits, rank=True, degenerate=[*deg2, *cdeg2]),
         *(["", R.degenerate_note(deg2, R.UTILITY["table2"], ufloor)] if deg2 else []),
+        *(["", R.caption_degenerate_note(cdeg2, gw_loss, ufloor)] if cdeg2 else []),
+        "",
+        R.ratio_reference_note(m["captioning"]),
         "",
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",
@@ -318,9 +367,11 @@ def main() -> None:
         "",
         *[x for name, v in extra_arch.items() for x in (
             f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
-            R.markdown(R.table2(v), R.TABLE2_COLUMNS, digits, rank=True,
-                       degenerate=R.degenerate_rows(R.table2(v), R.UTILITY["table2"],
-                                                    ufloor)), "",
+            R.markdown(R.table2(v), R.table2_columns(v), digits, rank=True,
+                       degenerate=[*R.degenerate_rows(R.table2(v), R.UTILITY["table2"],
+                                                      ufloor),
+                                   *R.caption_degenerate_rows(R.table2(v), gw_loss,
+                                                              ufloor)]), "",
             R.diff_markdown(R.differences(v, R.TABLE2_DIFF), R.TABLE2_DIFF, digits), "")],
         f"Human captions of the dataset (stage human_bias, {hb.get('n_female', '?')} female / "
         f"{hb.get('n_male', '?')} male images, gender from {hb.get('gender_source', '?')}): "
@@ -414,9 +465,15 @@ def main() -> None:
         f"{vsum['not_testable']} not testable on this data"
         + (f", {vsum['mask_not_neutral']} not judged (mask not neutral)"
            if vsum.get("mask_not_neutral") else "")
-        + " (verdicts from the 95 % CIs; biaslab/validity.py). Checks at planted bias 0 come "
-        "from the sweep: `python scripts/bias_sweep.py --run --collect` "
-        "(plots/report/bias_sweep.md).",
+        + (f", {vsum['not_informative']} not informative (a measure without variance)"
+           if vsum.get("not_informative") else "")
+        + " (verdicts from the 95 % CIs; biaslab/validity.py; each check's reason and source "
+        "file in metrics/validity.json)."
+        + (" Checks at planted bias 0 come from the sweep: `python scripts/bias_sweep.py --run "
+           "--collect` (plots/report/bias_sweep.md)." if source == "synthetic" else "")
+        + " Other files in plots/report (sweeps, backend comparison, diagnostics, Table 4 "
+        "across experiments) are written by scripts, not by `dvc repro`: each names the data "
+        "profile and commit it was made with, and belongs to this run only where both match.",
         "",
         *(validity.mask_neutral_markdown(neutral) if neutral else []),
         validity.markdown(checks) if checks else "No check applies to this data.",
@@ -477,8 +534,9 @@ def main() -> None:
                                          "mask_neutral": neutral})
     _bar_chart(OUT / "table1.png", t1, R.TABLE1_COLUMNS[:3], "Table 1: classification",
                {"Ratio": 1.0, "Leakage": 0.0})
-    _bar_chart(OUT / "table2.png", t2, R.TABLE2_COLUMNS[:6], "Table 2: captioning",
-               {"Ratio": 1.0, "LIC": 0.0})
+    _bar_chart(OUT / "table2.png", t2, [c for c in R.TABLE2_COLUMNS if c[0] in (
+        "METEOR", "CLIPScore", "Ratio", "LIC", "Error", "BiasAmp")], "Table 2: captioning",
+               {"Ratio": R.true_ratio(m["captioning"].get("test_set")) or 1.0, "LIC": 0.0})
     _bar_chart(OUT / "probe.png", {**{f"{k} (clf)": v for k, v in p_clf.items()},
                                    **{f"{k} (cap)": v for k, v in p_cap.items()}},
                R.PROBE_COLUMNS, "Attribute sensitivity", {a: 0.0 for a, _ in R.PROBE_COLUMNS})

@@ -214,6 +214,18 @@ def test_caption_metrics_keep_an_infinite_ratio_and_name_error_Error():
     assert flat["DBA_O"] is not None and flat["DBA_G"] is not None
 
 
+def test_caption_metrics_report_captions_without_gender_words_and_length():
+    """Issue 31 item 2: beside Ratio, the % of gender-labelled images whose caption names no
+    gender (a caption with both genders names one, so it is not counted) and the mean tokens
+    per caption over every prediction (the unlabelled image 4 too)."""
+    preds = {1: "a man on a bike", 2: "kitchen.", 3: "a man and a woman", 4: "a dog"}
+    genders = {1: "male", 2: "female", 3: "male", 4: "unsure"}
+    flat, _ = C.caption_metrics(preds, genders, {}, metrics=("ratio",))
+    assert flat["no_gender_word"] == pytest.approx(100 / 3)     # image 2 of 1, 2, 3
+    assert flat["length"] == pytest.approx((5 + 1 + 5 + 2) / 4)
+    assert {"no_gender_word", "length"} <= set(C.METRICS)
+
+
 def test_gender_labels_one_source():
     per = pd.DataFrame({"image_id": [1, 2, 3], "perceived_gender": ["female", "male", "unsure"]})
     cap = pd.DataFrame({"image_id": [1, 2, 4], "gender": ["male", "male", "female"]})

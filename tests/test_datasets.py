@@ -78,6 +78,11 @@ def test_oversample_hand_computed_exact_balance():
     assert c["objects"] == {"tie": [2, 2], "umbrella": [2, 2]}
     assert (c["n_female"], c["n_male"], c["objects_mean_abs_skew"]) == (4, 4, 0.0)
     assert over["sample_id"].is_unique and c["max_repeats"] == 2 and c["n_images"] == 6
+    # the spread of the copies [1, 1, 2, 1, 1, 2] (issue 31 item 5): median 1, 2 repeated,
+    # the top image 2 / 8 of the samples, Kish's effective size 8^2 / (4 * 1 + 2 * 4) = 16 / 3
+    assert (c["repeats_median"], c["n_repeated"], c["max_repeats_share"]) == (1.0, 2, 0.25)
+    assert c["effective_images"] == pytest.approx(16 / 3)
+    assert c["repeats_p90"] == pytest.approx(2.0)
     assert over.attrs["max_skew"] == 0.0
     pd.testing.assert_frame_equal(over, D.oversample(_six(), max_skew=0.0))
 

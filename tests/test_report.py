@@ -196,6 +196,11 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                     "captioner": {"LIC": {"mde": 30.6},
                                                   "Leakage": {"mde": 9.0}}},
                           "summary": {"matches": 1, "does_not_match": 1, "n": 2}}}
+    files["datasets"] = {"original": {"n_samples": 80, "n_images": 80, "max_repeats": 1},
+                         "oversample": {"n_samples": 200, "n_images": 80, "max_repeats": 40,
+                                        "max_repeats_share": 0.2, "n_repeated": 3,
+                                        "effective_images": 12.5, "max_skew_bound": 0.1,
+                                        "objects_max_abs_skew": 0.09}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
@@ -218,7 +223,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "| Original | **51.0 ± 12.7** |" in md
     # a second captioner architecture: its own Table 2 group (captioner.archs, issue 15.2)
     assert "### Table 2, captioner `transformer` (n = 2 seeds)" in md
-    assert "| Original | **25.0 ± 0.0** | – | – | <u>2.0 ± 12.7</u> |" in md  # ties share
+    assert "| Original | **25.0 ± 0.0** | – | – | – | – | <u>2.0 ± 12.7</u> |" in md  # ties
     assert "| S_synthetic | <u>49.0 ± 12.7</u> | **1.0 ± 0.0** |" in md
     assert "test images: 40 female / 40 male" in md
     assert "| prompt_adherence + color_fidelity | 0.700 |" in md
@@ -226,6 +231,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "swap:t5:merged = 0:1:1): 10 captions (swap: 0, t5: 5, merged: 5)" in md and "= 0.312." in md
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
     assert "## Validity" in md and "**holds**" in md
+    # issue 31 item 5: how over-sampling met its bound, beside Table 1
+    assert ("Over-sampling: 200 samples of 80 images, the most repeated image 40 times (20 % "
+            "of the samples), 3 images repeated, Kish's effective number of images 12.5") in md
     assert "| scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
     # K = 100 on an 80-image gallery ranks the whole gallery: left out, and said so
     assert "Bias@100" not in md and "Not shown: K = 100 >= the gallery's 80 images" in md
@@ -238,10 +246,14 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert len(flat) <= 40
     assert compact["original"]["mAP"].startswith("79.0")
     assert compact["synthetic"]["Leakage"].startswith("Δ-4.9")
-    assert set(compact["validity"]) == {"holds", "fails", "inconclusive", "n"}
+    assert set(compact["validity"]) == {"holds", "fails", "inconclusive", "not_informative",
+                                        "n"}
     assert set(compact["noise"]) <= {"Leakage", "mAP", "LIC", "Error"}
     val = json.loads((m / "validity.json").read_text())
     ids = {c["id"]: c["verdict"] for c in val["checks"]}
+    # issue 31 item 3: every check carries its reason and the file it came from
+    assert all(c.get("reason") and c.get("source", "").startswith("metrics/")
+               for c in val["checks"]), val["checks"]
     assert ids["classifier/original/cast>0"] == "holds"
     assert ids["classifier/synthetic-original/cast<0"] == "holds"
     assert (tmp_path / "plots/report/table1.png").stat().st_size > 1000
@@ -395,3 +407,102 @@ def test_direction_table_signed_log_ratio_shares_and_infinities():
     assert "| Original | 0.00 ± " in md and "∞ (2/2 seeds)" in md and "n/a" in md
     assert "ln 2.00 = +0.69" in R.direction_note(cls)
     assert "unknown" in R.direction_note({"original": cls["original"]})
+
+
+def test_summary_files_carry_the_direction_measures():
+    """Issue 31 item 1: metrics/summary_full.json has each classifier row's signed ln r (mean,
+    CI, infinite seeds with their sign), the masked gender AUC with its difference from
+    Original, and the four masked-call shares; metrics/summary.json the masked AUC (Original
+    absolute, other rows as Δ) and ln r signed on every row, never folded."""
+    import math
+    spec = importlib.util.spec_from_file_location("report_stage_dir", REPO / "stages" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def seed(m, w, auc):
+        return {"n_man": m, "n_woman": w, "n_both": 0, "n_neither": 100 - m - w,
+                "masked_gender_auc": auc, "mAP": 50.0, "Leakage": 1.0}
+    cls = {"original": {"per_seed": [seed(40, 20, 80.0), seed(40, 10, 84.0)]},
+           "synthetic": {"per_seed": [seed(20, 40, 60.0), seed(10, 40, 62.0)]},
+           "oversample": {"per_seed": [seed(30, 0, 55.0), seed(20, 0, 57.0)]}}
+    for row in cls.values():
+        for k in ("masked_gender_auc", "mAP", "Leakage"):
+            from biaslab import stats
+            row[k] = stats.record([s[k] for s in row["per_seed"]])
+    m = {"classification": cls, "captioning": {}}
+    full = mod.headline(m)
+    lo = full["original"]["log r"]
+    assert lo["mean"] == pytest.approx((math.log(2) + math.log(4)) / 2, abs=1e-4)
+    assert full["synthetic"]["log r"]["mean"] == pytest.approx(-lo["mean"], abs=1e-4)
+    assert full["oversample"]["log r"]["n_inf"] == 2
+    assert full["synthetic"]["masked AUC"]["diff"] == pytest.approx(61.0 - 82.0)
+    assert full["original"]["masked calls %"] == {"man": 40.0, "woman": 15.0, "both": 0.0,
+                                                  "neither": 45.0}
+    compact = mod.compact(full, m, {"holds": 1}, 1)
+    assert compact["original"]["masked AUC"].startswith("82.0±")
+    assert compact["synthetic"]["masked AUC"].startswith("Δ-21.0±")
+    assert compact["original"]["log r"].startswith("+1.04±")
+    assert compact["synthetic"]["log r"].startswith("-1.04±")
+    assert compact["oversample"]["log r"] == "+∞ (2/2 seeds)"
+    assert compact["validity"]["not_informative"] == 0
+
+
+def test_captioner_ratio_is_ranked_against_the_test_sets_own_ratio():
+    """Issue 31 item 2 (the foreign set's case): on unmasked images with 1.59 men per woman
+    the captioner whose Ratio is 1.6 is best, not the one at 1.2 whose captions lost their
+    gender words (8 and 17 of 96 two-word captions): that row is † and never bold."""
+    def row(ratio, nw, ln, cider):
+        return {"Ratio": {"mean": ratio, "ci95": 0.1, "n": 3},
+                "no_gender_word": {"mean": nw, "ci95": 1.0, "n": 3},
+                "length": {"mean": ln, "ci95": 0.1, "n": 3},
+                "CIDEr": {"mean": cider, "ci95": 1.0, "n": 3}}
+    cap = {"test_set": {"n_male": 59, "n_female": 37}}
+    tab = {"original": row(1.6, 2.0, 9.5, 80.0), "synthetic": row(1.2, 14.0, 7.9, 78.0),
+           "oversample": row(2.4, 3.0, 9.4, 79.0)}
+    assert R.true_ratio(cap["test_set"]) == pytest.approx(59 / 37)
+    assert R.true_ratio({"n_male": 10, "n_female": 20}) == 2.0
+    assert R.true_ratio({"n_male": 10}) is None and R.true_ratio(None) is None
+    cols = R.table2_columns(cap)
+    assert dict(cols)["Ratio"] == "Ratio →1.59"
+    assert dict(R.table2_columns({}))["Ratio"] == "Ratio →1"
+    deg = R.caption_degenerate_rows(tab, 10.0, 0.75)
+    assert set(deg) == {"synthetic"} and "14 % of captions name no gender" in deg["synthetic"]
+    marks = R.ranks(tab, cols, 1, exclude=deg)
+    assert marks[("original", "Ratio")] == 1 and marks[("oversample", "Ratio")] == 2
+    assert ("synthetic", "Ratio") not in marks
+    # without the exclusion, 1.2 (distance 0.39) would still lose to 1.6 (0.01)
+    assert R.ranks(tab, cols, 1)[("original", "Ratio")] == 1
+    # against 1 (paper 000's header) the broken row would have won
+    assert R.ranks(tab, R.TABLE2_COLUMNS, 1)[("synthetic", "Ratio")] == 1
+    # a short-caption row is degenerate too; the note names both reasons
+    tab["augment"] = row(1.5, 4.0, 5.0, 79.0)
+    deg = R.caption_degenerate_rows(tab, 10.0, 0.75)
+    assert "5.0 words per caption (Original 9.5)" in deg["augment"]
+    note = R.caption_degenerate_note(deg, 10.0, 0.75)
+    assert "S_synthetic: 14 % of captions" in note and "never marked best" in note
+    assert "59 men and 37 women" in R.ratio_reference_note(cap)
+    # older metrics files without the measures: nothing is excluded
+    assert R.caption_degenerate_rows({"original": {}, "x": {}}, 10.0, 0.75) == {}
+
+
+def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
+    """Issue 31 item 7: a file a script writes into plots/report outlives runs of other data
+    profiles, so it carries the profile and commit that made it (after its title)."""
+    import subprocess
+    (tmp_path / "params.yaml").write_text("data:\n  source: coco\n")
+    prov = R.made_by("scripts/bias_sweep.py", tmp_path)
+    assert prov["data_source"] == "coco" and prov["commit"] is None    # not a git repository
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "params.yaml"],
+                   cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   cwd=tmp_path, check=True)
+    prov = R.made_by("scripts/bias_sweep.py", tmp_path)
+    assert len(prov["commit"]) >= 7 and prov["modified"] is False
+    (tmp_path / "params.yaml").write_text("data:\n  source: synthetic\n")
+    assert R.made_by("s.py", tmp_path)["modified"] is True
+    text = R.stamp("# Dose-response\n\nbody\n", prov)
+    title, blank, line = text.splitlines()[:3]
+    assert title == "# Dose-response" and blank == ""
+    assert line.startswith("_Made by `scripts/bias_sweep.py` on data `coco` at commit `")
+    assert text.endswith("body\n")

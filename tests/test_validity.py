@@ -193,7 +193,8 @@ def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
     assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "holds"
     s = validity.summary(checks.values())
     assert s == {"holds": 1, "fails": 0, "inconclusive": 0, "not_testable": 2,
-                 "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0, "n": 3}
+                 "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0,
+                 "not_informative": 0, "n": 3}
     md = validity.markdown(list(checks.values()))
     assert "**not testable**" in md and "Not testable: classifier: S_synthetic's Ratio" in md
     # 41 / 40 is still balanced to one image; 40 / 17 (2.35:1) is testable
@@ -266,3 +267,49 @@ def test_libra_context_reader_check_reads_the_paired_error_change():
     assert [(x["id"], x["verdict"]) for x in validity.libra_checks({}, two)] == [
         ("libra/dcg/context_reader_error<0", "fails"),
         ("libra/dcg/context_reader[cast]_error<0", "holds")]
+
+
+def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
+    """Issue 31 item 3 (the foreign set's case): Table 3's Δ is 0 in every seed of every model
+    (the same-group donor left the gender cue intact), so "S_synthetic's Δ no larger" would
+    hold trivially; it reads "not informative" with the reason. A Δ with seed spread keeps its
+    interval verdict, and every check carries its reason and source file."""
+    cls = {"original": {"per_seed": [{"Ratio": 3.0}, {"Ratio": 3.2}, {"Ratio": 2.9}]},
+           "synthetic": {"per_seed": [{"Ratio": 1.1}, {"Ratio": 1.0}, {"Ratio": 1.2}]},
+           "test_set": {"n_male": 60, "n_female": 30}}
+    zero = {"original": {"per_seed": [{"delta": 0.0}] * 3},
+            "synthetic": {"per_seed": [{"delta": 0.0}] * 3}}
+    out = {c["id"]: c for c in validity.explain(validity.table_checks(cls, zero))}
+    d = out["classifier/synthetic-original/delta≤0"]
+    assert d["verdict"] == "not informative"
+    assert "no variance" in d["reason"] and "changed no gender call" in d["reason"]
+    assert d["source"] == "metrics/artifact.json"
+    r = out["classifier/synthetic-original/ratio<0"]
+    assert r["verdict"] == "holds" and r["source"] == "metrics/classification.json"
+    assert r["reason"].startswith("the 95 % CI [") and "lies entirely below 0" in r["reason"]
+    assert validity.summary(out.values())["not_informative"] == 1
+    md = validity.markdown(list(out.values()))
+    assert "**not informative**" in md and "| artifact.json |" in md
+    assert "Not informative: classifier: S_synthetic's Table 3" in md
+    # with seed spread the same check is judged, and a one-sided pass says what it is
+    moved = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}]},
+             "synthetic": {"per_seed": [{"delta": 5.0}, {"delta": 4.0}, {"delta": 6.0}]}}
+    d = {c["id"]: c for c in validity.explain(validity.table_checks(cls, moved))}[
+        "classifier/synthetic-original/delta≤0"]
+    assert d["verdict"] == "holds" and "one-sided" in d["reason"]
+    assert "(one-sided)" in validity.markdown([d])
+    # constant but different rows: still no interval to judge from
+    const = {"original": {"per_seed": [{"delta": 9.0}] * 3},
+             "synthetic": {"per_seed": [{"delta": 0.0}] * 3}}
+    d = {c["id"]: c for c in validity.explain(validity.table_checks(cls, const))}[
+        "classifier/synthetic-original/delta≤0"]
+    assert d["verdict"] == "not informative" and d["mean"] == -9.0
+    # one seed: no interval, inconclusive with the reason; earlier verdicts keep theirs
+    one = validity.explain([{"id": "x/a<0", "claim": "a", "expect": "<", "reference": 0.0,
+                             "mean": -1.0, "lo": None, "hi": None, "n": 1,
+                             "verdict": "inconclusive", "source": "metrics/probe.json"},
+                            {"id": "x/b<0", "claim": "b", "expect": "<", "reference": 0.0,
+                             "mean": 0.0, "lo": 0.0, "hi": 0.0, "n": 3,
+                             "verdict": "not testable", "reason": "balanced"}])
+    assert "fewer than 2 seeds" in one[0]["reason"]
+    assert one[1]["verdict"] == "not testable" and one[1]["reason"] == "balanced"

@@ -47,7 +47,7 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
 #: keys of each row of ``metrics/captioning.json``. ``Error`` is capitalised on purpose: DVC
 #: reads any metrics key named exactly ``error`` as a load error (issue 14).
 METRICS = ("METEOR", "BLEU-4", "CIDEr", "CLIPScore", "Ratio", "Error", "LIC", "LIC_M",
-           "LIC_D", "BiasAmp", "DBA_G", "DBA_O")
+           "LIC_D", "BiasAmp", "DBA_G", "DBA_O", "no_gender_word", "length")
 
 #: gender label sources of the captioning evaluation (param ``eval_captioner.gender_source``).
 GENDER_SOURCES = ("auto", "perceived", "caption")
@@ -69,7 +69,12 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     says "woman" or never "man" (r = 0 or infinite: counted by :func:`seed_records`, never
     dropped), or None when not computable (LIC when a gender has too few images, CLIPScore
     without a scorer, DBA without ``image_objects``, BiasAmp with no word in L); plus
-    ``ratio_raw`` (#man/#woman) and ``n_images``. ``LIC``/``LIC_M``/``LIC_D`` are the means
+    ``ratio_raw`` (#man/#woman) and ``n_images``. Two degeneracy measures sit beside Ratio
+    (issue 31 item 2; not in the papers): ``no_gender_word``, the % of the gender-labelled
+    images whose caption has no word of the ``words`` list (``biaslab.gender.caption_gender``
+    "none"; a captioner that drops the person reads "unbiased" on Ratio), and ``length``,
+    the mean number of tokens (``biaslab.gender.tokenize``) per caption over every
+    prediction. ``LIC``/``LIC_M``/``LIC_D`` are the means
     over the LIC classifier seeds (``seeds``) of this one results set; their spread over LIC
     seeds is in ``details["LIC_*_std"]``.
 
@@ -113,13 +118,19 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
         det["DBA"] = {k: d[k] for k in ("DBA_G", "DBA_O", "n_images", "n_objects")}
     else:
         det["DBA"] = {"skipped": "no object annotations given"}
+    from biaslab.gender import caption_gender, tokenize
+    gendered = [i for i in ids if genders.get(i) in ("female", "male")]
+    no_word = (100.0 * sum(caption_gender(predictions[i], words) == "none" for i in gendered)
+               / len(gendered)) if gendered else None
+    length = (float(np.mean([len(tokenize(predictions[i])) for i in ids])) if ids else None)
     q = det.get("quality", {})
     r = det.get("Ratio", {})
     flat = {"METEOR": q.get("METEOR"), "BLEU-4": q.get("BLEU-4"), "CIDEr": q.get("CIDEr"),
             "CLIPScore": cs, "Ratio": r.get("ratio_max"), "ratio_raw": r.get("ratio"),
             "Error": det.get("Error"),
             "LIC": det.get("LIC"), "LIC_M": det.get("LIC_M"), "LIC_D": det.get("LIC_D"),
-            "BiasAmp": (det.get("BiasAmp") or {}).get("ba"), **dba, "n_images": len(ids)}
+            "BiasAmp": (det.get("BiasAmp") or {}).get("ba"), **dba, "n_images": len(ids),
+            "no_gender_word": no_word, "length": length}
     return {k: _number(v) for k, v in flat.items()}, det
 
 
