@@ -44,7 +44,8 @@ ROW_ORDER = ("original", "oversample", "subsample", "matched", "adversarial", "d
 
 #: (metrics key, column header) per table; headers mark the better direction.
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected", "Ratio_E →1"),
-                  ("Leakage", "Leakage ↓"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
+                  ("Leakage", "Leakage ↓"), ("LK_M", "LK_M"), ("LK_D", "LK_D"),
+                  ("Leakage_F1", "Leakage@F1"), ("F1", "F1"))
 TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
                   ("no_gender_word", "no gender word %"), ("length", "words"),
                   ("LIC", "LIC ↓"), ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
@@ -54,7 +55,7 @@ TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("de
 #: the classifier's Table 3 adds Δ_artifact = Δ(backend) - Δ(generator re-draw) (issue 23 item 4)
 TABLE3_CLASSIFIER_COLUMNS = TABLE3_COLUMNS + (("delta_artifact", "Δ_artifact ↓"),)
 #: bias columns whose difference from Original the report prints, per table
-TABLE1_DIFF = (("Ratio", "Ratio"), ("Leakage", "Leakage"))
+TABLE1_DIFF = (("Ratio", "Ratio"), ("Leakage", "Leakage"), ("Leakage_F1", "Leakage@F1"))
 TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp", "BiasAmp"))
 #: probe attributes (biaslab.probe) and their headers
 PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
@@ -341,6 +342,26 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
     return ("Training sets (metrics/datasets.json): " + "; ".join(parts) + ". "
             "datasets.max_copies caps the repeats and relaxes the skew bound to the smallest "
             "feasible one (issue 31).")
+
+
+def leakage_f1_note(classification: Mapping[str, Any]) -> str:
+    """The line under Table 1 that reads Leakage@F1 (Wang et al. 2019's accuracy-matched
+    leakage, issue 31 item 4) beside paper 000's Leakage; "" when the file has none."""
+    rows = [r for r in _rows(classification)
+            if _num((classification[r].get("Leakage_F1") or {}).get("mean")) is not None]
+    if not rows:
+        return ""
+    clamped = sum(1 for r in rows for s in classification[r].get("per_seed") or []
+                  if isinstance(s, Mapping) and s.get("leakage_F1_clamped"))
+    return ("Leakage@F1 = LK_M - LK_D(F1) (Wang et al. 2019 sec. 4.2; not in paper 000): "
+            "LK_D of ground-truth labels flipped at random until their macro F1 equals the "
+            "model's own F1 (column F1, x100; classifier.leakage_f1_flips). Paper 000's "
+            "Leakage compares a model with noiseless labels, so a weaker model leaks less by "
+            "being noisier; Leakage@F1 compares it with labels as noisy as it is. A row whose "
+            "Leakage is below Original's but whose Leakage@F1 is not reads less gender only "
+            "because it is less accurate."
+            + (f" {clamped} model seed(s) lie below the weakest perturbed F1: their LK_D(F1) "
+               f"is the curve's end value." if clamped else ""))
 
 
 def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
@@ -726,7 +747,7 @@ __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",
            "caption_degenerate_note", "MAX_GENDER_WORD_LOSS", "ratio_reference_note",
-           "resample_note", "made_by", "stamp"]
+           "resample_note", "made_by", "stamp", "leakage_f1_note"]
 
 
 def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,

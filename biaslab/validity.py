@@ -226,6 +226,18 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(_diff("classifier/synthetic-original/masked_auc<0",
                          "classifier: S_synthetic reads gender less from the persons-masked "
                          "images than Original (masked gender AUC)", a_s, a_o, "<"))
+    # paper 000 Table 1's Leakage claim, and the same at the model's own F1 (Wang et al.
+    # 2019, issue 31 item 4): a model that leaks less only by being less accurate passes the
+    # first and not the second
+    for key, cid, what in (("Leakage", "leakage<0", "Leakage (Eq. 7)"),
+                           ("Leakage_F1", "leakage_f1<0",
+                            "accuracy-matched Leakage@F1 (Wang et al. 2019)")):
+        ls, lo_ = _seed_values(classification, "synthetic", key), \
+            _seed_values(classification, "original", key)
+        if ls is not None and lo_ is not None and any(v is not None for v in ls + lo_):
+            out.append(_diff(f"classifier/synthetic-original/{cid}",
+                             f"classifier: S_synthetic's {what} lower than Original's", ls, lo_,
+                             "<"))
     # issue 23 item 4: the artifact part of Δ, where the backend is not the re-draw itself
     backend = (artifact.get("test_set") or {}).get("backend")
     as_, ao = _seed_values(artifact, "synthetic", "delta_artifact"), \
@@ -334,6 +346,7 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
                      "ratio_expected<0": ("classifier", "Ratio_E"),
                      "masked_auc<0": ("classifier", "masked_AUC"),
+                     "synthetic-original/leakage<0": ("classifier", "Leakage"),
                      "libra-original/lic<0": ("captioner", "LIC"),
                      "libra-original/error≤tol": ("captioner", "Error")}
 

@@ -2,7 +2,7 @@
 trained classifier on the real test split (biaslab.classify; params `classifier.datasets`,
 `classifier.methods` (the model-level baselines trained on Original, one row each after the
 datasets), `classifier.seeds`, `classifier.blackout`, `classifier.blackout_dilate_px`,
-`classifier.blackout_fill`, `classifier.leakage_rounds`, `classifier.backbones` (one Table 1
+`classifier.blackout_fill`, `classifier.leakage_rounds`, `classifier.leakage_f1_flips`, `classifier.backbones` (one Table 1
 column group per backbone, paper 000 Table 1); `features.backbone` names the base features,
 `features.cache_dir` only locates the cache).
 
@@ -54,11 +54,11 @@ from biaslab.paths import model_dir, slug
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
 KEYS = ("mAP", "Ratio", "ratio_raw", "Ratio_expected", "Leakage", "LK_M", "LK_D", "gender_acc",
-        "masked_gender_acc", "masked_gender_auc")
+        "masked_gender_acc", "masked_gender_auc", "Leakage_F1", "LK_D_F1", "F1")
 #: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
 #: (Ratio, Leakage), as metrics/captioning.json does (issue 14: one key style)
 SOURCE = {"Ratio": "ratio", "Ratio_expected": "ratio_expected", "Leakage": "leakage",
-          "Leakage_std": "leakage_std"}
+          "Leakage_std": "leakage_std", "Leakage_F1": "leakage_F1"}
 COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
 CSV_KEYS = ("mAP", "Ratio", "Ratio_expected", "Leakage", "LK_M", "LK_D")
 
@@ -96,6 +96,7 @@ def _rows(backbone: str, names, seeds, results: dict) -> tuple[dict, list[dict]]
             {"seed": s["seed"], **{k: stats.to_json(_value(s["raw"], k), 4) for k in
                                    (*KEYS, "Leakage_std")},
              "ratio_flag": s["raw"].get("ratio_flag"),
+             "leakage_F1_clamped": s["raw"].get("leakage_F1_clamped"),
              **{k: s["raw"].get(k) for k in COUNTS},
              "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
             for s in per_seed]
@@ -132,7 +133,9 @@ def main() -> None:
     ids, base = load_features()
     base_backbone = fp.get("backbone", "efficientnet_lite0")
     backbones = classifier_backbones(params)
-    lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0}
+    lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0,
+          # Wang et al. 2019's accuracy-matched LK_D (issue 31 item 4); [] = off
+          "f1_flips": tuple(float(x) for x in (p.get("leakage_f1_flips") or ()))}
     names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
                                    if m not in p["datasets"]]
 

@@ -332,6 +332,8 @@ def main() -> None:
         R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
         *(["", R.degenerate_note(deg1, R.UTILITY["table1"], ufloor)] if deg1 else []),
         *(["", R.resample_note(m["datasets"])] if R.resample_note(m["datasets"]) else []),
+        *(["", R.leakage_f1_note(m["classification"])]
+          if R.leakage_f1_note(m["classification"]) else []),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",

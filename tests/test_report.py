@@ -53,9 +53,9 @@ def test_table1_rows_in_paper_order_and_cells_with_ci():
     md = R.markdown(t, R.TABLE1_COLUMNS).splitlines()
     assert md[0].startswith("| Method | mAP ↑ | Ratio →1 | Ratio_E →1 | Leakage ↓")
     # mAP 78, 79, 80: std 1, t(0.975, 2) * 1 / sqrt(3) = 2.48; one infinite Ratio seed is shown
-    assert md[2] == "| Original | 79.0 ± 2.5 | ∞ (1/3 seeds) | – | 0.2 ± 0.5 | – | – |"
+    assert md[2] == "| Original | 79.0 ± 2.5 | ∞ (1/3 seeds) | – | 0.2 ± 0.5 | – | – | – | – |"
     assert md[3].startswith("| Adversarial | 70.5 ± 6.4 | n/a | n/a |")
-    assert md[5] == "| extra_method | 1.0 | – | – | – | – | – |"     # one seed: no interval
+    assert md[5] == "| extra_method | 1.0 | – | – | – | – | – | – | – |"  # one seed: no CI
     assert R.n_seeds(CLASSIFICATION) == "1-3"
 
 

@@ -313,3 +313,24 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
                              "verdict": "not testable", "reason": "balanced"}])
     assert "fewer than 2 seeds" in one[0]["reason"]
     assert one[1]["verdict"] == "not testable" and one[1]["reason"] == "balanced"
+
+
+def test_leakage_claim_and_its_accuracy_matched_twin():
+    """Issue 31 item 4: paper 000's Leakage claim is checked beside Leakage@F1; a model that
+    leaks less only because it is noisier passes the first and not the second. The plain
+    Leakage check is validated by the controls' Leakage, the F1 one has no control."""
+    cls = {"original": {"per_seed": [{"Leakage": 1.0, "Leakage_F1": 1.0},
+                                     {"Leakage": 2.0, "Leakage_F1": 2.0},
+                                     {"Leakage": 1.5, "Leakage_F1": 1.5}]},
+           "synthetic": {"per_seed": [{"Leakage": -9.0, "Leakage_F1": 1.2},
+                                      {"Leakage": -10.0, "Leakage_F1": 2.1},
+                                      {"Leakage": -9.5, "Leakage_F1": 1.4}]},
+           "test_set": {"n_male": 60, "n_female": 30}}
+    out = {c["id"]: c for c in validity.explain(validity.table_checks(cls, {}))}
+    assert out["classifier/synthetic-original/leakage<0"]["verdict"] == "holds"
+    assert out["classifier/synthetic-original/leakage<0"]["mean"] == pytest.approx(-11.0)
+    assert out["classifier/synthetic-original/leakage_f1<0"]["verdict"] == "inconclusive"
+    bad = {"classifier": {"context_reader": {"Leakage": {"verdict": "does not match"}}}}
+    judged = {c["id"]: c["verdict"] for c in validity.apply_controls(list(out.values()), bad)}
+    assert judged["classifier/synthetic-original/leakage<0"] == "metric not valid on this data"
+    assert judged["classifier/synthetic-original/leakage_f1<0"] == "inconclusive"

@@ -116,7 +116,10 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
             predictions for ``train_feats``) and scored on the labelled test images
             (:func:`biaslab.metrics.leakage.leakage`, paper 000 Eq. 7). All three or none;
             none: the attackers split the test images (not the paper's protocol).
-        leakage_kwargs: extra arguments of :func:`biaslab.metrics.leakage.leakage`.
+        leakage_kwargs: extra arguments of :func:`biaslab.metrics.leakage.leakage`; its key
+            ``f1_flips`` (a list of flip probabilities, param
+            ``classifier.leakage_f1_flips``) adds Wang et al. 2019's accuracy-matched
+            leakage (needs the ``train_*`` arguments).
 
     Returns:
         dict: ``mAP`` (x100), ``n_map_labels``; Ratio on the masked images
@@ -127,7 +130,11 @@ def evaluate(clf: GenderObjectClassifier, test_feats: np.ndarray, test_objects: 
         threshold-free Ratio of the same images (:func:`expected_ratio`);
         ``leakage``, ``LK_M``, ``LK_D`` (x100; None with
         ``leakage_error`` when too few labelled images of a group), ``leakage_std`` (over
-        attacker rounds), ``leakage_protocol``; diagnostics: ``gender_acc`` (% of unmasked
+        attacker rounds), ``leakage_protocol``; with ``f1_flips``: ``F1`` (the model's
+        macro F1 x100 on the labelled test images), ``LK_D_F1`` (LK_D of ground truth
+        perturbed to that F1, :func:`biaslab.metrics.leakage.lk_d_at_f1`), ``leakage_F1`` =
+        ``LK_M - LK_D_F1`` and ``leakage_F1_clamped`` (the F1 lay outside the curve);
+        diagnostics: ``gender_acc`` (% of unmasked
         images whose larger gender output is the true gender), ``masked_gender_acc`` (the
         same on masked images) and ``masked_gender_auc`` (ROC AUC x100 of ``p_man -
         p_woman`` on masked images: how much gender the context alone gives away,
@@ -229,6 +236,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
     if any(given) and not all(given):
         raise ValueError("give all of train_probs, train_objects and train_genders, or none")
     kw = {"threshold": None, **(leakage_kwargs or {})}
+    flips = tuple(kw.pop("f1_flips", None) or ())
     if all(given):
         kw.update(train_gt=np.asarray(train_objects, np.float32),
                   train_pred=object_pred(train_probs),
@@ -241,6 +249,19 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
                     "acc_D": lk["acc_D"], "leakage_protocol": lk["protocol"]})
     except ValueError as e:   # too few labelled images of a group
         out.update({"leakage": None, "leakage_error": str(e)})
+    if flips and out.get("leakage") is not None and all(given) and n_obj:
+        # Wang et al. 2019's leakage at the model's own performance (issue 31 item 4): LK_D
+        # of ground truth perturbed to the model's macro F1, beside paper 000's Eq. 7
+        from biaslab.metrics.leakage import dataset_leakage_curve, lk_d_at_f1, macro_f1
+        dkw = {k: v for k, v in kw.items() if k not in ("train_gt", "train_pred",
+                                                        "train_genders", "threshold")}
+        curve = dataset_leakage_curve(y[labelled], list(genders[labelled]),
+                                      train_gt=kw["train_gt"],
+                                      train_genders=kw["train_genders"], flips=flips, **dkw)
+        f1 = macro_f1(y[labelled], pred[labelled])
+        lk_d, clamped = lk_d_at_f1(curve, f1)
+        out.update({"F1": f1, "LK_D_F1": lk_d, "leakage_F1": out["LK_M"] - lk_d,
+                    "leakage_F1_clamped": clamped})
     return out
 
 

@@ -33,6 +33,11 @@ Decisions (the paper gives no attacker details):
 * ``pred_objects`` may be scores; with ``threshold`` (default 0.5) they are binarised
   (``>= threshold``), matching "input y (i.e. set of objects)"; ``threshold=None`` feeds the
   scores as they are.
+* Accuracy-matched leakage (Wang et al. 2019 sec. 4.2; issue 31 item 4):
+  :func:`dataset_leakage_curve` perturbs the ground truth to a range of macro F1 levels and
+  :func:`lk_d_at_f1` reads LK_D at a model's own F1, so ``LK_M - LK_D(F1_M)`` compares a
+  model with data *as noisy as the model*; paper 000's ``LK_M - LK_D`` compares it with the
+  noiseless ground truth, which a weaker model "beats" by being noisy.
 * ``rounds`` rounds with seeds derived from ``seed``; reported values are means over rounds,
   ``*_std`` the sample standard deviations over rounds (the attacker's own variability; the
   uncertainty over model seeds is summarised by the caller with ``biaslab.stats``).
@@ -347,3 +352,88 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
                 "n_train": n_tr_pg * len(groups), "n_test": n_te_pg * len(groups),
                 "groups": groups, "rounds": per_round})
     return out
+
+
+#: dataset-leakage curves of :func:`dataset_leakage_curve`, memoised like LK_D
+_CURVE_MEMO: dict[str, list[dict]] = {}
+
+
+def macro_f1(truth, pred, threshold: float = 0.5) -> float | None:
+    """Macro-averaged F1 (x100) of object predictions against the ground truth over the
+    object columns (``sklearn.metrics.f1_score(average="macro", zero_division=0)``), the
+    performance measure Wang et al. 2019 match leakage at. ``pred`` may be scores: binarised
+    with ``>= threshold``. None for an empty set.
+
+    Args:
+        truth: (n, |O|) 0/1 ground truth; pred: (n, |O|) 0/1 or scores in [0, 1].
+    """
+    from sklearn.metrics import f1_score
+    t = np.asarray(truth) >= 0.5
+    p = np.asarray(pred) >= threshold
+    if t.size == 0:
+        return None
+    return 100.0 * float(f1_score(t, p, average="macro", zero_division=0))
+
+
+def dataset_leakage_curve(gt_objects, genders, *, train_gt, train_genders,
+                          flips: Sequence[float] = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3),
+                          seed: int = 0, **leakage_kwargs) -> list[dict]:
+    """Dataset leakage at a performance level (Wang et al. 2019 sec. 4.2, their code
+    ``object_multilabel/natural_leakage.py``): a model that is less accurate than the ground
+    truth leaks less gender just by being noisier, so its LK_M is compared with the LK_D of
+    ground truth made *as noisy as the model*. For each flip probability p in ``flips`` every
+    label of the training and test object matrices is flipped independently with probability
+    p (``numpy.random.default_rng([seed, 7919, k])`` for the k-th p), and the perturbed test
+    labels' macro F1 against the truth (:func:`macro_f1`) and their LK_D (paper 000 Eq. 7,
+    :func:`leakage`'s train/test protocol with ``leakage_kwargs``) are recorded.
+
+    Args:
+        gt_objects, genders: (n, |O|) ground truth and group labels of the test images.
+        train_gt, train_genders: the same for the attackers' training images.
+        flips: flip probabilities in [0, 0.5] (p = 0 is the unperturbed LK_D).
+        seed: base seed (perturbations and attackers); deterministic given it.
+
+    Returns:
+        ``[{"p", "f1", "LK_D", "LK_D_std"}]`` sorted by ``f1`` ascending (x100), memoised by a
+        digest of all inputs.
+
+    Raises:
+        ValueError: a flip probability outside [0, 0.5], no flips, or :func:`leakage`'s errors.
+    """
+    flips = [float(p) for p in flips]
+    if not flips or any(not 0.0 <= p <= 0.5 for p in flips):
+        raise ValueError(f"flips must be a non-empty list of probabilities in [0, 0.5], "
+                         f"got {flips}")
+    X = np.asarray(gt_objects, np.float32)
+    T = np.asarray(train_gt, np.float32)
+    key = _digest(X, T, repr(list(genders)), repr(list(train_genders)), flips, seed,
+                  sorted(leakage_kwargs.items()))
+    if key in _CURVE_MEMO:
+        return [dict(r) for r in _CURVE_MEMO[key]]
+    kw = {"threshold": None, "seed": seed, **leakage_kwargs}
+    out = []
+    for k, p in enumerate(flips):
+        rng = np.random.default_rng([seed, 7919, k])
+        xp = np.where(rng.random(X.shape) < p, 1.0 - X, X).astype(np.float32)
+        tp = np.where(rng.random(T.shape) < p, 1.0 - T, T).astype(np.float32)
+        lk = leakage(xp, xp, genders, train_gt=tp, train_pred=tp,
+                     train_genders=train_genders, **kw)
+        out.append({"p": p, "f1": macro_f1(X, xp), "LK_D": lk["LK_D"],
+                    "LK_D_std": lk["LK_D_std"]})
+    out.sort(key=lambda r: (r["f1"], -r["p"]))
+    if len(_CURVE_MEMO) >= _MEMO_SIZE:
+        _CURVE_MEMO.pop(next(iter(_CURVE_MEMO)))
+    _CURVE_MEMO[key] = [dict(r) for r in out]
+    return out
+
+
+def lk_d_at_f1(curve: Sequence[dict], f1: float) -> tuple[float, bool]:
+    """LK_D of ground truth as noisy as a model of macro F1 ``f1`` (x100): linear
+    interpolation in :func:`dataset_leakage_curve`'s points. Returns ``(LK_D, clamped)``;
+    ``clamped`` is True when ``f1`` lies outside the curve's F1 range (the end value is used:
+    add larger flip probabilities to reach a weaker model)."""
+    f = np.array([r["f1"] for r in curve], float)
+    v = np.array([r["LK_D"] for r in curve], float)
+    if len(f) == 0:
+        raise ValueError("empty dataset-leakage curve")
+    return float(np.interp(float(f1), f, v)), bool(f1 < f.min() or f1 > f.max())
