@@ -521,13 +521,16 @@ def _reason(c: Mapping[str, Any]) -> str:
         return (f"no interval: fewer than 2 seeds with a finite value (n = {c.get('n')}), or an "
                 f"infinite seed")
     ci = f"the 95 % CI [{_fmt(lo)}, {_fmt(hi)}]"
+    if e == "≈":
+        return f"{ci} {'covers' if v == 'holds' else 'excludes'} {ref:g}"
     if e in ("≥", "≤"):
-        side, other = ("above", "decrease") if e == "≥" else ("below", "increase")
+        side, other = ("above", "a decrease") if e == "≥" else ("below", "an increase")
+        beyond = f" beyond {ref:g}" if ref else ""
         if v == "holds":
-            return (f"{ci} reaches {ref:g} or {side}: no evidence of an {other} (a one-sided "
-                    f"claim, which a run with wide intervals also passes; width "
+            return (f"{ci} reaches {ref:g} or {side}: no evidence of {other}{beyond} (a "
+                    f"one-sided claim, which a run with wide intervals also passes; width "
                     f"{float(hi) - float(lo):.3g})")
-        return f"{ci} lies entirely on the wrong side of {ref:g}: an {other} is shown"
+        return f"{ci} lies entirely on the wrong side of {ref:g}: {other}{beyond} is shown"
     if v == "holds":
         return f"{ci} lies entirely {'above' if e == '>' else 'below'} {ref:g}"
     if v == "fails":

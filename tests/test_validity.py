@@ -312,6 +312,10 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
                              "mean": 0.0, "lo": 0.0, "hi": 0.0, "n": 3,
                              "verdict": "not testable", "reason": "balanced"}])
     assert "fewer than 2 seeds" in one[0]["reason"]
+    # an "≈" claim (the sweep's at b = 0) says whether the CI covers its reference
+    near = validity.explain([{"id": "x/c≈1", "claim": "c", "expect": "≈", "reference": 1.0,
+                              "mean": 1.1, "lo": 0.9, "hi": 1.3, "n": 3, "verdict": "holds"}])
+    assert near[0]["reason"] == "the 95 % CI [+0.9, +1.3] covers 1"
     assert one[1]["verdict"] == "not testable" and one[1]["reason"] == "balanced"
 
 
