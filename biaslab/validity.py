@@ -222,6 +222,14 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     # does not move it, and it needs no gender imbalance in the test set
     a_s, a_o = _seed_values(classification, "synthetic", "masked_gender_auc"), \
         _seed_values(classification, "original", "masked_gender_auc")
+    if a_o is not None and any(v is not None for v in a_o):
+        # the premise of every "reads less" claim, on any data: Original reads gender from
+        # the scene around the masked person at all (50 = chance; no planted truth needed)
+        s = stats.summarize([v for v in a_o if v is not None])
+        out.append(_check("classifier/original/masked_auc>50",
+                          "classifier: Original reads gender from the persons-masked images "
+                          "(masked gender AUC above chance)", ">", 50.0, s["mean"], s["lo"],
+                          s["hi"], s["n"]))
     if a_s is not None and a_o is not None and any(v is not None for v in a_s + a_o):
         out.append(_diff("classifier/synthetic-original/masked_auc<0",
                          "classifier: S_synthetic reads gender less from the persons-masked "
@@ -346,6 +354,7 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
                      "ratio_expected<0": ("classifier", "Ratio_E"),
                      "masked_auc<0": ("classifier", "masked_AUC"),
+                     "original/masked_auc>50": ("classifier", "masked_AUC"),
                      "synthetic-original/leakage<0": ("classifier", "Leakage"),
                      "libra-original/lic<0": ("captioner", "LIC"),
                      "libra-original/error≤tol": ("captioner", "Error")}

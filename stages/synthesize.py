@@ -1,5 +1,10 @@
 """Stage `synthesize`: the embedded synthetic COCO-layout dataset with a planted gender-context
-correlation (params `synthetic`) -> data/raw/synthetic/."""
+correlation (params `synthetic`) -> data/raw/synthetic/.
+
+Only the `synthetic` data profile reads it (stage `prepare` reads `${data.root}`). Under any
+other profile (`data.source` != synthetic) the stage writes no images: data/raw/synthetic holds
+one NOT_USED.txt and metrics/synthetic.json says why, so a run on COCO costs nothing here and
+caches no dataset it never reads (issue 31 item 7)."""
 import shutil
 from pathlib import Path
 
@@ -10,11 +15,19 @@ OUT = Path("data/raw/synthetic")
 
 
 def main() -> None:
-    p = load_params()["synthetic"]
+    params = load_params()
+    p, source = params["synthetic"], params["data"]["source"]
     # Generate into a temporary sibling and rename, so a killed run leaves no partial dataset.
     tmp = OUT.with_name(OUT.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    summary = generate(tmp, **p)
+    if source == "synthetic":
+        summary = generate(tmp, **p)
+    else:
+        reason = (f"data.source is {source!r}: the pipeline reads {params['data']['root']}, "
+                  "not the embedded synthetic dataset, so none was generated")
+        tmp.mkdir(parents=True)
+        (tmp / "NOT_USED.txt").write_text(reason + "\n")
+        summary = {"skipped": True, "reason": reason}
     shutil.rmtree(OUT, ignore_errors=True)
     tmp.rename(OUT)
     write_json("metrics/synthetic.json", summary)

@@ -70,6 +70,12 @@ def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
     checks = {c["id"]: c for c in validity.table_checks(cls, {})}
     c = checks["classifier/synthetic-original/masked_auc<0"]
     assert c["verdict"] == "holds" and c["mean"] == pytest.approx(-32.0)
+    # its premise on any data: Original above chance, t over 3 seeds (mean 91, sd 1,
+    # t_{0.975, 2} = 4.303: 91 +- 4.303 / sqrt 3 = +- 2.48)
+    o = checks["classifier/original/masked_auc>50"]
+    assert o["verdict"] == "holds" and o["mean"] == pytest.approx(91.0)
+    assert o["lo"] == pytest.approx(91.0 - 4.3027 / 3 ** 0.5, abs=1e-3)
+    assert validity.CONTROLLED_METRIC["original/masked_auc>50"] == ("classifier", "masked_AUC")
     probe = {"mask_neutral": {"synthetic": {"ratio_expected": 0.2, "lo": 0.1, "hi": 0.3,
                                             "per_seed": [0.2], "n_images": 10}}}
     after = {c["id"]: c for c in validity.apply_mask_neutral(list(checks.values()), probe)}
@@ -79,6 +85,9 @@ def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
     c = {c["id"]: c for c in validity.table_checks(cls, {})}[
         "classifier/synthetic-original/masked_auc<0"]
     assert c["verdict"] == "fails"
+    cls["original"]["per_seed"] = [{"masked_gender_auc": v} for v in (49.0, 52.0, 50.0)]
+    o = {c["id"]: c for c in validity.table_checks(cls, {})}["classifier/original/masked_auc>50"]
+    assert o["verdict"] == "inconclusive"
 
 
 def test_markdown_lists_every_check():
