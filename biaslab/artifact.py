@@ -206,11 +206,16 @@ def inpaint_part(backend, image: np.ndarray, mask: np.ndarray, *, image_id: int,
     return arr, donor
 
 
+#: the other group of a binary gender label (Table 3's positive control)
+OTHER = {"female": "male", "male": "female"}
+
+
 def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend,
                              out_dir: str | os.PathLike, *, seed: int = 0,
                              parts: Sequence[str] = DEFAULT_PARTS, radius_scale: float = 1.0,
                              box_fraction: float = 0.3, guidance_scale: float = 7.5,
-                             jpeg_quality: int = 95, progress: bool = False) -> pd.DataFrame:
+                             jpeg_quality: int = 95, other_group: bool = False,
+                             progress: bool = False) -> pd.DataFrame:
     """Inpaint a random body part of the main person of every test image.
 
     Args:
@@ -222,6 +227,11 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
         out_dir: images go to ``<out_dir>/<image_id>.jpg`` (``.png`` for a backend whose
             ``image_format`` is ``"png"``: render; path kept as given).
         seed: part choice (``default_rng([seed, image_id])``) and backend seed.
+        other_group: fill the part from the OTHER group (copy_paste: a donor of the other
+            gender; render: the part re-drawn for the other gender), the same parts as with
+            ``False``: Table 3's positive control (issue 31 item 3). Where the part can carry
+            the gender cue, calls must move; a Δ of 0 on it too means the test cannot move
+            on this data, so a Δ of 0 with the person's own group is no evidence.
 
     Returns:
         ``PARTS_COLUMNS`` table sorted by image_id; images without any person are skipped.
@@ -251,7 +261,8 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
         mask, part = choose_part_mask(person, H, W, rng, parts, radius_scale, box_fraction)
         box = (person["x"], person["y"], person["w"], person["h"])
         out, donor = inpaint_part(backend, image, mask, image_id=iid, box=box,
-                                  group=it["gender"], prompt=it.get("prompt", ""),
+                                  group=(OTHER[it["gender"]] if other_group
+                                         else it["gender"]), prompt=it.get("prompt", ""),
                                   seed=int(rng.integers(2**31 - 1)),
                                   guidance_scale=guidance_scale)
         path = os.path.join(str(out_dir), f"{iid}.{ext}")

@@ -258,9 +258,18 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:
-        out.append(_diff("classifier/synthetic-original/delta≤0",
-                         "classifier: S_synthetic's Table 3 Δ no larger than Original's", ds, do,
-                         "≤", "metrics/artifact.json"))
+        c = _diff("classifier/synthetic-original/delta≤0",
+                  "classifier: S_synthetic's Table 3 Δ no larger than Original's", ds, do,
+                  "≤", "metrics/artifact.json")
+        # Table 3's positive control (issue 31 item 3): the same parts filled from the other
+        # group; :func:`explain` reads whether it moved
+        ctl = {row: {k: (artifact.get(row) or {}).get("delta_control", {}).get(k)
+                     for k in ("mean", "lo", "hi")} for row in ("original", "synthetic")}
+        if any(v["mean"] is not None for v in ctl.values()):
+            c["control"] = ctl
+            c["same"] = {row: ((artifact.get(row) or {}).get("delta") or {}).get("mean")
+                         for row in ("original", "synthetic")}
+        out.append(c)
     return _from(out, "metrics/classification.json")
 
 
@@ -565,6 +574,7 @@ def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
     out = []
     for c in checks:
         c = {**c, "source": c.get("source") or "unknown"}
+        judged = c["verdict"]
         if c["verdict"] in JUDGED and _no_variance(c):
             what = ("Table 3's Δ is the same in every seed of both rows"
                     if "delta" in c["id"] else "every seed of the compared rows gives the same "
@@ -578,8 +588,47 @@ def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
                                if "delta" in c["id"] and c.get("mean") == 0 else ""))
         elif c["verdict"] in JUDGED:
             c["reason"] = _reason(c)
+        if c.get("control") and (c["verdict"] in JUDGED or c["verdict"] == "not informative"):
+            c = _with_control(c, judged)
         out.append(c)
     return out
+
+
+def _with_control(c: dict, judged: str) -> dict:
+    """A Table 3 check beside its positive control (``c["control"]``: per row the Δ with the
+    same parts filled from the other group, so the gender cue can change; ``judged``: the
+    verdict from the interval alone). The control moved when its CI lies above 0 in some row.
+
+    * Δ with no variance (every seed the same, e.g. 0: "not informative" so far): a control
+      that moved makes the zero meaningful (the test can move a call, the same-group parts
+      moved none), so the interval verdict stands; a control that did not move leaves it
+      "not informative", now with that reason;
+    * Δ with variance: the verdict stands; the reason gives the control's Δ beside the
+      same-group Δ, and says when the other group's parts moved calls no more than the
+      same group's (the parts carry no gender cue these models read: on the synthetic
+      default heads and hands are drawn alike for both groups)."""
+    ctl = c["control"]
+    shown = "; ".join(f"{row} {_fmt(v['mean'])}" + (f" [{_fmt(v['lo'])}, {_fmt(v['hi'])}]"
+                                                      if v.get("lo") is not None else "")
+                      for row, v in ctl.items() if v.get("mean") is not None)
+    moved = any(v.get("lo") is not None and v["lo"] > 0 for v in ctl.values())
+    if c["verdict"] == "not informative":
+        if moved:
+            return {**c, "verdict": judged,
+                    "reason": f"Δ is {_fmt(c.get('mean'))} in every seed, and the positive "
+                              f"control (the same parts filled from the other group) moves "
+                              f"it: {shown}; so the test can move a call and the same-group "
+                              f"parts moved none"}
+        return {**c, "reason": f"{c['reason']}; the positive control does not move either "
+                               f"(the same parts filled from the other group: Δ {shown}): "
+                               f"the test cannot change a gender call on this data"}
+    same = c.get("same") or {}
+    more = any(v.get("mean") is not None and same.get(row) is not None
+               and v["mean"] > same[row] for row, v in ctl.items())
+    tail = ("" if more else ": no more than with the same group's parts, so these parts carry "
+                            "no gender cue the models read and Δ measures appearance changes only")
+    return {**c, "reason": f"{c.get('reason', '')}; positive control (the same parts filled "
+                           f"from the other group): Δ {shown}{tail}"}
 
 
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:

@@ -19,6 +19,8 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
      metrics/artifact.json:
        {<dataset>: {ratio_orig, ratio_inp: record (per-seed raw r), delta: {mean, ci95, lo, hi,
                     n, n_boot, n_undefined} (Delta of the seed means, bootstrap CI),
+                    delta_control: the same Delta with the parts filled from the OTHER group
+                    (data/artifact/control/; the positive control, issue 31 item 3),
                     delta_artifact: Delta(backend) - Delta(the same parts re-drawn by the
                     generator), bootstrap CI over images (issue 23 item 4; 0 by construction
                     on render runs, "not available" without a generator),
@@ -78,13 +80,14 @@ def main() -> None:
                                data_root=params.get("data", {}).get("root"))
     except ValueError as e:
         raise InputError("params.yaml", str(e)) from e
-    def inpaint(bk, out_dir):   # the same parts per image for any backend (seeded per image)
+    def inpaint(bk, out_dir, other_group=False):   # the same parts per image for any backend
         return build_inpainted_test_set(
             test, persons, bk, out_dir, seed=int(a.get("seed", 0)),
             parts=a.get("parts", ["head", "left_hand", "right_hand"]),
             radius_scale=float(a.get("radius_scale", 1.0)),
             box_fraction=float(a.get("box_fraction", 0.3)),
-            guidance_scale=float(g.get("guidance_scales", [7.5])[0]), progress=True)
+            guidance_scale=float(g.get("guidance_scales", [7.5])[0]),
+            other_group=other_group, progress=True)
 
     parts = inpaint(backend, f"{OUT}/images")
     gen_seconds = time.perf_counter() - t0
@@ -101,11 +104,15 @@ def main() -> None:
                 parts["image_id"]].reset_index()
         except (InputError, ValueError) as e:   # real data: no generator to re-draw with
             why_no_redraw = f"not available: {e}"
+    # the positive control (issue 31 item 3): the same parts filled from the other group, so
+    # the gender cue can change; a test whose control moves no call cannot move at all
+    control = inpaint(backend, f"{OUT}/control", other_group=True).set_index("image_id").loc[
+        parts["image_id"]].reset_index()
     orig = test.set_index("image_id").loc[parts["image_id"]].reset_index()[["image_id", "path"]]
     ids, base = load_features()
     out = {}
     for dataset in a.get("datasets", ["original", "augment", "synthetic"]):
-        per_seed, calls, calls_rd = [], [], []
+        per_seed, calls, calls_rd, calls_ctl = [], [], [], []
         for seed in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed))
             thr = gender_thresholds(clf)
@@ -118,6 +125,11 @@ def main() -> None:
             s = artifact_scores(po, pi, thr)
             row = {"seed": int(seed), **{k: json_number(v) for k, v in s.items()}}
             calls.append((*classifier_calls(*po, thr), *classifier_calls(*pi, thr)))
+            fc = model_features(clf, control[["image_id", "path"]], ids, base, cache,
+                                derived=True, batch_size=fbs, executor=params.get("executor"))
+            pc = clf.gender_proba(fc)
+            calls_ctl.append((*classifier_calls(*po, thr), *classifier_calls(*pc, thr)))
+            row["delta_control"] = json_number(artifact_scores(po, pc, thr).get("delta"))
             if redraw is not None:
                 fr = model_features(clf, redraw[["image_id", "path"]], ids, base, cache,
                                     derived=True, batch_size=fbs,
@@ -133,6 +145,8 @@ def main() -> None:
                 row["delta_artifact"] = 0.0
             per_seed.append(row)
         out[dataset] = table3_json(calls, per_seed, seed=int(a.get("seed", 0)))
+        out[dataset]["delta_control"] = table3_json(
+            calls_ctl, per_seed, seed=int(a.get("seed", 0)))["delta"]
         if redraw is not None:
             out[dataset]["delta_artifact"] = {
                 k: json_number(v) for k, v in delta_artifact(

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         read_parquet(args.labels), read_parquet(args.split), png_dir,
         splits=p.get("splits"), area_threshold_px=float(p["area_threshold_px"]),
         reference_long_side=p.get("reference_long_side"), dilate_px=int(p["dilate_px"]),
-        crowd_min_inside=p.get("crowd_min_inside", 3))
+        crowd_min_inside=p.get("crowd_min_inside", 3), shape=p.get("shape", "polygon"))
     keep = {os.path.basename(x) for x in table["mask_path"]}
     if os.path.isdir(png_dir):  # masks of a previous run that no image uses any more
         for f in os.listdir(png_dir):
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                               "area_threshold_px": p["area_threshold_px"],
                               "reference_long_side": p.get("reference_long_side"),
                               "dilate_px": p["dilate_px"],
-                              "crowd_min_inside": p.get("crowd_min_inside", 3)})
+                              "crowd_min_inside": p.get("crowd_min_inside", 3),
+                              "shape": p.get("shape", "polygon")})
     print(counts)
     return 0
 

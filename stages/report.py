@@ -390,7 +390,10 @@ def main() -> None:
         "reacts to the inpainted part, artifacts or not; Δ_artifact (our addition, issue 23) "
         "= Δ(backend) - Δ(the same parts of the same images re-drawn by the generator): the "
         "part of Δ the backend's artifacts cause, 0 by construction when the backend is "
-        "`render`, with a bootstrap 95 % CI over test images. Test-set inpainting backend: "
+        "`render`, with a bootstrap 95 % CI over test images. Δ, other group (issue 31): "
+        "the positive control, the same parts filled from the other group, so the gender cue "
+        "can change; where it stays near 0 the test cannot move a call on this data and a "
+        "small Δ is no evidence. Test-set inpainting backend: "
         f"`{(m['artifact'].get('test_set') or {}).get('backend', '?')}` (the training sets' "
         f"counterfactuals: `{backend}`).",
         "",

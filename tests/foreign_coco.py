@@ -66,17 +66,32 @@ def _draw_object(d: ImageDraw.ImageDraw, name: str, x: int, y: int) -> tuple[lis
     return box, [[bx, by, bx + bw, by, bx + bw, by + bh, bx, by + bh]]
 
 
-def _person_polygon() -> list:
-    """The figure's outline (head box, torso, legs) as one COCO polygon, clockwise."""
+def _person_polygon(head: str = "box") -> list:
+    """The figure's outline as one COCO polygon, clockwise: torso and legs exact, the head as
+    its bounding square (``head="box"``: like COCO's hand-drawn polygons, a little looser than
+    the person, so a cut-out carries some of its background) or as a 16-gon on the disc
+    (``"ellipse"``: the person's exact outline)."""
     (hx0, hy0, hx1, hy1), (tx0, ty0, tx1, ty1) = HEAD, TORSO
     (l0x0, _, l0x1, ly1), (l1x0, _, l1x1, _) = LEGS
-    pts = [hx0, hy0, hx1, hy0, hx1, ty0, tx1, ty0, tx1, ty1, l1x1, ty1, l1x1, ly1, l1x0, ly1,
-           l1x0, ty1, l0x1, ty1, l0x1, ly1, l0x0, ly1, l0x0, ty1, tx0, ty1, tx0, ty0, hx0, ty0]
-    return [[float(p) for p in pts]]
+    if head == "box":
+        top, back = [hx0, hy0, hx1, hy0, hx1, ty0], [hx0, ty0]
+    elif head == "ellipse":   # the disc touches the torso at its bottom point (cx, ty0)
+        cx, cy, r = (hx0 + hx1) / 2, (hy0 + hy1) / 2, (hx1 - hx0) / 2
+
+        def arc(t0, t1, k):
+            return [v for t in np.linspace(t0, t1, k) for v in (cx + r * np.cos(t),
+                                                                 cy + r * np.sin(t))]
+        top = arc(np.pi, 2.5 * np.pi, 13)         # left, over the top, down to the bottom
+        back = [cx, ty0] + arc(0.5 * np.pi, np.pi, 5)[2:]   # up the left side to the start
+    else:
+        raise ValueError(head)
+    pts = top + [tx1, ty0, tx1, ty1, l1x1, ty1, l1x1, ly1, l1x0, ly1, l1x0, ty1, l0x1, ty1,
+                 l0x1, ly1, l0x0, ly1, l0x0, ty1, tx0, ty1, tx0, ty0] + back
+    return [[round(float(p), 2) for p in pts]]
 
 
 def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0,
-                       agree: float = 0.85, seed: int = 7) -> dict:
+                       agree: float = 0.85, seed: int = 7, head_polygon: str = "box") -> dict:
     """Write the dataset under ``root`` (COCO layout: ``annotations/captions_train2017.json``,
     ``instances_train2017.json``, ``image_labels.json``, ``images/train2017/*.png``).
 
@@ -86,6 +101,7 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
         agree: probability that each context attribute (scene, each object) agrees with the
             person's gender.
         seed: numpy seed.
+        head_polygon: ``"box"`` or ``"ellipse"`` (:func:`_person_polygon`).
 
     Returns:
         the planted truth: ``{"n_male", "n_female", "ratio", "agree", "cue", "context"}``.
@@ -132,7 +148,7 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
         x0, y0, x1, y1 = PERSON_BOX
         anns.append({"id": aid, "image_id": iid, "category_id": 1, "iscrowd": 0,
                      "bbox": [x0, y0, x1 - x0, y1 - y0], "area": float((x1 - x0) * (y1 - y0)),
-                     "segmentation": _person_polygon()})
+                     "segmentation": _person_polygon(head_polygon)})
         aid += 1
         for name, box, poly in boxes:
             anns.append({"id": aid, "image_id": iid, "category_id": CATEGORIES[name],
@@ -163,4 +179,6 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
 
 if __name__ == "__main__":
     import sys
-    print(write_foreign_coco(sys.argv[1], *(int(a) for a in sys.argv[2:3])))
+    # python tests/foreign_coco.py DIR [N_IMAGES [HEAD_POLYGON]]
+    print(write_foreign_coco(sys.argv[1], *(int(a) for a in sys.argv[2:3]),
+                             **({"head_polygon": sys.argv[3]} if len(sys.argv) > 3 else {})))

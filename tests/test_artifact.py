@@ -260,3 +260,28 @@ def test_caption_artifact_scores_hand_computed():
     assert no_woman["ratio_orig"] is None and no_woman["delta"] is None
     with pytest.raises(ValueError, match="aligned"):
         caption_artifact_scores(["a man"], [], ["male"])
+
+
+def test_positive_control_fills_the_same_parts_from_the_other_group(synth, tmp_path):
+    """Issue 31 item 3: other_group=True asks the backend for the other gender, same parts."""
+    root, t, labels = synth
+    asked = []
+
+    class Record:
+        name = "record"
+
+        def generate(self, item, image, mask, group, prompt, js, seeds, scales):
+            asked.append((int(item["image_id"]), group))
+            return [(image.copy(), None) for _ in js]
+
+    items = t["images"][["image_id", "path"]].merge(labels[["image_id", "gender"]]) \
+        .query("gender in ['female', 'male']").assign(prompt="a caption")
+    own = A.build_inpainted_test_set(items, t["persons"], Record(), tmp_path / "a", seed=4)
+    n = len(asked)
+    ctl = A.build_inpainted_test_set(items, t["persons"], Record(), tmp_path / "b", seed=4,
+                                     other_group=True)
+    gender = dict(zip(items["image_id"], items["gender"]))
+    assert [g for _, g in asked[:n]] == [gender[i] for i, _ in asked[:n]]
+    assert [g for _, g in asked[n:]] == [A.OTHER[gender[i]] for i, _ in asked[n:]]
+    assert own["part"].tolist() == ctl["part"].tolist()
+    assert own["mask_pixels"].tolist() == ctl["mask_pixels"].tolist()

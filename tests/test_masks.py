@@ -223,6 +223,24 @@ def test_build_masks_table_and_counts(tmp_path):
     assert counts["images_considered"] == 5                  # splits=None: all images
 
 
+def test_box_shape_masks_the_whole_box(tmp_path):
+    """Issue 31 item 6: masks.shape=box ignores a polygon tighter than the person and masks
+    its bounding box (20 x 30 = 600 px), paper 000's COCO wording."""
+    images, persons, labels, split = _tables()
+    persons.loc[0, "polygon"] = json.dumps([[10, 5, 30, 5, 20, 35]])   # a triangle in the box
+    kw = dict(splits=["train"], area_threshold_px=500, reference_long_side=60, dilate_px=0,
+              progress=False)
+    tight, _ = build_masks(images, persons, labels, split, tmp_path / "p", **kw)
+    box, counts = build_masks(images, persons, labels, split, tmp_path / "b", shape="box", **kw)
+    t, b = tight.set_index("image_id"), box.set_index("image_id")
+    assert t.loc[1, "mask_source"] == "polygon" and b.loc[1, "mask_source"] == "box"
+    assert load_mask(b.loc[1, "mask_path"]).sum() == 600
+    assert 200 < load_mask(t.loc[1, "mask_path"]).sum() < 400     # about half the box
+    assert counts["persons_box"] == 2 and counts["persons_polygon"] == 0
+    with pytest.raises(ValueError, match="masks.shape"):
+        build_masks(images, persons, labels, split, tmp_path / "x", shape="hull", **kw)
+
+
 def test_masks_stage(tmp_path, monkeypatch):
     import yaml
 
@@ -247,3 +265,4 @@ def test_masks_stage(tmp_path, monkeypatch):
     assert not (tmp_path / "data/masks/png/999.png").exists()
     metrics = json.loads((tmp_path / "metrics/masks.json").read_text())
     assert metrics["masked"] == 2 and metrics["skipped_no_person"] == 1
+    assert metrics["shape"] == "polygon"      # the default when params.yaml names none

@@ -454,3 +454,19 @@ def test_read_generator_params_rejects_real_data(tiny_coco):
     with pytest.raises(InputError, match="not a biaslab synthetic dataset"):
         synthetic.read_generator_params(tiny_coco)
     assert synthetic.read_probe(tiny_coco) is None
+
+
+def test_synthesize_stage_writes_no_dataset_under_another_profile(tmp_path, monkeypatch):
+    """Issue 31 item 7: with data.source=coco the stage costs nothing and says why."""
+    import json
+
+    import yaml
+
+    from stages import synthesize as stage
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "synthetic": {"n_images": 8}, "data": {"source": "coco", "root": "/x/coco"}}))
+    monkeypatch.chdir(tmp_path)
+    stage.main()
+    assert [p.name for p in (tmp_path / "data/raw/synthetic").iterdir()] == ["NOT_USED.txt"]
+    m = json.loads((tmp_path / "metrics/synthetic.json").read_text())
+    assert m["skipped"] is True and "'coco'" in m["reason"] and "/x/coco" in m["reason"]

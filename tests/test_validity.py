@@ -347,3 +347,45 @@ def test_leakage_claim_and_its_accuracy_matched_twin():
     judged = {c["id"]: c["verdict"] for c in validity.apply_controls(list(out.values()), bad)}
     assert judged["classifier/synthetic-original/leakage<0"] == "metric not valid on this data"
     assert judged["classifier/synthetic-original/leakage_f1<0"] == "inconclusive"
+
+
+def test_table3_positive_control_decides_whether_the_test_can_move():
+    """Issue 31 item 3: Table 3 beside its positive control (the same parts filled from the
+    other group). A Δ of 0 in every seed is evidence only when the control moved; a Δ with
+    spread keeps its verdict, and the reason says whether the other group's parts moved calls
+    more than the same group's."""
+    cls = {"test_set": {"n_male": 60, "n_female": 30}}
+    zero = {r: {"per_seed": [{"delta": 0.0}] * 3, "delta": {"mean": 0.0}}
+            for r in ("original", "synthetic")}
+
+    def check(art):
+        return {c["id"]: c for c in validity.explain(validity.table_checks(cls, art))}[
+            "classifier/synthetic-original/delta≤0"]
+
+    still = {r: {**v, "delta_control": {"mean": 0.0, "lo": 0.0, "hi": 0.0}}
+             for r, v in zero.items()}
+    d = check(still)
+    assert d["verdict"] == "not informative"
+    assert "no variance" in d["reason"] and "positive control does not move either" in d["reason"]
+    moved = {"original": {**zero["original"],
+                          "delta_control": {"mean": 40.0, "lo": 25.0, "hi": 55.0}},
+             "synthetic": {**zero["synthetic"],
+                           "delta_control": {"mean": 60.0, "lo": 45.0, "hi": 75.0}}}
+    d = check(moved)
+    assert d["verdict"] == "holds"          # 0 <= 0, now meaningful
+    assert "moves it: original +40 [+25, +55]; synthetic +60 [+45, +75]" in d["reason"]
+    # Δ with spread, control equal to it (the default: heads and hands drawn alike)
+    spread = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}],
+                           "delta": {"mean": 5.0},
+                           "delta_control": {"mean": 5.0, "lo": 1.0, "hi": 9.0}},
+              "synthetic": {"per_seed": [{"delta": 5.0}, {"delta": 4.0}, {"delta": 6.0}],
+                            "delta": {"mean": 5.0},
+                            "delta_control": {"mean": 5.0, "lo": 1.0, "hi": 9.0}}}
+    d = check(spread)
+    assert d["verdict"] == "holds" and "no more than with the same group's parts" in d["reason"]
+    spread["synthetic"]["delta_control"] = {"mean": 30.0, "lo": 20.0, "hi": 40.0}
+    d = check(spread)
+    assert "synthetic +30 [+20, +40]" in d["reason"] and "no more than" not in d["reason"]
+    # no control recorded (an older artifact.json): the check is as before
+    d = check({r: {"per_seed": v["per_seed"]} for r, v in spread.items()})
+    assert "control" not in d and d["verdict"] == "holds"

@@ -31,6 +31,11 @@ Mask omega (``person_mask``), per selected person, in this order of preference:
    body unit (shoulder/hip width, torso length, box height), clipped to the person box;
 3. ``box``: the bounding box (``floor(x) .. ceil(x + w)``).
 
+``shape="box"`` (param ``masks.shape``; issue 31 item 6) skips 1-2 and masks every selected
+person's bounding box, paper 000's COCO wording ("the person's bounding box"): a polygon
+tighter than the person leaves parts of the original (hair, a sleeve, a bag) and with them its
+gender cue beside the pasted donor, a box leaves none but erases more context.
+
 The union over the selected persons is dilated by a Euclidean disc of ``dilate_px`` pixels
 (``dilate``). Masks are ``uint8`` arrays of shape ``(height, width)`` with values 0/1, saved as
 0/255 single-channel PNGs.
@@ -68,6 +73,8 @@ _ARMS = ((5, 7), (7, 9), (6, 8), (8, 10))
 _LEGS = ((11, 13), (13, 15), (12, 14), (14, 16))
 _TORSO_EDGES = ((5, 6), (11, 12), (5, 11), (6, 12))
 MASK_SOURCES = ("polygon", "keypoints", "box")
+#: ``masks.shape`` -> the mask sources tried, in order (``person_mask``)
+MASK_SHAPES = {"polygon": MASK_SOURCES, "box": ("box",)}
 
 
 def area_scale(width: float, height: float, reference_long_side: float | None) -> float:
@@ -352,7 +359,7 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
                 splits: list[str] | tuple[str, ...] | None = ("train",),
                 area_threshold_px: float = AREA_THRESHOLD_PX,
                 reference_long_side: float | None = 640, dilate_px: int = 0,
-                crowd_min_inside: int | None = 3,
+                crowd_min_inside: int | None = 3, shape: str = "polygon",
                 progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Select persons and write one mask PNG per image (``<png_dir>/<image_id>.png``).
 
@@ -368,6 +375,8 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
             (module docstring).
         dilate_px: dilation radius in stored-image pixels.
         crowd_min_inside: crowd-region rule of ``crowd_like`` (None disables it).
+        shape: ``polygon`` (polygon, else keypoint silhouette, else box) or ``box`` (the
+            bounding box of every selected person; module docstring).
 
     Returns:
         ``(table, counts)``: table with ``MASKS_COLUMNS`` (ann_ids largest person first,
@@ -381,7 +390,10 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
 
     Raises:
         InputError: a required column is missing.
+        ValueError: ``shape`` is not one of ``MASK_SHAPES``.
     """
+    if shape not in MASK_SHAPES:
+        raise ValueError(f"masks.shape must be one of {sorted(MASK_SHAPES)}, got {shape!r}")
     for df, cols, name in ((images, ["image_id", "width", "height"], "images table"),
                            (persons, ["ann_id", "image_id", "x", "y", "w", "h"],
                             "persons table"),
@@ -422,7 +434,7 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
         union = np.zeros((h, w), np.uint8)
         srcs = []
         for p in sel.to_dict("records"):
-            m, src = person_mask(p, h, w)
+            m, src = person_mask(p, h, w, sources=MASK_SHAPES[shape])
             union |= m
             srcs.append(src)
             counts[f"persons_{src}"] += 1
