@@ -123,6 +123,7 @@ def test_the_report_holds_only_this_runs_results(foreign_run):
     syn = _json(repo, "metrics/synthetic.json")
     assert syn["skipped"] is True and "coco" in syn["reason"]
     assert sorted(p.name for p in (repo / "data/raw/synthetic").iterdir()) == ["NOT_USED.txt"]
-    # the report's Table 1 names the masked AUC, the signed log ratio and the mask's calls
+    # the DVC metric carries the threshold-free, direction-aware measures (issue 31 item 1)
     summary = _json(repo, "metrics/summary.json")
-    assert any("masked AUC" in k for k in summary), sorted(summary)[:20]
+    assert {"masked AUC", "log r"} <= set(summary["original"]), summary["original"]
+    assert summary["synthetic"]["masked AUC"].startswith("Δ"), summary["synthetic"]
