@@ -91,7 +91,8 @@ def _person_polygon(head: str = "box") -> list:
 
 
 def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0,
-                       agree: float = 0.85, seed: int = 7, head_polygon: str = "box") -> dict:
+                       agree: float = 0.85, seed: int = 7, head_polygon: str = "box",
+                       flip_context: bool = False) -> dict:
     """Write the dataset under ``root`` (COCO layout: ``annotations/captions_train2017.json``,
     ``instances_train2017.json``, ``image_labels.json``, ``images/train2017/*.png``).
 
@@ -102,6 +103,9 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
             person's gender.
         seed: numpy seed.
         head_polygon: ``"box"`` or ``"ellipse"`` (:func:`_person_polygon`).
+        flip_context: give each group the other group's scene and objects (men: kitchen,
+            cup, handbag), so the planted context's colours no longer resemble the group's
+            shirt (teal ~ the field's green and sky, rust ~ the kitchen's browns).
 
     Returns:
         the planted truth: ``{"n_male", "n_female", "ratio", "agree", "cue", "context"}``.
@@ -115,18 +119,20 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
     genders = np.array(["male"] * n_male + ["female"] * (n_images - n_male))
     rng.shuffle(genders)
     other = {"male": "female", "female": "male"}
+    scene_of, objects_of = ({g: SCENE[other[g]] for g in SCENE}, {g: OBJECTS[other[g]] for g in
+                            OBJECTS}) if flip_context else (SCENE, OBJECTS)
     images, captions, anns, labels = [], [], [], {}
     aid = 1
     for k, g in enumerate(genders):
         iid = 1000 + k
         ctx = g if rng.random() < agree else other[g]
-        scene, sky, ground = SCENE[ctx]
+        scene, sky, ground = scene_of[ctx]
         im = Image.new("RGB", (SIZE, SIZE), sky)
         d = ImageDraw.Draw(im)
         horizon = int(rng.integers(60, 76))
         d.rectangle((0, horizon, SIZE, SIZE), fill=ground)
         # the two objects, each agreeing with the gender with probability `agree`
-        objs = [OBJECTS[g if rng.random() < agree else other[g]][int(rng.integers(2))]
+        objs = [objects_of[g if rng.random() < agree else other[g]][int(rng.integers(2))]
                 for _ in range(2)]
         slots = rng.choice(len(SLOTS), 2, replace=False)
         boxes = []
@@ -174,11 +180,13 @@ def write_foreign_coco(root: str | Path, n_images: int = 300, ratio: float = 2.0
     (root / "annotations" / "image_labels.json").write_text(
         json.dumps({"description": "complete object sets", "labels": labels}))
     return {"n_male": int(n_male), "n_female": int(n_images - n_male), "ratio": float(ratio),
-            "agree": float(agree), "cue": "shirt hue", "context": ["scene", "objects"]}
+            "agree": float(agree), "cue": "shirt hue", "context": ["scene", "objects"],
+            "male_scene": scene_of["male"][0]}
 
 
 if __name__ == "__main__":
     import sys
-    # python tests/foreign_coco.py DIR [N_IMAGES [HEAD_POLYGON]]
+    # python tests/foreign_coco.py DIR [N_IMAGES [HEAD_POLYGON [flip]]]
     print(write_foreign_coco(sys.argv[1], *(int(a) for a in sys.argv[2:3]),
-                             **({"head_polygon": sys.argv[3]} if len(sys.argv) > 3 else {})))
+                             **({"head_polygon": sys.argv[3]} if len(sys.argv) > 3 else {}),
+                             flip_context=len(sys.argv) > 4 and sys.argv[4] == "flip"))
