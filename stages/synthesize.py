@@ -23,8 +23,9 @@ def main() -> None:
     if source == "synthetic":
         summary = generate(tmp, **p)
     else:
-        reason = (f"data.source is {source!r}: the pipeline reads {params['data']['root']}, "
-                  "not the embedded synthetic dataset, so none was generated")
+        # no path in the text: the same bytes wherever the data lies
+        reason = (f"data.source is {source!r}: the pipeline reads data.root, not the embedded "
+                  "synthetic dataset, so none was generated")
         tmp.mkdir(parents=True)
         (tmp / "NOT_USED.txt").write_text(reason + "\n")
         summary = {"skipped": True, "reason": reason}

@@ -7,6 +7,41 @@ import pytest
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def run_checked(args, cwd, env) -> str:
+    """Run a command; fail the test with its output's tail unless it exits 0. Returns
+    stdout + stderr."""
+    import subprocess
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return r.stdout + r.stderr
+
+
+def clone_worktree(dst: Path, message: str, drop: tuple[str, ...] = ()) -> dict:
+    """Copy the working tree (tracked and untracked, not ignored files) to ``dst``, less the
+    paths in ``drop``, commit it in a fresh git repository and point its DVC cache at the
+    working tree's (so its outputs land where a later run finds them). Returns the
+    environment for commands run there (this venv first on PATH, no DVC analytics, a git
+    identity)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file() and f not in drop:
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dst / f)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    run_checked(["git", "init", "-q"], dst, env)
+    run_checked(["git", "add", "-A"], dst, env)
+    run_checked(["git", "commit", "-qm", message], dst, env)
+    run_checked(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], dst, env)
+    return env
 COCO_MINI = REPO.parent / "shared" / "coco-mini"
 
 CAPTIONS = {

@@ -11,22 +11,18 @@ wrote no dataset."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import clone_worktree, run_checked
 from tests.foreign_coco import write_foreign_coco
 
 pytestmark = pytest.mark.slow
 
 
-def _run(args, cwd, env):
-    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, f"{' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return r.stdout + r.stderr
+_run = run_checked
 
 
 @pytest.fixture(scope="module")
@@ -35,21 +31,9 @@ def foreign_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("foreign")
     truth = write_foreign_coco(base / "coco")
     dst = base / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dst / f)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    _run(["git", "init", "-q"], dst, env)
-    _run(["git", "add", "-A"], dst, env)
-    _run(["git", "commit", "-qm", "foreign"], dst, env)
     # the working tree's cache: nothing of the default is reused (other data), but the
     # foreign run's outputs land where a second run finds them
-    _run(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], dst, env)
+    env = clone_worktree(dst, "foreign")
     out = _run([sys.executable, "benchmarks/stage_times.py", "--name", "foreign", "--",
                 "dvc", "exp", "run", "-S", "data=coco", "-S", f"data.root={base / 'coco'}"],
                dst, env)

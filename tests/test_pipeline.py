@@ -3,13 +3,12 @@ then a parameter experiment that must re-run only the stages depending on that p
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, clone_worktree, run_checked
 
 pytestmark = pytest.mark.slow
 
@@ -20,33 +19,17 @@ def _reproduced(out: str, stage: str) -> bool:
             or f"Stage '{stage}' is cached - skipping run" in out)
 
 
-def _run(args, cwd, env):
-    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, f"{' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    return r.stdout + r.stderr
+_run = run_checked
 
 
 @pytest.fixture(scope="module")
 def pipeline_repo(tmp_path_factory):
     """A git + DVC repository holding the current working tree, with `dvc repro` done."""
     dst = tmp_path_factory.mktemp("e2e") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dst / f)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    for stale in ("dvc.lock",):
-        (dst / stale).unlink(missing_ok=True)
-    _run(["git", "init", "-q"], dst, env)
-    _run(["git", "add", "-A"], dst, env)
-    _run(["git", "commit", "-qm", "e2e"], dst, env)
-    # share the working tree's DVC cache (and run-cache): a later `dvc repro` there (CI runs
-    # one right after the tests) restores these results instead of recomputing them
-    _run(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], dst, env)
+    # no dvc.lock: the fresh run writes its own. The cache is the working tree's (and its
+    # run-cache): a later `dvc repro` there (CI runs one right after the tests) restores
+    # these results instead of recomputing them
+    env = clone_worktree(dst, "e2e", drop=("dvc.lock",))
     # timed per stage (benchmarks/stage_times.py passes DVC's output through unchanged)
     out = _run([sys.executable, "benchmarks/stage_times.py", "--name", "e2e", "--",
                 "dvc", "repro"], dst, env)
