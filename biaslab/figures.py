@@ -82,6 +82,34 @@ def score_distributions(scores: pd.DataFrame, filters: Sequence[str],
     _save(fig, path)
 
 
+def oversample_tradeoff(curve: list[dict], path: str | os.PathLike, used: int | None = None,
+                        title: str = "Over-sampling: repeat cap vs the skew it can meet") -> None:
+    """Line plot of :func:`biaslab.datasets.oversample_tradeoff`'s rows: x = the cap on copies
+    per image (log scale; the uncapped point at the right end, marked "none"), y = the smallest
+    |skew| bound the cap allows; the cap ``used`` by the run is marked."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    caps = [r["max_copies"] for r in curve]
+    finite = [c for c in caps if c is not None]
+    top = (max(finite) * 2) if finite else 1
+    xs = [top if c is None else c for c in caps]
+    ax.plot(xs, [r["max_skew"] for r in curve], "o-", color="C0")
+    for x, r in zip(xs, curve):
+        ax.annotate(f"n_eff {r['effective_images']:.0f}", (x, r["max_skew"]), fontsize=6,
+                    textcoords="offset points", xytext=(3, 3))
+    if used in caps or (used is None and None in caps):
+        r = curve[caps.index(used)]
+        ax.plot([top if used is None else used], [r["max_skew"]], "s", color="C3", ms=9,
+                mfc="none", label=f"datasets.max_copies = {used}")
+        ax.legend(fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [("none" if c is None else str(c)) for c in caps], fontsize=7)
+    ax.minorticks_off()
+    ax.set_xlabel("largest copies of one image (cap)")
+    ax.set_ylabel("smallest object |skew| bound")
+    ax.set_title(title, fontsize=10)
+    _save(fig, path)
+
+
 def skew_by_dataset(series: dict[str, dict[str, float | None]], path: str | os.PathLike,
                     title: str = "Gender skew per training set") -> None:
     """Grouped bars: for each series (e.g. ``objects``, hidden ``cast``) the mean |skew| of

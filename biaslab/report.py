@@ -342,7 +342,8 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
         return ""
     return ("Training sets (metrics/datasets.json): " + "; ".join(parts) + ". "
             "datasets.max_copies caps the repeats and relaxes the skew bound to the smallest "
-            "feasible one (issue 31).")
+            "feasible one; plots/datasets/oversample_tradeoff.png shows the bound each cap "
+            "allows (issue 31).")
 
 
 def leakage_f1_note(classification: Mapping[str, Any]) -> str:
@@ -363,6 +364,62 @@ def leakage_f1_note(classification: Mapping[str, Any]) -> str:
             "because it is less accurate."
             + (f" {clamped} model seed(s) lie below the weakest perturbed F1: their LK_D(F1) "
                f"is the curve's end value." if clamped else ""))
+
+
+def domain_note(classification: Mapping[str, Any]) -> str:
+    """The line under Table 1 that gives the real-vs-generated domain check (issue 31 item 4;
+    ``metrics/classification.json`` ``domain``, :mod:`biaslab.classify.domain`): per training
+    set, object mAP on the real photos and on the same-group generated counterfactuals of the
+    train sources the model never trained on, their difference, and the feature probe's AUC
+    ("" when the file has no domain block)."""
+    dom = classification.get("domain") or {}
+    rows = [r for r in ROW_ORDER if isinstance(dom.get(r), Mapping)
+            and (dom[r].get("domain_gap") or {}).get("mean") is not None]
+    if not rows:
+        return ""
+
+    def rec(r, k, d=1):
+        return stats.format_cell(dom[r].get(k), d)
+    parts = "; ".join(f"{ROW_NAMES.get(r, r)} {rec(r, 'mAP_real')} real / "
+                      f"{rec(r, 'mAP_generated')} generated (gap {rec(r, 'domain_gap')})"
+                      for r in rows)
+    probe = dom.get("probe_auc") or {}
+    return ("Domain check (issue 31; metrics/classification.json `domain`): object mAP of each "
+            "model on the real photos and on the same-group generated counterfactuals of the "
+            "train scenes it never trained on (same scenes, objects and gender; only the person "
+            f"re-generated): {parts}. A logistic regression on the frozen features tells real "
+            f"from generated images at AUC {stats.format_cell(probe, 1)} (50 = alike). A "
+            "synthetic-only model with a positive gap is read on real photos outside its "
+            "training domain, which can move its Leakage against the paper for reasons other "
+            "than gender.")
+
+
+def residue_note(residue: Mapping[str, Any] | None) -> str:
+    """The line under Table 3 that gives the residue check (issue 31 item 6;
+    ``metrics/residue.json``, stage ``residue``); "" without the file's numbers."""
+    if not isinstance(residue, Mapping) or not residue.get("erased_auc"):
+        return ""
+    er = residue["erased_auc"]
+    shapes = ", ".join(f"{k} {stats.format_cell(v, 1)} (erasing "
+                       f"{100 * float((residue.get('mask_fraction') or {}).get(k) or 0):.0f} % of "
+                       f"the image)" for k, v in er.items())
+    txt = (f"Residue check (issue 31; metrics/residue.json): a cross-fitted gender probe on the "
+           f"frozen features reads the source gender at AUC "
+           f"{stats.format_cell(residue.get('probe_auc'), 1)} on the real train images and, "
+           f"with the masked persons erased (grey, unfilled), at {shapes}: what it reads there "
+           f"is the person's residue plus the scene's planted context")
+    rb = residue.get("residue_bound")
+    if isinstance(rb, Mapping) and rb.get("mean") is not None:
+        txt += (f"; polygon minus box {stats.format_cell(rb, 1)}, an upper bound of what the "
+                f"polygon leaves of the person (the box erases more context too)")
+    cf = residue.get("counterfactual") or {}
+    if cf.get("target_auc_other"):
+        txt += (f". On the run's `{cf.get('backend')}` counterfactuals the probe reads the "
+                f"TARGET group at AUC {stats.format_cell(cf['target_auc_other'], 1)} for the "
+                f"other group (100 = the new person reads as its group, below 50 = the original "
+                f"shows through) and {stats.format_cell(cf.get('target_auc_same'), 1)} for the "
+                f"same group")
+    return txt + "."
 
 
 def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
@@ -748,7 +805,7 @@ __all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",
            "caption_degenerate_note", "MAX_GENDER_WORD_LOSS", "ratio_reference_note",
-           "resample_note", "made_by", "stamp", "leakage_f1_note"]
+           "resample_note", "made_by", "stamp", "leakage_f1_note", "domain_note", "residue_note"]
 
 
 def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,

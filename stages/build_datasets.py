@@ -2,9 +2,10 @@
 synthetic (paper 000 Eqs. 2-3) and matched (a random subset of original of sub-sampling's size
 and gender counts: its capacity control, issue 23 item 3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
 manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hidden-attribute
-skew; `sources`: how many train images every variant draws on)."""
+skew; `sources`: how many train images every variant draws on; `oversample.tradeoff`: the
+smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png."""
 from biaslab import datasets as D
-from biaslab.figures import skew_by_dataset
+from biaslab.figures import oversample_tradeoff, skew_by_dataset
 from biaslab.io import load_params, read_parquet, write_json, write_parquet
 
 PREP = "data/prepared"
@@ -52,10 +53,20 @@ def main() -> None:
     cols = [c for c in attributes.columns if c != "image_id"] if attributes is not None else []
     skew_by_dataset({label: {n: m.get(f"{label}_mean_abs_skew") for n, m in metrics.items()}
                      for label in ["objects"] + cols}, "plots/datasets/skew.png")
+    # what a repeat cap costs in balance on this data (issue 31 item 5): the cap used is one
+    # point of this curve, so a reader can see what a larger one would buy
+    caps = sorted({1, 2, 5, 10, 20, 50, 100, 200, 500}
+                  | ({int(p["max_copies"])} if p["max_copies"] is not None else set()))
+    curve = D.oversample_tradeoff(d, caps=(*caps, None), max_factor=p["max_factor"],
+                                  seed=p["seed"])
+    metrics["oversample"]["tradeoff"] = {  # keyed by cap: DVC flattens dicts, not lists
+        ("none" if r["max_copies"] is None else str(r["max_copies"])):
+            {k: v for k, v in r.items() if k != "max_copies"} for r in curve}
+    oversample_tradeoff(curve, "plots/datasets/oversample_tradeoff.png", used=p["max_copies"])
     metrics["sources"] = sources
     write_json("metrics/datasets.json", metrics)
     for n, m in metrics.items():
-        print(n, {k: v for k, v in m.items() if k != "counts"})
+        print(n, {k: v for k, v in m.items() if k not in ("counts", "tradeoff")})
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ std; a seed whose Ratio is infinite is counted in n_inf and kept, never dropped)
 in:  data/models/classifier/<name>/<name>-<seed>/ for every name in datasets + methods and every
      seed, data/prepared/
      {images,objects,persons}.parquet, data/labels/images.parquet, data/split.parquet,
-     data/datasets/original.parquet, data/features/images*.npy
+     data/datasets/ (original: the Leakage attackers' images; every variant: which sources a
+     model trained on; synthetic: the generated counterfactuals), data/generate/ (their
+     files), data/features/images*.npy
 out: data/eval_classifier/masked/ (test images with every person blacked out, for Ratio),
      metrics/classification.json:
        {<name>: {mAP, Ratio, ratio_raw, Ratio_expected (threshold-free: sum P(man) / sum
@@ -30,6 +32,14 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
         [backbones: {<slug of backbone 2..>: {<name>: ...the same...}} -- only when
          classifier.backbones lists more than one; the top-level rows are the first's],
         test_set: {n_test, n_labelled, n_masked, n_male, n_female, ratio_gt, ..., backbone},
+        domain: {probe_auc: record over folds (real-vs-generated logistic regression on the
+                 frozen features of the train sources, x100), n_real_images, n_generated_images,
+                 <name>: {mAP_real, mAP_generated, domain_gap (generated - real), gender_acc_real,
+                          gender_acc_generated, n_real, n_generated: record over seeds,
+                          per_seed: [{seed, ...the same keys}]}}
+                (biaslab.classify.domain, issue 31 item 4: every model on the real photos and
+                the same-group generated counterfactuals of the train sources it never trained
+                on; first backbone only),
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
      (per-seed values as biaslab.stats.to_json: an infinite Ratio / ratio_raw is "inf", 0/0
      is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
@@ -46,6 +56,7 @@ from biaslab import stats
 from biaslab.classify import (GenderObjectClassifier, classifier_backbones, evaluate,
                               json_record, model_features, object_matrix, test_table,
                               write_blackout_images)
+from biaslab.classify import domain as DOM
 from biaslab.features import load_features, set_threads
 from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs
@@ -53,6 +64,9 @@ from biaslab.paths import model_dir, slug
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"
+SYNTHETIC = "data/datasets/synthetic.parquet"
+DOMAIN_KEYS = ("mAP_real", "mAP_generated", "domain_gap", "gender_acc_real",
+               "gender_acc_generated", "n_real", "n_generated")
 KEYS = ("mAP", "Ratio", "ratio_raw", "Ratio_expected", "Leakage", "LK_M", "LK_D", "gender_acc",
         "masked_gender_acc", "masked_gender_auc", "Leakage_F1", "LK_D_F1", "F1")
 #: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
@@ -78,6 +92,13 @@ def _value(r: dict, k: str):
     """A per-seed value for stats.record: Ratio keeps +inf (counted), 0/0 is missing."""
     v = r.get(SOURCE.get(k, k))
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _domain_row(per_seed: list[dict], seeds) -> dict:
+    """One model's domain check: a record over seeds per ``DOMAIN_KEYS`` and ``per_seed``."""
+    return {**{k: json_record([d.get(k) for d in per_seed]) for k in DOMAIN_KEYS},
+            "per_seed": [{"seed": int(s), **{k: json_number(d.get(k)) for k in DOMAIN_KEYS}}
+                         for s, d in zip(seeds, per_seed)]}
 
 
 def _rows(backbone: str, names, seeds, results: dict) -> tuple[dict, list[dict]]:
@@ -142,12 +163,29 @@ def main() -> None:
     def variant(b: str) -> str | None:
         return None if b == backbones[0] else b
 
+    # the real-vs-generated domain check (issue 31 item 4; biaslab.classify.domain): every
+    # model on the real photos and the generated counterfactuals of the sources it never
+    # trained on
+    original = read_parquet(TRAIN)
+    generated = read_parquet(SYNTHETIC)
+    # the same-group counterfactuals only: the same scene and the same gender, only the person
+    # re-generated, so a gap is the domain's and not the swapped gender's
+    src_gender = dict(zip(original["image_id"].astype(np.int64), original["gender"]))
+    generated = generated[[src_gender.get(int(i)) == g for i, g in
+                           zip(generated["image_id"], generated["gender"])]] \
+        .reset_index(drop=True)
+    manifests = {n: read_parquet(f"data/datasets/{n}.parquet") if n in p["datasets"]
+                 else original for n in names}
+    universe = original["image_id"].astype(np.int64).unique()
     if len(masked):   # derived images encoded once per backbone, before the fork
         for b in backbones:
-            model_features(GenderObjectClassifier.load(model_dir("classifier", names[0],
-                                                                 p["seeds"][0], variant(b))),
-                           masked, ids, base, cache, derived=True, batch_size=fbs,
-                           base_backbone=base_backbone, executor=params.get("executor"))
+            clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], p["seeds"][0],
+                                                         variant(b)))
+            for table in (masked, generated):
+                if len(table):
+                    model_features(clf0, table, ids, base, cache, derived=True,
+                                   batch_size=fbs, base_backbone=base_backbone,
+                                   executor=params.get("executor"))
 
     def evaluate_one(job: tuple[str, str, int]) -> dict:
         backbone, dataset, seed = job
@@ -164,8 +202,21 @@ def main() -> None:
                      train_feats=tfeats, train_objects=object_matrix(train["objects"],
                                                                      clf.labels),
                      train_genders=train["gender"].tolist(), leakage_kwargs=lk)
+        dom = None
+        if backbone == backbones[0] and len(generated):
+            unseen = DOM.unseen_sources(manifests[dataset], universe,
+                                        clf.config.get("val_fraction", 0.0), seed)
+            sides = []
+            for table, derived in ((original, False), (generated, True)):
+                t = table[table["image_id"].astype(np.int64).isin(unseen)]
+                q = clf.predict_proba(model_features(clf, t, ids, base, cache, derived=derived,
+                                                     **kw)) if len(t) else \
+                    np.zeros((0, len(clf.outputs)))
+                sides.append(DOM.scores(q, t["objects"], t["gender"], clf.labels,
+                                        clf.has_gender))
+            dom = DOM.domain_gap(*sides)
         return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
-                "method": clf.config.get("method", "erm")}
+                "method": clf.config.get("method", "erm"), "domain": dom}
 
     # one job per (backbone, model, seed) on classifier.workers processes; results in job order
     jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]
@@ -187,6 +238,19 @@ def main() -> None:
                                                            if len(masked) else None),
                        "blackout": list(p.get("blackout", ["box"])),
                        "backbone": backbones[0]}
+    if len(generated):
+        gen_ids = generated["image_id"].astype(np.int64).to_numpy()
+        gen_feats = model_features(GenderObjectClassifier.load(
+            model_dir("classifier", names[0], p["seeds"][0], None)), generated, ids, base, cache,
+            derived=True, batch_size=fbs, base_backbone=base_backbone)
+        known = set(universe.tolist())
+        real_rows = [k for k, i in enumerate(np.asarray(ids, np.int64)) if int(i) in known]
+        out["domain"] = {
+            "probe_auc": json_record(DOM.probe_auc(base[real_rows], np.asarray(ids)[real_rows],
+                                                   gen_feats, gen_ids)),
+            "n_real_images": len(real_rows), "n_generated_images": int(len(generated)),
+            **{n: _domain_row([results[(backbones[0], n, int(s))]["domain"] or {}
+                               for s in p["seeds"]], p["seeds"]) for n in names}}
     out["leakage_train"] = {"n_images": int(len(train)),
                             "n_male": int((train["gender"] == "male").sum()),
                             "n_female": int((train["gender"] == "female").sum()),

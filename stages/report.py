@@ -41,7 +41,8 @@ IN = {"classification": "metrics/classification.json", "captioning": "metrics/ca
       "select": "metrics/select.json",
       "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
       "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
-      "controls": "metrics/controls.json", "datasets": "metrics/datasets.json"}
+      "controls": "metrics/controls.json", "datasets": "metrics/datasets.json",
+      "residue": "metrics/residue.json"}
 OUT = Path("plots/report")
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
@@ -334,6 +335,8 @@ def main() -> None:
         *(["", R.resample_note(m["datasets"])] if R.resample_note(m["datasets"]) else []),
         *(["", R.leakage_f1_note(m["classification"])]
           if R.leakage_f1_note(m["classification"]) else []),
+        *(["", R.domain_note(m["classification"])]
+          if R.domain_note(m["classification"]) else []),
         "",
         R.diff_markdown(d1, R.TABLE1_DIFF, digits),
         "",
@@ -406,6 +409,7 @@ def main() -> None:
         "",
         R.markdown(t3c, R.TABLE3_COLUMNS, 2),
         "",
+        *([R.residue_note(m["residue"]), ""] if R.residue_note(m["residue"]) else []),
         "## Causal attribute-sensitivity probe",
         "",
     ]

@@ -437,7 +437,27 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     eval_classifier.main()
     assert json.loads((tmp_path / "metrics/classification.json").read_text()) == m
     assert set(m) == {"original", "augment", "synthetic", "adversarial", "group_dro",
-                      "test_set", "leakage_train"}
+                      "test_set", "leakage_train", "domain"}
+    # the domain check (issue 31 item 4): every model on the real photos and the same-group
+    # counterfactuals of the train sources it never trained on, one pair per source
+    from biaslab.classify import domain as DOM
+    orig = pd.read_parquet(tmp_path / "data/datasets/original.parquet")
+    for name in ("original", "synthetic", "group_dro"):
+        d = m["domain"][name]
+        ds = name if name != "group_dro" else "original"
+        man = pd.read_parquet(tmp_path / f"data/datasets/{ds}.parquet")
+        cfg = json.loads((tmp_path / f"data/models/classifier/{name}/{name}-0/"
+                                     "classifier_config.json").read_text())
+        unseen = DOM.unseen_sources(man, orig["image_id"].unique(), cfg["val_fraction"], 0)
+        syn = pd.read_parquet(tmp_path / "data/datasets/synthetic.parquet")
+        g = dict(zip(orig["image_id"], orig["gender"]))
+        same = syn[[g[i] == x and i in set(unseen) for i, x in zip(syn["image_id"],
+                                                                    syn["gender"])]]
+        assert d["per_seed"][0]["n_real"] == len(unseen) > 0
+        assert d["per_seed"][0]["n_generated"] == len(same)
+        assert set(d["domain_gap"]) == {"mean", "ci95", "std", "n", "n_inf", "n_missing",
+                                        "sign"}
+    assert m["domain"]["adversarial"]["gender_acc_real"]["n_missing"] == 1
     rec_keys = {"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}
     assert m["group_dro"]["method"] == "group_dro" and m["original"]["method"] == "erm"
     # adversarial: no gender outputs -> Ratio n/a, counted as missing; mAP and Leakage exist

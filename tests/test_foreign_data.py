@@ -95,6 +95,12 @@ def test_oversampling_repeats_are_reported(foreign_run):
     d = _json(repo, "metrics/datasets.json")["oversample"]
     assert d["max_repeats"] >= 1 and "repeats_median" in d and "effective_images" in d
     assert d["max_skew_bound"] >= 0.05
+    # bounded (issue 31 item 5): datasets.max_copies (20) caps every image's copies, and the
+    # price of the cap is on record for this data
+    assert d["max_repeats"] <= 20, d
+    curve = d["tradeoff"]
+    assert "20" in curve and "none" in curve
+    assert curve["20"]["max_skew"] >= curve["none"]["max_skew"] - 1e-3
     tables = (repo / "plots/report/tables.md").read_text()
     assert "most repeated image" in tables or int(d["max_repeats"]) == 1
 
@@ -111,3 +117,28 @@ def test_the_report_holds_only_this_runs_results(foreign_run):
     summary = _json(repo, "metrics/summary.json")
     assert {"masked AUC", "log r"} <= set(summary["original"]), summary["original"]
     assert summary["synthetic"]["masked AUC"].startswith("Δ"), summary["synthetic"]
+
+
+def test_domain_and_residue_checks_report_their_numbers(foreign_run):
+    """Issue 31 items 4 and 6 on data the project has never seen: the real-vs-generated
+    domain check of every model and the residue check of both mask shapes are computed, with
+    intervals, and the Leakage verdicts say what the domain check found."""
+    repo, _, _ = foreign_run
+    dom = _json(repo, "metrics/classification.json")["domain"]
+    assert dom["probe_auc"]["n"] >= 2 and dom["probe_auc"]["mean"] is not None
+    for row in ("original", "synthetic"):
+        g = dom[row]["domain_gap"]
+        assert g["n"] >= 3 and g["mean"] is not None and g["ci95"] is not None, (row, g)
+    checks = {c["id"]: c for c in _json(repo, "metrics/validity.json")["checks"]}
+    assert "classifier/synthetic/domain_gap>0" in checks
+    lk = checks["classifier/synthetic-original/leakage<0"]
+    assert "domain check:" in lk["reason"], lk
+    res = _json(repo, "metrics/residue.json")
+    assert set(res["erased_auc"]) == {"polygon", "box"}
+    for shape, r in res["erased_auc"].items():
+        assert r["lo"] is not None and r["lo"] <= r["mean"] <= r["hi"], (shape, r)
+    cf = res["counterfactual"]
+    assert cf["backend"] == "copy_paste" and cf["n_other"] > 0
+    assert cf["target_auc_other"]["mean"] is not None
+    tables = (repo / "plots/report/tables.md").read_text()
+    assert "Residue check" in tables and "Domain check" in tables

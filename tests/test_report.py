@@ -201,10 +201,29 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                         "max_repeats_share": 0.2, "n_repeated": 3,
                                         "effective_images": 12.5, "max_skew_bound": 0.1,
                                         "objects_max_abs_skew": 0.09}}
+    # issue 31 item 4: the domain check; item 6: the residue check
+    cls["domain"] = {"probe_auc": _r([52.0, 58.0]),
+                     "original": _row(mAP_real=[70.0, 72.0], mAP_generated=[69.0, 70.0],
+                                      domain_gap=[-1.0, -2.0]),
+                     "synthetic": _row(mAP_real=[60.0, 61.0], mAP_generated=[66.0, 69.0],
+                                       domain_gap=[6.0, 8.0])}
+    files["residue"] = {"n_images": 80, "probe_auc": {"mean": 99.0, "ci95": 1.0},
+                        "erased_auc": {"polygon": {"mean": 90.8, "ci95": 3.7},
+                                       "box": {"mean": 95.4, "ci95": 2.6}},
+                        "mask_fraction": {"polygon": 0.139, "box": 0.237},
+                        "residue_bound": {"mean": -4.6, "ci95": 3.0},
+                        "counterfactual": {"backend": "render",
+                                           "target_auc_other": {"mean": 87.2, "ci95": 4.2},
+                                           "target_auc_same": {"mean": 100.0, "ci95": 0.0}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
+    assert ("S_synthetic 60.5 ± 6.4 real / 67.5 ± 19.1 generated (gap 7.0 ± 12.7)" in md
+            and "AUC 55.0 ± 38.1 (50 = alike)" in md), md
+    assert ("at polygon 90.8 ± 3.7 (erasing 14 % of the image), box 95.4 ± 2.6 (erasing 24 % "
+            "of the image)") in md and "polygon minus box -4.6 ± 3.0" in md
+    assert "`render` counterfactuals the probe reads the TARGET group at AUC 87.2 ± 4.2" in md
     assert "| Original | **79.0 ± 2.5** |" in md and "counterfactual backend" in md
     # issue 22: the detectable difference under the table that shows the metric (Leakage is
     # no Table 2 column), the controls section, and a probe claim whose control missed
@@ -255,6 +274,12 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert all(c.get("reason") and c.get("source", "").startswith("metrics/")
                for c in val["checks"]), val["checks"]
     assert ids["classifier/original/cast>0"] == "holds"
+    # the domain check's own verdict (2 seeds: t CI 7 ± 12.7 contains 0), and its words beside
+    # the Leakage verdict
+    assert ids["classifier/synthetic/domain_gap>0"] == "inconclusive"
+    lk = next(c for c in val["checks"] if c["id"] == "classifier/synthetic-original/leakage<0")
+    assert "domain check: S_synthetic's object mAP on generated minus real" in lk["reason"]
+    assert "no domain gap is shown, so the Leakage is read inside" in lk["reason"]
     assert ids["classifier/synthetic-original/cast<0"] == "holds"
     assert (tmp_path / "plots/report/table1.png").stat().st_size > 1000
     assert (tmp_path / "plots/report/probe.png").stat().st_size > 1000

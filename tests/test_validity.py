@@ -389,3 +389,16 @@ def test_table3_positive_control_decides_whether_the_test_can_move():
     # no control recorded (an older artifact.json): the check is as before
     d = check({r: {"per_seed": v["per_seed"]} for r, v in spread.items()})
     assert "control" not in d and d["verdict"] == "holds"
+
+
+def test_inconclusive_reason_says_how_many_seeds_would_decide():
+    # the foreign set's S_synthetic masked-AUC difference (CI run of stop 42): -7.5 [-22.3,
+    # +7.4] over 5 seeds: half-width 14.85, so 5 (14.85 / 7.5)^2 = 19.6 -> about 20 seeds
+    from biaslab import validity as V
+    c = {"id": "classifier/synthetic-original/masked_auc<0", "claim": "x", "expect": "<",
+         "reference": 0.0, "mean": -7.5, "lo": -22.3, "hi": 7.4, "n": 5,
+         "verdict": "inconclusive", "source": "metrics/classification.json"}
+    r = V.explain([c])[0]["reason"]
+    assert "contains 0" in r and "about 20 seeds per row, not 5" in r
+    # an effect of exactly the reference: no estimate
+    assert "seeds per row" not in V.explain([{**c, "mean": 0.0}])[0]["reason"]

@@ -1,0 +1,161 @@
+"""Stage `residue`: how much of the original person the masks and the counterfactuals leave
+(issue 31 item 6; biaslab.counterfactual.residue; params `residue`, `masks`, `features`).
+
+For every masked train image (the images the `masks` stage selects) and every mask shape of
+`residue.shapes` (polygon: the COCO polygon dilated; box: the person's bounding box), the
+selected persons are erased (omega painted grey, unfilled) and a cross-fitted gender probe on
+the frozen features of the real images scores the erased image; the same probe scores the
+run's counterfactuals (data/select/selected.parquet: one per (image, group), any backend).
+
+in:  data/prepared/{images,persons}.parquet, data/labels/images.parquet, data/split.parquet,
+     data/features/images*.npy, data/select/selected.parquet (+ the files it names)
+out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
+     metrics/residue.json:
+       {n_images, n_male, n_female, folds, fill,
+        probe_auc: the probe's AUC on the real images (its skill; bootstrap CI over images),
+        erased_auc: {<shape>: AUC for the source gender on the erased images, CI},
+        mask_fraction: {<shape>: mean share of the image erased},
+        residue_bound: AUC(polygon) - AUC(box), paired bootstrap CI (an upper bound of what
+                       the polygon leaves of the person: the box erases more context too),
+        counterfactual: {backend, target_auc_other (AUC for the TARGET group on the other-group
+                         counterfactuals: 100 = read as the new group, < 50 = as the source
+                         gender), target_auc_same (the same-group counterfactuals), n_other,
+                         n_same}}
+       (AUCs x100: {mean, ci95, lo, hi, n, n_boot, n_undefined}).
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from biaslab.classify.manifest import encode_files  # noqa: E402
+from biaslab.counterfactual import residue as R  # noqa: E402
+from biaslab.counterfactual.masks import MASK_SHAPES, build_masks, load_mask  # noqa: E402
+from biaslab.features import load_features  # noqa: E402
+from biaslab.io import (InputError, atomic_dir, json_number, load_params,  # noqa: E402
+                        read_parquet, write_json)
+
+PREP = "data/prepared"
+OUT = "data/residue"
+
+
+def _check(p: dict) -> tuple[list[str], int]:
+    shapes = list(p.get("shapes") or [])
+    bad = [s for s in shapes if s not in MASK_SHAPES]
+    if not shapes or bad:
+        raise InputError("params.yaml", f"residue.shapes must list some of "
+                                        f"{sorted(MASK_SHAPES)}, got {shapes}")
+    folds = p.get("folds", 5)
+    if not isinstance(folds, int) or folds < 2:
+        raise InputError("params.yaml", f"residue.folds must be an integer >= 2, got {folds}")
+    return shapes, folds
+
+
+def _rounded(v):
+    """Floats to 4 decimals (json_number), recursively: stable bytes for the lock."""
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, float):
+        return json_number(v)
+    return v
+
+
+def main() -> None:
+    params = load_params()
+    shapes, folds = _check(params.get("residue") or {})
+    mp, fp = params["masks"], params.get("features", {})
+    cache, backbone = fp.get("cache_dir", "data/cache/features"), fp.get("backbone")
+    enc = dict(image_size=fp.get("image_size"), batch_size=int(fp.get("batch_size") or 32),
+               executor=params.get("executor"))
+    images = read_parquet(f"{PREP}/images.parquet")
+    persons = read_parquet(f"{PREP}/persons.parquet")
+    labels = read_parquet("data/labels/images.parquet")
+    split = read_parquet("data/split.parquet")
+    path_of = dict(zip(images["image_id"].astype(np.int64), images["path"]))
+    tables = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in shapes:
+            t, _ = build_masks(images, persons, labels, split, f"{tmp}/{shape}",
+                               splits=mp.get("splits"),
+                               area_threshold_px=float(mp["area_threshold_px"]),
+                               reference_long_side=mp.get("reference_long_side"),
+                               dilate_px=int(mp["dilate_px"]),
+                               crowd_min_inside=mp.get("crowd_min_inside", 3), shape=shape,
+                               progress=False)
+            tables[shape] = t
+        common = sorted(set.intersection(*(set(t["image_id"].astype(np.int64))
+                                           for t in tables.values())))
+        if len(common) < 4:
+            raise InputError("data/masks", f"{len(common)} masked images: too few for the "
+                                           "residue check")
+        gender = dict(zip(labels["image_id"].astype(np.int64), labels["gender"]))
+        fractions = {}
+        with atomic_dir(OUT) as out:
+            for shape, t in tables.items():
+                (out / shape).mkdir()
+                mask_of = dict(zip(t["image_id"].astype(np.int64), t["mask_path"]))
+                frac = []
+                for i in tqdm(common, desc=f"residue: erase ({shape})", unit="img"):
+                    img = np.asarray(Image.open(path_of[i]).convert("RGB"))
+                    m = load_mask(mask_of[i])
+                    frac.append(float((m > 0).mean()))
+                    Image.fromarray(R.erase(img, m)).save(out / shape / f"{i}.png")
+                fractions[shape] = float(np.mean(frac))
+    ids, base = load_features()
+    row = {int(i): k for k, i in enumerate(np.asarray(ids, np.int64))}
+    missing = [i for i in common if i not in row]
+    if missing:
+        raise InputError("data/features/images.npy", f"{len(missing)} masked images have no "
+                                                     f"features (e.g. {missing[:3]})")
+    real = base[[row[i] for i in common]]
+    man = np.array([gender[i] == "male" for i in common])
+    src = np.arange(len(common))
+    sets = {"real": (real, src)}
+    for shape in shapes:
+        sets[f"erased_{shape}"] = (encode_files([f"{OUT}/{shape}/{i}.png" for i in common],
+                                                cache, backbone, **enc), src)
+    sel = read_parquet("data/select/selected.parquet")
+    pos = {i: k for k, i in enumerate(common)}
+    sel = sel[sel["image_id"].astype(np.int64).isin(pos)].sort_values(["image_id", "group"])
+    sel_src = np.array([pos[int(i)] for i in sel["image_id"]], int)
+    other = np.array([g != gender[int(i)] for i, g in zip(sel["image_id"], sel["group"])],
+                     bool)
+    if len(sel):
+        cf = encode_files(sel["path"].tolist(), cache, backbone, **enc)
+        sets["cf_other"] = (cf[other], sel_src[other])
+        sets["cf_same"] = (cf[~other], sel_src[~other])
+    p_man = R.cross_fit_scores(real, man, sets, folds=folds, seed=0)
+    out = {"n_images": len(common), "n_male": int(man.sum()), "n_female": int((~man).sum()),
+           "folds": folds, "fill": R.ERASE_FILL,
+           "probe_auc": R.auc_ci(man, p_man["real"]),
+           "erased_auc": {s: R.auc_ci(man, p_man[f"erased_{s}"]) for s in shapes},
+           "mask_fraction": fractions}
+    if "polygon" in shapes and "box" in shapes:
+        out["residue_bound"] = R.auc_difference(man, p_man["erased_polygon"],
+                                                p_man["erased_box"])
+    if len(sel):
+        target = sel["group"].to_numpy() == "male"
+        out["counterfactual"] = {
+            "backend": str(params.get("generate", {}).get("backend")),
+            "target_auc_other": R.auc_ci(target[other], p_man["cf_other"]),
+            "target_auc_same": R.auc_ci(target[~other], p_man["cf_same"]),
+            "n_other": int(other.sum()), "n_same": int((~other).sum())}
+    out = _rounded(out)
+    write_json("metrics/residue.json", out)
+    show = {k: (v.get("mean") if isinstance(v, dict) and "mean" in v else v)
+            for k, v in out.items()}
+    print(show)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"residue: {e}")

@@ -1,0 +1,99 @@
+"""Issue 31 items 4 and 6: the real-vs-generated domain check and the residue check."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from biaslab.classify import domain as DOM
+from biaslab.classify.manifest import validation_split
+from biaslab.counterfactual import residue as R
+
+
+def _manifest(ids, repeat=1):
+    rows = [{"image_id": i, "gender": "male" if i % 2 else "female", "objects": ["cup"]}
+            for i in ids for _ in range(repeat)]
+    return pd.DataFrame(rows)
+
+
+def test_unseen_sources_are_validation_plus_absent():
+    universe = np.arange(1, 11)
+    # a model trained on all ten sources (two rows each, as S_synthetic): its unseen sources
+    # are exactly the validation sources the training drew
+    m = _manifest(universe, repeat=2)
+    tr, va = validation_split(m, 0.2, 3)
+    held = sorted(set(m["image_id"].iloc[va]))
+    assert len(held) == 2
+    assert DOM.unseen_sources(m, universe, 0.2, 3).tolist() == held
+    # sub-sampling kept 1-4 and trained on all of them (no validation): 5-10 are unseen
+    assert DOM.unseen_sources(_manifest([1, 2, 3, 4]), universe, 0.0, 0).tolist() == \
+        list(range(5, 11))
+
+
+def test_scores_and_gap_hand_computed():
+    labels = ["cup", "dog"]
+    # rows: cup only, dog only, cup+dog, none (left out of mAP); columns cup, dog, woman, man
+    probs = np.array([[0.9, 0.2, 0.1, 0.9],
+                      [0.3, 0.8, 0.8, 0.2],
+                      [0.6, 0.7, 0.4, 0.6],
+                      [0.5, 0.5, 0.6, 0.4]])
+    objects = [["cup"], ["dog"], ["cup", "dog"], []]
+    genders = ["male", "female", "female", "female"]
+    s = DOM.scores(probs, objects, genders, labels)
+    # cup: positives rows 0, 2 have the two highest cup scores -> AP 1; dog: rows 1, 2 have
+    # the two highest dog scores -> AP 1. Gender: man > woman in rows 0 and 2; truth male only
+    # in row 0 -> rows 0, 1, 3 right: 75 %
+    assert s["mAP"] == pytest.approx(100.0) and s["gender_acc"] == pytest.approx(75.0)
+    worse = probs.copy()
+    worse[:, 0] = [0.2, 0.9, 0.6, 0.5]   # cup: ranks row 1 (neg) first, then row 2, row 0
+    g = DOM.domain_gap(s, DOM.scores(worse, objects, genders, labels))
+    # cup AP: positives at ranks 2 and 3 -> (1/2 + 2/3) / 2 = 7/12; mAP (7/12 + 1) / 2
+    assert g["mAP_generated"] == pytest.approx(100 * (7 / 12 + 1) / 2)
+    assert g["domain_gap"] == pytest.approx(g["mAP_generated"] - 100.0)
+    # no gender outputs (the adversarial model): accuracy is None, mAP still computed
+    s2 = DOM.scores(probs[:, :2], objects, genders, labels, has_gender=False)
+    assert s2["gender_acc"] is None and s2["mAP"] == pytest.approx(100.0)
+
+
+def test_probe_auc_separable_and_alike():
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(40, 6))
+    ids = np.arange(40)
+    # generated = real shifted on one feature: every fold separates them perfectly
+    auc = DOM.probe_auc(real, ids, real + np.r_[6.0, np.zeros(5)], ids, folds=4)
+    assert len(auc) == 4 and min(auc) == pytest.approx(100.0)
+    # generated drawn from the same distribution: near chance
+    alike = DOM.probe_auc(real, ids, rng.normal(size=(40, 6)), ids, folds=4)
+    assert 20 < np.mean(alike) < 80
+    assert DOM.probe_auc(real, ids, np.zeros((0, 6)), [], folds=4) == []
+
+
+def test_erase_paints_only_the_mask():
+    img = np.full((4, 5, 3), 200, np.uint8)
+    mask = np.zeros((4, 5), np.uint8)
+    mask[1:3, 2] = 1
+    out = R.erase(img, mask)
+    assert (out[1:3, 2] == R.ERASE_FILL).all() and (out[0] == 200).all()
+    assert (img == 200).all()   # the input is not changed
+    with pytest.raises(ValueError, match="does not match"):
+        R.erase(img, mask[:3])
+
+
+def test_cross_fitted_probe_reads_the_cue_and_its_flip():
+    rng = np.random.default_rng(1)
+    man = np.arange(60) % 2 == 1
+    x = rng.normal(size=(60, 4))
+    x[:, 0] += np.where(man, 3.0, -3.0)
+    src = np.arange(60)
+    flipped = x.copy()
+    flipped[:, 0] *= -1          # the cue of the other gender: a complete counterfactual
+    p = R.cross_fit_scores(x, man, {"real": (x, src), "swap": (flipped, src),
+                                    "none": (x * [0, 1, 1, 1], src)}, folds=5)
+    assert not any(np.isnan(v).any() for v in p.values())
+    assert R.auc(man, p["real"]) == pytest.approx(100.0)
+    assert R.auc(~man, p["swap"]) == pytest.approx(100.0)   # reads the target group
+    assert 20 < R.auc(man, p["none"]) < 80                 # cue erased: near chance
+    d = R.auc_difference(man, p["real"], p["none"])
+    assert d["mean"] == pytest.approx(100.0 - R.auc(man, p["none"]))
+    assert d["lo"] <= d["mean"] <= d["hi"]
+    assert R.auc(np.ones(3, bool), np.zeros(3)) is None
+    with pytest.raises(ValueError, match="2 images per gender"):
+        R.cross_fit_scores(x[:3], np.array([True, False, False]), {}, folds=5)
