@@ -282,10 +282,12 @@ def _env() -> dict:
 
 
 def readme_commands() -> list[list[str]]:
-    """Every ``biaslab ...`` command of README.md's bash blocks, continuation lines joined."""
+    """Every ``biaslab ...`` command of the bash blocks of README.md and docs/*.md (the
+    documentation the README links), continuation lines joined."""
     import re
     import shlex
-    text = (ROOT / "README.md").read_text()
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md",
+                                              *sorted((ROOT / "docs").glob("*.md"))])
     cmds = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
