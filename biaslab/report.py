@@ -407,7 +407,7 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
            f"frozen features reads the source gender at AUC "
            f"{stats.format_cell(residue.get('probe_auc'), 1)} on the real train images and, "
            f"with the masked persons erased (grey, unfilled), at {shapes}: what it reads there "
-           f"is the person's residue plus the scene's planted context")
+           f"is the person's residue plus the gender cue of the scene around them")
     rb = residue.get("residue_bound")
     if isinstance(rb, Mapping) and rb.get("mean") is not None:
         txt += (f"; polygon minus box {stats.format_cell(rb, 1)}, an upper bound of what the "
