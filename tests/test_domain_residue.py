@@ -95,5 +95,10 @@ def test_cross_fitted_probe_reads_the_cue_and_its_flip():
     assert d["mean"] == pytest.approx(100.0 - R.auc(man, p["none"]))
     assert d["lo"] <= d["mean"] <= d["hi"]
     assert R.auc(np.ones(3, bool), np.zeros(3)) is None
+    # the rank formula is scikit-learn's ROC AUC, ties included
+    from sklearn.metrics import roc_auc_score
+    t = np.array([1, 0, 1, 1, 0, 0, 1], bool)
+    q = np.array([0.9, 0.9, 0.2, 0.5, 0.5, 0.1, 0.7])
+    assert R.auc(t, q) == pytest.approx(100 * roc_auc_score(t, q), abs=1e-12)
     with pytest.raises(ValueError, match="2 images per gender"):
         R.cross_fit_scores(x[:3], np.array([True, False, False]), {}, folds=5)

@@ -85,12 +85,18 @@ def cross_fit_scores(train_feats: np.ndarray, train_man: np.ndarray,
 
 
 def auc(truth_man: np.ndarray, p_man: np.ndarray) -> float | None:
-    """ROC AUC x100 of P(man) for the boolean truth (None with one class)."""
-    from sklearn.metrics import roc_auc_score
+    """ROC AUC x100 of P(man) for the boolean truth (None with one class), as the
+    Mann-Whitney U of the men's scores over the women's divided by n_men n_women
+    (``scipy.stats.mannwhitneyu``, mid-ranks for ties): equal to scikit-learn's
+    ``roc_auc_score`` to 1e-16 and about 3x faster, which matters inside the bootstrap (2,000
+    resamples per interval: 49 of the stage's 56 s with ``roc_auc_score``)."""
+    from scipy.stats import mannwhitneyu
     t = np.asarray(truth_man, bool)
     if t.all() or not t.any():
         return None
-    return float(100.0 * roc_auc_score(t, np.asarray(p_man, float)))
+    s = np.asarray(p_man, float)
+    u = mannwhitneyu(s[t], s[~t], method="asymptotic", use_continuity=False).statistic
+    return float(100.0 * u / (t.sum() * (~t).sum()))
 
 
 def auc_ci(truth_man: np.ndarray, p_man: np.ndarray, seed: int = 0) -> dict:
