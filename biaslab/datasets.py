@@ -195,6 +195,20 @@ def _round_counts(c: np.ndarray, female: np.ndarray, seed: int) -> np.ndarray:
     return out.astype(np.int64)
 
 
+def _oversample_problem(manifest: pd.DataFrame, max_factor: float | None
+                        ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The data of :func:`oversample`'s programme: the presence matrix of the objects seen
+    with both genders (n, k) bool, the female mask (n,) and the size limit (inf without
+    ``max_factor``). Raises ValueError when one gender is missing."""
+    _, x = _presence(manifest)
+    female = (manifest["gender"] == G.FEMALE).to_numpy()
+    if female.all() or not female.any():
+        raise ValueError("over-sampling needs images of both genders")
+    both = x[female].any(0) & x[~female].any(0)
+    total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
+    return x[:, both], female, total
+
+
 def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
                max_copies: int | None = 20, max_factor: float | None = 15.0) -> pd.DataFrame:
     """Over-sampling (Wang et al. 2020b; paper 000 sec. 2.1 and Tables 1-2): repeat images
@@ -242,15 +256,10 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
         raise ValueError(f"datasets.max_factor must be >= 1 or null, got {max_factor}")
     if len(manifest) == 0:
         return manifest.copy()
-    cats, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
-    if female.all() or not female.any():
-        raise ValueError("over-sampling needs images of both genders")
-    both = x[female].any(0) & x[~female].any(0)
+    xb, female, total = _oversample_problem(manifest, max_factor)
     upper = np.inf if max_copies is None else int(max_copies)
-    total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
     c, used = _relaxed(
-        lambda t: _lp_counts(x[:, both], female, t, upper=upper, max_total=total, seed=seed),
+        lambda t: _lp_counts(xb, female, t, upper=upper, max_total=total, seed=seed),
         tol, f"over-sampling with datasets.max_copies={max_copies}, "
              f"datasets.max_factor={max_factor}")
     out = _expand(manifest, _round_counts(c, female, seed))
@@ -266,18 +275,13 @@ def oversample_tradeoff(manifest: pd.DataFrame, caps=(1, 2, 5, 10, 20, 50, 100, 
     (sum c)^2 / sum c^2. Returns [{"max_copies": K or None, "max_skew": float,
     "n_samples": float, "effective_images": float}], one per feasible cap (a cap under which
     no group-balanced resample exists is left out)."""
-    if len(manifest) == 0:
+    if len(manifest) == 0 or manifest["gender"].nunique() < 2:
         return []
-    cats, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
-    if female.all() or not female.any():
-        return []
-    both = x[female].any(0) & x[~female].any(0)
-    total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
+    xb, female, total = _oversample_problem(manifest, max_factor)
     out = []
     for k in caps:
         upper = np.inf if k is None else int(k)
-        solve = lambda t: _lp_counts(x[:, both], female, t, upper=upper,  # noqa: E731
+        solve = lambda t: _lp_counts(xb, female, t, upper=upper,  # noqa: E731
                                      max_total=total, seed=seed)
         try:
             c, used = _relaxed(solve, 0.0, "over-sampling trade-off")

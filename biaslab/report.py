@@ -403,7 +403,9 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
     shapes = ", ".join(f"{k} {stats.format_cell(v, 1)} (erasing "
                        f"{100 * float((residue.get('mask_fraction') or {}).get(k) or 0):.0f} % of "
                        f"the image)" for k, v in er.items())
-    txt = (f"Residue check (issue 31; metrics/residue.json): a cross-fitted gender probe on the "
+    n = residue.get("n_images")
+    txt = (f"Residue check (issue 31; metrics/residue.json; n = {n} masked train images, "
+           f"bootstrap 95 % CIs over them): a cross-fitted gender probe on the "
            f"frozen features reads the source gender at AUC "
            f"{stats.format_cell(residue.get('probe_auc'), 1)} on the real train images and, "
            f"with the masked persons erased (grey, unfilled), at {shapes}: what it reads there "

@@ -177,15 +177,21 @@ def main() -> None:
     manifests = {n: read_parquet(f"data/datasets/{n}.parquet") if n in p["datasets"]
                  else original for n in names}
     universe = original["image_id"].astype(np.int64).unique()
-    if len(masked):   # derived images encoded once per backbone, before the fork
-        for b in backbones:
-            clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], p["seeds"][0],
-                                                         variant(b)))
-            for table in (masked, generated):
-                if len(table):
-                    model_features(clf0, table, ids, base, cache, derived=True,
-                                   batch_size=fbs, base_backbone=base_backbone,
-                                   executor=params.get("executor"))
+    # derived images encoded once per backbone, before the fork (workers then read the cache);
+    # the first backbone's features of the counterfactuals also feed the domain probe
+    gen_feats = None
+    for b in backbones:
+        if not len(masked) and not len(generated):
+            break
+        clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], p["seeds"][0],
+                                                     variant(b)))
+        kw0 = dict(derived=True, batch_size=fbs, base_backbone=base_backbone,
+                   executor=params.get("executor"))
+        if len(masked):
+            model_features(clf0, masked, ids, base, cache, **kw0)
+        if len(generated):
+            f = model_features(clf0, generated, ids, base, cache, **kw0)
+            gen_feats = f if b == backbones[0] else gen_feats
 
     def evaluate_one(job: tuple[str, str, int]) -> dict:
         backbone, dataset, seed = job
@@ -240,9 +246,6 @@ def main() -> None:
                        "backbone": backbones[0]}
     if len(generated):
         gen_ids = generated["image_id"].astype(np.int64).to_numpy()
-        gen_feats = model_features(GenderObjectClassifier.load(
-            model_dir("classifier", names[0], p["seeds"][0], None)), generated, ids, base, cache,
-            derived=True, batch_size=fbs, base_backbone=base_backbone)
         known = set(universe.tolist())
         real_rows = [k for k, i in enumerate(np.asarray(ids, np.int64)) if int(i) in known]
         out["domain"] = {
