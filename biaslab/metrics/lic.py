@@ -59,7 +59,7 @@ import numpy as np
 from biaslab.progress import bar as progress_bar
 
 from biaslab import textclf
-from biaslab.gender import FEMALE, GENDERS, MALE, mask, tokenize
+from biaslab.gender import GENDERS, mask, tokenize
 
 __all__ = ["lic", "lic_score", "balanced_split", "preprocess", "model_vocabulary",
            "align_vocabulary", "normalise_genders", "resolve_config"]
@@ -93,42 +93,55 @@ def lic_score(probs: np.ndarray, labels: np.ndarray) -> float:
     return float(100.0 * np.mean(conf * correct))
 
 
-def normalise_genders(genders: Mapping[int, str]) -> dict[int, str]:
-    """Keep ids whose label is female/male (any case, surrounding spaces ignored)."""
+def normalise_genders(genders: Mapping[int, str],
+                      groups: Sequence[str] = GENDERS) -> dict[int, str]:
+    """Keep ids whose label is one of ``groups`` (default female/male; any case, surrounding
+    spaces ignored), lower-cased."""
+    want = {str(k).lower() for k in groups}
     out = {}
     for i, g in genders.items():
-        if isinstance(g, str) and g.strip().lower() in GENDERS:
+        if isinstance(g, str) and g.strip().lower() in want:
             out[int(i)] = g.strip().lower()
     return out
 
 
+def _groups(groups: Sequence[str]) -> tuple[str, str]:
+    gs = tuple(str(k).lower() for k in groups)
+    if len(gs) != 2 or gs[0] == gs[1]:
+        raise ValueError(f"LIC compares two groups, got {groups!r}")
+    return gs
+
+
 def balanced_split(genders: Mapping[int, str], seed: int,
-                   test_ratio: float = 0.1) -> tuple[list[int], list[int]]:
+                   test_ratio: float = 0.1,
+                   groups: Sequence[str] = GENDERS) -> tuple[list[int], list[int]]:
     """Balanced train/test image ids for one seed (thesis 2.5 "Data"; authors'
     ``make_train_test_split``).
 
     With ``n`` the minority count, each gender contributes ``round(test_ratio * n)`` test and
     ``n - n_test`` training images, sampled without replacement by
     ``numpy.random.default_rng(seed)`` from its sorted ids. Returns ``(train_ids, test_ids)``,
-    each female ids first then male ids.
+    each female ids first then male ids (with ``groups``: in the order of ``groups``, e.g.
+    ``("dark", "light")`` for the thesis' racial-bias study, sec. 2.5.3).
 
     Raises:
         ValueError: a gender has no images, or too few for a non-empty train and test split.
     """
     if not 0 < test_ratio < 1:
         raise ValueError(f"test_ratio must be in (0, 1), got {test_ratio}")
-    g = normalise_genders(genders)
-    by = {k: sorted(i for i, v in g.items() if v == k) for k in GENDERS}
+    gs = _groups(groups)
+    g = normalise_genders(genders, gs)
+    by = {k: sorted(i for i, v in g.items() if v == k) for k in gs}
     n = min(len(v) for v in by.values())
     n_test = round(test_ratio * n)
     n_train = n - n_test
     if n_test < 1 or n_train < 1:
-        raise ValueError(f"LIC needs enough images of each gender for a balanced split: "
-                         f"{len(by[FEMALE])} female, {len(by[MALE])} male gives {n_train} train "
-                         f"/ {n_test} test per gender (test_ratio={test_ratio})")
+        raise ValueError(f"LIC needs enough images of each group for a balanced split: "
+                         f"{len(by[gs[0]])} {gs[0]}, {len(by[gs[1]])} {gs[1]} gives {n_train} "
+                         f"train / {n_test} test per group (test_ratio={test_ratio})")
     rng = np.random.default_rng(seed)
     train, test = [], []
-    for k in GENDERS:
+    for k in gs:
         ids = np.asarray(by[k], dtype=np.int64)[rng.permutation(len(by[k]))]
         train += ids[:n_train].tolist()
         test += ids[n_train:n_train + n_test].tolist()
@@ -143,10 +156,11 @@ def _mask_form(mask_token: str) -> str:
     return toks[0]
 
 
-def preprocess(caption: str, words: str = "lic", mask_token: str = "[MASK]") -> str:
+def preprocess(caption: str, words: str | None = "lic", mask_token: str = "[MASK]") -> str:
     """Mask gender words (``biaslab.gender.mask``) and normalise to space-joined tokens:
-    ``"A man's dog."`` -> ``"a [MASK] s dog"``."""
-    return " ".join(tokenize(mask(caption, words, mask_token)))
+    ``"A man's dog."`` -> ``"a [MASK] s dog"``. ``words=None``: no masking, only the
+    normalisation (thesis Table 2.3: the racial-bias study's captions "are not masked")."""
+    return " ".join(tokenize(caption if words is None else mask(caption, words, mask_token)))
 
 
 def model_vocabulary(texts: Iterable[str]) -> set[str]:
@@ -210,24 +224,27 @@ def lic(model_captions: Mapping[int, str],
         classifier: str = "lstm",
         seeds: int | Sequence[int] = 10,
         config: textclf.Config | str | Mapping | None = None,
-        words: str = "lic",
+        words: str | None = "lic",
         mask_token: str = "[MASK]",
         test_ratio: float = 0.1,
         max_human_captions: int | None = None,
         progress: bool = False,
         on_seed: Callable[[dict], None] | None = None,
-        workers: int | None = 1) -> dict:
+        workers: int | None = 1,
+        groups: Sequence[str] = GENDERS) -> dict:
     """LIC, LIC_M and LIC_D (thesis Eqs. 2.9-2.11), mean and std over seeds (see module doc).
 
     Args:
         model_captions: image id -> generated caption.
         human_captions: image id -> its human captions, or ``None`` for LIC_M only.
-        genders: image id -> ``"female"``/``"male"`` (any case; other values are ignored).
+        genders: image id -> ``"female"``/``"male"`` (any case; other values are ignored), or
+            -> one of ``groups``.
         classifier: ``lstm`` (paper main results), ``bert_ft`` or ``bert_pre``.
         seeds: number of seeds (``0..n-1``) or the list of seeds. Paper: 10.
         config: see ``resolve_config`` (``None`` = paper hyper-parameters; ``"ci"`` = fast preset).
             ``mask_token`` of the config is set to ``mask_token``.
-        words: gender word list to mask (``biaslab.gender.WORD_LISTS``).
+        words: gender word list to mask (``biaslab.gender.WORD_LISTS``); ``None``: no masking
+            (thesis Table 2.3, racial bias: "Captions are not masked").
         mask_token: replacement of gender words; must stay one token (``[MASK]``, ``<gender>``).
         test_ratio: test share of the minority count per gender (paper 0.1).
         max_human_captions: cap on the number of human-caption indices for LIC_D.
@@ -240,6 +257,10 @@ def lic(model_captions: Mapping[int, str],
             one torch thread each); the result is identical to ``workers=1``. With more than
             one worker the progress bar advances per finished seed and ``on_seed`` is called
             as each seed finishes (completion order, not seed order).
+        groups: the two groups the classifier tells apart, class 0 first (default
+            ``("female", "male")``; thesis sec. 2.5.3's racial-bias LIC: ``("dark", "light")``,
+            Zhao et al. 2021's ``bb_skin``). Unbiased is LIC_M = 25 for any two groups, as the
+            split is balanced. ``n_images_by_gender`` is keyed by these groups.
 
     Returns:
         dict with ``LIC_M``, ``LIC_M_std``, ``LIC_D``, ``LIC_D_std``, ``LIC``, ``LIC_std`` (the
@@ -258,7 +279,8 @@ def lic(model_captions: Mapping[int, str],
     if not seed_list:
         raise ValueError("LIC needs at least one seed")
 
-    g = {i: v for i, v in normalise_genders(genders).items() if i in model_captions}
+    gs = _groups(groups)
+    g = {i: v for i, v in normalise_genders(genders, gs).items() if i in model_captions}
     n_dropped = 0
     if human_captions is not None:
         human_captions = {int(i): ([v] if isinstance(v, str) else list(v))
@@ -287,7 +309,7 @@ def lic(model_captions: Mapping[int, str],
             human_text.append({i: preprocess(human_captions[i][k], words, mask_token)
                                for i in ids})
 
-    label = {i: textclf.CLASSES.index(g[i]) for i in ids}
+    label = {i: gs.index(g[i]) for i in ids}   # textclf.CLASSES order for (female, male)
     from biaslab.parallel import map_jobs, resolve_workers
     n_workers = resolve_workers(workers, len(seed_list))
     per_seed_clfs = 1 + len(human_text)
@@ -297,7 +319,7 @@ def lic(model_captions: Mapping[int, str],
     tick = bar.update if n_workers == 1 else (lambda k=1: None)
 
     def one_seed(s: int) -> dict:
-        train_ids, test_ids = balanced_split(g, s, test_ratio)
+        train_ids, test_ids = balanced_split(g, s, test_ratio, gs)
         ytr = [label[i] for i in train_ids]
         yte = [label[i] for i in test_ids]
         m = _score(cfg, [model_text[i] for i in train_ids], ytr,
@@ -336,7 +358,7 @@ def lic(model_captions: Mapping[int, str],
                    LIC_std=_std(diffs))
     out.update(
         n_images=len(ids),
-        n_images_by_gender={k: sum(1 for v in g.values() if v == k) for k in GENDERS},
+        n_images_by_gender={k: sum(1 for v in g.values() if v == k) for k in gs},
         n_train_per_gender=n_train, n_test_per_gender=n_test,
         n_human_indices=len(human_text), n_dropped_without_human=n_dropped,
         seeds=seed_list, classifier=classifier, words=words, mask_token=mask_token,
