@@ -26,15 +26,16 @@ def stages(text_or_path: str | Path) -> dict:
     return d["stages"]
 
 
-def committed(repo: str | Path, rev: str = "HEAD") -> dict:
-    """The stages of ``dvc.lock`` as committed at ``rev`` in the git repository ``repo``.
+def committed(repo: str | Path, rev: str = "HEAD", path: str = "dvc.lock") -> dict:
+    """The stages of the lock file ``path`` (relative to the repository root; e.g.
+    ``published/dvc.lock``) as committed at ``rev`` in the git repository ``repo``.
 
     Raises:
-        FileNotFoundError: ``rev`` has no dvc.lock (or ``repo`` is not a git repository)."""
-    r = subprocess.run(["git", "show", f"{rev}:dvc.lock"], cwd=repo, capture_output=True,
+        FileNotFoundError: ``rev`` has no such file (or ``repo`` is not a git repository)."""
+    r = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=repo, capture_output=True,
                        text=True)
     if r.returncode != 0:
-        raise FileNotFoundError(f"{repo}: no dvc.lock at {rev}: {r.stderr.strip()}")
+        raise FileNotFoundError(f"{repo}: no {path} at {rev}: {r.stderr.strip()}")
     return stages(r.stdout)
 
 

@@ -1,0 +1,179 @@
+"""Stage `published_bias` (published/dvc.yaml; issue 28): bias of the nine published captioners
+of the LIC paper from their released outputs (biaslab.published; params `published`).
+
+For every model of `published.models`: Ratio and Error (gender study, bootstrap CI over
+images), BA_label (the captions' vocabulary against the images' perceived gender), LIC_M for
+gender (gender words masked) and for race (Light / Dark, captions not masked), mean ± 95 % CI
+(t) over `published.lic.seeds` LIC classifier seeds. The LIC jobs (model x study) run on
+`published.workers` forked processes, one torch thread each.
+
+With `published.human_captions` (a COCO captions file holding these val2014 images, e.g.
+`captions_val2014.json`; issue 28 item 4) the same stage also computes LIC_D and LIC (thesis
+Eqs. 2.9, 2.11; `published.lic.max_human_captions` of each image's captions, null = all, the
+thesis) and BLEU-4, CIDEr, METEOR, ROUGE-L on the gender study's images (pycocoevalcap).
+
+in:  <published.root>/<model>.{gender,race}.jsonl.gz (../shared/published-captions)
+out: metrics/published.json:
+       {root, words, lic: {classifier, preset, seeds}, models: {<model>: {
+          name, n_images: {gender, race}, n_unlabelled: {gender, race},
+          gender: {Ratio, Error (bootstrap records), n_man, n_woman, n_neutral,
+                   BA_label (bootstrap record, x100), BA_label_words, BA_label_top,
+                   LIC_M (record over seeds, x100), LIC_M_per_seed, n_train_per_group,
+                   n_test_per_group},
+          race: {LIC_M, LIC_M_per_seed, n_train_per_group, n_test_per_group, n_by_group}}}}
+       with human captions also LIC_D, LIC (records) and LIC_D_per_seed per study, and
+       gender.quality {BLEU-4, CIDEr, METEOR, ROUGE-L, n_images}.
+
+Usage: python stages/published_bias.py [--params params.yaml] [--out metrics/published.json]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from biaslab import published as P  # noqa: E402
+from biaslab.io import (InputError, ParamsError, json_number, load_params,  # noqa: E402
+                        write_json)
+from biaslab.metrics.lic import lic  # noqa: E402
+from biaslab.parallel import map_jobs  # noqa: E402
+from biaslab.progress import bar  # noqa: E402
+from biaslab.stats import record  # noqa: E402
+from biaslab.validate import ParamError  # noqa: E402
+
+
+def check(p: dict) -> dict:
+    """Validate the `published` params group; returns it with defaults.
+
+    Raises:
+        ParamError: the dotted name of the bad param and the problem.
+    """
+    if not isinstance(p, dict):
+        raise ParamError("published", "must be a mapping of parameters")
+    known = {"root", "models", "words", "lic", "ba", "n_boot", "seed", "workers",
+             "human_captions"}
+    unknown = sorted(set(p) - known)
+    if unknown:
+        raise ParamError("published", f"unknown key(s) {unknown}; known: {sorted(known)}")
+    models = list(p.get("models") or [])
+    bad = [m for m in models if m not in P.MODELS]
+    if not models or bad:
+        raise ParamError("published.models", f"must list some of {list(P.MODELS)}, got "
+                                             f"{models}")
+    lp = dict(p.get("lic") or {})
+    seeds = lp.get("seeds", 3)
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 2:
+        raise ParamError("published.lic.seeds", f"must be an integer >= 2 (a 95 % CI needs "
+                                                f"two seeds), got {seeds!r}")
+    mh = lp.get("max_human_captions")
+    if mh is not None and (not isinstance(mh, int) or isinstance(mh, bool) or mh < 1):
+        raise ParamError("published.lic.max_human_captions", f"must be an integer >= 1 or "
+                                                             f"null (all), got {mh!r}")
+    return {**p, "models": models, "lic": {"classifier": lp.get("classifier", "lstm"),
+                                           "preset": lp.get("preset", "ci"), "seeds": seeds,
+                                           "max_human_captions": mh}}
+
+
+def _lic_job(job: tuple[str, str], root: str, words: str, lp: dict,
+             human: dict | None) -> dict:
+    model, study = job
+    df = P.read_outputs(root, model, study)
+    r = lic(dict(zip(df["image_id"].astype(int), df["caption"].astype(str))), human,
+            P.labels(df, study), classifier=lp["classifier"], seeds=lp["seeds"],
+            config=lp["preset"], words=words if study == "gender" else None,
+            groups=P.GROUPS[study], workers=1,
+            max_human_captions=lp.get("max_human_captions"))
+    extra = {} if human is None else {
+        "LIC_D": record([s["LIC_D"] for s in r["per_seed"]]),
+        "LIC": record([s["LIC"] for s in r["per_seed"]]),
+        "LIC_D_per_seed": [s["LIC_D"] for s in r["per_seed"]],
+        "n_human_indices": r["n_human_indices"],
+        "n_dropped_without_human": r["n_dropped_without_human"]}
+    return {**extra, "LIC_M": record([s["LIC_M"] for s in r["per_seed"]]),
+            "LIC_M_per_seed": [s["LIC_M"] for s in r["per_seed"]],
+            "n_train_per_group": r["n_train_per_gender"],
+            "n_test_per_group": r["n_test_per_gender"],
+            "n_by_group": r["n_images_by_gender"]}
+
+
+def _rounded(o):
+    """Every float to 6 decimals (stable bytes across machines), non-finite -> None."""
+    if isinstance(o, dict):
+        return {k: _rounded(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_rounded(v) for v in o]
+    if isinstance(o, (bool, str)) or o is None:
+        return o
+    return json_number(o, 6)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default="metrics/published.json")
+    a = ap.parse_args(argv)
+    params = load_params(a.params)
+    if "published" not in params:
+        raise InputError(a.params, "no `published` group (python scripts/compose_params.py)")
+    try:
+        p = check(params["published"])
+    except ParamError as e:      # as biaslab.io.load_params: one line, exit 2
+        print(f"published_bias: {ParamsError(a.params, e.param, e.problem)}", file=sys.stderr)
+        raise SystemExit(2) from e
+    root, words, lp = str(p["root"]), str(p.get("words", "lic")), p["lic"]
+    seed, n_boot = int(p.get("seed", 0)), int(p.get("n_boot", 2000))
+    bp = dict(p.get("ba") or {})
+
+    human = None
+    if p.get("human_captions"):
+        from biaslab.cli import read_human_captions
+        human = read_human_captions(p["human_captions"])
+    out: dict = {"root": root, "words": words, "lic": lp, "models": {},
+                 "human_captions": p.get("human_captions")}
+    frames = {}
+    for m in bar(p["models"], desc="Ratio / Error / BA_label", unit="model"):
+        g, r = P.read_outputs(root, m, "gender"), P.read_outputs(root, m, "race")
+        frames[m] = g
+        re_ = P.ratio_error(g, words, n_boot=n_boot, seed=seed)
+        ba = P.ba_label(g, words, top_k=int(bp.get("top_k", 1000)),
+                        min_count=int(bp.get("min_count", 100)),
+                        n_boot=int(bp.get("n_boot", 1000)), seed=seed)
+        out["models"][m] = {
+            "name": P.MODELS[m],
+            "n_images": {"gender": len(g), "race": len(r)},
+            "n_unlabelled": {"gender": len(g) - len(P.labels(g, "gender")),
+                             "race": len(r) - len(P.labels(r, "race"))},
+            "gender": {**re_, "BA_label": ba["BA_label"], "BA_label_words": ba["words"],
+                       "BA_label_top": ba["top"]},
+            "race": {}}
+        if human is not None:
+            from biaslab.metrics.quality import close_meteor, coco_caption_scores
+            pred = {int(i): c for i, c in zip(g["image_id"], g["caption"]) if human.get(int(i))}
+            if not pred:
+                raise InputError(p["human_captions"], f"no captions of the {m} gender study's "
+                                                      f"images (COCO val2014 ids)")
+            q = coco_caption_scores(pred, human, ("BLEU-4", "CIDEr", "METEOR", "ROUGE-L"))
+            close_meteor()      # no METEOR JVM inherited by the forked LIC workers
+            out["models"][m]["gender"]["quality"] = {**q, "n_images": len(pred)}
+
+    jobs = [(m, s) for m in p["models"] for s in P.STUDIES]
+    lic_bar = bar(total=len(jobs), desc=f"LIC_M {lp['classifier']} ({lp['seeds']} seeds)",
+                  unit="job")
+    with lic_bar:
+        res = map_jobs(lambda j: _lic_job(j, root, words, lp, human), jobs,
+                       p.get("workers", 1),
+                       on_done=lambda i, r: lic_bar.update(1))
+    for (m, s), r in zip(jobs, res):
+        out["models"][m][s].update(r)
+    write_json(a.out, _rounded(out))
+    for m, d in out["models"].items():
+        print(f"{d['name']:>14}: Ratio {d['gender']['Ratio']['mean']:.2f}  Error "
+              f"{d['gender']['Error']['mean']:.1f}  LIC_M {d['gender']['LIC_M']['mean']:.1f} "
+              f"± {d['gender']['LIC_M']['ci95']:.1f}  race LIC_M {d['race']['LIC_M']['mean']:.1f}"
+              f" ± {d['race']['LIC_M']['ci95']:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
