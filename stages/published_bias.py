@@ -14,7 +14,8 @@ thesis) and BLEU-4, CIDEr, METEOR, ROUGE-L on the gender study's images (pycocoe
 
 in:  <published.root>/<model>.{gender,race}.jsonl.gz (../shared/published-captions)
 out: metrics/published.json:
-       {root, words, lic: {classifier, preset, seeds}, models: {<model>: {
+       {root, words, lic: {classifier, preset, seeds}, inputs: {<file name>: sha256},
+        models: {<model>: {
           name, n_images: {gender, race}, n_unlabelled: {gender, race},
           gender: {Ratio, Error (bootstrap records), n_man, n_woman, n_neutral,
                    BA_label (bootstrap record, x100), BA_label_words, BA_label_top,
@@ -29,6 +30,7 @@ Usage: python stages/published_bias.py [--params params.yaml] [--out metrics/pub
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -133,6 +135,13 @@ def main(argv: list[str] | None = None) -> None:
     out: dict = {"root": root, "words": words, "lic": lp, "models": {},
                  "human_captions": p.get("human_captions")}
     frames = {}
+    # the released files are not a DVC dep (see published/dvc.yaml): their digests are an out
+    out["inputs"] = {}
+    for m in p["models"]:
+        for study in P.STUDIES:
+            f = P.outputs_path(root, m, study)
+            if f.is_file():
+                out["inputs"][f.name] = hashlib.sha256(f.read_bytes()).hexdigest()
     for m in bar(p["models"], desc="Ratio / Error / BA_label", unit="model"):
         g, r = P.read_outputs(root, m, "gender"), P.read_outputs(root, m, "race")
         frames[m] = g

@@ -257,6 +257,10 @@ def test_stages_on_a_small_release(tmp_path):
     d = json.loads(out.read_text())
     nic, osc = d["models"]["nic"], d["models"]["oscar"]
     assert nic["n_images"] == {"gender": 600, "race": 451}
+    # the released files are not a DVC dep: their digests are in the out
+    import hashlib
+    assert d["inputs"] == {f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+                           for f in sorted(root.glob("*.jsonl.gz"))}
     assert nic["n_unlabelled"] == {"gender": 0, "race": 1}
     # the captions name the right gender or none (ids % 7 == 0: "person"): Error 0; 300 odd
     # (female) ids less the 43 odd multiples of 7, the same for the even (male) ids
