@@ -134,7 +134,6 @@ def main(argv: list[str] | None = None) -> None:
         human = read_human_captions(p["human_captions"])
     out: dict = {"root": root, "words": words, "lic": lp, "models": {},
                  "human_captions": p.get("human_captions")}
-    frames = {}
     # the released files are not a DVC dep (see published/dvc.yaml): their digests are an out
     out["inputs"] = {}
     for m in p["models"]:
@@ -144,7 +143,6 @@ def main(argv: list[str] | None = None) -> None:
                 out["inputs"][f.name] = hashlib.sha256(f.read_bytes()).hexdigest()
     for m in bar(p["models"], desc="Ratio / Error / BA_label", unit="model"):
         g, r = P.read_outputs(root, m, "gender"), P.read_outputs(root, m, "race")
-        frames[m] = g
         re_ = P.ratio_error(g, words, n_boot=n_boot, seed=seed)
         ba = P.ba_label(g, words, top_k=int(bp.get("top_k", 1000)),
                         min_count=int(bp.get("min_count", 100)),

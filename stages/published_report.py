@@ -171,8 +171,8 @@ def render(metrics: dict, rows: list[dict], orders: list[dict]) -> str:
     for m in models:
         c = _cell(by.get((m, "gender", enc, "LIC_M")), 1)
         ba = metrics["models"][m]["gender"]["BA_label"]
-        bac = (f"{ba['mean']:.2f} ± {ba['ci95']:.2f}" if ba.get("ci95") is not None
-               else _fmt(ba.get("mean"), 2))
+        bac = (f"{ba['mean']:.2f} ± {ba['ci95']:.2f} (n={ba['n']})"
+               if ba.get("ci95") is not None else _fmt(ba.get("mean"), 2))
         L.append(f"| {P.MODELS[m]} | " + " | ".join(c) + f" | {bac} |")
     if metrics.get("human_captions"):
         L += ["", f"With the human captions of `{metrics['human_captions']}`:", "",

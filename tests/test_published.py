@@ -242,19 +242,33 @@ def _tiny_release(root: Path, models=("nic", "oscar")) -> None:
         _write(root, m, "race", r_rows)
 
 
-def test_stages_on_a_small_release(tmp_path):
-    root = tmp_path / "release"
-    _tiny_release(root)
+def _run_bias(tmp_path: Path, lic: dict | None = None, **published) -> dict:
+    """stage published_bias with the repo's params, `published` updated; -> its JSON."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["published"].update(root=str(root), models=["nic", "oscar"], n_boot=200, workers=2,
-                               ba={"top_k": 50, "min_count": 5, "n_boot": 200})
-    params["published"]["lic"]["seeds"] = 2
+    params["published"].update(n_boot=200, **published)
+    params["published"]["lic"].update(lic or {})
     pfile = tmp_path / "params.yaml"
     pfile.write_text(yaml.safe_dump(params))
     out = tmp_path / "published.json"
     run_checked([sys.executable, "stages/published_bias.py", "--params", str(pfile), "--out",
                  str(out)], REPO, None)
-    d = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def _run_report(tmp_path: Path, paper: Path | None = None) -> tuple[str, dict, Path]:
+    """stage published_report on tmp_path/published.json -> (markdown, compare JSON, png)."""
+    md, cmp_, png = tmp_path / "p.md", tmp_path / "c.json", tmp_path / "l.png"
+    run_checked([sys.executable, "stages/published_report.py", "--metrics",
+                 str(tmp_path / "published.json"), "--out", str(md), "--compare", str(cmp_),
+                 "--plot", str(png)] + (["--paper", str(paper)] if paper else []), REPO, None)
+    return md.read_text(), json.loads(cmp_.read_text()), png
+
+
+def test_stages_on_a_small_release(tmp_path):
+    root = tmp_path / "release"
+    _tiny_release(root)
+    d = _run_bias(tmp_path, lic={"seeds": 2}, root=str(root), models=["nic", "oscar"],
+                  workers=2, ba={"top_k": 50, "min_count": 5, "n_boot": 200})
     nic, osc = d["models"]["nic"], d["models"]["oscar"]
     assert nic["n_images"] == {"gender": 600, "race": 451}
     # the released files are not a DVC dep: their digests are in the out
@@ -273,14 +287,10 @@ def test_stages_on_a_small_release(tmp_path):
     assert nic["race"]["n_by_group"] == {"dark": 150, "light": 300}
     assert len(nic["gender"]["LIC_M_per_seed"]) == 2 and nic["gender"]["LIC_M"]["n"] == 2
 
-    md, cmp_, png = tmp_path / "p.md", tmp_path / "c.json", tmp_path / "l.png"
-    run_checked([sys.executable, "stages/published_report.py", "--metrics", str(out),
-                 "--out", str(md), "--compare", str(cmp_), "--plot", str(png)], REPO, None)
-    text = md.read_text()
+    text, cmp_, png = _run_report(tmp_path)
     assert "| NIC | 2.47 (rounding ±0.005) |" in text and "| OSCAR |" in text
     assert "## Not available from these files" in text and "LIC_D, LIC" in text
-    rows = json.loads(cmp_.read_text())["rows"]
-    assert {r["model"] for r in rows} == {"nic", "oscar"}
+    assert {r["model"] for r in cmp_["rows"]} == {"nic", "oscar"}
     assert png.stat().st_size > 1000
 
 
@@ -344,17 +354,9 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
                          "caption": f"a {'woman' if female else 'man'} with a {ctx}"})
     caps = tmp_path / "captions_val2014.json"
     caps.write_text(json.dumps({"annotations": anns}))
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["published"].update(root=str(root), models=["oscar"], n_boot=200, workers=1,
-                               human_captions=str(caps),
-                               ba={"top_k": 50, "min_count": 5, "n_boot": 200})
-    params["published"]["lic"].update(seeds=2, max_human_captions=1)
-    pfile = tmp_path / "params.yaml"
-    pfile.write_text(yaml.safe_dump(params))
-    out = tmp_path / "published.json"
-    run_checked([sys.executable, "stages/published_bias.py", "--params", str(pfile), "--out",
-                 str(out)], REPO, None)
-    d = json.loads(out.read_text())["models"]["oscar"]
+    d = _run_bias(tmp_path, lic={"seeds": 2, "max_human_captions": 1}, root=str(root),
+                  models=["oscar"], workers=1, human_captions=str(caps),
+                  ba={"top_k": 50, "min_count": 5, "n_boot": 200})["models"]["oscar"]
     for study in ("gender", "race"):
         r = d[study]
         assert r["n_human_indices"] == 1 and r["n_dropped_without_human"] == 0
@@ -365,11 +367,7 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
     q = d["gender"]["quality"]
     assert q["n_images"] == 600 and all(0 <= q[m] <= 100 for m in ("BLEU-4", "METEOR",
                                                                    "ROUGE-L"))
-    md = tmp_path / "p.md"
-    run_checked([sys.executable, "stages/published_report.py", "--metrics", str(out),
-                 "--out", str(md), "--compare", str(tmp_path / "c.json"), "--plot",
-                 str(tmp_path / "l.png")], REPO, None)
-    text = md.read_text()
+    text = _run_report(tmp_path)[0]
     assert "| LIC_D: thesis |" in text.replace("model | study ", "")
     assert "| OSCAR | gender | 39.3 (±0.8) |" in text and "CIDEr: thesis" in text
     na = text.split("## Not available from these files")[1]
@@ -386,16 +384,8 @@ def test_real_slice_and_a_wrong_paper_value(tmp_path):
             with gzip.open(P.outputs_path(SHARED, m, study), "rt") as f:
                 lines = [next(f) for _ in range(200)]
             _write(root, m, study, [ln.rstrip("\n") for ln in lines])
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["published"].update(root=str(root), models=["nic", "oscar"], n_boot=200,
-                               ba={"top_k": 100, "min_count": 5, "n_boot": 200})
-    params["published"]["lic"]["seeds"] = 2
-    pfile = tmp_path / "params.yaml"
-    pfile.write_text(yaml.safe_dump(params))
-    out = tmp_path / "published.json"
-    run_checked([sys.executable, "stages/published_bias.py", "--params", str(pfile), "--out",
-                 str(out)], REPO, None)
-    d = json.loads(out.read_text())
+    d = _run_bias(tmp_path, lic={"seeds": 2}, root=str(root), models=["nic", "oscar"],
+                  ba={"top_k": 100, "min_count": 5, "n_boot": 200})
     assert d["models"]["nic"]["n_images"] == {"gender": 200, "race": 200}
     # the slice's own Ratio, as the library computes it on these 200 captions
     from biaslab.metrics.captions import ratio
@@ -410,12 +400,8 @@ def test_real_slice_and_a_wrong_paper_value(tmp_path):
     paper.loc[is_ratio & (paper.model == "nic"), "value"] = "9.99"
     ptab = tmp_path / "paper.csv"
     paper.to_csv(ptab, index=False)
-    md, cmp_ = tmp_path / "p.md", tmp_path / "c.json"
-    run_checked([sys.executable, "stages/published_report.py", "--metrics", str(out),
-                 "--paper", str(ptab), "--out", str(md), "--compare", str(cmp_), "--plot",
-                 str(tmp_path / "l.png")], REPO, None)
-    rows = {(r["model"], r["metric"]): r for r in json.loads(cmp_.read_text())["rows"]}
+    text, cmp_, _ = _run_report(tmp_path, paper=ptab)
+    rows = {(r["model"], r["metric"]): r for r in cmp_["rows"]}
     assert rows[("nic", "Ratio")]["within"] is False and rows[("oscar", "Ratio")]["within"]
-    text = md.read_text()
     assert "| NIC | 9.99 (rounding ±0.005) |" in text and "NIC (Ratio:" in text
     assert "OSCAR (Ratio" not in text
