@@ -166,26 +166,103 @@ def caption_margin_output(captioner, feats: np.ndarray, texts: Sequence[tuple[st
     return m - f
 
 
+def person_free_images(frame: pd.DataFrame, root: str | os.PathLike,
+                       out_dir: str | os.PathLike, *, progress: bool = False) -> pd.DataFrame:
+    """The images of a probe or mask-neutrality manifest drawn again *without their person*
+    (``biaslab.synthetic.render_probe`` / ``render_neutral`` with ``draw_person=False``): the
+    reference of the mask-neutrality test (:func:`mask_neutral_record`).
+
+    Args:
+        frame: ``biaslab.synthetic.read_probe`` / ``read_neutral`` output (path, attribute,
+            pair, value, x, y, w, h, ...; ``attribute == "neutral"`` for the context-free
+            set).
+        root: the synthetic dataset (its ``annotations/synth_params.json`` gives the
+            generator's seed and image size).
+        out_dir: where ``<attribute>_<pair>_<value>.png`` are written (atomically).
+
+    Returns:
+        ``frame`` with ``path`` replaced by the person-free image; row order kept.
+
+    Raises:
+        InputError: ``root`` is not a synthetic dataset of this renderer version, or a
+            manifest image differs from its re-rendering outside the person's box (the data
+            were written by other code or params: re-run stage ``synthesize``).
+    """
+    from PIL import Image
+    from tqdm import tqdm
+
+    from biaslab import synthetic
+    from biaslab.classify import save_like
+    g = synthetic.read_generator_params(root)
+    seed, size = int(g["seed"]), int(g["image_size"])
+    paths = []
+    for r in tqdm(frame.to_dict("records"), disable=not progress, desc="person-free",
+                  unit="img"):
+        if r["attribute"] == "neutral":
+            img = synthetic.render_neutral(int(r["pair"]), seed, size, draw_person=False)
+        else:
+            img = synthetic.render_probe(r["attribute"], int(r["pair"]), r["value"], seed,
+                                         size, draw_person=False)
+        img = img.image
+        orig = np.asarray(Image.open(r["path"]).convert("RGB"))
+        # outside the person's box both must be the same pixels: the same scene
+        keep = np.ones(orig.shape[:2], bool)
+        x0, y0 = max(int(np.floor(r["x"])) - 1, 0), max(int(np.floor(r["y"])) - 1, 0)
+        x1, y1 = int(np.ceil(r["x"] + r["w"])) + 2, int(np.ceil(r["y"] + r["h"])) + 2
+        keep[y0:y1, x0:x1] = False
+        if orig.shape != img.shape or (orig[keep] != img[keep]).any():
+            raise InputError(r["path"], "differs from its re-rendering outside the person's "
+                                        "box: the probe images were written by other code "
+                                        "or params (re-run stage synthesize)")
+        stem = os.path.join(str(out_dir), f"{r['attribute']}_{int(r['pair']):04d}_{r['value']}")
+        paths.append(save_like(r["path"], img, stem))
+    return frame.assign(path=paths)
+
+
 def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
-                        genders: Sequence[str], *, n_boot: int = 2000, seed: int = 0) -> dict:
+                        genders: Sequence[str], *,
+                        empty: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+                        n_boot: int = 2000, seed: int = 0) -> dict:
     """What a persons-masked image reads as to one classifier (issue 23 item 2), from its gender
-    outputs on the masked context-free images (``biaslab.synthetic.NEUTRAL_MANIFEST``; one
-    person on uniform grey, no objects, no cast).
+    outputs on masked images and, when given, on the same images drawn without the person.
+
+    Two quantities, because a model's call on a masked image mixes two things:
+
+    * ``ratio_expected`` = Ratio_E on the masked images (the issue's precondition, read on its
+      own): the model's reading of the fill *plus* its reading of a person-free image;
+    * ``mask_effect`` = Ratio_E(masked) / Ratio_E(person-free), the same images rendered
+      without the person (``biaslab.synthetic.render_probe`` / ``render_neutral`` with
+      ``draw_person=False``): what the fill adds to what the empty image already reads as.
+      1 = the mask reads as neither gender. ``ratio_expected_empty`` (the denominator) is a
+      property of the model, not of the mask: a model that calls every person-free image a
+      woman has Ratio > 1 on masked test images whatever the fill, and the Ratio metric of
+      paper 000 sec. 3.1 rightly counts that.
+
+    Our definition, not paper 000's (it does not test its mask).
 
     Args:
         per_seed: one ``(p_woman, p_man)`` pair of float arrays (n,) in [0, 1] per training
-            seed.
+            seed, on the masked images.
         genders: (n,) the masked persons' true genders ("female" / "male").
-        n_boot, seed: the percentile bootstrap over images (``biaslab.stats.bootstrap``).
+        empty: the same per seed on the person-free versions of the same n images (row i of
+            both is one image), or None (then no ``mask_effect``).
+        n_boot, seed: the percentile bootstrap over images (``biaslab.stats.bootstrap``; a
+            resample draws the same images for the masked and the person-free versions).
 
     Returns:
         ``{"ratio_expected": sum p_man / sum p_woman pooled over seeds and images
-        (:func:`biaslab.classify.evaluate.expected_ratio`; 1 = the mask reads as neither
-        gender), "lo", "hi", "n_boot": its 95 % bootstrap interval over images (None when
-        fewer than half the resamples are finite), "per_seed": [r_E of each seed], "masked_gender_auc": [ROC AUC of p_man -
-        p_woman against the true gender, per seed; ~0.5 when the mask hides gender, None when
-        one gender is absent], "n_images", "n_seeds"}``; ratios are None where undefined (0/0)
-        and JSON-safe (``inf`` becomes None with ``"ratio_flag"``).
+        (:func:`biaslab.classify.evaluate.expected_ratio`), "lo", "hi", "n_boot": its 95 %
+        bootstrap interval over images (None when fewer than half the resamples are finite),
+        "per_seed": [r_E of each seed], "masked_gender_auc": [ROC AUC of p_man - p_woman
+        against the true gender, per seed; ~0.5 when the mask hides gender, None when one
+        gender is absent], "n_images", "n_seeds"}``, and with ``empty`` also
+        ``"ratio_expected_empty"``, ``"mask_effect"``, ``"mask_effect_lo"``,
+        ``"mask_effect_hi"`` (bootstrap over images), ``"mask_effect_per_seed"``. Ratios are
+        None where undefined (0/0) and JSON-safe (``inf`` becomes None with
+        ``"ratio_flag"``).
+
+    Raises:
+        ValueError: ``empty`` has another number of seeds or images than ``per_seed``.
     """
     from sklearn.metrics import roc_auc_score
 
@@ -210,6 +287,30 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
            "n_seeds": len(per)}
     if not np.isfinite(pooled):
         out["ratio_flag"] = "r=inf" if sm > 0 else "0/0"
+    if empty is None:
+        return out
+    ew_all = np.stack([np.asarray(a, np.float64) for a, _ in empty], axis=1)
+    em_all = np.stack([np.asarray(b, np.float64) for _, b in empty], axis=1)
+    if ew_all.shape != pw_all.shape:
+        raise ValueError(f"person-free outputs {ew_all.shape} (images, seeds) do not match "
+                         f"the masked ones {pw_all.shape}")
+
+    def effect(w, m, ew, em):
+        masked = expected_ratio([w.sum()], [m.sum()])["ratio"]
+        free = expected_ratio([ew.sum()], [em.sum()])["ratio"]
+        return masked / free if np.isfinite(masked) and np.isfinite(free) and free > 0 \
+            else float("nan")
+
+    free = expected_ratio([ew_all.sum()], [em_all.sum()])["ratio"]
+    eff = effect(pw_all, pm_all, ew_all, em_all)
+    eboot = stats.bootstrap(effect, pw_all, pm_all, ew_all, em_all, n_boot=n_boot, seed=seed)
+    out.update({"ratio_expected_empty": float(free) if np.isfinite(free) else None,
+                "mask_effect": float(eff) if np.isfinite(eff) else None,
+                "mask_effect_lo": eboot["lo"], "mask_effect_hi": eboot["hi"],
+                "mask_effect_per_seed": [
+                    (lambda v: float(v) if np.isfinite(v) else None)(
+                        effect(pw_all[:, k], pm_all[:, k], ew_all[:, k], em_all[:, k]))
+                    for k in range(pw_all.shape[1])]})
     return out
 
 

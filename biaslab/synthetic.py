@@ -820,11 +820,14 @@ class Rendering(NamedTuple):
     objects: list
 
 
-def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None) -> Rendering:
+def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
+          draw_person: bool = True) -> Rendering:
     """Draw one image from its streams: background (``scene`` stream), placement box
     (``placement``), person (``appearance`` stream or ``default_rng(appearance_seed)``),
     objects in the given order (object k from stream ``object``/slot k; boxes avoid the
-    placement box), then the colour cast."""
+    placement box), then the colour cast. ``draw_person=False`` draws the same image without the
+    person's pixels (the true person-free background; ``Rendering.person``/``person_mask``
+    still give where the person would be): the reference of the mask-neutrality test."""
     img = Image.new("RGB", (size, size))
     d = ImageDraw.Draw(img)
     horizon = _scene(_stream(seed, key, "scene"), d, size, scene)
@@ -836,11 +839,12 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None) -
     pm = Image.new("L", (size, size), 0)
     dm = ImageDraw.Draw(pm)
     for poly, col in parts:
-        d.polygon(poly, fill=col)
+        if draw_person:
+            d.polygon(poly, fill=col)
         dm.polygon(poly, fill=1)
     # eyes (detail inside the head polygon), only where the head is big enough to show them
     eye = 0.008 * scale
-    if eye >= 0.5:
+    if eye >= 0.5 and draw_person:
         for ex, ey in kps[1:3]:
             d.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=(20, 20, 20))
             dm.ellipse([ex - eye, ey - eye, ex + eye, ey + eye], fill=1)
@@ -963,14 +967,16 @@ def probe_specs(attribute: str, pair: int, seed: int) -> dict:
     return {FEMALE: {**common, "cast": "warm"}, MALE: {**common, "cast": "cool"}}
 
 
-def render_probe(attribute: str, pair: int, value: str, seed: int, image_size: int
-                 ) -> Rendering:
+def render_probe(attribute: str, pair: int, value: str, seed: int, image_size: int,
+                 draw_person: bool = True) -> Rendering:
     """Draw image ``value`` (``"female"`` / ``"male"``: the associated gender of the varied
-    attribute value) of probe pair ``pair`` of ``attribute`` (:func:`probe_specs`)."""
+    attribute value) of probe pair ``pair`` of ``attribute`` (:func:`probe_specs`);
+    ``draw_person=False``: the same image without the person (its background, objects and
+    cast unchanged)."""
     spec = probe_specs(attribute, pair, seed)[value]
     key = (_DOMAIN_PROBE, PROBE_ATTRIBUTES.index(attribute), int(pair))
     return _draw(seed, key, int(image_size), spec["gender"], spec["scene"], spec["cast"],
-                 spec["objects"])
+                 spec["objects"], draw_person=draw_person)
 
 
 def _write_probe(out: Path, n_pairs: int, seed: int, size: int) -> dict:
@@ -1033,14 +1039,17 @@ def _replace_manifest(manifest: Path, img_dir: Path, rows: list, wanted: set, ou
 NEUTRAL_MANIFEST = "probe/neutral.csv"
 
 
-def render_neutral(k: int, seed: int, image_size: int) -> Rendering:
+def render_neutral(k: int, seed: int, image_size: int, draw_person: bool = True
+                   ) -> Rendering:
     """Context-free image k of the mask-neutrality set: one person (gender ``female`` for even
     k, ``male`` for odd k; placement and appearance from the image's own streams) on a uniform
     grey background (grey level U{90..200}), no objects, no colour cast. Masking the person
     leaves nothing that the planted bias could have taught a model, so a model's gender calls
-    on the masked images show what the mask itself reads as (:data:`NEUTRAL_MANIFEST`)."""
+    on the masked images show what the mask itself reads as (:data:`NEUTRAL_MANIFEST`).
+    ``draw_person=False``: the same grey image without the person."""
     key = (_DOMAIN_PROBE, len(PROBE_ATTRIBUTES), int(k))
-    return _draw(seed, key, int(image_size), FEMALE if k % 2 == 0 else MALE, PLAIN, None, [])
+    return _draw(seed, key, int(image_size), FEMALE if k % 2 == 0 else MALE, PLAIN, None, [],
+                 draw_person=draw_person)
 
 
 def _write_neutral(out: Path, n: int, seed: int, size: int) -> int:

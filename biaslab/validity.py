@@ -459,28 +459,72 @@ def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
 def mask_neutral_rows(probe: Mapping[str, Any] | None,
                       bounds: tuple[float, float] = NEUTRAL_RANGE) -> list[dict]:
     """The mask-neutrality precondition of the Ratio claims (issue 23 item 2): one row per
-    training set / method from ``metrics/probe.json["mask_neutral"]`` (stage ``probe``:
-    every classifier's expected-count Ratio_E on persons-masked images *without context*,
-    ``biaslab.synthetic.NEUTRAL_MANIFEST``): ``{"dataset", "ratio_expected" (pooled over
-    seeds), "per_seed", "n_images", "met": lower <= ratio_expected <= upper}``. A model that
-    calls the masked person itself a man (or a woman) does so on every masked test image, so
-    its Ratio measures the fill, not the context. Empty when the probe has no such images."""
+    training set / method from ``metrics/probe.json["mask_neutral"]`` (stage ``probe``,
+    :func:`biaslab.probe.mask_neutral_record`).
+
+    A model that calls the masked person itself a man (or a woman) does so on every masked
+    test image, so its Ratio measures the fill, not the context. The test is what the fill
+    *adds*: the mask effect Ratio_E(masked) / Ratio_E(the same images drawn without the
+    person), pooled over seeds, on the context-free images (``probe/neutral.csv``) and on the
+    probe pairs in context; ``met`` when both lie in ``bounds``. The issue's reading, Ratio_E
+    on masked context-free images alone (``ratio_expected``), mixes the fill with the model's
+    call on an empty image (``ratio_expected_empty``): S_synthetic's models call an empty grey
+    image a woman (Ratio_E ~0.25) whatever fills the box, which the Ratio metric rightly
+    counts as the model's bias, not the mask's. Both are in the row. A probe.json without the
+    person-free reference (older runs) falls back to ``ratio_expected``.
+
+    Returns:
+        ``[{"dataset", "ratio_expected", "lo", "hi", "per_seed", "ratio_expected_empty",
+        "mask_effect", "mask_effect_lo", "mask_effect_hi", "mask_effect_per_seed",
+        "context": {"mask_effect", "mask_effect_lo", "mask_effect_hi", "ratio_expected",
+        "ratio_expected_empty", "n_images"} | None, "n_images", "bounds", "measure":
+        "mask_effect" | "ratio_expected", "met"}]``; empty when the probe has no such images.
+    """
     rows = []
     lo, hi = bounds
+
+    def val(v, flag=None):
+        if v is None:
+            return float("inf") if flag == "r=inf" else None
+        return float(v)
+
     for d, r in ((probe or {}).get("mask_neutral") or {}).items():
         if not isinstance(r, Mapping):
             continue
-        if r.get("ratio_expected") is None:
-            if r.get("ratio_flag") != "r=inf":
-                continue
-            v = float("inf")      # no woman call at all on the masked images
+        v = val(r.get("ratio_expected"), r.get("ratio_flag"))
+        ctx = r.get("context") if isinstance(r.get("context"), Mapping) else None
+        row = {"dataset": d, "ratio_expected": v, "lo": r.get("lo"), "hi": r.get("hi"),
+               "per_seed": r.get("per_seed"),
+               "ratio_expected_empty": r.get("ratio_expected_empty"),
+               "mask_effect": r.get("mask_effect"),
+               "mask_effect_lo": r.get("mask_effect_lo"),
+               "mask_effect_hi": r.get("mask_effect_hi"),
+               "mask_effect_per_seed": r.get("mask_effect_per_seed"),
+               "context": ({k: ctx.get(k) for k in ("mask_effect", "mask_effect_lo",
+                                                    "mask_effect_hi", "ratio_expected",
+                                                    "ratio_expected_empty", "n_images")}
+                           if ctx else None),
+               "n_images": r.get("n_images"), "bounds": [lo, hi]}
+        if "mask_effect" in r:
+            tested = [row["mask_effect"]] + ([ctx.get("mask_effect")] if ctx else [])
+            row["measure"] = "mask_effect"
+            row["met"] = all(t is not None and lo <= float(t) <= hi for t in tested)
         else:
-            v = float(r["ratio_expected"])
-        rows.append({"dataset": d, "ratio_expected": v, "lo": r.get("lo"), "hi": r.get("hi"),
-                     "per_seed": r.get("per_seed"),
-                     "n_images": r.get("n_images"), "bounds": [lo, hi],
-                     "met": bool(lo <= v <= hi)})
+            if v is None:
+                continue
+            row["measure"] = "ratio_expected"
+            row["met"] = bool(lo <= v <= hi)
+        rows.append(row)
     return rows
+
+
+def _f2(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.2f}"
+
+
+def _ci2(r: Mapping[str, Any], lo: str, hi: str) -> str:
+    return (f" [{float(r[lo]):.2f}, {float(r[hi]):.2f}]"
+            if r.get(lo) is not None and r.get(hi) is not None else "")
 
 
 def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -489,6 +533,31 @@ def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
     lo, hi = rows[0]["bounds"]
+    if any(r.get("measure") == "mask_effect" for r in rows):
+        out = [f"Mask neutrality (precondition of the Ratio claims): the mask effect, Ratio_E "
+               f"on persons-masked images / Ratio_E on the same images drawn without the "
+               f"person, pooled over seeds, must lie in [{lo:g}, {hi:g}] without context "
+               f"and in context (the probe pairs). Ratio_E of the masked and of the "
+               f"person-free context-free images are shown too: the second is the model's "
+               f"own call on an empty image, which the Ratio metric counts as its bias:", "",
+               "| training set | mask effect, no context [95 % CI] | per seed | mask effect, "
+               "in context [95 % CI] | Ratio_E masked, no context | Ratio_E person-free, no "
+               "context | n images (no context / context) | met |",
+               "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            c = r.get("context") or {}
+            per = ", ".join(_f2(v) for v in (r.get("mask_effect_per_seed") or []))
+            out.append(f"| {r['dataset']} | {_f2(r.get('mask_effect'))}"
+                       f"{_ci2(r, 'mask_effect_lo', 'mask_effect_hi')} | {per} | "
+                       f"{_f2(c.get('mask_effect'))}"
+                       f"{_ci2(c, 'mask_effect_lo', 'mask_effect_hi')} | "
+                       f"{_f2(r.get('ratio_expected'))}{_ci2(r, 'lo', 'hi')} | "
+                       f"{_f2(r.get('ratio_expected_empty'))} | {r.get('n_images')} / "
+                       f"{c.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
+        out += ["", "The verdict uses the point estimates. The intervals cover the finite "
+                    "image sets only; the per-seed values show the spread over training "
+                    "seeds."]
+        return out + [""]
     out = [f"Mask neutrality (precondition of the Ratio claims): Ratio_E on persons-masked "
            f"images without context, pooled over seeds, must lie in [{lo:g}, {hi:g}]:", "",
            "| training set | Ratio_E (masked, no context) [95 % CI over images] | per seed | "
@@ -496,10 +565,8 @@ def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
            "|---|---|---|---|---|"]
     for r in rows:
         per = ", ".join(f"{v:.2f}" for v in (r.get("per_seed") or []) if v is not None)
-        ci = (f" [{r['lo']:.2f}, {r['hi']:.2f}]" if r.get("lo") is not None
-              and r.get("hi") is not None else "")
-        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f}{ci} | {per} | "
-                   f"{r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
+        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f}{_ci2(r, 'lo', 'hi')} | "
+                   f"{per} | {r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
     out += ["", "The verdict uses the point estimate (the issue's rule). The interval covers "
                 "the finite image set only; the per-seed values show the spread over training "
                 "seeds, which is far larger."]
@@ -522,10 +589,16 @@ def apply_mask_neutral(checks: Sequence[Mapping[str, Any]], probe: Mapping[str, 
         miss = [bad[d] for d in rows if d in bad]
         if miss:
             lo, hi = miss[0]["bounds"]
+
+            def said(r):
+                if r.get("measure") == "mask_effect":
+                    c = r.get("context") or {}
+                    return (f"{r['dataset']}'s mask effect is {_f2(r.get('mask_effect'))} "
+                            f"without context and {_f2(c.get('mask_effect'))} in context")
+                return f"{r['dataset']}'s Ratio_E on masked context-free images is " \
+                       f"{r['ratio_expected']:.2f}"
             out.append({**c, "verdict": "mask not neutral",
-                        "reason": "on persons-masked images without context, "
-                                  + "; ".join(f"{r['dataset']}'s Ratio_E is "
-                                              f"{r['ratio_expected']:.2f}" for r in miss)
+                        "reason": "; ".join(said(r) for r in miss)
                                   + f", outside [{lo:g}, {hi:g}] (metrics/probe.json "
                                     "mask_neutral): the mask itself reads as one gender"})
         else:

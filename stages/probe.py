@@ -11,7 +11,9 @@ params: data.root (the synthetic dataset with probe/pairs.csv), classifier.datas
         (min_seeds_t, n_boot, seed); features.cache_dir only locates the feature cache
 in:   <data.root>/probe/ (written by stage synthesize), data/models/classifier/<dataset>/<dataset>-<seed>/,
       data/models/captioner/<dataset>/<dataset>-<seed>/, data/features/images*.npy
-out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pairs.parquet (one
+out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neutral/*.png (the
+      masked context-free images), data/probe/empty/*.png (both drawn without their person:
+      the reference of the mask-neutrality test), data/probe/pairs.parquet (one
       row per model x pair: model, dataset, seed, attribute, pair, out_female, out_male,
       sensitivity, and the caption of each image for captioners), metrics/probe.json
       ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
@@ -22,7 +24,9 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/pair
       - log P(female version) of one caption pair per probe pair, scored under both images:
       biaslab.probe.caption_margin_output; issue 23 item 5), "ci_rule", "blackout", and
       "classifier_na": {name: why} for models without gender outputs (adversarial), which
-      the probe's output P(man) - P(woman) does not exist for}; record: see
+      the probe's output P(man) - P(woman) does not exist for}, "mask_neutral": {dataset:
+      biaslab.probe.mask_neutral_record on the context-free images, with "context": the same
+      on the probe pairs}; record: see
       biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
       says "not available (no planted truth)" and the stage exits 0.
 """
@@ -91,16 +95,23 @@ def main() -> None:
 
     neutral = read_neutral(root)
     if neutral is not None and not neutral.empty:
+        # the mask-neutrality test (issue 23 item 2): masked images and the same images drawn
+        # without their person, context-free (neutral.csv) and in context (the probe pairs)
+        empty = P.person_free_images(neutral, root, OUT / "empty", progress=True)
+        empty_ctx = P.person_free_images(pairs, root, OUT / "empty", progress=True)
         neutral = P.blackout_probe(neutral, OUT / "neutral",
                                    sources=tuple(c.get("blackout", ["box"])),
                                    dilate_px=int(c.get("blackout_dilate_px", 0)),
                                    fill=c.get("blackout_fill", 0), progress=True)
-        ntable = neutral[["path"]].assign(image_id=[file_id(p) for p in neutral["path"]])
+        ntables = {k: f[["path"]].assign(image_id=[file_id(p) for p in f["path"]])
+                   for k, f in (("masked", neutral), ("empty", empty),
+                                ("empty_ctx", empty_ctx))}
         out["mask_neutral"] = {}
     ids, base = load_features()
     for d in list(c["datasets"]) + [m for m in (c.get("methods") or [])
                                     if m not in c["datasets"]]:
-        per_seed, per_seed_logit, sums = {}, {}, []
+        per_seed, per_seed_logit, sums = {}, {}, {"masked": [], "empty": [], "ctx": [],
+                                                   "empty_ctx": []}
         for s in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", d, s))
             if not clf.has_gender:
@@ -116,18 +127,24 @@ def main() -> None:
                                                           P.classifier_logit_output(*probs))
             rows.append(sens.assign(model="classifier", dataset=d, seed=int(s)))
             if "mask_neutral" in out:
-                # what the mask itself reads as: gender calls on masked context-free persons
-                pw, pm = clf.gender_proba(model_features(
-                    clf, ntable, ids, base, cache, derived=True, batch_size=fbs,
-                    executor=params.get("executor")))
-                sums.append((pw, pm))
+                # what the mask itself reads as: gender calls on masked persons and on the
+                # same images without the person
+                sums["ctx"].append(probs)
+                for k, t in ntables.items():
+                    sums[k].append(clf.gender_proba(model_features(
+                        clf, t, ids, base, cache, derived=True, batch_size=fbs,
+                        executor=params.get("executor"))))
         if per_seed:
             out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
             out["classifier_logit"][d] = P.summarize_sensitivity(per_seed_logit, **kw)
-        if sums:
-            out["mask_neutral"][d] = P.mask_neutral_record(sums, neutral["value"],
-                                                           n_boot=kw["n_boot"],
-                                                           seed=kw["seed"])
+        if sums["masked"]:
+            rec = P.mask_neutral_record(sums["masked"], neutral["value"], empty=sums["empty"],
+                                        n_boot=kw["n_boot"], seed=kw["seed"])
+            # in context: the probe pairs' masked images vs the same scenes without the person
+            rec["context"] = P.mask_neutral_record(sums["ctx"], pairs["person_gender"],
+                                                   empty=sums["empty_ctx"],
+                                                   n_boot=kw["n_boot"], seed=kw["seed"])
+            out["mask_neutral"][d] = rec
 
     feats_by_encoder: dict = {}
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
@@ -190,8 +207,10 @@ def main() -> None:
         out["captioner_margin"][d] = P.summarize_sensitivity(per_seed_margin, **kw)
 
     for d, r in (out.get("mask_neutral") or {}).items():
-        print(f"mask neutrality {d}: Ratio_E {r['ratio_expected']} (per seed {r['per_seed']}) "
-              f"on {r['n_images']} masked context-free images")
+        print(f"mask neutrality {d}: Ratio_E masked {r['ratio_expected']}, person-free "
+              f"{r['ratio_expected_empty']}, mask effect {r['mask_effect']} on "
+              f"{r['n_images']} context-free images; in context mask effect "
+              f"{r['context']['mask_effect']} on {r['context']['n_images']} images")
     n_pairs = {a: int(n) for a, n in
                pairs.drop_duplicates(["attribute", "pair"])["attribute"].value_counts()
                .sort_index().items()}

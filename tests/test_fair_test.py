@@ -140,6 +140,40 @@ def test_neutral_images_have_no_context(with_test):
     assert s["neutral_images"] == 4
 
 
+def test_person_free_images_equal_the_originals_but_for_the_person(with_test, tmp_path):
+    """The mask-neutrality reference: each probe / neutral image drawn again without its
+    person: identical outside the person's pixels, the background inside them."""
+    from biaslab.probe import person_free_images
+    out, _ = with_test
+    for frame in (S.read_neutral(out), S.read_probe(out)):
+        free = person_free_images(frame, out, tmp_path / "empty")
+        assert len(free) == len(frame) and list(free["attribute"]) == list(frame["attribute"])
+        g = S.read_generator_params(out)
+        for r, f in zip(frame.to_dict("records"), free["path"]):
+            a = np.asarray(Image.open(r["path"]).convert("RGB"))
+            b = np.asarray(Image.open(f).convert("RGB"))
+            if r["attribute"] == "neutral":
+                rd = S.render_neutral(int(r["pair"]), g["seed"], g["image_size"])
+            else:
+                rd = S.render_probe(r["attribute"], int(r["pair"]), r["value"], g["seed"],
+                                    g["image_size"])
+            assert (a == rd.image).all()                   # the re-rendering is the file
+            person = rd.person_mask
+            assert (a[~person] == b[~person]).all()
+            assert (a[person] != b[person]).any()          # the person is gone
+            if r["attribute"] == "neutral":                # uniform grey without it
+                assert (b == b[0, 0]).all()
+    # an image that is not its re-rendering is refused, naming the file
+    bad = S.read_neutral(out).iloc[:1].copy()
+    img = np.asarray(Image.open(bad["path"].iloc[0]).convert("RGB")).copy()
+    img[0, 0] = 255 - img[0, 0]
+    p = tmp_path / "bad.png"
+    Image.fromarray(img).save(p)
+    bad["path"] = str(p)
+    with pytest.raises(InputError, match="bad.png.*re-rendering"):
+        person_free_images(bad, out, tmp_path / "empty2")
+
+
 # ----------------------------------------------------------------------------- split.fixed
 
 def _labels_and_images():
@@ -275,6 +309,47 @@ def test_delta_artifact_check_only_off_render():
     art["test_set"]["backend"] = "render"
     assert "classifier/synthetic-original/delta_artifact≤0" not in {
         c["id"] for c in validity.table_checks({}, art)}
+
+
+def test_mask_effect_by_hand():
+    """mask effect = Ratio_E(masked) / Ratio_E(person-free), pooled over seeds and images."""
+    pw, pm = np.array([0.5, 0.5]), np.array([0.25, 0.25])       # masked: 0.5 / 1.0
+    ew, em = np.array([0.4, 0.4]), np.array([0.2, 0.6])         # empty: 0.8 / 0.8
+    r = mask_neutral_record([(pw, pm), (pw, 2 * pm)], ["female", "male"],
+                            empty=[(ew, em), (ew, em)], n_boot=200)
+    # masked pooled: (0.5 + 1.0) / (1.0 + 1.0) = 0.75; empty pooled 1.6 / 1.6 = 1
+    assert r["ratio_expected"] == pytest.approx(0.75)
+    assert r["ratio_expected_empty"] == pytest.approx(1.0)
+    assert r["mask_effect"] == pytest.approx(0.75)
+    assert r["mask_effect_per_seed"] == [pytest.approx(0.5), pytest.approx(1.0)]
+    assert r["mask_effect_lo"] <= 0.75 <= r["mask_effect_hi"]
+    # a model that calls every image a woman, masked or not: the mask adds nothing
+    r = mask_neutral_record([(np.full(4, 0.8), np.full(4, 0.2))], ["female", "male"] * 2,
+                            empty=[(np.full(4, 0.8), np.full(4, 0.2))], n_boot=200)
+    assert r["ratio_expected"] == pytest.approx(0.25) and r["mask_effect"] == pytest.approx(1)
+    with pytest.raises(ValueError, match="do not match"):
+        mask_neutral_record([(pw, pm)], ["female", "male"], empty=[(ew, em), (ew, em)])
+
+
+def test_mask_neutral_verdict_uses_the_mask_effect_in_and_out_of_context():
+    def rec(effect, ctx_effect, ratio=0.25):
+        return {"ratio_expected": ratio, "ratio_expected_empty": ratio / effect,
+                "mask_effect": effect, "mask_effect_lo": effect - 0.1,
+                "mask_effect_hi": effect + 0.1, "mask_effect_per_seed": [effect],
+                "n_images": 10, "context": {"mask_effect": ctx_effect, "n_images": 20}}
+    probe = {"mask_neutral": {"original": rec(1.0, 1.1), "synthetic": rec(1.0, 0.5)}}
+    rows = {r["dataset"]: r for r in validity.mask_neutral_rows(probe)}
+    # original reads an empty image as a woman (0.25) but its mask adds nothing: met
+    assert rows["original"]["met"] and rows["original"]["measure"] == "mask_effect"
+    assert not rows["synthetic"]["met"]                     # the mask reads "woman" in context
+    checks = [{"id": "classifier/synthetic-original/ratio<0", "verdict": "fails"}]
+    out = validity.apply_mask_neutral(checks, probe)[0]
+    assert out["verdict"] == "mask not neutral"
+    assert "synthetic's mask effect is 1.00 without context and 0.50 in context" in out["reason"]
+    probe["mask_neutral"]["synthetic"] = rec(1.2, 0.9)
+    assert validity.apply_mask_neutral(checks, probe)[0]["verdict"] == "fails"
+    md = "\n".join(validity.mask_neutral_markdown(validity.mask_neutral_rows(probe)))
+    assert "| original | 1.00 [0.90, 1.10] | 1.00 | 1.10 | 0.25 | 0.25 | 10 / 20 | yes |" in md
 
 
 def test_mask_neutral_record_carries_a_bootstrap_interval():
