@@ -238,7 +238,7 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
     """
     from tqdm import tqdm
 
-    from biaslab.counterfactual.generate import load_image
+    from biaslab.io import load_image
     from biaslab.counterfactual.masks import select_persons
     # the backend's own format: render's training candidates are lossless PNGs, so its test
     # images are too (JPEG would add a compression artifact the training images never had)

@@ -1,11 +1,11 @@
-"""``biaslab`` command line: argparse with a registry of subcommands.
+"""``biaslab`` command line: argparse on top of the library.
 
-Subcommands register themselves with ``@register_command(name, help)`` on a function that gets
-its ``argparse.ArgumentParser`` and returns the handler ``fn(args) -> int``. Every module that
-adds commands (e.g. ``biaslab libra debias``) is listed in the static ``COMMAND_MODULES`` and
-imported by ``build_parser``, so the console script sees every command whatever was imported
-before (a test runs each README command through the installed console script). Extensions may
-still call ``register_command`` themselves before ``main`` runs.
+The CLI imports the library and nothing in the library imports the CLI (issue 27 item 3). Its
+commands are this module's own (``evaluate-captions``, ``libra debias``, ``plan``), each a
+``setup(parser) -> handler(args) -> int`` function registered with ``@register_command``
+below. A separate package adds a command without editing this repository through the entry
+point group ``biaslab.commands`` (name = command, value = ``module:setup``; the setup's
+docstring's first line is the help), loaded when the parser is built.
 
 ``biaslab --version`` prints the package version; every ``--help`` shows the defaults.
 
@@ -13,32 +13,29 @@ Exit codes: 0 success, 2 bad input (``InputError``/argparse usage: the message n
 and the problem), other non-zero for unexpected failures.
 
 ``biaslab evaluate-captions`` computes the captioning bias and quality metrics of one results
-file and prints and writes one JSON object (see ``evaluate_captions``). Its LIC classifier
-uses the fast ``ci`` preset unless ``--paper`` / ``--preset paper`` is given; its LIC progress
-bar (stderr) is on when stderr is a terminal unless ``--no-progress`` (``--progress`` forces
-it).
+file and prints and writes one JSON object (``biaslab.metrics.evaluate.evaluate_captions``).
+Its LIC classifier uses the fast ``ci`` preset unless ``--paper`` / ``--preset paper`` is
+given; its LIC progress bar (stderr) is on when stderr is a terminal unless ``--no-progress``
+(``--progress`` forces it).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib
 import json
-import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from biaslab.io import InputError, check_input_file, check_output_file, read_json, write_json
+from biaslab.io import InputError, check_output_file, write_json
+from biaslab.metrics.evaluate import METRIC_GROUPS, evaluate_captions
+from biaslab.metrics.files import (jsonable, read_gender_labels, read_human_captions,
+                                   read_predictions)
 
 #: name -> (help, setup(parser) -> handler(args) -> int)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable]]] = {}
-#: modules imported by ``build_parser`` so that their ``register_command`` calls run
-#: (a static list: the console script imports nothing else before building the parser).
-COMMAND_MODULES: tuple[str, ...] = ("biaslab.libra",)
+#: entry point group through which other packages add commands
+ENTRY_POINT_GROUP = "biaslab.commands"
 
-METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality")
 
 
 def register_command(name: str, help: str = ""):
@@ -91,15 +88,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n{self.format_usage()}")
 
 
+def plugin_commands() -> dict[str, tuple[str, Callable]]:
+    """Commands of installed packages (entry point group :data:`ENTRY_POINT_GROUP`):
+    ``{name: (help, setup)}``. A command name this module already has is not replaced."""
+    from importlib.metadata import entry_points
+    out = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in COMMANDS:
+            continue
+        setup = ep.load()
+        out[ep.name] = ((setup.__doc__ or "").strip().split("\n")[0], setup)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``biaslab`` parser with every registered subcommand (imports ``COMMAND_MODULES``)."""
-    for mod in COMMAND_MODULES:
-        importlib.import_module(mod)
+    """The ``biaslab`` parser with this module's commands and those of installed plug-ins
+    (:func:`plugin_commands`)."""
     parser = _Parser(prog="biaslab", description="Societal-bias measurement "
                      "and mitigation for image captioning.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (hlp, setup) in sorted(COMMANDS.items()):
+    for name, (hlp, setup) in sorted({**plugin_commands(), **COMMANDS}.items()):
         p = sub.add_parser(name, help=hlp, description=hlp)
         p.set_defaults(_handler=setup(p))
     _show_defaults(parser)
@@ -145,284 +154,7 @@ def _corrupt_weights(args: argparse.Namespace) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# input readers (errors name the file)
-
-
-def read_predictions(path: str | Path) -> dict[int, str]:
-    """COCO results file ``[{"image_id": int, "caption": str}, ...]`` -> {image_id: caption}.
-
-    Raises:
-        InputError: missing/empty/invalid JSON, not a list, an entry without an int
-            ``image_id`` or a string ``caption``, duplicate image ids, no entries.
-    """
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise InputError(path, f"expected a JSON list of {{\"image_id\", \"caption\"}} objects "
-                               f"(COCO results format), got {type(data).__name__}")
-    if not data:
-        raise InputError(path, "no predictions (empty list)")
-    out: dict[int, str] = {}
-    dups = []
-    for n, item in enumerate(data):
-        if not isinstance(item, dict) or "image_id" not in item or "caption" not in item:
-            raise InputError(path, f"entry {n} is not an object with keys 'image_id' and "
-                                   f"'caption': {str(item)[:80]}")
-        iid, cap = item["image_id"], item["caption"]
-        if isinstance(iid, bool) or not isinstance(iid, int):
-            if isinstance(iid, str) and iid.strip().isdigit():
-                iid = int(iid)
-            else:
-                raise InputError(path, f"entry {n}: image_id {iid!r} is not an integer")
-        if not isinstance(cap, str):
-            raise InputError(path, f"entry {n} (image_id {iid}): caption is not a string")
-        if iid in out:
-            dups.append(iid)
-        out[iid] = cap
-    if dups:
-        raise InputError(path, f"{len(dups)} duplicate image_id(s), e.g. {sorted(set(dups))[:5]}; "
-                               f"one caption per image expected")
-    return out
-
-
-def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
-    """Labels CSV -> ({image_id: "female"/"male"}, info).
-
-    Columns: ``image_id`` and ``gender`` or ``bb_gender`` (``gender`` wins when both exist).
-    Values are matched case-insensitively; anything but female/male (``Unsure``, ``Both``,
-    empty) is ignored and counted in ``info["n_ignored"]``.
-
-    Raises:
-        InputError: missing/unreadable file, missing columns, non-integer ids, conflicting
-            labels for one id, no rows.
-    """
-    import pandas as pd
-    path = check_input_file(path)
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError as e:
-        raise InputError(path, "file is empty") from e
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not a readable CSV file ({e})") from e
-    except OSError as e:
-        raise InputError(path, f"cannot read it ({e.strerror or e})") from e
-    cols = {c.strip().lower(): c for c in df.columns}
-    if "image_id" not in cols:
-        raise InputError(path, f"missing column 'image_id'; has {list(df.columns)}")
-    gcol = cols.get("gender") or cols.get("bb_gender")
-    if gcol is None:
-        raise InputError(path, f"missing column 'gender' or 'bb_gender'; has {list(df.columns)}")
-    if df.empty:
-        raise InputError(path, "no rows")
-    out: dict[int, str] = {}
-    n_ignored = 0
-    conflicts = []
-    for row, (raw_id, raw_g) in enumerate(zip(df[cols["image_id"]], df[gcol]), start=2):
-        s = str(raw_id).strip()
-        try:
-            iid = int(float(s)) if s and float(s).is_integer() else None
-        except ValueError:
-            iid = None
-        if iid is None:
-            raise InputError(path, f"line {row}: image_id {raw_id!r} is not an integer")
-        g = str(raw_g).strip().lower()
-        if g not in ("female", "male"):
-            n_ignored += 1
-            continue
-        if out.get(iid, g) != g:
-            conflicts.append(iid)
-        out[iid] = g
-    if conflicts:
-        raise InputError(path, f"conflicting female/male labels for {len(set(conflicts))} "
-                               f"image id(s), e.g. {sorted(set(conflicts))[:5]}")
-    return out, {"n_rows": int(len(df)), "n_ignored": n_ignored, "gender_column": gcol}
-
-
-def read_human_captions(path: str | Path) -> dict[int, list[str]]:
-    """COCO captions file (``{"annotations": [{"image_id", "caption", "id"}, ...]}``) ->
-    {image_id: captions ordered by annotation id (file order when ids are absent)}.
-
-    Raises:
-        InputError: missing/invalid JSON, no ``annotations`` list, malformed entries, no
-            captions.
-    """
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
-        raise InputError(path, "expected a COCO captions file: a JSON object with an "
-                               "'annotations' list")
-    rows = []
-    for n, a in enumerate(data["annotations"]):
-        if (not isinstance(a, dict) or not isinstance(a.get("image_id"), int)
-                or not isinstance(a.get("caption"), str)):
-            raise InputError(path, f"annotation {n} lacks an integer 'image_id' or a string "
-                                   f"'caption': {str(a)[:80]}")
-        aid = a.get("id")
-        rows.append((a["image_id"], aid if isinstance(aid, int) else n, n, a["caption"]))
-    if not rows:
-        raise InputError(path, "no captions (empty 'annotations')")
-    out: dict[int, list[str]] = {}
-    for iid, _, _, cap in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-        out.setdefault(iid, []).append(cap)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # evaluate-captions
-
-
-def _jsonable(x: Any) -> Any:
-    """Non-finite floats -> "inf"/"-inf"/"nan" strings (strict JSON); numpy scalars -> Python."""
-    try:
-        import numpy as np
-        if isinstance(x, np.generic):
-            x = x.item()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
-def _unavailable(module: str, e: Exception) -> dict:
-    return {"skipped": f"{module} not available ({type(e).__name__}: {e})"}
-
-
-def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
-                      human: dict[int, list[str]] | None = None,
-                      metrics: tuple[str, ...] = METRIC_GROUPS, words: str = "lic",
-                      classifier: str = "lstm", preset: str = "paper", seeds: int = 10,
-                      num_threads: int | None = None, progress: bool = False,
-                      biasamp_min_count: int = 100, bert_model: str | None = None,
-                      train_captions: Sequence[str] | None = None,
-                      on_partial: Callable[[dict], None] | None = None,
-                      max_human_captions: int | None = None) -> dict:
-    """All requested metrics in one dict. Bias metrics use the predictions of images labelled
-    female/male; quality metrics use every prediction that has human references.
-
-    BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
-    reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
-    D) is ``train_captions`` when given -- the human captions of the captioner's TRAINING set,
-    as the papers do -- and otherwise the human captions of the evaluated images (``human``);
-    ``BiasAmp["reference"]`` says which (``"train"`` / ``"test_human"``) and
-    ``n_reference_captions`` how many captions it has. The model side is every labelled
-    prediction (with the test reference: every labelled prediction with human captions).
-
-    Args:
-        predictions: image id -> generated caption.
-        genders: image id -> "female"/"male" (others are not bias-evaluated).
-        human: image id -> human captions (references), or None.
-        metrics: metric groups of :data:`METRIC_GROUPS`.
-        words, classifier, preset, seeds, num_threads, progress, bert_model: LIC / word-list
-            settings (see :func:`biaslab.metrics.lic.lic`).
-        biasamp_min_count: BiasAmp min co-occurrences with each gender in D (papers: 100).
-        train_captions: flat sequence of the training set's human captions (BiasAmp's D).
-        max_human_captions: LIC_D averages over the first ``max_human_captions`` human-caption
-            indices (None: every index, the paper's 5 on COCO; see :func:`biaslab.metrics.lic.lic`).
-        on_partial: when given, gets a copy of the metrics computed so far just before the
-            slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
-            it to ``<out>.partial`` so a crash keeps them.
-
-    Returns:
-        ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
-        "LIC_details"}`` (the requested groups); a metric whose inputs are missing is
-        reported as ``{"skipped": reason}``.
-    """
-    ids = sorted(i for i in predictions if i in genders)
-    caps = {i: predictions[i] for i in ids}
-    gen = {i: genders[i] for i in ids}
-    out: dict[str, Any] = {}
-    need_h = "needs --human"
-
-    if "ratio" in metrics:
-        try:
-            from biaslab.metrics.captions import ratio
-            out["Ratio"] = ratio(caps, gen, words)
-        except ImportError as e:
-            out["Ratio"] = _unavailable("biaslab.metrics.captions", e)
-    if "error" in metrics:
-        try:
-            from biaslab.metrics.captions import error
-            out["Error"] = error(caps, gen, words)
-        except ImportError as e:
-            out["Error"] = _unavailable("biaslab.metrics.captions", e)
-    if "biasamp" in metrics:
-        if human is None and train_captions is None:
-            out["BiasAmp"] = {"skipped": "needs --train-captions (or --human)"}
-        else:
-            try:
-                from biaslab.metrics.biasamp import bias_amplification
-                if train_captions is not None:
-                    ref_name, hid = "train", ids
-                    ref, ref_g = [str(c) for c in train_captions], None
-                else:
-                    ref_name = "test_human"
-                    hid = [i for i in ids if human.get(i)]
-                    ref, ref_g = [human[i] for i in hid], [gen[i] for i in hid]
-                res = bias_amplification([caps[i] for i in hid], ref,
-                                         [gen[i] for i in hid], ref_g,
-                                         words=words, min_count=biasamp_min_count)
-                out["BiasAmp"] = {"ba": res["ba"], "n_words": res["n_words"],
-                                  "n_undefined": res["n_undefined"],
-                                  "min_count": biasamp_min_count, "reference": ref_name,
-                                  "n_reference_captions": sum(
-                                      1 if isinstance(r, str) else len(r) for r in ref),
-                                  "n_human_captions": res["n_human_captions"],
-                                  "n_model_captions": res["n_model_captions"]}
-            except ImportError as e:
-                out["BiasAmp"] = _unavailable("biaslab.metrics.biasamp", e)
-    if "quality" in metrics:
-        if human is None:
-            out["quality"] = {"skipped": need_h}
-        else:
-            qid = [i for i in sorted(predictions) if human.get(i)]
-            if not qid:
-                out["quality"] = {"skipped": "no prediction has human references"}
-            else:
-                try:
-                    from biaslab.metrics.quality import coco_caption_scores
-                    out["quality"] = {**coco_caption_scores(
-                        {i: predictions[i] for i in qid}, {i: human[i] for i in qid}),
-                        "n_images": len(qid)}
-                except ImportError as e:
-                    out["quality"] = _unavailable("biaslab.metrics.quality", e)
-                except RuntimeError as e:   # Java missing for pycocoevalcap
-                    out["quality"] = {"skipped": str(e)}
-    if on_partial is not None and "lic" in metrics:
-        on_partial(dict(out))
-    if "lic" in metrics:
-        from biaslab import textclf
-        from biaslab.metrics.lic import lic
-        cfg = textclf.default_config(classifier, preset, progress=False)
-        if num_threads:
-            cfg = dataclasses.replace(cfg, num_threads=num_threads)
-        if bert_model and classifier != "lstm":
-            cfg = dataclasses.replace(cfg, model=bert_model)
-        done: list[dict] = []
-
-        def seed_done(rec: dict) -> None:   # the partial file grows seed by seed
-            done.append(rec)
-            on_partial({**out, "LIC_seeds_done": list(done)})
-        try:
-            res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words, progress=progress, max_human_captions=max_human_captions,
-                      on_seed=seed_done if on_partial is not None else None)
-        except ValueError as e:   # e.g. too few images per gender
-            out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
-        else:
-            for k in ("LIC_M", "LIC_D", "LIC"):
-                if res[k] is None:
-                    out[k] = {"skipped": need_h}
-                else:
-                    out[k] = res[k]
-                    out[f"{k}_std"] = res[f"{k}_std"]
-            out["LIC_details"] = {k: v for k, v in res.items()
-                                  if k not in ("LIC_M", "LIC_M_std", "LIC_D", "LIC_D_std",
-                                               "LIC", "LIC_std")}
-            out["LIC_details"]["preset"] = preset
-    return out
 
 
 def _positive_int(s: str) -> int:
@@ -569,7 +301,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     partial = Path(f"{args.out}.partial") if args.out else None
 
     def write_partial(so_far: dict) -> None:
-        write_json(partial, _jsonable({"inputs": inputs, **so_far, "partial": True,
+        write_json(partial, jsonable({"inputs": inputs, **so_far, "partial": True,
                                        "pending": ["LIC"]}))
 
     result = evaluate_captions(predictions, labels, human, tuple(args.metrics), args.words,
@@ -577,12 +309,70 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                                progress_enabled(args.progress), args.biasamp_min_count, args.bert_model,
                                train_caps, on_partial=write_partial if partial else None,
                                max_human_captions=args.max_human_captions)
-    result = _jsonable({"inputs": inputs, **result})
+    result = jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:
         write_json(args.out, result)
         if partial is not None:
             partial.unlink(missing_ok=True)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# libra debias (paper 003 sec. 4): the logic is biaslab.libra
+
+
+def _rate(s: str) -> float:
+    v = float(s)
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {v}")
+    return v
+
+
+@register_command("libra", help="LIBRA (paper 003): debias any captioner's output with a "
+                                "trained Debiasing Caption Generator.")
+def _setup_libra(p: argparse.ArgumentParser):
+    sub = p.add_subparsers(dest="libra_command", metavar="SUBCOMMAND", required=True)
+    d = sub.add_parser("debias", help="debias a COCO results file with a trained DCG",
+                       description="Mask 100*eta percent of the words of each caption and regenerate "
+                                   "it from (masked caption, image) with a trained DCG "
+                                   "(paper 003 sec. 4). Writes a COCO results file.")
+    d.add_argument("--pred", required=True,
+                   help="COCO results JSON: [{\"image_id\": int, \"caption\": str}, ...]")
+    d.add_argument("--images", required=True,
+                   help="COCO-layout directory (annotations/*.json + images/<split>/) or a "
+                        "folder of images named by id (000000000139.jpg)")
+    d.add_argument("--model", required=True, help="trained DCG directory (stage dcg_train: "
+                                                  "data/libra/dcg)")
+    d.add_argument("--out", required=True, help="output COCO results JSON")
+    d.add_argument("--beams", type=_positive_int, default=None,
+                   help="beam size (default: the model's, 1 = greedy)")
+    d.add_argument("--eta", type=_rate, default=None,
+                   help="fraction of input words masked (default: the model's eta, paper 0.2)")
+    d.add_argument("--seed", type=int, default=0, help="masking seed")
+    d.add_argument("--batch-size", type=_positive_int, default=64)
+    d.add_argument("--threads", type=_positive_int, default=None, help="torch threads")
+    d.add_argument("--cache", default=None,
+                   help="image-feature cache directory (reused across runs)")
+    d.set_defaults(_libra_handler=_run_debias)
+    return lambda args: args._libra_handler(args)
+
+
+def _run_debias(args: argparse.Namespace) -> int:
+    from biaslab.libra import debias_results
+    preds = read_predictions(args.pred)
+    out = debias_results(preds, args.images, args.model, num_beams=args.beams, eta=args.eta,
+                         seed=args.seed, batch_size=args.batch_size, cache_dir=args.cache,
+                         num_threads=args.threads)
+    write_json(args.out, [{"image_id": int(i), "caption": out[i]} for i in sorted(out)])
+    from biaslab.libra.t5 import word_spans
+
+    def words(t: str) -> list[str]:
+        return [w.lower() for _, _, w in word_spans(t)]
+
+    changed = sum(words(preds[i]) != words(out[i]) for i in out)
+    print(f"biaslab libra debias: {len(out)} captions, {changed} changed -> {args.out}",
+          file=sys.stderr)
     return 0
 
 
@@ -608,12 +398,9 @@ def _setup_plan(p: argparse.ArgumentParser):
 def _run_plan(args: argparse.Namespace) -> int:
     from biaslab import plan as P
     result = P.plan(P.compose(args.overrides), gpus=args.gpus, gpu=args.gpu)
-    print(json.dumps(_jsonable(result), indent=2) if args.json else P.format_plan(result))
+    print(json.dumps(jsonable(result), indent=2) if args.json else P.format_plan(result))
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # ``python -m biaslab.cli`` runs this file as ``__main__``; command modules register into
-    # the importable ``biaslab.cli``, so run that module's ``main``.
-    from biaslab import cli as _cli
-    sys.exit(_cli.main())
+    sys.exit(main())

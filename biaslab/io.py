@@ -201,6 +201,23 @@ def read_json(path: str | os.PathLike) -> Any:
                                f"{e.colno}: {e.msg}") from e
 
 
+def load_image(path: str | os.PathLike) -> np.ndarray:
+    """RGB uint8 array (H, W, 3) of an image file.
+
+    Raises:
+        InputError: missing or unreadable file.
+    """
+    from PIL import Image
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "image file not found")
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except Exception as e:
+        raise InputError(path, f"not a readable image ({e})") from e
+
+
 def _stage_name() -> str | None:
     """The running stage script's name (``stages/<name>.py`` run as ``__main__``), else None."""
     f = getattr(sys.modules.get("__main__"), "__file__", None)

@@ -168,7 +168,7 @@ def coco_work_from_root(root: Path, params: dict) -> Work:
     Raises:
         InputError: no captions file, or one that is not a COCO captions file.
     """
-    from biaslab.cli import read_human_captions
+    from biaslab.metrics.files import read_human_captions
     from biaslab.gender import image_gender
     files = sorted((root / "annotations").glob("captions_*.json"))
     if not files:

@@ -69,7 +69,7 @@ def blackout_probe(pairs: pd.DataFrame, out_dir: str | os.PathLike, *,
     from tqdm import tqdm
 
     from biaslab.classify import blackout_persons, save_like
-    from biaslab.counterfactual.generate import load_image
+    from biaslab.io import load_image
     miss = [c for c in ("path", "x", "y", "w", "h", "polygon", "keypoints", *PAIR_COLUMNS)
             if c not in pairs.columns]
     if miss:

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
 
     inputs: dict[str, dict[int, str]] = {}
     if ap_p.get("pred"):
-        from biaslab.cli import read_predictions
+        from biaslab.metrics.files import read_predictions
         inputs["pred"] = read_predictions(ap_p["pred"])
     else:
         caps = read_parquet(a.captions).sort_values("caption_id")

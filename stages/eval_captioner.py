@@ -53,7 +53,7 @@ import numpy as np
 from biaslab import captioning as K
 from biaslab.captioning import data as CD
 from biaslab.captioning import evaluation as C
-from biaslab.cli import _jsonable
+from biaslab.metrics.files import jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
@@ -264,7 +264,7 @@ def main() -> None:
     # inputs would give different bytes (found comparing a fresh clone's dvc.lock with main's).
     per_model, run = runstats.split(per_model)
     runstats.publish("eval_captioner", run)
-    write_json("data/captions/eval.json", _jsonable({"models": per_model, "notes": notes,
+    write_json("data/captions/eval.json", jsonable({"models": per_model, "notes": notes,
                                                      "n_test_images": len(ids),
                                                      "n_test_gendered": len(genders),
                                                      "gender_source": g_used}))

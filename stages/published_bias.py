@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
 
     human = None
     if p.get("human_captions"):
-        from biaslab.cli import read_human_captions
+        from biaslab.metrics.files import read_human_captions
         human = read_human_captions(p["human_captions"])
     out: dict = {"root": root, "words": words, "lic": lp, "models": {},
                  "human_captions": p.get("human_captions")}

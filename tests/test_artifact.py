@@ -177,7 +177,7 @@ def synth(tmp_path_factory):
 
 def test_copy_paste_inpaints_only_the_part_with_a_same_group_donor(synth):
     from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
-    from biaslab.counterfactual.generate import load_image
+    from biaslab.io import load_image
     root, t, labels = synth
     backend = CopyPasteBackend(donor_pool(t["persons"], t["images"], labels), feather_px=1.0)
     gender = dict(zip(labels["image_id"], labels["gender"]))

@@ -217,6 +217,50 @@ def test_subcommand_registry_is_extensible(capsys, monkeypatch):
     assert "evaluate-captions" in cli.COMMANDS
 
 
+def test_plugin_command_from_an_entry_point(capsys, monkeypatch):
+    """A separate package adds a command through the ``biaslab.commands`` entry point group,
+    with no edit here (issue 27 item 3)."""
+    import importlib.metadata
+    import types
+    mod = types.ModuleType("biaslab_hello_plugin")
+
+    def setup(p):
+        """Say hello from a plug-in."""
+        p.add_argument("--name", default="x")
+        return lambda args: print(f"plug-in hello {args.name}") or 0
+    mod.setup = setup
+    monkeypatch.setitem(sys.modules, "biaslab_hello_plugin", mod)
+    ep = importlib.metadata.EntryPoint(name="hello-plugin", value="biaslab_hello_plugin:setup",
+                                       group=cli.ENTRY_POINT_GROUP)
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda **kw: [ep] if kw.get("group") == cli.ENTRY_POINT_GROUP
+                        else real(**kw))
+    assert cli.plugin_commands()["hello-plugin"][0] == "Say hello from a plug-in."
+    assert cli.main(["hello-plugin", "--name", "x1"]) == 0
+    assert capsys.readouterr().out.strip() == "plug-in hello x1"
+
+
+def test_nothing_imports_the_cli():
+    """The CLI sits on top of the library (issue 27 item 3): no module of ``biaslab/`` (but
+    ``biaslab/cli.py`` itself) and no stage script imports ``biaslab.cli``."""
+    import ast
+    root = Path(__file__).resolve().parents[1]
+    bad = []
+    for f in sorted([*root.glob("biaslab/**/*.py"), *root.glob("stages/*.py")]):
+        if f == root / "biaslab" / "cli.py":
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if "biaslab.cli" in names:
+                bad.append(f"{f.relative_to(root)}:{node.lineno}")
+    assert bad == [], bad
+
+
 def test_console_script_exit_code(files):
     exe = Path(sys.executable).with_name("biaslab")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "biaslab.cli"]

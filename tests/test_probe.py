@@ -102,7 +102,7 @@ def test_blackout_masks_the_same_box_in_both_images(pairs, tmp_path):
     _, df = pairs
     m = P.blackout_probe(df, tmp_path, sources=("box",), dilate_px=2, fill=0)
     assert len(m) == len(df) and (m["masked_fraction"] > 0).all()
-    from biaslab.counterfactual.generate import load_image
+    from biaslab.io import load_image
     for _, g in m.groupby(["attribute", "pair"]):
         a, b = (load_image(p) for p in g["path"])
         black_a, black_b = (a == 0).all(-1), (b == 0).all(-1)

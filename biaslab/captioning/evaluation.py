@@ -78,7 +78,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     over the LIC classifier seeds (``seeds``) of this one results set; their spread over LIC
     seeds is in ``details["LIC_*_std"]``.
 
-    ``details`` is :func:`biaslab.cli.evaluate_captions`'s dict (counts, LIC per-seed details,
+    ``details`` is :func:`biaslab.metrics.evaluate.evaluate_captions`'s dict (counts, LIC per-seed details,
     BiasAmp reference, skipped reasons) plus ``CLIPScore`` / ``CLIPScore_note`` and ``DBA``.
 
     Bias metrics use images labelled female/male in ``genders``; quality metrics every
@@ -92,7 +92,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     ``max_human_captions``: LIC_D averages over the first that many human-caption indices
     (None: all; param ``lic.max_human_captions``).
     """
-    from biaslab.cli import evaluate_captions
+    from biaslab.metrics.evaluate import evaluate_captions
     det = evaluate_captions(dict(predictions), dict(genders), dict(human), tuple(metrics),
                             words, classifier, preset, seeds, num_threads, progress,
                             biasamp_min_count, None, train_captions,

@@ -194,7 +194,7 @@ class ViTGPT2Captioner:
         vit_gpt2``, config, meta), ``model/`` (``save_pretrained``), ``processor/`` and
         ``tokenizer/``."""
         import dataclasses
-        from biaslab.captioning.transformer import _FORMAT, ARCH, CONFIG_FILE
+        from biaslab.captioning.transformer_config import _FORMAT, ARCH, CONFIG_FILE
         with atomic_dir(directory) as tmp:
             self.model.net.save_pretrained(tmp / "model")
             self.model.processor.save_pretrained(tmp / "processor")
@@ -212,7 +212,7 @@ class ViTGPT2Captioner:
         """Load a :meth:`save`d captioner (offline). Raises ``InputError`` naming the
         directory when it is not one."""
         from transformers import AutoImageProcessor, AutoTokenizer, VisionEncoderDecoderModel
-        from biaslab.captioning.transformer import CONFIG_FILE, TransformerConfig
+        from biaslab.captioning.transformer_config import CONFIG_FILE, TransformerConfig
         d = Path(directory)
         try:
             data = json.loads((d / CONFIG_FILE).read_text())

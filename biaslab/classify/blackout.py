@@ -78,7 +78,7 @@ def write_blackout_images(test: pd.DataFrame, persons: pd.DataFrame,
     (images without persons are left out: nothing to mask)."""
     from tqdm import tqdm
 
-    from biaslab.counterfactual.generate import load_image
+    from biaslab.io import load_image
     by_img = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
     rows = []
     for r in tqdm(test.to_dict("records"), disable=not progress, desc="blackout", unit="img"):

@@ -47,7 +47,7 @@ from tqdm import tqdm
 from biaslab import gender as G
 from biaslab.counterfactual.masks import load_mask
 from biaslab.executor import run_shards
-from biaslab.io import InputError, atomic_path
+from biaslab.io import InputError, atomic_path, load_image  # noqa: F401 (re-exported)
 
 GROUPS = (G.FEMALE, G.MALE)
 #: bump when the candidate format or the generation code changes incompatibly.
@@ -237,22 +237,6 @@ def make_backend(p: dict, persons: pd.DataFrame | None = None,
                                 extent_weight=float(p.get("extent_weight", 1.0)))
     raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint, "
                      f"render")
-
-
-def load_image(path: str | os.PathLike) -> np.ndarray:
-    """RGB uint8 array (H, W, 3) of an image file.
-
-    Raises:
-        InputError: missing or unreadable file.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "image file not found")
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
-    except Exception as e:
-        raise InputError(path, f"not a readable image ({e})") from e
 
 
 def _file_digest(path: str | os.PathLike) -> str:

@@ -1,0 +1,151 @@
+"""All captioning metrics of one results file in one call (``biaslab evaluate-captions``,
+stage ``eval_captioner`` through ``biaslab.captioning.evaluation``): Ratio, Error (paper 003),
+BiasAmp (thesis Eqs. 2.2-2.3), LIC (thesis ch. 2) and caption quality."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["METRIC_GROUPS", "evaluate_captions"]
+
+METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality")
+
+
+def _unavailable(module: str, e: Exception) -> dict:
+    return {"skipped": f"{module} not available ({type(e).__name__}: {e})"}
+
+
+def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
+                      human: dict[int, list[str]] | None = None,
+                      metrics: tuple[str, ...] = METRIC_GROUPS, words: str = "lic",
+                      classifier: str = "lstm", preset: str = "paper", seeds: int = 10,
+                      num_threads: int | None = None, progress: bool = False,
+                      biasamp_min_count: int = 100, bert_model: str | None = None,
+                      train_captions: Sequence[str] | None = None,
+                      on_partial: Callable[[dict], None] | None = None,
+                      max_human_captions: int | None = None) -> dict:
+    """All requested metrics in one dict. Bias metrics use the predictions of images labelled
+    female/male; quality metrics use every prediction that has human references.
+
+    BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
+    reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
+    D) is ``train_captions`` when given -- the human captions of the captioner's TRAINING set,
+    as the papers do -- and otherwise the human captions of the evaluated images (``human``);
+    ``BiasAmp["reference"]`` says which (``"train"`` / ``"test_human"``) and
+    ``n_reference_captions`` how many captions it has. The model side is every labelled
+    prediction (with the test reference: every labelled prediction with human captions).
+
+    Args:
+        predictions: image id -> generated caption.
+        genders: image id -> "female"/"male" (others are not bias-evaluated).
+        human: image id -> human captions (references), or None.
+        metrics: metric groups of :data:`METRIC_GROUPS`.
+        words, classifier, preset, seeds, num_threads, progress, bert_model: LIC / word-list
+            settings (see :func:`biaslab.metrics.lic.lic`).
+        biasamp_min_count: BiasAmp min co-occurrences with each gender in D (papers: 100).
+        train_captions: flat sequence of the training set's human captions (BiasAmp's D).
+        max_human_captions: LIC_D averages over the first ``max_human_captions`` human-caption
+            indices (None: every index, the paper's 5 on COCO; see :func:`biaslab.metrics.lic.lic`).
+        on_partial: when given, gets a copy of the metrics computed so far just before the
+            slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
+            it to ``<out>.partial`` so a crash keeps them.
+
+    Returns:
+        ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
+        "LIC_details"}`` (the requested groups); a metric whose inputs are missing is
+        reported as ``{"skipped": reason}``.
+    """
+    ids = sorted(i for i in predictions if i in genders)
+    caps = {i: predictions[i] for i in ids}
+    gen = {i: genders[i] for i in ids}
+    out: dict[str, Any] = {}
+    need_h = "needs --human"
+
+    if "ratio" in metrics:
+        try:
+            from biaslab.metrics.captions import ratio
+            out["Ratio"] = ratio(caps, gen, words)
+        except ImportError as e:
+            out["Ratio"] = _unavailable("biaslab.metrics.captions", e)
+    if "error" in metrics:
+        try:
+            from biaslab.metrics.captions import error
+            out["Error"] = error(caps, gen, words)
+        except ImportError as e:
+            out["Error"] = _unavailable("biaslab.metrics.captions", e)
+    if "biasamp" in metrics:
+        if human is None and train_captions is None:
+            out["BiasAmp"] = {"skipped": "needs --train-captions (or --human)"}
+        else:
+            try:
+                from biaslab.metrics.biasamp import bias_amplification
+                if train_captions is not None:
+                    ref_name, hid = "train", ids
+                    ref, ref_g = [str(c) for c in train_captions], None
+                else:
+                    ref_name = "test_human"
+                    hid = [i for i in ids if human.get(i)]
+                    ref, ref_g = [human[i] for i in hid], [gen[i] for i in hid]
+                res = bias_amplification([caps[i] for i in hid], ref,
+                                         [gen[i] for i in hid], ref_g,
+                                         words=words, min_count=biasamp_min_count)
+                out["BiasAmp"] = {"ba": res["ba"], "n_words": res["n_words"],
+                                  "n_undefined": res["n_undefined"],
+                                  "min_count": biasamp_min_count, "reference": ref_name,
+                                  "n_reference_captions": sum(
+                                      1 if isinstance(r, str) else len(r) for r in ref),
+                                  "n_human_captions": res["n_human_captions"],
+                                  "n_model_captions": res["n_model_captions"]}
+            except ImportError as e:
+                out["BiasAmp"] = _unavailable("biaslab.metrics.biasamp", e)
+    if "quality" in metrics:
+        if human is None:
+            out["quality"] = {"skipped": need_h}
+        else:
+            qid = [i for i in sorted(predictions) if human.get(i)]
+            if not qid:
+                out["quality"] = {"skipped": "no prediction has human references"}
+            else:
+                try:
+                    from biaslab.metrics.quality import coco_caption_scores
+                    out["quality"] = {**coco_caption_scores(
+                        {i: predictions[i] for i in qid}, {i: human[i] for i in qid}),
+                        "n_images": len(qid)}
+                except ImportError as e:
+                    out["quality"] = _unavailable("biaslab.metrics.quality", e)
+                except RuntimeError as e:   # Java missing for pycocoevalcap
+                    out["quality"] = {"skipped": str(e)}
+    if on_partial is not None and "lic" in metrics:
+        on_partial(dict(out))
+    if "lic" in metrics:
+        from biaslab import textclf
+        from biaslab.metrics.lic import lic
+        cfg = textclf.default_config(classifier, preset, progress=False)
+        if num_threads:
+            cfg = dataclasses.replace(cfg, num_threads=num_threads)
+        if bert_model and classifier != "lstm":
+            cfg = dataclasses.replace(cfg, model=bert_model)
+        done: list[dict] = []
+
+        def seed_done(rec: dict) -> None:   # the partial file grows seed by seed
+            done.append(rec)
+            on_partial({**out, "LIC_seeds_done": list(done)})
+        try:
+            res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
+                      words=words, progress=progress, max_human_captions=max_human_captions,
+                      on_seed=seed_done if on_partial is not None else None)
+        except ValueError as e:   # e.g. too few images per gender
+            out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
+        else:
+            for k in ("LIC_M", "LIC_D", "LIC"):
+                if res[k] is None:
+                    out[k] = {"skipped": need_h}
+                else:
+                    out[k] = res[k]
+                    out[f"{k}_std"] = res[f"{k}_std"]
+            out["LIC_details"] = {k: v for k, v in res.items()
+                                  if k not in ("LIC_M", "LIC_M_std", "LIC_D", "LIC_D_std",
+                                               "LIC", "LIC_std")}
+            out["LIC_details"]["preset"] = preset
+    return out

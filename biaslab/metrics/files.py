@@ -1,0 +1,150 @@
+"""Readers of the files a user brings to the captioning metrics (COCO results, gender labels,
+COCO captions) and the strict-JSON conversion of their results. Every error names the file
+and the problem (``biaslab.io.InputError``). Used by the ``biaslab`` CLI, the stages and
+``biaslab.plan``; the library never imports ``biaslab.cli`` (issue 27 item 3)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from biaslab.io import InputError, check_input_file, read_json
+
+__all__ = ["read_predictions", "read_gender_labels", "read_human_captions", "jsonable"]
+
+
+
+def read_predictions(path: str | Path) -> dict[int, str]:
+    """COCO results file ``[{"image_id": int, "caption": str}, ...]`` -> {image_id: caption}.
+
+    Raises:
+        InputError: missing/empty/invalid JSON, not a list, an entry without an int
+            ``image_id`` or a string ``caption``, duplicate image ids, no entries.
+    """
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(path, f"expected a JSON list of {{\"image_id\", \"caption\"}} objects "
+                               f"(COCO results format), got {type(data).__name__}")
+    if not data:
+        raise InputError(path, "no predictions (empty list)")
+    out: dict[int, str] = {}
+    dups = []
+    for n, item in enumerate(data):
+        if not isinstance(item, dict) or "image_id" not in item or "caption" not in item:
+            raise InputError(path, f"entry {n} is not an object with keys 'image_id' and "
+                                   f"'caption': {str(item)[:80]}")
+        iid, cap = item["image_id"], item["caption"]
+        if isinstance(iid, bool) or not isinstance(iid, int):
+            if isinstance(iid, str) and iid.strip().isdigit():
+                iid = int(iid)
+            else:
+                raise InputError(path, f"entry {n}: image_id {iid!r} is not an integer")
+        if not isinstance(cap, str):
+            raise InputError(path, f"entry {n} (image_id {iid}): caption is not a string")
+        if iid in out:
+            dups.append(iid)
+        out[iid] = cap
+    if dups:
+        raise InputError(path, f"{len(dups)} duplicate image_id(s), e.g. {sorted(set(dups))[:5]}; "
+                               f"one caption per image expected")
+    return out
+
+
+def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
+    """Labels CSV -> ({image_id: "female"/"male"}, info).
+
+    Columns: ``image_id`` and ``gender`` or ``bb_gender`` (``gender`` wins when both exist).
+    Values are matched case-insensitively; anything but female/male (``Unsure``, ``Both``,
+    empty) is ignored and counted in ``info["n_ignored"]``.
+
+    Raises:
+        InputError: missing/unreadable file, missing columns, non-integer ids, conflicting
+            labels for one id, no rows.
+    """
+    import pandas as pd
+    path = check_input_file(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError as e:
+        raise InputError(path, "file is empty") from e
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise InputError(path, f"not a readable CSV file ({e})") from e
+    except OSError as e:
+        raise InputError(path, f"cannot read it ({e.strerror or e})") from e
+    cols = {c.strip().lower(): c for c in df.columns}
+    if "image_id" not in cols:
+        raise InputError(path, f"missing column 'image_id'; has {list(df.columns)}")
+    gcol = cols.get("gender") or cols.get("bb_gender")
+    if gcol is None:
+        raise InputError(path, f"missing column 'gender' or 'bb_gender'; has {list(df.columns)}")
+    if df.empty:
+        raise InputError(path, "no rows")
+    out: dict[int, str] = {}
+    n_ignored = 0
+    conflicts = []
+    for row, (raw_id, raw_g) in enumerate(zip(df[cols["image_id"]], df[gcol]), start=2):
+        s = str(raw_id).strip()
+        try:
+            iid = int(float(s)) if s and float(s).is_integer() else None
+        except ValueError:
+            iid = None
+        if iid is None:
+            raise InputError(path, f"line {row}: image_id {raw_id!r} is not an integer")
+        g = str(raw_g).strip().lower()
+        if g not in ("female", "male"):
+            n_ignored += 1
+            continue
+        if out.get(iid, g) != g:
+            conflicts.append(iid)
+        out[iid] = g
+    if conflicts:
+        raise InputError(path, f"conflicting female/male labels for {len(set(conflicts))} "
+                               f"image id(s), e.g. {sorted(set(conflicts))[:5]}")
+    return out, {"n_rows": int(len(df)), "n_ignored": n_ignored, "gender_column": gcol}
+
+
+def read_human_captions(path: str | Path) -> dict[int, list[str]]:
+    """COCO captions file (``{"annotations": [{"image_id", "caption", "id"}, ...]}``) ->
+    {image_id: captions ordered by annotation id (file order when ids are absent)}.
+
+    Raises:
+        InputError: missing/invalid JSON, no ``annotations`` list, malformed entries, no
+            captions.
+    """
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+        raise InputError(path, "expected a COCO captions file: a JSON object with an "
+                               "'annotations' list")
+    rows = []
+    for n, a in enumerate(data["annotations"]):
+        if (not isinstance(a, dict) or not isinstance(a.get("image_id"), int)
+                or not isinstance(a.get("caption"), str)):
+            raise InputError(path, f"annotation {n} lacks an integer 'image_id' or a string "
+                                   f"'caption': {str(a)[:80]}")
+        aid = a.get("id")
+        rows.append((a["image_id"], aid if isinstance(aid, int) else n, n, a["caption"]))
+    if not rows:
+        raise InputError(path, "no captions (empty 'annotations')")
+    out: dict[int, list[str]] = {}
+    for iid, _, _, cap in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        out.setdefault(iid, []).append(cap)
+    return out
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` made strict-JSON safe, recursively: non-finite floats -> "inf"/"-inf"/"nan"
+    strings, numpy scalars -> Python numbers, mapping keys -> str, tuples -> lists."""
+    try:
+        import numpy as np
+        if isinstance(x, np.generic):
+            x = x.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    return x

@@ -1,0 +1,79 @@
+"""The import graph of the library (issue 27 item 3): no import cycles, counting lazy imports
+inside functions too (a cycle that only a lazy import hides still ties two modules together:
+neither can be understood, tested or replaced alone)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: biaslab modules it imports anywhere in its source}`` for ``root/biaslab``
+    (``from biaslab.x import y`` counts ``biaslab.x.y`` when that is a module, else
+    ``biaslab.x``)."""
+    mods = {}
+    for f in (root / "biaslab").rglob("*.py"):
+        rel = f.relative_to(root).with_suffix("")
+        mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = f
+
+    def resolve(n: str) -> str:
+        while n and n not in mods:
+            n = n.rsplit(".", 1)[0] if "." in n else ""
+        return n
+    graph = {}
+    for name, f in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {resolve(a.name) for a in node.names if a.name.startswith("biaslab")}
+            elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                  and node.module.startswith("biaslab")):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    deps.add(full if full in mods else resolve(node.module))
+        graph[name] = deps - {name, ""}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_cycle_finder_by_hand():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles({k: v - {k} for k, v in g.items()}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_library_has_no_import_cycles():
+    graph = import_graph()
+    assert "biaslab.cli" in graph and graph["biaslab.cli"]      # the graph is real
+    assert cycles(graph) == []
