@@ -188,11 +188,11 @@ def person_free_images(frame: pd.DataFrame, root: str | os.PathLike,
             manifest image differs from its re-rendering outside the person's box (the data
             were written by other code or params: re-run stage ``synthesize``).
     """
-    from PIL import Image
     from tqdm import tqdm
 
     from biaslab import synthetic
     from biaslab.classify import save_like
+    from biaslab.io import load_image
     g = synthetic.read_generator_params(root)
     seed, size = int(g["seed"]), int(g["image_size"])
     paths = []
@@ -204,7 +204,7 @@ def person_free_images(frame: pd.DataFrame, root: str | os.PathLike,
             img = synthetic.render_probe(r["attribute"], int(r["pair"]), r["value"], seed,
                                          size, draw_person=False)
         img = img.image
-        orig = np.asarray(Image.open(r["path"]).convert("RGB"))
+        orig = load_image(r["path"])
         # outside the person's box both must be the same pixels: the same scene
         keep = np.ones(orig.shape[:2], bool)
         x0, y0 = max(int(np.floor(r["x"])) - 1, 0), max(int(np.floor(r["y"])) - 1, 0)
@@ -301,15 +301,16 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
         return masked / free if np.isfinite(masked) and np.isfinite(free) and free > 0 \
             else float("nan")
 
-    free = expected_ratio([ew_all.sum()], [em_all.sum()])["ratio"]
-    eff = effect(pw_all, pm_all, ew_all, em_all)
+    def finite(v):
+        return float(v) if np.isfinite(v) else None
+
     eboot = stats.bootstrap(effect, pw_all, pm_all, ew_all, em_all, n_boot=n_boot, seed=seed)
-    out.update({"ratio_expected_empty": float(free) if np.isfinite(free) else None,
-                "mask_effect": float(eff) if np.isfinite(eff) else None,
+    out.update({"ratio_expected_empty": finite(
+                    expected_ratio([ew_all.sum()], [em_all.sum()])["ratio"]),
+                "mask_effect": finite(effect(pw_all, pm_all, ew_all, em_all)),
                 "mask_effect_lo": eboot["lo"], "mask_effect_hi": eboot["hi"],
                 "mask_effect_per_seed": [
-                    (lambda v: float(v) if np.isfinite(v) else None)(
-                        effect(pw_all[:, k], pm_all[:, k], ew_all[:, k], em_all[:, k]))
+                    finite(effect(pw_all[:, k], pm_all[:, k], ew_all[:, k], em_all[:, k]))
                     for k in range(pw_all.shape[1])]})
     return out
 
