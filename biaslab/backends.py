@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from biaslab import stats
-from biaslab.report import ROW_NAMES, _file_data, _walk_exp_records
+from biaslab.report import _file_data, _walk_exp_records, row_names
 from biaslab.sweep import _dig
 
 #: (family, metrics file) of the synthetic-artifact test
@@ -89,7 +89,7 @@ def checks(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
             d = stats.difference_of_records(ra, rb)
             out.append({
                 "id": f"backend/{fam}/{row}/delta:{a}>{b}",
-                "claim": f"{fam}: {ROW_NAMES.get(row, row)}'s Table 3 Δ larger with {a} "
+                "claim": f"{fam}: {row_names().get(row, row)}'s Table 3 Δ larger with {a} "
                          f"counterfactuals than with {b}",
                 "expect": ">", "reference": 0.0, "mean": d["diff"], "lo": d["lo"],
                 "hi": d["hi"], "n": min(d["n"], d["n_ref"]),
@@ -117,7 +117,7 @@ def markdown(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
                            [p.format(row=row) for p in path])
                 cells.append(stats.format_cell(rec, digits) if isinstance(rec, Mapping)
                              else "–")
-            lines.append(f"| {label} | {ROW_NAMES.get(row, row)} | " + " | ".join(cells)
+            lines.append(f"| {label} | {row_names().get(row, row)} | " + " | ".join(cells)
                          + " |")
     cs = checks(runs, a, b)
     lines += ["", validity.markdown(cs) if cs else "No Table 3 Δ over seeds in both runs.", ""]

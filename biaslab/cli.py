@@ -402,5 +402,35 @@ def _run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+@register_command("components", help="The registered components (biaslab.registry): training "
+                  "sets, methods, caption post-processors, backends, captioner architectures, "
+                  "built-in and from installed plug-ins, with their table labels.")
+def _setup_components(p: argparse.ArgumentParser):
+    from biaslab.registry import KINDS
+    p.add_argument("--kind", choices=KINDS, help="list only this kind")
+    p.add_argument("--json", action="store_true", help="print the entries as JSON")
+    return _run_components
+
+
+def _run_components(args: argparse.Namespace) -> int:
+    from biaslab import registry
+    out = {}
+    for kind, reg in registry.REGISTRIES.items():
+        if args.kind and kind != args.kind:
+            continue
+        out[kind] = [{"name": e.name, "row": e.row, "label": e.display, "order": e.order,
+                      "package": reg.origin(e.name), "params": e.params,
+                      "claims": dict(e.claims), "doc": e.doc} for e in reg]
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    for kind, rows in out.items():
+        print(f"{kind}:")
+        for r in rows:
+            extra = f"  claims {r['claims']}" if r["claims"] else ""
+            print(f"  {r['name']:<24} {r['label']:<36} [{r['package']}]{extra}")
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -28,19 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from biaslab import stats
+from biaslab import registry, stats
 
-#: Row order and display names (paper 000 Tables 1-3).
-ROW_NAMES = {"original": "Original", "oversample": "Over-sampling",
-             "subsample": "Sub-sampling", "matched": "Original, size-matched",
-             "original+LIBRA": "Original + LIBRA",
-             "augment": "S_augment", "synthetic": "S_synthetic",
-             "adversarial": "Adversarial", "domain_discriminative": "DomDisc",
-             "domain_independent": "DomInd", "upweight": "Upweight", "focal": "Focal",
-             "class_balanced": "CB", "group_dro": "GroupDRO"}
-ROW_ORDER = ("original", "oversample", "subsample", "matched", "adversarial", "domain_discriminative",
-             "domain_independent", "upweight", "focal", "class_balanced", "group_dro",
-             "original+LIBRA", "augment", "synthetic")
+#: Row order and display names (paper 000 Tables 1-3, then plug-ins' rows): read from the
+#: registry of components (biaslab.registry.row_names / row_order), so an installed package's
+#: training set, method or caption post-processor gets its label and place in every table.
+row_names = registry.row_names
+row_order = registry.row_order
 
 #: (metrics key, column header) per table; headers mark the better direction.
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected", "Ratio_E →1"),
@@ -88,10 +82,11 @@ def cell(mean: Any, std: Any = None, digits: int = 1) -> str:
     return f"{m:.{digits}f}" if s is None else f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def _rows(metrics: Mapping[str, Any], order: Sequence[str] = ROW_ORDER) -> list[str]:
+def _rows(metrics: Mapping[str, Any], order: Sequence[str] | None = None) -> list[str]:
     """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
     not per-method dicts (``test_set``, notes) are skipped."""
     keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and "per_seed" in v]
+    order = row_order() if order is None else order
     return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
 
@@ -202,8 +197,8 @@ def probe_table(probe: Mapping[str, Any], model: str) -> dict:
     """``{row: {attribute: record}}`` of ``metrics/probe.json``'s ``model`` family."""
     fam = probe.get(model) or {}
     return {r: {a: _record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
-            for r in [k for k in ROW_ORDER if k in fam] + sorted(k for k in fam
-                                                                 if k not in ROW_ORDER)}
+            for r in [k for k in row_order() if k in fam] + sorted(k for k in fam
+                                                                   if k not in row_order())}
 
 
 def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
@@ -315,13 +310,14 @@ def stamp(text: str, prov: Mapping[str, Any]) -> str:
 
 
 def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
-        "oversample", "subsample"), names: Mapping[str, str] = ROW_NAMES) -> str:
+        "oversample", "subsample"), names: Mapping[str, str] | None = None) -> str:
     """How the resampled training sets were reached (issue 31 item 5), from
     ``metrics/datasets.json``: samples, distinct images, the most repeated image's count and
     share of the samples, Kish's effective number of images, and the skew bound reached
     ("" when the file has none of ``rows``). Over-sampling meets its skew bound on strongly
     biased multi-label data by repeating a few counter-stereotypical images; the note puts
     that beside the table so its row is read as what it is."""
+    names = row_names() if names is None else names
     parts = []
     for r in rows:
         d = (datasets or {}).get(r)
@@ -373,14 +369,14 @@ def domain_note(classification: Mapping[str, Any]) -> str:
     train sources the model never trained on, their difference, and the feature probe's AUC
     ("" when the file has no domain block)."""
     dom = classification.get("domain") or {}
-    rows = [r for r in ROW_ORDER if isinstance(dom.get(r), Mapping)
+    rows = [r for r in row_order() if isinstance(dom.get(r), Mapping)
             and (dom[r].get("domain_gap") or {}).get("mean") is not None]
     if not rows:
         return ""
 
     def rec(r, k, d=1):
         return stats.format_cell(dom[r].get(k), d)
-    parts = "; ".join(f"{ROW_NAMES.get(r, r)} {rec(r, 'mAP_real')} real / "
+    parts = "; ".join(f"{row_names().get(r, r)} {rec(r, 'mAP_real')} real / "
                       f"{rec(r, 'mAP_generated')} generated (gap {rec(r, 'domain_gap')})"
                       for r in rows)
     probe = dom.get("probe_auc") or {}
@@ -474,8 +470,9 @@ def caption_degenerate_rows(tab: Mapping[str, Mapping[str, Any]], max_loss: floa
 
 
 def caption_degenerate_note(rows: Mapping[str, str], max_loss: float, length_floor: float,
-                            names: Mapping[str, str] = ROW_NAMES) -> str:
+                            names: Mapping[str, str] | None = None) -> str:
     """The sentence under Table 2 for :func:`caption_degenerate_rows` ("" when none)."""
+    names = row_names() if names is None else names
     if not rows:
         return ""
     which = "; ".join(f"{names.get(r, r)}: {why}" for r, why in rows.items())
@@ -540,13 +537,14 @@ def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
 
 
 def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
-             first: str = "Method", names: Mapping[str, str] = ROW_NAMES,
+             first: str = "Method", names: Mapping[str, str] | None = None,
              rank: bool = False, degenerate: Iterable[str] = ()) -> str:
     """A GitHub markdown table of ``tab`` ({row: {column: record}}), cells
     ``mean ± 95 % CI`` (``biaslab.stats.format_cell``). ``rank``: the best cell of each ranked
     column in **bold**, the second best <u>underlined</u> (:func:`ranks`, paper 000 Tables 1-2);
     rows in ``degenerate`` (:func:`degenerate_rows`) are marked † and not ranked.
     """
+    names = row_names() if names is None else names
     degenerate = set(degenerate)
     head = "| " + " | ".join([first, *[h for _, h in columns]]) + " |"
     sep = "|" + "---|" * (len(columns) + 1)
@@ -565,8 +563,9 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
 
 
 def degenerate_note(rows: Mapping[str, float], utility: str, floor: float,
-                    names: Mapping[str, str] = ROW_NAMES) -> str:
+                    names: Mapping[str, str] | None = None) -> str:
     """The sentence under a table with † rows ("" when none)."""
+    names = row_names() if names is None else names
     if not rows:
         return ""
     which = ", ".join(f"{names.get(r, r)} ({100 * f:.0f} %)" for r, f in rows.items())
@@ -576,8 +575,9 @@ def degenerate_note(rows: Mapping[str, float], utility: str, floor: float,
 
 
 def diff_markdown(diffs: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
-                  names: Mapping[str, str] = ROW_NAMES) -> str:
+                  names: Mapping[str, str] | None = None) -> str:
     """Markdown of :func:`differences`: ``+1.2 [-0.3, +2.7]`` per cell."""
+    names = row_names() if names is None else names
     lines = ["| Method | " + " | ".join(f"Δ{h} vs Original [95 % CI]" for _, h in columns)
              + " |", "|" + "---|" * (len(columns) + 1)]
     for r, vals in diffs.items():
@@ -800,7 +800,7 @@ def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | No
     return table4_from_experiments([fake])
 
 
-__all__ = ["ROW_NAMES", "ROW_ORDER", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
+__all__ = ["row_names", "row_order", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
            "TABLE3_CLASSIFIER_COLUMNS",
            "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
            "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",

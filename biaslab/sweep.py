@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from biaslab import stats
-from biaslab.report import ROW_NAMES, _file_data, _walk_exp_records
+from biaslab.report import _file_data, _walk_exp_records, row_names
 
 #: (key, metrics file, path inside the file (``{row}`` = the variant), label, reference value)
 #: of every metric the sweep draws. Ratio uses the raw r = #man / #woman, whose unbiased value
@@ -66,9 +66,9 @@ def _rows(data: Mapping[str, Any]) -> list[str]:
 
 
 def _in_table_order(rows) -> list[str]:
-    """``rows`` in the tables' row order (:data:`biaslab.report.ROW_NAMES`), others after,
+    """``rows`` in the tables' row order (:func:`biaslab.report.row_names`), others after,
     sorted."""
-    order = list(ROW_NAMES)
+    order = list(row_names())
     return [r for r in order if r in rows] + sorted(r for r in rows if r not in order)
 
 
@@ -285,7 +285,7 @@ def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
         ps = [p for p in points if p["metric"] == mkey]
         if not ps:
             continue
-        series = {ROW_NAMES.get(r, r): {p["bias"]: p for p in ps if p["row"] == r}
+        series = {row_names().get(r, r): {p["bias"]: p for p in ps if p["row"] == r}
                   for r in dict.fromkeys(p["row"] for p in ps)}
         out += _bias_table(f"{label} (unbiased = {ref:g})", "variant", series, biases, digits)
     return "\n".join(out)
@@ -314,7 +314,7 @@ def bias0_checks(points: Iterable[Mapping[str, Any]]) -> list[dict]:
         n_inf = int(p.get("n_inf") or 0)
         checks.append({
             "id": f"bias0/{p['row']}/{p['metric']}",
-            "claim": f"at planted bias 0, {ROW_NAMES.get(p['row'], p['row'])}: "
+            "claim": f"at planted bias 0, {row_names().get(p['row'], p['row'])}: "
                      f"{p['metric']} ≈ {ref:g}",
             "expect": "≈", "reference": ref, "mean": None if n_inf else m,
             "lo": None if n_inf else lo, "hi": None if n_inf else hi, "n": p.get("n"),
@@ -348,7 +348,7 @@ def _sweep_figure(points: Sequence[Mapping[str, Any]]):
             q = sorted((p for p in ps if p["row"] == row), key=lambda p: p["bias"])
             h = ax.errorbar([p["bias"] for p in q], [p["mean"] for p in q],
                             yerr=[p.get("ci95") or 0.0 for p in q], marker="o", capsize=3,
-                            color=colour[row], label=ROW_NAMES.get(row, row))
+                            color=colour[row], label=row_names().get(row, row))
             handles.setdefault(row, h)
         ax.axhline(ref, color="k", lw=0.8, ls="--")
         # a point whose mean is infinite/undefined on some seed is not drawn: say so
@@ -358,7 +358,7 @@ def _sweep_figure(points: Sequence[Mapping[str, Any]]):
     for ax in spare:
         ax.axis("off")
     legend_args = ([handles[r] for r in rows if r in handles],
-                   [ROW_NAMES.get(r, r) for r in rows if r in handles])
+                   [row_names().get(r, r) for r in rows if r in handles])
     if spare:
         spare[0].legend(*legend_args, fontsize=9, loc="center")
     else:

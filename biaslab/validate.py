@@ -46,6 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any
 
+from biaslab import registry
+
 
 class ParamError(ValueError):
     """A bad parameter value: ``param`` is its dotted name, ``problem`` says what is wrong."""
@@ -138,8 +140,6 @@ def check_data(p: Mapping) -> None:
             raise ParamError("data.kp_iou", f"must be a number in [0, 1], got {v!r}")
 
 
-#: counterfactual backends of ``biaslab.counterfactual.generate.make_backend``
-GENERATE_BACKENDS = ("copy_paste", "render", "sd_inpaint")
 
 
 def check_generate(p: Mapping) -> None:
@@ -148,9 +148,9 @@ def check_generate(p: Mapping) -> None:
     _int_at_least(p, "generate", "max_images", 0, allow_null=True)
     _int_at_least(p, "generate", "m", 1, allow_null=False)
     _int_at_least(p, "generate", "shards", 1, allow_null=False)
-    if "backend" in p and p["backend"] not in GENERATE_BACKENDS:
+    if "backend" in p and p["backend"] not in registry.BACKENDS:
         raise ParamError("generate.backend", f"unknown backend {p['backend']!r}; known: "
-                                             f"{list(GENERATE_BACKENDS)}")
+                                             f"{registry.BACKENDS.names()}")
     if "guidance_scales" in p:
         g = p["guidance_scales"]
         if (isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not g
@@ -182,12 +182,6 @@ def check_split(p: Mapping) -> None:
                                         f"{{synthtest: test}}, got {fixed!r}")
 
 
-#: model-level baselines of paper 000 Table 1 (``biaslab.classify.METHODS``, which imports
-#: torch: kept here as names so a stage's params check stays light; a test keeps them equal)
-CLASSIFIER_METHODS = ("adversarial", "class_balanced", "domain_discriminative", "erm",
-                      "domain_independent", "focal", "group_dro", "upweight")
-#: training-set variants written by stage build_datasets
-DATASETS = ("original", "oversample", "subsample", "matched", "augment", "synthetic")
 
 
 def _prob(p: Mapping, group: str, key: str) -> None:
@@ -197,7 +191,9 @@ def _prob(p: Mapping, group: str, key: str) -> None:
             raise ParamError(f"{group}.{key}", f"must be a number in [0, 1], got {v!r}")
 
 
-def _names(p: Mapping, group: str, key: str, known: Sequence[str]) -> None:
+def _names(p: Mapping, group: str, key: str, known: registry.Registry) -> None:
+    """``p[key]`` a list of distinct names registered in ``known`` (built-ins and installed
+    plug-ins: biaslab.registry, which imports no component)."""
     if key not in p or p[key] is None:
         return
     v = p[key]
@@ -205,7 +201,7 @@ def _names(p: Mapping, group: str, key: str, known: Sequence[str]) -> None:
         raise ParamError(f"{group}.{key}", f"must be a list of names, got {v!r}")
     bad = [x for x in v if x not in known]
     if bad:
-        raise ParamError(f"{group}.{key}", f"unknown name(s) {bad}; known: {list(known)}")
+        raise ParamError(f"{group}.{key}", f"unknown name(s) {bad}; known: {known.names()}")
     if len(set(v)) != len(v):
         raise ParamError(f"{group}.{key}", f"names repeat: {list(v)} (each would be trained "
                                            f"and reported twice)")
@@ -241,8 +237,8 @@ def check_synthetic(p: Mapping) -> None:
 
 def check_classifier(p: Mapping) -> None:
     """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``."""
-    _names(p, "classifier", "methods", CLASSIFIER_METHODS)
-    _names(p, "classifier", "datasets", DATASETS)
+    _names(p, "classifier", "methods", registry.METHODS)
+    _names(p, "classifier", "datasets", registry.DATASETS)
     _seed_list(p, "classifier", "seeds", 1)
 
 
@@ -274,15 +270,12 @@ def check_label(p: Mapping) -> None:
     _int_at_least(p, "label", "k", 1, allow_null=False)
 
 
-#: captioner architectures (``biaslab.captioning.ARCHS``, which imports torch: names kept here
-#: so the check stays light; a test keeps them equal)
-CAPTIONER_ARCHS = ("blip2", "clipcap", "transformer")
 
 
 def check_captioner(p: Mapping) -> None:
     """Group ``captioner``: known, distinct ``archs`` and ``datasets``; ``seeds``; ``epochs``."""
-    _names(p, "captioner", "archs", CAPTIONER_ARCHS)
-    _names(p, "captioner", "datasets", DATASETS)
+    _names(p, "captioner", "archs", registry.ARCHS)
+    _names(p, "captioner", "datasets", registry.DATASETS)
     _seed_list(p, "captioner", "seeds", 1)
     _int_at_least(p, "captioner", "epochs", 1, allow_null=False)
 
@@ -290,7 +283,7 @@ def check_captioner(p: Mapping) -> None:
 def check_artifact(p: Mapping) -> None:
     """Group ``artifact`` (synthetic-artifact test): known, distinct ``datasets``; ``parts``
     a non-empty list of names."""
-    _names(p, "artifact", "datasets", DATASETS)
+    _names(p, "artifact", "datasets", registry.DATASETS)
     if "parts" in p:
         v = p["parts"]
         if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
@@ -300,6 +293,12 @@ def check_artifact(p: Mapping) -> None:
 
 
 #: group name -> its check; ``check_params`` runs those of the groups present.
+def check_eval_captioner(p: Mapping) -> None:
+    """Group ``eval_captioner``: known, distinct caption ``postprocessors``
+    (biaslab.registry.POSTPROCESSORS)."""
+    _names(p, "eval_captioner", "postprocessors", registry.POSTPROCESSORS)
+
+
 CHECKS: dict[str, Callable[[Mapping], None]] = {
     "data": check_data,
     "split": check_split,
@@ -311,6 +310,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "label": check_label,
     "captioner": check_captioner,
     "artifact": check_artifact,
+    "eval_captioner": check_eval_captioner,
 }
 
 

@@ -293,6 +293,73 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     return _from(out, "metrics/classification.json")
 
 
+#: a table column (metrics key) -> the controls' metric name (metrics/controls.json)
+CONTROL_NAME = {"Ratio_expected": "Ratio_E", "masked_gender_auc": "masked_AUC"}
+#: the words of a claim direction
+EXPECT_WORDS = {"<": "lower than", ">": "higher than", "≤": "not above", "≥": "not below"}
+
+
+def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
+                    captioning: Mapping[str, Any], controls: Mapping[str, Any] | None = None
+                    ) -> list[dict]:
+    """The claims that registered components declare about their own rows
+    (:attr:`biaslab.registry.Entry.claims`, e.g. an installed plug-in's), each against
+    Original on the same seeds' metrics (issue 27 item 1: a new method gets verdicts with no
+    edit of this module).
+
+    ``{metric: expect}``: a probe attribute (``objects``, ``scene``, ``cast``) is checked on
+    every probe family that has the row (classifier probability and logit, captioner word
+    rate and margin), a Table 1 / Table 2 column on ``metrics/classification.json`` /
+    ``metrics/captioning.json`` where the row is. Welch t intervals over seeds
+    (:func:`_diff`), as the paper's own claims. A check carries ``rows`` (row, "original")
+    and, for a table column with control models, ``controlled`` (task, metric), so that
+    :func:`apply_controls` and :func:`apply_mask_neutral` gate it as the built-in ones;
+    ``declared_by`` names the package. Rows without results are skipped.
+
+    Args:
+        probe, classification, captioning: the metrics files (``{}`` when absent).
+        controls: ``metrics/controls.json`` (which metrics have controls), or None.
+
+    Returns:
+        list of checks (module docstring layout).
+    """
+    from biaslab import registry
+    ctl = {(t, m) for t in ("classifier", "captioner")
+           for ms in ((controls or {}).get(t) or {}).values() for m in (ms or {})}
+    out = []
+    for e in registry.claimed_rows():
+        row, by = e.row, registry.REGISTRIES[e.kind].origin(e.name)
+        for metric, expect in e.claims.items():
+            word = EXPECT_WORDS[expect]
+            if metric in ATTRIBUTES:
+                for fam in ("classifier", "classifier_logit", "captioner", "captioner_margin"):
+                    f = probe.get(fam) or {}
+                    a, b = _values((f.get(row) or {}).get(metric)), \
+                        _values((f.get("original") or {}).get(metric))
+                    if a is not None and b is not None:
+                        out.append({**_diff(f"{fam}/{row}-original/{metric}{expect}0",
+                                            f"{fam}: {e.display}'s sensitivity to the {metric} "
+                                            f"{word} Original's (declared by {by})", a, b,
+                                            expect, "metrics/probe.json"),
+                                    "rows": [row, "original"], "declared_by": by})
+                continue
+            for task, mfile, src in (("classifier", classification,
+                                      "metrics/classification.json"),
+                                     ("captioner", captioning, "metrics/captioning.json")):
+                a, b = _seed_values(mfile, row, metric), _seed_values(mfile, "original", metric)
+                if a is None or b is None or not any(v is not None for v in a + b):
+                    continue
+                c = _diff(f"{task}/{row}-original/{metric.lower()}{expect}0",
+                          f"{task}: {e.display}'s {metric} {word} Original's (declared by "
+                          f"{by})", a, b, expect, src)
+                c.update(rows=[row, "original"], declared_by=by)
+                name = CONTROL_NAME.get(metric, metric)
+                if (task, name) in ctl:
+                    c["controlled"] = [task, name]
+                out.append(c)
+    return out
+
+
 #: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
 LIBRA_ERROR_TOLERANCE = 1.6
 #: issue 24's bars for the DCG on the test split's human captions / their gender swaps
@@ -424,9 +491,12 @@ def apply_controls(checks: Sequence[Mapping[str, Any]], controls: Mapping[str, A
     out = []
     for c in checks:
         keys = []
-        for suffix, key in CONTROLLED_METRIC.items():
-            if c["id"].endswith(suffix):
-                keys.append(key)
+        if c.get("controlled"):      # a declared check names its metric (declared_checks)
+            keys.append(tuple(c["controlled"]))
+        else:
+            for suffix, key in CONTROLLED_METRIC.items():
+                if c["id"].endswith(suffix):
+                    keys.append(key)
         if not keys and c["id"].rsplit("/", 1)[-1].startswith(ATTRIBUTES):
             keys.append(("probe", None))   # a probe check: <model>/<rows>/<attribute><op>
         bad = [f"{k[0]}{'/' + k[1] if k[1] else ''}: {', '.join(pre[k])}" for k in keys
@@ -586,6 +656,8 @@ def apply_mask_neutral(checks: Sequence[Mapping[str, Any]], probe: Mapping[str, 
     out = []
     for c in checks:
         rows = next((v for k, v in RATIO_ROWS.items() if c["id"].endswith(k)), ())
+        if rows and c.get("rows"):   # a declared Ratio claim compares its own rows
+            rows = tuple(c["rows"])
         miss = [bad[d] for d in rows if d in bad]
         if miss:
             lo, hi = miss[0]["bounds"]
@@ -806,6 +878,6 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
 
 
 __all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "mask_neutral_rows",
-           "apply_mask_neutral", "mask_neutral_markdown", "probe_checks", "ratio_testable", "table_checks", "summary",
+           "apply_mask_neutral", "declared_checks", "mask_neutral_markdown", "probe_checks", "ratio_testable", "table_checks", "summary",
            "markdown", "control_preconditions", "apply_controls", "precondition_rows", "explain",
            "JUDGED"]

@@ -3,15 +3,38 @@ synthetic (paper 000 Eqs. 2-3) and matched (a random subset of original of sub-s
 and gender counts: its capacity control, issue 23 item 3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
 manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hidden-attribute
 skew; `sources`: how many train images every variant draws on; `oversample.tradeoff`: the
-smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png."""
+smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png.
+
+The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/variants.py):
+every built-in one, then each installed plug-in variant that `classifier.datasets`,
+`captioner.datasets` or `artifact.datasets` names (issue 27 item 1)."""
+import sys
+
 from biaslab import datasets as D
+from biaslab import registry
 from biaslab.figures import oversample_tradeoff, skew_by_dataset
-from biaslab.io import load_params, read_parquet, write_json, write_parquet
+from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.variants import VariantContext
+
+
+def variant_names(params: dict) -> list[str]:
+    """Every built-in variant (registration order), then the other registered names that the
+    training and artifact lists ask for (first mention order). Raises InputError naming an
+    unknown one."""
+    names = [n for n in registry.DATASETS.names() if registry.DATASETS.builtin(n)]
+    for group in ("classifier", "captioner", "artifact"):
+        for n in (params.get(group) or {}).get("datasets") or []:
+            if n not in registry.DATASETS:
+                raise InputError("params.yaml", f"{group}.datasets: unknown training set {n!r}; "
+                                                f"registered: {registry.DATASETS.names()}")
+            if n not in names:
+                names.append(n)
+    return names
 
 PREP = "data/prepared"
 
 
-def main() -> None:
+def main() -> int:
     params = load_params()
     p = params["datasets"]
     d = D.original(read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/captions.parquet"),
@@ -28,17 +51,8 @@ def main() -> None:
         sources["used"] = len(d)
     if len(d) == 0:
         raise SystemExit("build_datasets: no training image has counterfactuals for every group")
-    variants = {
-        "original": d,
-        "oversample": D.oversample(d, seed=p["seed"], max_skew=p["max_skew"],
-                                   max_copies=p["max_copies"], max_factor=p["max_factor"]),
-        "subsample": D.subsample(d, seed=p["seed"], max_skew=p["max_skew"],
-                                 min_fraction=p["min_fraction"]),
-        "augment": D.s_augment(d, cf),
-        "synthetic": D.s_synthetic(cf),
-    }
-    # sub-sampling's size-matched control: Original at sub-sampling's size and gender counts
-    variants["matched"] = D.matched_subset(d, variants["subsample"], seed=p["seed"])
+    ctx = VariantContext(original=d, counterfactuals=cf, params=p)
+    variants = {name: ctx.variant(name) for name in variant_names(params)}
     attributes = read_parquet(f"{PREP}/attributes.parquet")
     attributes = attributes if attributes.shape[1] > 1 else None
     metrics = {}
@@ -67,7 +81,11 @@ def main() -> None:
     write_json("metrics/datasets.json", metrics)
     for n, m in metrics.items():
         print(n, {k: v for k, v in m.items() if k not in ("counts", "tradeoff")})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        sys.exit(main())
+    except InputError as e:
+        sys.exit(f"build_datasets: {e}")

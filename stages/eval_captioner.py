@@ -1,12 +1,14 @@
 """Stage `eval_captioner`: caption the real test images with every trained captioner (each
 architecture of `captioner.archs` x dataset x seed) and score them as paper 000 Table 2 (METEOR, CLIPScore, Ratio, LIC) plus BLEU-4, CIDEr, Error, LIC_M,
-LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1); a "+LIBRA" row debiases the original-data
-captioner's captions with the LIBRA DCG when one exists.
+LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1). Each caption post-processor named in
+`eval_captioner.postprocessors` (biaslab.registry.POSTPROCESSORS; default [LIBRA]: the LIBRA DCG,
+when one exists) rewrites every seed of its base captioner's captions (Original) as row
+`<base>+<name>` ("original+LIBRA"; biaslab/captioning/postprocess.py).
 
 params: captioner.archs, captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
         eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
-        workers: captioners evaluated at once, biaslab.parallel),
+        workers: captioners evaluated at once, biaslab.parallel; postprocessors),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
         seed, beams; as stage dcg_apply)
@@ -51,17 +53,19 @@ from pathlib import Path
 import numpy as np
 
 from biaslab import captioning as K
+from biaslab import registry
 from biaslab.captioning import data as CD
 from biaslab.captioning import evaluation as C
+from biaslab.captioning import postprocess as PP
 from biaslab.metrics.files import jsonable
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
 from biaslab import runstats
 
-LIBRA = "original+LIBRA"
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
-            "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto"}
+            "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
+            "postprocessors": ["LIBRA"]}
 
 
 def load_gender_labels(source: str) -> tuple[dict, str]:
@@ -121,9 +125,7 @@ def main() -> None:
     e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
     words = params.get("label", {}).get("words", "lic")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
-    lib = params.get("libra") or {}
-    libra_seed = int(lib.get("seed", 0))
-    libra_beams = (lib.get("apply") or {}).get("num_beams")
+    post = [registry.POSTPROCESSORS.get(n) for n in e["postprocessors"] or []]
     table, human, genders, g_used, train_caps = _test_set(e["test_images"],
                                                           e["gender_source"])
     ids = table["image_id"].astype(int).tolist()
@@ -174,8 +176,7 @@ def main() -> None:
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing} "
                                                   f"(run train_captioner)")
-    per_model, rows, row_seeds = {}, {}, {}
-    dcg_ok = Path(e["dcg"], "dcg.json").is_file()
+    per_model, rows, row_seeds, skipped = {}, {}, {}, {}
     # features of each arch's first captioner are read before the fork (every worker
     # inherits them); each (arch, dataset, seed) is one job on eval_captioner.workers processes
     for a in archs:
@@ -191,14 +192,22 @@ def main() -> None:
                                max_len=p.get("max_len"), batch_size=e["batch_size"],
                                no_repeat_ngram=p.get("no_repeat_ngram"))
         _write_results(f"data/captions/{name}.json", ids, preds)
-        variants = [(d, name, preds)]
-        if d == "original" and dcg_ok:
-            deb = C.apply_libra(e["dcg"], preds, table, cache,
-                                seed=libra_seed + s, num_threads=lp.get("num_threads"),
-                                num_beams=libra_beams)
-            lname = f"{K.arch_name(LIBRA, a)}-{s}"
-            _write_results(f"data/captions/{lname}.json", ids, deb)
-            variants.append((LIBRA, lname, deb))
+        variants, skips = [(d, name, preds)], []
+        # caption post-processors (registry; LIBRA's DCG the first) on their base row's
+        # captions, seeded by the captioner seed: row <base>+<name>
+        ctx = PP.CaptionContext(table=table, params=params, seed=s, feature_cache=cache,
+                                num_threads=lp.get("num_threads"))
+        for pe in post:
+            if pe.base != d:
+                continue
+            try:
+                caps = PP.apply(pe.name, preds, ctx)
+            except registry.Skipped as why:
+                skips.append((pe.row, str(why)))
+                continue
+            pname = f"{K.arch_name(pe.row, a)}-{s}"
+            _write_results(f"data/captions/{pname}.json", ids, caps)
+            variants.append((pe.row, pname, caps))
         out = []
         for row, key, caps in variants:
             flat, det = C.caption_metrics(dict(zip(ids, caps)), genders, human,
@@ -209,7 +218,7 @@ def main() -> None:
                 "examples": [{"image_id": i, "gender": genders.get(i), "caption": c,
                               "human": human.get(i, [""])[0]}
                              for i, c in list(zip(ids, caps))[:10]]}))
-        return out
+        return out, skips
 
     jobs = [(a, d, s) for a in archs for d in datasets for s in seeds]
     workers = resolve_workers(e["workers"], len(jobs))
@@ -219,7 +228,8 @@ def main() -> None:
                        progress=None if workers > 1 else False)  # counts finished jobs
     with bar:
         done = map_jobs(evaluate, jobs, workers, on_done=lambda i, r: bar.update(1))
-    for results in done:
+    for results, skips in done:
+        skipped.update(skips)
         for a, row, key, s, res in results:   # job order: identical to a sequential run
             per_model[key] = res
             rows.setdefault((a, row), []).append(res["metrics"])
@@ -227,9 +237,9 @@ def main() -> None:
             print(f"eval_captioner {key}: " + ", ".join(
                 f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in res["metrics"].items()))
-    if not dcg_ok:
-        print(f"eval_captioner: no LIBRA DCG at {e['dcg']}: the +LIBRA row is skipped")
-    order = ["original", LIBRA] + [d for d in datasets if d != "original"]
+    for row, why in skipped.items():
+        print(f"eval_captioner: row {row} skipped: {why}")
+    order = ["original"] + [pe.row for pe in post] + [d for d in datasets if d != "original"]
 
     def arch_summary(a: str) -> dict:
         return {r: C.seed_records(rows[(a, r)], seeds=row_seeds[(a, r)]) for r in order
@@ -258,8 +268,8 @@ def main() -> None:
             None if s_feats is None else np.stack([s_feats[i] for i in hid]))
     if scorer is None:
         notes["CLIPScore"] = f"skipped: no scorer at {e['scorer']}"
-    if not dcg_ok:
-        notes[LIBRA] = f"skipped: no DCG at {e['dcg']}"
+    for row, why in skipped.items():
+        notes[row] = f"skipped: {why}"
     # eval.json is a cached out: wall times go to benchmarks/runs/, or a re-run with the same
     # inputs would give different bytes (found comparing a fresh clone's dvc.lock with main's).
     per_model, run = runstats.split(per_model)

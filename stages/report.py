@@ -131,7 +131,7 @@ def _bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None 
         if lay["log"]:
             ax.set_xscale("log")
         ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([R.ROW_NAMES.get(r, r) for r in rows] if ax is axes[0][0] else [])
+        ax.set_yticklabels([R.row_names().get(r, r) for r in rows] if ax is axes[0][0] else [])
         # the same rows in every panel, even where the last rows have no bar (NaN)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(h + (" (log)" if lay["log"] else ""), fontsize=10)
@@ -287,7 +287,8 @@ def main() -> None:
         validity.probe_checks(m["probe"], "captioner") + \
         validity.probe_checks(m["probe"], "captioner_margin") + \
         validity.table_checks(m["classification"], m["artifact"]) + \
-        validity.libra_checks(m["captioning"], m["dcg_apply"])
+        validity.libra_checks(m["captioning"], m["dcg_apply"]) + \
+        validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
     # a Ratio claim on a mask that itself reads as one gender is not judged (issue 23 item 2)

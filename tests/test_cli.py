@@ -507,3 +507,17 @@ def test_evaluate_help_documents_the_defaults(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "ci = fast settings (default)" in out and "--paper" in out
     assert "--no-progress" in out and "on when stderr is a terminal" in out
+
+
+def test_components_lists_the_registry(capsys):
+    """``biaslab components`` (issue 27 item 1): every registered component with its label."""
+    assert cli.main(["components", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in out["datasets"]] == ["original", "oversample", "subsample",
+                                                   "augment", "synthetic", "matched"]
+    libra = out["postprocessors"][0]
+    assert (libra["name"], libra["row"], libra["label"]) == ("LIBRA", "original+LIBRA",
+                                                            "Original + LIBRA")
+    assert cli.main(["components", "--kind", "methods"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("methods:") and "GroupDRO" in text and "datasets:" not in text

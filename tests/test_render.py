@@ -216,5 +216,5 @@ def test_make_backend_is_one_construction_for_generate_and_the_artifact_test(syn
         make_backend({"backend": "render"})
     with pytest.raises(ValueError, match="donor pool"):
         make_backend({"backend": "copy_paste", "m": 1})
-    with pytest.raises(ValueError, match="known: copy_paste, sd_inpaint, render"):
+    with pytest.raises(ValueError, match="known: copy_paste, render, sd_inpaint"):
         make_backend({"backend": "gan"})

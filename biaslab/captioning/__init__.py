@@ -23,8 +23,8 @@ Shared pieces: :mod:`~biaslab.captioning.tokens` (word-level tokenizer),
 (manifests -> samples, pooled and grid features), :mod:`~biaslab.captioning.evaluation`
 (Table 2 metrics over seeds).
 
-The registry (:data:`ARCHS`, :func:`get_arch`) is the one place the stages look an
-architecture up: each :class:`Arch` gives its config builder, trainer, loader and feature
+The registry (:data:`ARCHS`, :func:`get_arch`, a view of :data:`biaslab.registry.ARCHS`) is the
+one place the stages look an architecture up: each :class:`Arch` gives its config builder, trainer, loader and feature
 reader, so training and evaluation call the same path for every architecture.
 """
 from __future__ import annotations
@@ -94,12 +94,28 @@ class Arch:
         return image_features(table, cache_dir, config.image_encoder, config.image_size, **kw)
 
 
+class _Archs(Mapping):
+    """``{name: Arch}`` over :data:`biaslab.registry.ARCHS` (built-ins and installed plug-ins,
+    entry point group ``biaslab.archs``; an entry's target names the module)."""
+
+    def __getitem__(self, name: str) -> Arch:
+        from biaslab import registry
+        if name not in registry.ARCHS:
+            raise KeyError(name)
+        t = registry.ARCHS.get(name).target
+        return Arch(name, t if isinstance(t, str) else t.__name__)
+
+    def __iter__(self):
+        from biaslab import registry
+        return iter(registry.ARCHS.names())
+
+    def __len__(self) -> int:
+        from biaslab import registry
+        return len(registry.ARCHS.names())
+
+
 #: the architectures, by the name ``captioner.archs`` uses
-ARCHS: dict[str, Arch] = {
-    "clipcap": Arch("clipcap", "biaslab.captioning.clipcap"),
-    "transformer": Arch("transformer", "biaslab.captioning.transformer"),
-    "blip2": Arch("blip2", "biaslab.captioning.blip2"),
-}
+ARCHS: Mapping[str, Arch] = _Archs()
 
 
 def get_arch(name: str) -> Arch:

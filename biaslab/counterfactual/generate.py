@@ -188,12 +188,52 @@ def build_work(masks: pd.DataFrame, images: pd.DataFrame, persons: pd.DataFrame,
     return w[[*WORK_COLUMNS, *[c for c in w.columns if c.startswith("prompt_")]]], counts
 
 
+def make_render(p: dict, persons=None, images=None, labels=None, split=None, data_root=None):
+    """Backend ``render`` (registry entry): the synthetic generator re-draws the person."""
+    from biaslab.counterfactual.render import RenderBackend
+    if not data_root:
+        raise ValueError("generate.backend render needs params data.root (a synthetic "
+                         "dataset)")
+    return RenderBackend(data_root)
+
+
+def make_copy_paste(p: dict, persons=None, images=None, labels=None, split=None,
+                    data_root=None):
+    """Backend ``copy_paste`` (registry entry): a donor person of the target group pasted into
+    the inpainted hole; its donor pool comes from the four tables."""
+    from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
+    if any(t is None for t in (persons, images, labels, split)):
+        raise ValueError("generate.backend copy_paste needs the persons, images, labels "
+                         "and split tables (its donor pool)")
+    donors = donor_pool(persons, images, labels, split, splits=p.get("donor_splits", ["train"]),
+                        single_person=bool(p.get("donor_single_person", True)),
+                        min_pool=int(p.get("m", 1)))
+    return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
+                            inpaint_method=p.get("inpaint_method", "telea"),
+                            feather_px=float(p.get("feather_px", 2.0)),
+                            extent_weight=float(p.get("extent_weight", 1.0)))
+
+
+def make_sd_inpaint(p: dict, persons=None, images=None, labels=None, split=None,
+                    data_root=None):
+    """Backend ``sd_inpaint`` (registry entry): Stable Diffusion inpainting (``p["model"]``)."""
+    from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
+    return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
+                            resolution=int(p.get("resolution", 512)),
+                            batch_size=int(p.get("batch_size", 4)),
+                            feather_px=float(p.get("feather_px", 2.0)),
+                            extent_weight=float(p.get("extent_weight", 1.0)))
+
+
 def make_backend(p: dict, persons: pd.DataFrame | None = None,
                  images: pd.DataFrame | None = None, labels: pd.DataFrame | None = None,
                  split: pd.DataFrame | None = None, data_root: str | os.PathLike | None = None):
     """The generation backend named by params ``generate`` (``p["backend"]``), built the same
     way for stage ``generate`` (paper 000 Eq. 1's candidates) and stage ``artifact_test``
-    (Table 3's inpainted parts), so both use one donor ranking / one pipeline setting.
+    (Table 3's inpainted parts), so both use one donor ranking / one pipeline setting. The
+    name is looked up in :data:`biaslab.registry.BACKENDS` (built-ins: :func:`make_copy_paste`,
+    :func:`make_render`, :func:`make_sd_inpaint`; plug-ins: entry point group
+    ``biaslab.backends``), whose target is called with these arguments.
 
     Args:
         p: params ``generate`` (backend, m, donor_splits, donor_single_person, inpaint_radius,
@@ -204,39 +244,18 @@ def make_backend(p: dict, persons: pd.DataFrame | None = None,
         data_root: the synthetic dataset (params ``data.root``); needed by ``render`` only.
 
     Returns:
-        ``RenderBackend`` | ``CopyPasteBackend`` | ``SDInpaintBackend``.
+        ``RenderBackend`` | ``CopyPasteBackend`` | ``SDInpaintBackend`` | a plug-in's backend.
 
     Raises:
         ValueError: unknown backend, or a backend's input missing.
     """
+    from biaslab import registry
     name = p.get("backend", "copy_paste")
-    if name == "render":
-        from biaslab.counterfactual.render import RenderBackend
-        if not data_root:
-            raise ValueError("generate.backend render needs params data.root (a synthetic "
-                             "dataset)")
-        return RenderBackend(data_root)
-    if name == "copy_paste":
-        from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
-        if any(t is None for t in (persons, images, labels, split)):
-            raise ValueError("generate.backend copy_paste needs the persons, images, labels "
-                             "and split tables (its donor pool)")
-        donors = donor_pool(persons, images, labels, split, splits=p.get("donor_splits", ["train"]),
-                            single_person=bool(p.get("donor_single_person", True)),
-                            min_pool=int(p.get("m", 1)))
-        return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
-                                inpaint_method=p.get("inpaint_method", "telea"),
-                                feather_px=float(p.get("feather_px", 2.0)),
-                                extent_weight=float(p.get("extent_weight", 1.0)))
-    if name == "sd_inpaint":
-        from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
-        return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
-                                resolution=int(p.get("resolution", 512)),
-                                batch_size=int(p.get("batch_size", 4)),
-                                feather_px=float(p.get("feather_px", 2.0)),
-                                extent_weight=float(p.get("extent_weight", 1.0)))
-    raise ValueError(f"unknown generate.backend {name!r}; known: copy_paste, sd_inpaint, "
-                     f"render")
+    if name not in registry.BACKENDS:
+        raise ValueError(f"unknown generate.backend {name!r}; known: "
+                         f"{', '.join(registry.BACKENDS.names())}")
+    return registry.BACKENDS.load(name)(p, persons=persons, images=images, labels=labels,
+                                        split=split, data_root=data_root)
 
 
 def _file_digest(path: str | os.PathLike) -> str:

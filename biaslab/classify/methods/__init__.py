@@ -13,29 +13,50 @@ focal                  Focal       :mod:`biaslab.classify.methods.focal`
 class_balanced         CB          :mod:`biaslab.classify.methods.reweight`
 group_dro              GroupDRO    :mod:`biaslab.classify.methods.group_dro`
 =====================  ==========  =======================================================
+
+Methods are entries of :data:`biaslab.registry.METHODS` (the table above is its built-in
+part); an installed package adds one through the ``biaslab.methods`` entry point group, and
+``get_method`` finds it like a built-in one.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from biaslab.classify.methods.adversarial import Adversarial
+from biaslab import registry
 from biaslab.classify.methods.base import Method
-from biaslab.classify.methods.domain import DomainDiscriminative, DomainIndependent
-from biaslab.classify.methods.focal import Focal
-from biaslab.classify.methods.group_dro import GroupDRO
-from biaslab.classify.methods.reweight import ClassBalanced, Upweight
 
-METHODS: dict[str, type[Method]] = {c.name: c for c in (
-    Method, Adversarial, DomainDiscriminative, DomainIndependent, Upweight, Focal,
-    ClassBalanced, GroupDRO)}
+
+class _Methods(Mapping):
+    """``{name: Method subclass}`` over the registry (built-ins and installed plug-ins), read
+    at each look-up so a plug-in installed after import is seen."""
+
+    def __getitem__(self, name: str) -> type[Method]:
+        if name not in registry.METHODS:
+            raise KeyError(name)
+        return registry.METHODS.load(name)
+
+    def __iter__(self):
+        return iter(registry.METHODS.names())
+
+    def __len__(self) -> int:
+        return len(registry.METHODS.names())
+
+
+METHODS: Mapping[str, type[Method]] = _Methods()
 
 
 def get_method(name: str = "erm", params: Mapping | None = None) -> Method:
     """A fresh :class:`Method` instance by name with its params (defaults overridden by
-    ``params``). Raises ValueError naming the unknown method or parameter."""
-    if name not in METHODS:
+    ``params``). Raises ValueError naming the unknown method or parameter, TypeError when a
+    registered target is not a Method subclass named as its entry."""
+    if name not in registry.METHODS:
         raise ValueError(f"unknown classifier method {name!r}; known: {sorted(METHODS)}")
-    return METHODS[name](params)
+    cls = registry.METHODS.load(name)
+    if not (isinstance(cls, type) and issubclass(cls, Method)) or cls.name != name:
+        raise TypeError(f"classifier method {name!r} ({registry.METHODS.origin(name)}): the "
+                        f"target must be a biaslab Method subclass with name = {name!r}, got "
+                        f"{cls!r}")
+    return cls(params)
 
 
 __all__ = ["METHODS", "Method", "get_method"]
