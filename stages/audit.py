@@ -14,10 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab import audit  # noqa: E402
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json  # noqa: E402
+from biaslab import audit
+from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 
 DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
             "area": "largest", "center_norm": "unit", "distance_person": "largest",

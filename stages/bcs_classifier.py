@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab import textclf  # noqa: E402
-from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
-from biaslab.libra import bcs  # noqa: E402
-from biaslab import runstats  # noqa: E402
+from biaslab import textclf
+from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.libra import bcs
+from biaslab import runstats
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,12 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab import textclf  # noqa: E402
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
-from biaslab.libra import bcs, t5  # noqa: E402
-from biaslab import runstats  # noqa: E402
+from biaslab import textclf
+from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json, write_parquet  # noqa: E501
+from biaslab.libra import bcs, t5
+from biaslab import runstats
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -36,20 +36,18 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from biaslab import controls as K  # noqa: E402
-from biaslab import synthetic as S  # noqa: E402
-from biaslab.gender import FEMALE, MALE, caption_gender, swap  # noqa: E402
-from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
-from biaslab.libra import dcg as D  # noqa: E402
-from biaslab.metrics.captions import error_change  # noqa: E402
-from biaslab.libra.t5 import word_spans  # noqa: E402
-from biaslab import runstats  # noqa: E402
+from biaslab import controls as K
+from biaslab import synthetic as S
+from biaslab.gender import FEMALE, MALE, caption_gender, swap
+from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.libra import dcg as D
+from biaslab.metrics.captions import error_change
+from biaslab.libra.t5 import word_spans
+from biaslab import runstats
 
 
 def gender_scores(captions: dict[int, str], labels: dict[int, str], words: str) -> dict:

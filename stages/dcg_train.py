@@ -47,15 +47,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from biaslab.gender import FEMALE, MALE, caption_gender, swap  # noqa: E402
-from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
-from biaslab.libra import bcs  # noqa: E402
-from biaslab.libra import dcg as D  # noqa: E402
-from biaslab import runstats, textclf  # noqa: E402
+from biaslab.gender import FEMALE, MALE, caption_gender, swap
+from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.libra import bcs
+from biaslab.libra import dcg as D
+from biaslab import runstats, textclf
 
 
 def main(argv: list[str] | None = None) -> None:

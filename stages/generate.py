@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab.counterfactual import generate as gen  # noqa: E402
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
-from biaslab import executor, runstats  # noqa: E402
+from biaslab.counterfactual import generate as gen
+from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
+from biaslab import executor, runstats
 
 #: Counters of what this run did (they differ between a fresh and a resumed run of the same
 #: inputs), kept out of metrics/generate.json.

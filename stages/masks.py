@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab.counterfactual.masks import build_masks  # noqa: E402
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E402,E501
+from biaslab.counterfactual.masks import build_masks
+from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,18 +32,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab import published as P  # noqa: E402
-from biaslab.io import (InputError, ParamsError, json_number, load_params,  # noqa: E402
+from biaslab import published as P
+from biaslab.io import (InputError, ParamsError, json_number, load_params,
                         write_json)
-from biaslab.metrics.lic import lic  # noqa: E402
-from biaslab.parallel import map_jobs  # noqa: E402
-from biaslab.progress import bar  # noqa: E402
-from biaslab.stats import record  # noqa: E402
-from biaslab.validate import ParamError  # noqa: E402
+from biaslab.metrics.lic import lic
+from biaslab.parallel import map_jobs
+from biaslab.progress import bar
+from biaslab.stats import record
+from biaslab.validate import ParamError
 
 
 def check(p: dict) -> dict:

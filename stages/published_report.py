@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab import published as P  # noqa: E402
-from biaslab.io import (InputError, atomic_path, load_params, read_json,  # noqa: E402
+from biaslab import published as P
+from biaslab.io import (InputError, atomic_path, load_params, read_json,
                         write_json)
 
 #: what the released files cannot give, and what a user must add (issue 28 item 4)

@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab.classify.manifest import encode_files  # noqa: E402
-from biaslab.counterfactual import residue as R  # noqa: E402
-from biaslab.counterfactual.masks import MASK_SHAPES, build_masks, load_mask  # noqa: E402
-from biaslab.features import load_features  # noqa: E402
-from biaslab.io import (InputError, atomic_dir, json_number, load_params,  # noqa: E402
+from biaslab.classify.manifest import encode_files
+from biaslab.counterfactual import residue as R
+from biaslab.counterfactual.masks import MASK_SHAPES, build_masks, load_mask
+from biaslab.features import load_features
+from biaslab.io import (InputError, atomic_dir, json_number, load_params,
                         read_parquet, write_json)
 
 PREP = "data/prepared"

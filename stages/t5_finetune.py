@@ -21,13 +21,10 @@ import argparse
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from biaslab.io import InputError, load_params, read_parquet, write_json  # noqa: E402
-from biaslab.libra import bcs, t5  # noqa: E402
-from biaslab import runstats  # noqa: E402
+from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.libra import bcs, t5
+from biaslab import runstats
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -77,3 +77,21 @@ def test_the_library_has_no_import_cycles():
     graph = import_graph()
     assert "biaslab.cli" in graph and graph["biaslab.cli"]      # the graph is real
     assert cycles(graph) == []
+
+
+def test_stage_scripts_do_not_patch_sys_path():
+    """Issue 27 item 4: no stage inserts the repository into sys.path. It never worked: the
+    venv's biaslab_numerics.pth imports biaslab at interpreter start-up (scripts/setup.sh), so
+    the installed package is the one every stage uses."""
+    stages = sorted((ROOT / "stages").glob("*.py"))
+    assert stages
+    assert [p.name for p in stages if "sys.path.insert" in p.read_text()] == []
+
+
+def test_the_report_stage_is_thin():
+    """Issue 27 item 4: the report's markdown is library code (biaslab/report/document.py);
+    the stage reads the files, calls build and writes what it returns."""
+    tree = ast.parse((ROOT / "stages" / "report.py").read_text())
+    defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert defs == ["_read", "main"]
+    assert len((ROOT / "stages" / "report.py").read_text().splitlines()) < 80

@@ -320,13 +320,9 @@ def test_without_run_stats_and_json_number():
 def test_bar_chart_without_values_still_writes_its_declared_figure(tmp_path):
     """An out of the report stage must exist even when nothing can be plotted (the probe on
     data without planted truth, e.g. coco-mini); it says why instead."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("report_stage",
-                                                  Path(__file__).parents[1] / "stages/report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from biaslab.report import charts
     out = tmp_path / "probe.png"
-    mod._bar_chart(out, {}, [("cast", "cast")], "Attribute sensitivity")
+    charts.bar_chart(out, {}, [("cast", "cast")], "Attribute sensitivity")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 1000
 
 
@@ -360,23 +356,19 @@ def test_bar_layout_labels_what_it_cannot_draw_and_clips_at_the_floor():
     """Issue 25 item 3: an infinite or missing value is labelled, not a blank bar; a CI arm
     below a metric's smallest value (Ratio >= 1, Error >= 0) is clipped; ratios use a log
     axis."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("report_stage",
-                                                  Path(__file__).parents[1] / "stages/report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from biaslab.report import charts
     table = {"original": {"Ratio": {"mean": 1.2, "ci95": 0.5, "n": 3, "n_inf": 0},
                           "Error": {"mean": 2.0, "ci95": 3.0, "n": 3}},
              "synthetic": {"Ratio": {"mean": None, "ci95": None, "n": 5, "n_inf": 3},
                            "Error": {"mean": 1.0, "ci95": 0.5, "n": 3}},
              "adversarial": {"Ratio": {"mean": None, "n": 0, "n_inf": 0, "n_missing": 5}}}
-    r = mod._bar_layout(table, "Ratio")
+    r = charts.bar_layout(table, "Ratio")
     assert r["log"] and r["labels"] == ["", "∞ (3/5 seeds)", "n/a"]
     assert r["lower"][0] == pytest.approx(0.2) and r["upper"][0] == 0.5    # 1.2 - 0.2 = 1
-    e = mod._bar_layout(table, "Error")
+    e = charts.bar_layout(table, "Error")
     assert not e["log"] and e["lower"][:2] == [2.0, 0.5] and e["upper"][:2] == [3.0, 0.5]
     out = Path(pytest.importorskip("tempfile").mkdtemp()) / "t.png"
-    mod._bar_chart(out, table, [("Ratio", "Ratio"), ("Error", "Error")], "T", {"Ratio": 1.0})
+    charts.bar_chart(out, table, [("Ratio", "Ratio"), ("Error", "Error")], "T", {"Ratio": 1.0})
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -440,9 +432,8 @@ def test_summary_files_carry_the_direction_measures():
     Original, and the four masked-call shares; metrics/summary.json the masked AUC (Original
     absolute, other rows as Δ) and ln r signed on every row, never folded."""
     import math
-    spec = importlib.util.spec_from_file_location("report_stage_dir", REPO / "stages" / "report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+
+    from biaslab.report import document as mod
 
     def seed(m, w, auc):
         return {"n_man": m, "n_woman": w, "n_both": 0, "n_neither": 100 - m - w,

@@ -1,0 +1,99 @@
+"""The report's figures (stage ``report``): bar charts of Tables 1-3 and the probe, every bar
+the mean over seeds with its 95 % CI as error bar."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from biaslab import stats
+from biaslab.io import atomic_path
+from biaslab.report import row_names
+
+
+#: a metric's smallest possible value: error bars are clipped there (Ratio = max(r, 1/r) >= 1)
+FLOOR = {"Ratio": 1.0, "Ratio_expected": 1.0, "mAP": 0.0, "Error": 0.0, "METEOR": 0.0,
+         "CLIPScore": 0.0, "BLEU-4": 0.0, "CIDEr": 0.0, "ratio_orig": 0.0, "ratio_inp": 0.0}
+#: ratios are drawn on a log axis: one row's 40 must not flatten the others' 1.1 and 1.5
+LOG_AXIS = ("Ratio", "Ratio_expected")
+
+
+def bar_layout(table: dict, column: str) -> dict:
+    """What one panel of :func:`bar_chart` draws for ``column``: per row the bar (``means``,
+    NaN where there is none), the asymmetric 95 % CI (``lower``, ``upper``; the lower arm
+    clipped at the metric's :data:`FLOOR`), the ``labels`` written where a bar cannot be
+    drawn ("∞ (k/n seeds)" for infinite seeds, "n/a" where every seed is missing, "" else)
+    and whether the axis is logarithmic (:data:`LOG_AXIS`)."""
+    import math
+    means, lower, upper, labels = [], [], [], []
+    floor = FLOOR.get(column)
+    for r in table:
+        rec = table[r].get(column) or {}
+        m, ci = rec.get("mean"), rec.get("ci95") or 0.0
+        n_inf = rec.get("n_inf") or 0
+        if m is None or (isinstance(m, float) and math.isnan(m)):
+            means.append(float("nan"))
+            lower.append(0.0)
+            upper.append(0.0)
+            labels.append(stats.format_cell(rec) if n_inf else "n/a")
+            continue
+        means.append(float(m))
+        lower.append(float(min(ci, m - floor)) if floor is not None and m - ci < floor
+                     else float(ci))
+        upper.append(float(ci))
+        labels.append("")
+    return {"means": means, "lower": lower, "upper": upper, "labels": labels,
+            "log": column in LOG_AXIS}
+
+
+def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None = None) -> None:
+    """One panel per column, one bar per method, the 95 % CI as error bar (clipped at the
+    metric's floor), the unbiased value as a dashed line; a row without a bar says why
+    ("∞ (k/n seeds)", "n/a"); ratios on a log axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = list(table)
+
+    def mean(r, c):
+        return (table[r].get(c) or {}).get("mean")
+    cols = [(c, h) for c, h in columns
+            if any(mean(r, c) is not None or (table[r].get(c) or {}).get("n_inf")
+                   for r in rows)]
+    if not rows or not cols:
+        # the figure is a declared out: say why it is empty (e.g. the probe on data without
+        # planted truth, such as coco-mini) instead of leaving no file (DVC would fail)
+        fig, ax = plt.subplots(figsize=(6, 1.6))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{title}: not available for this data\n(no values to plot; see "
+                          "plots/report/tables.md)", ha="center", va="center", fontsize=10)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        plt.close(fig)
+        return
+    fig, axes = plt.subplots(1, len(cols), figsize=(3.2 * len(cols), 0.45 * len(rows) + 1.4),
+                             squeeze=False)
+    for ax, (c, h) in zip(axes[0], cols):
+        lay = bar_layout(table, c)
+        ax.barh(range(len(rows)), lay["means"], xerr=[lay["lower"], lay["upper"]],
+                color="#4c72b0", alpha=0.85, capsize=3)
+        if lay["log"]:
+            ax.set_xscale("log")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([row_names().get(r, r) for r in rows] if ax is axes[0][0] else [])
+        # the same rows in every panel, even where the last rows have no bar (NaN)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_title(h + (" (log)" if lay["log"] else ""), fontsize=10)
+        if ideal and c in ideal:
+            ax.axvline(ideal[c], color="k", lw=0.8, ls="--")
+        for y, text in enumerate(lay["labels"]):
+            if text:   # no bar: say why, at the panel's left edge
+                ax.text(0.02, y, text, transform=ax.get_yaxis_transform(), va="center",
+                        fontsize=8, color="#b22222")
+    fig.suptitle(title + " (mean ± 95 % CI over seeds)", fontsize=11)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
+
+__all__ = ["FLOOR", "LOG_AXIS", "bar_chart", "bar_layout"]
