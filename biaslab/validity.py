@@ -50,7 +50,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from biaslab import stats
+from biaslab import registry, stats
 
 ATTRIBUTES = ("objects", "scene", "cast")
 #: resampled row -> its size-matched control (a random subset of Original with the same size and
@@ -323,7 +323,6 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
     Returns:
         list of checks (module docstring layout).
     """
-    from biaslab import registry
     ctl = {(t, m) for t in ("classifier", "captioner")
            for ms in ((controls or {}).get(t) or {}).values() for m in (ms or {})}
     out = []

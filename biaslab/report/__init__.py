@@ -86,7 +86,14 @@ def _rows(metrics: Mapping[str, Any], order: Sequence[str] | None = None) -> lis
     """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
     not per-method dicts (``test_set``, notes) are skipped."""
     keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and "per_seed" in v]
+    return _in_order(keys, order)
+
+
+def _in_order(keys, order: Sequence[str] | None = None) -> list[str]:
+    """``keys`` in the tables' row order (:func:`row_order` unless ``order``), then the
+    others sorted."""
     order = row_order() if order is None else order
+    keys = list(keys)
     return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
 
@@ -197,8 +204,7 @@ def probe_table(probe: Mapping[str, Any], model: str) -> dict:
     """``{row: {attribute: record}}`` of ``metrics/probe.json``'s ``model`` family."""
     fam = probe.get(model) or {}
     return {r: {a: _record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
-            for r in [k for k in row_order() if k in fam] + sorted(k for k in fam
-                                                                   if k not in row_order())}
+            for r in _in_order(fam)}
 
 
 def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
@@ -376,7 +382,8 @@ def domain_note(classification: Mapping[str, Any]) -> str:
 
     def rec(r, k, d=1):
         return stats.format_cell(dom[r].get(k), d)
-    parts = "; ".join(f"{row_names().get(r, r)} {rec(r, 'mAP_real')} real / "
+    names = row_names()
+    parts = "; ".join(f"{names.get(r, r)} {rec(r, 'mAP_real')} real / "
                       f"{rec(r, 'mAP_generated')} generated (gap {rec(r, 'domain_gap')})"
                       for r in rows)
     probe = dom.get("probe_auc") or {}

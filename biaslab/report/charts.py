@@ -52,6 +52,7 @@ def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = list(table)
+    names = row_names()
 
     def mean(r, c):
         return (table[r].get(c) or {}).get("mean")
@@ -78,7 +79,7 @@ def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None =
         if lay["log"]:
             ax.set_xscale("log")
         ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([row_names().get(r, r) for r in rows] if ax is axes[0][0] else [])
+        ax.set_yticklabels([names.get(r, r) for r in rows] if ax is axes[0][0] else [])
         # the same rows in every panel, even where the last rows have no bar (NaN)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(h + (" (log)" if lay["log"] else ""), fontsize=10)
