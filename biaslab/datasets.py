@@ -27,7 +27,8 @@ def original(images: pd.DataFrame, captions: pd.DataFrame, objects: pd.DataFrame
     caps = captions.groupby("image_id")["caption"].apply(list)
     objs = objects.drop_duplicates(["image_id", "category"]).groupby("image_id")["category"] \
         .apply(lambda s: sorted(s))
-    df["captions"] = df["image_id"].map(caps)
+    # [] for an image without captions (OpenImages: gender from perceived labels)
+    df["captions"] = df["image_id"].map(caps).apply(lambda v: v if isinstance(v, list) else [])
     df["objects"] = df["image_id"].map(objs).apply(lambda v: v if isinstance(v, list) else [])
     df["counterfactual"] = False
     df["sample_id"] = df["image_id"].astype(str)

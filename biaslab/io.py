@@ -181,6 +181,67 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
         raise InputError(path, f"not a readable parquet file ({e})") from e
 
 
+#: why a caption stage writes no result on data without captions (stage outputs say it)
+NO_CAPTIONS = ("the data has no captions (OpenImages with MIAP: image gender from perceived "
+               "labels), so captioners, LIBRA, LIC and caption retrieval do not apply")
+
+
+def has_captions(path: str | os.PathLike = "data/prepared/captions.parquet") -> bool:
+    """True when the captions table at ``path`` (prepared or labelled) has a row. Reads the
+    parquet footer only. Raises InputError when the file is missing or unreadable."""
+    import pyarrow.parquet as pq
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "file not found (did the stage that writes it run?)")
+    try:
+        return pq.read_metadata(path).num_rows > 0
+    except Exception as e:
+        raise InputError(path, f"not a readable parquet file ({e})") from e
+
+
+def skip_without_captions(stage: str, outs: list[str],
+                          captions: str | os.PathLike = "data/prepared/captions.parquet"
+                          ) -> bool:
+    """On data without captions, write every output of ``stage`` as a skip record and return
+    True (the stage then exits 0 and DVC caches the records); else return False.
+
+    Outputs by suffix: ``.json`` -> ``{"skipped": NO_CAPTIONS}``; ``.parquet`` -> an empty
+    table; ``.md`` / ``.csv`` -> one line saying so; anything else is a directory holding
+    ``skipped.json``. Readers test ``is_skipped``."""
+    if has_captions(captions):
+        return False
+    record = {"skipped": NO_CAPTIONS, "stage": stage}
+    for out in outs:
+        if out.endswith(".json"):
+            write_json(out, record)
+        elif out.endswith(".parquet"):
+            write_parquet(out, pd.DataFrame({"skipped": pd.Series(dtype="object")}))
+        elif out.endswith((".md", ".csv")):
+            with atomic_path(out) as tmp:
+                tmp.write_text(f"skipped: {NO_CAPTIONS}\n")
+        else:
+            with atomic_dir(out) as tmp:
+                (tmp / "skipped.json").write_text(json.dumps(record, indent=2,
+                                                             sort_keys=True) + "\n")
+    print(f"{stage}: skipped, {NO_CAPTIONS}", flush=True)
+    return True
+
+
+def is_skipped(obj: Any) -> bool:
+    """True for a record written by ``skip_without_captions`` (a loaded JSON, or a path to
+    a JSON file or an output directory)."""
+    if isinstance(obj, (str, os.PathLike)):
+        p = Path(obj)
+        p = p / "skipped.json" if p.is_dir() else p
+        if not p.is_file() or p.suffix != ".json":
+            return False
+        try:
+            obj = json.loads(p.read_text())
+        except (OSError, ValueError):
+            return False
+    return isinstance(obj, dict) and "skipped" in obj
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Read JSON; missing, empty, truncated or invalid files raise ``InputError`` naming the file
     and the position of the problem."""

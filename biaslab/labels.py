@@ -48,6 +48,77 @@ def label_images(labeled_captions: pd.DataFrame, rule: str = "any_mention",
                                        "n_none"])
 
 
+def label_images_perceived(perceived: pd.DataFrame) -> pd.DataFrame:
+    """Image-level gender from perceived (crowd) labels, for data without captions
+    (OpenImages: MIAP's GenderPresentation, ``biaslab.openimages``).
+
+    Args:
+        perceived: the prepared ``perceived_gender`` table (image_id, perceived_gender in
+            female / male / other).
+
+    Returns:
+        the table of ``label_images`` (image_id, gender, n_female, n_male, n_both, n_none):
+        gender female / male, ``undefined`` for ``other``; the caption counts are 0 (no
+        captions were read).
+    """
+    _require(perceived, ["image_id", "perceived_gender"], "perceived gender table")
+    g = perceived["perceived_gender"].where(perceived["perceived_gender"].isin(G.GENDERS),
+                                            "undefined")
+    out = pd.DataFrame({"image_id": perceived["image_id"].astype("int64"), "gender": g})
+    for lab in (G.FEMALE, G.MALE, G.BOTH, G.NONE):
+        out[f"n_{lab}"] = 0
+    return out.sort_values("image_id", ignore_index=True)
+
+
+#: the person word of a label text, by image gender (``label_texts``)
+_PERSON_WORD = {G.FEMALE: "woman", G.MALE: "man"}
+
+
+def label_texts(image_labels: pd.DataFrame, objects: pd.DataFrame,
+                max_objects: int = 8) -> pd.DataFrame:
+    """Caption stand-ins for data without captions (OpenImages): one text per labelled image,
+    "a woman with a ball, a coffee cup and a handbag." (the person word from the image's
+    gender: woman / man, "person" when undefined; the image's object classes in name order,
+    at most ``max_objects``). They serve where a caption is an input, not an output: paper 000
+    Eq. 1's inpainting prompt t^(g') (swapped to each group as a caption would be) and the
+    LiT scorer's training texts for prompt adherence (Eq. 4). No captioning metric reads them.
+
+    Args:
+        image_labels: ``data/labels/images.parquet`` (image_id, gender).
+        objects: ``data/prepared/objects.parquet`` (image_id, category).
+        max_objects: classes named per text (>= 0).
+
+    Returns:
+        the captions table (caption_id = image_id, image_id, caption), int64 ids, sorted.
+    """
+    _require(image_labels, ["image_id", "gender"], "image labels")
+    _require(objects, ["image_id", "category"], "objects table")
+    cats = (objects.drop_duplicates(["image_id", "category"]).sort_values(["image_id",
+                                                                           "category"])
+            .groupby("image_id")["category"].apply(list).to_dict())
+    rows = []
+    for iid, g in zip(image_labels["image_id"], image_labels["gender"]):
+        names = [f"a {c}" for c in cats.get(int(iid), [])[:max_objects]]
+        text = f"a {_PERSON_WORD.get(g, 'person')}"
+        if names:
+            text += " with " + (names[0] if len(names) == 1 else
+                                ", ".join(names[:-1]) + " and " + names[-1])
+        rows.append({"caption_id": int(iid), "image_id": int(iid), "caption": text + "."})
+    return pd.DataFrame(rows, columns=["caption_id", "image_id", "caption"]).astype(
+        {"caption_id": "int64", "image_id": "int64"}).sort_values("caption_id",
+                                                                  ignore_index=True)
+
+
+def captions_or_label_texts(captions: pd.DataFrame, image_labels_path, objects_path
+                            ) -> tuple[pd.DataFrame, bool]:
+    """``(captions, False)`` when the data has captions, else ``(label_texts(...), True)``
+    read from the two parquet paths (data without captions: OpenImages)."""
+    from biaslab.io import read_parquet
+    if len(captions):
+        return captions, False
+    return label_texts(read_parquet(image_labels_path), read_parquet(objects_path)), True
+
+
 def agreement(image_labels: pd.DataFrame, perceived: pd.DataFrame) -> dict:
     """Agreement of caption-derived image gender with crowd-sourced perceived gender.
 

@@ -190,6 +190,62 @@ def coco_work_from_root(root: Path, params: dict) -> Work:
                 f"label.rule={lab.get('rule')}, split by split.fractions")
 
 
+#: plan rows of the caption stages (none on data without captions)
+CAPTION_STAGES = ("train_captioner", "t5_finetune + bcs_synthesize", "dcg_train + dcg_apply",
+                  "eval_captioner")
+#: MIAP (Schumann et al. 2021, arXiv 2105.02317; Google Research blog, 2021-05): exhaustive
+#: person boxes with perceived gender / age presentation in "100k images containing people"
+MIAP_IMAGES = 100_000
+
+
+def openimages_work_documented(params: dict) -> Work:
+    """OpenImages with MIAP from the documented size (:data:`MIAP_IMAGES`). Neither MIAP's
+    documentation nor paper 000 gives how many of them show one gender presentation only, so
+    every image counts as gendered: an upper bound of the inpainting sources and test images.
+    No captions."""
+    fr = params.get("split", {}).get("fractions", {"train": 0.7, "test": 0.2})
+    return Work(MIAP_IMAGES, 0, round(MIAP_IMAGES * fr.get("train", 0.0)),
+                round(MIAP_IMAGES * fr.get("test", 0.0)),
+                "MIAP's documented 100k images with people (Schumann et al. 2021); all counted "
+                "as gendered (an upper bound: the single-gender share is not documented); no "
+                "captions")
+
+
+def openimages_work_from_root(root: Path, params: dict) -> Work:
+    """Counts from the MIAP box files under ``root`` (``open_images_extended_miap_boxes_*.csv``,
+    as stage prepare reads them; the images need not be downloaded yet): images = distinct
+    ImageIDs, gendered = images whose non-group boxes show one known GenderPresentation
+    (``biaslab.openimages``' rule), split by ``split.fractions``. No captions.
+
+    Raises:
+        InputError: no MIAP file, or one without the ImageID / GenderPresentation columns.
+    """
+    import csv
+    from biaslab.openimages import GENDER_PRESENTATION, _find
+    files = _find(root, "open_images_extended_miap_boxes_*.csv")
+    if not files:
+        raise InputError(root, "no open_images_extended_miap_boxes_<split>.csv (OpenImages "
+                               "with MIAP expected)")
+    pres: dict[str, set] = {}
+    for f in files:
+        with open(f, newline="", encoding="utf-8") as fh:
+            r = csv.DictReader(fh)
+            if not {"ImageID", "GenderPresentation"} <= set(r.fieldnames or ()):
+                raise InputError(f, f"needs ImageID and GenderPresentation; has {r.fieldnames}")
+            for row in r:
+                if (row.get("IsGroupOf") or "0").strip() in ("1", "1.0"):
+                    continue
+                g = GENDER_PRESENTATION.get(" ".join((row["GenderPresentation"] or "").split())
+                                            .lower())
+                pres.setdefault(row["ImageID"], set()).add(g)
+    n_g = sum(len(s - {"unknown", None}) == 1 for s in pres.values())
+    fr = params.get("split", {}).get("fractions", {"train": 0.7, "test": 0.2})
+    return Work(len(pres), 0, round(n_g * fr.get("train", 0.0)),
+                round(n_g * fr.get("test", 0.0)),
+                f"counted in {root}'s MIAP box files ({len(files)}): {len(pres):,} images, "
+                f"{n_g:,} of one gender presentation; split by split.fractions; no captions")
+
+
 def _capped(w: Work, max_images: int | None) -> Work:
     """``w`` under ``data.max_images`` (stage prepare keeps that many images, a seeded random
     subset): every count scaled by ``max_images / n_images`` (expected values of the random
@@ -215,6 +271,11 @@ def work(params: dict, base: Path | None = None) -> Work:
     root = Path(data.get("root") or "")
     if not root.is_absolute():
         root = (base or ROOT) / root
+    if data.get("source") == "openimages":
+        from biaslab.openimages import _find
+        if data.get("root") and _find(root, "open_images_extended_miap_boxes_*.csv"):
+            return _capped(openimages_work_from_root(root, params), data.get("max_images"))
+        return _capped(openimages_work_documented(params), data.get("max_images"))
     if data.get("root") and (root / "annotations").is_dir():
         return _capped(coco_work_from_root(root, params), data.get("max_images"))
     if data.get("source") == "coco":
@@ -444,7 +505,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
                         f"({', '.join(backbones)}{'; fine-tuned' if finetune else ''})",
                         cpu, gpu_r))
 
-    # captioner, LIBRA, evaluation: work only unless measured for this tier
+    # captioner, LIBRA, evaluation: work only unless measured for this tier; none on data
+    # without captions (OpenImages: those stages write skip records)
     cp = params.get("captioner", {})
     archs = list(cp.get("archs") or ["clipcap"])
     n_cap = len(cp.get("datasets", [])) * len(cp.get("seeds", [])) * len(archs)
@@ -469,6 +531,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
                     f"{wk.n_test_gendered:,} test images x ({n_cap} captioners + {n_libra} "
                     f"LIBRA outputs)", na, na))
 
+    if not wk.n_captions:   # data without captions: the caption stages write skip records
+        rows = [r for r in rows if r.stage not in CAPTION_STAGES]
     for r in rows:
         per_model = r.unit == "models"
         r.gpu_s = gpu_wall_s(r.n, r.gpu.per_s, gpus, per_model)

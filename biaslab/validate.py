@@ -132,7 +132,11 @@ def check_filters(p: Mapping) -> None:
 
 
 def check_data(p: Mapping) -> None:
-    """Group ``data``: ``max_images`` null or >= 1, ``kp_iou`` in [0, 1]."""
+    """Group ``data``: ``source`` a non-empty string (``openimages`` reads the OpenImages CSV
+    layout, any other name the COCO layout: stage prepare), ``max_images`` null or >= 1,
+    ``kp_iou`` in [0, 1]."""
+    if "source" in p and not (isinstance(p["source"], str) and p["source"]):
+        raise ParamError("data.source", f"must be a non-empty name, got {p['source']!r}")
     _int_at_least(p, "data", "max_images", 1, allow_null=True)
     if "kp_iou" in p:
         v = p["kp_iou"]
@@ -256,10 +260,15 @@ def check_controls(p: Mapping) -> None:
 
 #: image-level gender rules of ``biaslab.gender.image_gender``
 LABEL_RULES = ("any_mention", "at_least_k")
+#: where image gender comes from (stage label_gender)
+LABEL_SOURCES = ("captions", "perceived")
 
 
 def check_label(p: Mapping) -> None:
-    """Group ``label``: a known ``rule`` and word list ``words``, ``k`` >= 1."""
+    """Group ``label``: a known ``source``, ``rule`` and word list ``words``, ``k`` >= 1."""
+    if "source" in p and p["source"] not in LABEL_SOURCES:
+        raise ParamError("label.source", f"unknown source {p['source']!r}; known: "
+                                         f"{list(LABEL_SOURCES)}")
     if "rule" in p and p["rule"] not in LABEL_RULES:
         raise ParamError("label.rule", f"unknown rule {p['rule']!r}; known: {list(LABEL_RULES)}")
     if "words" in p:

@@ -31,10 +31,14 @@ from biaslab.artifact import caption_artifact_scores, caption_calls, table3_json
 from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs
 from biaslab.paths import model_dir
+from biaslab.io import skip_without_captions
 
 
 def main() -> None:
     params = load_params()
+    if skip_without_captions("artifact_captioner", ["data/artifact_captions",
+                                                    "metrics/artifact_captioner.json"]):
+        return
     a, p = params["artifact"], params["captioner"]
     words = params.get("label", {}).get("words", "lic")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")

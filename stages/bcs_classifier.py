@@ -22,7 +22,7 @@ import sys
 import time
 
 from biaslab import textclf
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.libra import bcs
 from biaslab import runstats
 
@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", default="metrics/bcs_classifier.json")
     a = ap.parse_args(argv)
     p = load_params(a.params)["libra"]
+    if skip_without_captions("bcs_classifier", [a.out, a.metrics], a.captions):
+        return
     t0 = time.perf_counter()
     d = bcs.training_set(read_parquet(a.captions), read_parquet(a.split),
                          p.get("max_train_captions"), p.get("seed", 0))

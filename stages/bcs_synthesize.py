@@ -34,6 +34,7 @@ from biaslab import textclf
 from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json, write_parquet  # noqa: E501
 from biaslab.libra import bcs, t5
 from biaslab import runstats
+from biaslab.io import skip_without_captions
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", default="plots/libra/samples.md")
     a = ap.parse_args(argv)
     p = load_params(a.params)["libra"]
+    if skip_without_captions("bcs_synthesize", [f"{a.out}/synthesized.parquet",
+                                                f"{a.out}/candidates.parquet", a.metrics,
+                                                a.samples], a.captions):
+        return
     t0 = time.perf_counter()
     seed = p.get("seed", 0)
     words = p.get("words", "libra")

@@ -42,7 +42,7 @@ from biaslab import stats
 from biaslab import synthetic as S
 from biaslab.captioning import evaluation as C
 from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
-from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.io import NO_CAPTIONS, InputError, json_number, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs
 
 PREP = "data/prepared"
@@ -294,9 +294,11 @@ def main() -> None:
     image_objects = {int(i): list(v) for i, v in objs.items() if int(i) in test_ids}
     cap_genders = {i: g for i, g in genders.items() if i in test_ids}
     cap_kinds = kinds + [("human", None, K.ATTRIBUTES)]
-    cap, cap_raw = _captioner(cap_kinds, cap_test, human, cap_genders, train_caps,
-                              image_objects, bias, stereo, seeds, lp, e, words,
-                              int(c.get("workers", 1)))
+    cap, cap_raw = {}, {}
+    if len(caps):   # data without captions (OpenImages): no captioner controls
+        cap, cap_raw = _captioner(cap_kinds, cap_test, human, cap_genders, train_caps,
+                                  image_objects, bias, stereo, seeds, lp, e, words,
+                                  int(c.get("workers", 1)))
 
     probe = {}
     pairs = S.read_probe(root) if truth is not None else None
@@ -309,9 +311,10 @@ def main() -> None:
     note = "largest replicate std among the controls (t-based, two rows of n replicates)"
     out = {
         "available": {"planted_truth": truth is not None, "probe": bool(probe),
-                      "skipped": [] if truth is not None else
-                      ["context_reader (no planted truth: not a biaslab synthetic dataset)",
-                       "probe (no probe pairs)"]},
+                      "skipped": ([] if truth is not None else
+                                  ["context_reader (no planted truth: not a biaslab synthetic "
+                                   "dataset)", "probe (no probe pairs)"])
+                      + ([] if len(caps) else [f"captioner ({NO_CAPTIONS})"])},
         "bias": bias, "stereotypes": stereo, "labels": labels, "replicates": seeds,
         "test_set": {"classifier": {"n": int(len(test)), "n_female":
                                     int((test["gender"] == "female").sum()),
@@ -323,7 +326,8 @@ def main() -> None:
                      "leakage_train": {"n": int(len(train))}},
         "classifier": clf, "captioner": cap, "probe": probe,
         "power": {"classifier": _power(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
-                  "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O"), note)},
+                  "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O"), note)
+                  if cap_raw else {}},
         "summary": {"matches": verdicts.count("matches"),
                     "does_not_match": verdicts.count("does not match"),
                     "inconclusive": verdicts.count("inconclusive"), "n": len(verdicts)},

@@ -43,7 +43,7 @@ import pandas as pd
 from biaslab import controls as K
 from biaslab import synthetic as S
 from biaslab.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.libra import dcg as D
 from biaslab.metrics.captions import error_change
 from biaslab.libra.t5 import word_spans
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics", default="metrics/dcg_apply.json")
     a = ap.parse_args(argv)
     params = load_params(a.params)
+    if skip_without_captions("dcg_apply", [a.out, a.metrics], a.captions):
+        return
     p = params["libra"]
     ap_p = p.get("apply") or {}
     words = p.get("words", "libra")

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from biaslab.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.libra import bcs
 from biaslab.libra import dcg as D
 from biaslab import runstats, textclf
@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--live", default="dvclive/dcg")
     a = ap.parse_args(argv)
     params = load_params(a.params)
+    # the captions are optional here (read only for pre-training or identity / swap pairs)
+    if Path(a.captions).exists() and skip_without_captions("dcg_train",
+                                                           [a.out, a.live, a.metrics],
+                                                           a.captions):
+        return
     p = params["libra"]
     fp = params.get("features") or {}
     seed = p.get("seed", 0)

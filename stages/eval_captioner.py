@@ -62,6 +62,7 @@ from biaslab.io import InputError, atomic_path, load_params, read_parquet, write
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
 from biaslab import runstats
+from biaslab.io import skip_without_captions
 
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
             "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
@@ -121,6 +122,9 @@ def _write_results(path: str, ids, captions) -> None:
 
 def main() -> None:
     params = load_params()
+    if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
+                                                "metrics/captioning.json"]):
+        return
     p, lp = params["captioner"], params["lic"]
     e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
     words = params.get("label", {}).get("words", "lic")

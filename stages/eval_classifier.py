@@ -222,6 +222,7 @@ def main() -> None:
                                         clf.has_gender))
             dom = DOM.domain_gap(*sides)
         return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
+                "labels": list(clf.labels),
                 "method": clf.config.get("method", "erm"), "domain": dom}
 
     # one job per (backbone, model, seed) on classifier.workers processes; results in job order
@@ -254,6 +255,11 @@ def main() -> None:
             "n_real_images": len(real_rows), "n_generated_images": int(len(generated)),
             **{n: _domain_row([results[(backbones[0], n, int(s))]["domain"] or {}
                                for s in p["seeds"]], p["seeds"]) for n in names}}
+    # paper 000 app. B.1: the attributes (objects co-occurring with woman / man) it lists
+    first = results[(backbones[0], names[0], int(p["seeds"][0]))]
+    out["attributes"] = {"model": names[0], "n": len(first["labels"]),
+                         "names": first["labels"], "min_cooccur": int(p["min_cooccur"]),
+                         "cooccur_rule": p.get("cooccur_rule", "each")}
     out["leakage_train"] = {"n_images": int(len(train)),
                             "n_male": int((train["gender"] == "male").sum()),
                             "n_female": int((train["gender"] == "female").sum()),

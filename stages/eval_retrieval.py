@@ -33,7 +33,7 @@ import numpy as np
 
 from biaslab import captioner as C
 from biaslab.gender import caption_gender, neutralise
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.metrics.retrieval import retrieval_bias
 
 DEFAULTS = {"ks": [10, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "seed": 0}
@@ -41,6 +41,8 @@ DEFAULTS = {"ks": [10, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "seed"
 
 def main() -> None:
     params = load_params()
+    if skip_without_captions("eval_retrieval", ["metrics/retrieval.json"]):
+        return
     e = {**DEFAULTS, **(params.get("eval_retrieval") or {})}
     words = params.get("label", {}).get("words", "lic")
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")

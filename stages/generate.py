@@ -25,6 +25,7 @@ import sys
 from biaslab.counterfactual import generate as gen
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
 from biaslab import executor, runstats
+from biaslab.labels import captions_or_label_texts
 
 #: Counters of what this run did (they differ between a fresh and a resumed run of the same
 #: inputs), kept out of metrics/generate.json.
@@ -46,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     p = params["generate"]
     words = params.get("label", {}).get("words", "lic")
     masks = read_parquet(args.masks)
-    prompts = gen.make_prompts(read_parquet(f"{args.prepared}/captions.parquet"),
-                               masks["image_id"], words=words)
+    # data without captions (OpenImages): prompts from the image's labels (biaslab.labels)
+    caps, _ = captions_or_label_texts(read_parquet(f"{args.prepared}/captions.parquet"),
+                                      args.labels, f"{args.prepared}/objects.parquet")
+    prompts = gen.make_prompts(caps, masks["image_id"], words=words)
     images = read_parquet(f"{args.prepared}/images.parquet")
     persons = read_parquet(f"{args.prepared}/persons.parquet")
     work, counts = gen.build_work(masks, images, persons, prompts,

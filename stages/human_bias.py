@@ -23,7 +23,7 @@ import numpy as np
 
 from biaslab import stats
 from biaslab.captioner import gender_labels
-from biaslab.io import load_params, read_parquet, write_json
+from biaslab.io import load_params, read_parquet, skip_without_captions, write_json
 from biaslab.metrics.captions import error, ratio
 from biaslab.metrics.lic import lic
 from biaslab.textclf import default_config
@@ -35,6 +35,8 @@ def _finite(v):
 
 def main() -> None:
     params = load_params()
+    if skip_without_captions("human_bias", ["metrics/human_bias.json"]):
+        return
     p, words = params["lic"], params["label"]["words"]
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     per = Path("data/prepared/perceived_gender.parquet")

@@ -1,20 +1,35 @@
 """Stage `label_gender`: caption-level and image-level gender from captions (params `label`),
-agreement with perceived gender -> data/labels/, metrics/labels.json."""
+agreement with perceived gender -> data/labels/, metrics/labels.json.
+
+`label.source: perceived` (data without captions, OpenImages with MIAP) takes image gender from
+the prepared perceived labels instead; the caption table is then empty."""
 import sys
 
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
-from biaslab.labels import agreement, label_captions, label_images
+from biaslab.labels import agreement, label_captions, label_images, label_images_perceived
 
 
 def main() -> None:
     p = load_params()["label"]
     caps = label_captions(read_parquet("data/prepared/captions.parquet"), words=p["words"])
-    imgs = label_images(caps, rule=p["rule"], words=p["words"], k=p["k"])
+    perceived = read_parquet("data/prepared/perceived_gender.parquet")
+    source = p.get("source", "captions")
+    if source == "perceived":
+        if perceived.empty:
+            raise InputError("data/prepared/perceived_gender.parquet",
+                             "label.source is perceived but the data has no perceived gender "
+                             "labels")
+        imgs = label_images_perceived(perceived)
+    else:
+        if caps.empty:
+            raise InputError("data/prepared/captions.parquet",
+                             "the data has no captions: set label.source: perceived (the "
+                             "openimages profile does)")
+        imgs = label_images(caps, rule=p["rule"], words=p["words"], k=p["k"])
     write_parquet("data/labels/captions.parquet", caps)
     write_parquet("data/labels/images.parquet", imgs)
-    perceived = read_parquet("data/prepared/perceived_gender.parquet")
     metrics = {
-        "rule": p["rule"], "words": p["words"], "k": p["k"],
+        "source": source, "rule": p["rule"], "words": p["words"], "k": p["k"],
         "images": {g: int(n) for g, n in imgs["gender"].value_counts().sort_index().items()},
         "captions": {g: int(n) for g, n in
                      caps["caption_gender"].value_counts().sort_index().items()},

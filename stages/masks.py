@@ -30,13 +30,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = load_params(args.params)["masks"]
     png_dir = os.path.join(args.out, "png")
+    segmenter = None
+    if p.get("shape") == "sam":   # paper tier: SAM inside MIAP's boxes (paper 000 app. A.1)
+        if not p.get("sam_model"):
+            raise ValueError("masks.shape sam needs masks.sam_model (a SAM checkpoint name or "
+                             "directory, e.g. facebook/sam-vit-base)")
+        from biaslab.counterfactual.sam import SamBoxSegmenter
+        segmenter = SamBoxSegmenter(p["sam_model"])
     table, counts = build_masks(
         read_parquet(f"{args.prepared}/images.parquet"),
         read_parquet(f"{args.prepared}/persons.parquet"),
         read_parquet(args.labels), read_parquet(args.split), png_dir,
         splits=p.get("splits"), area_threshold_px=float(p["area_threshold_px"]),
         reference_long_side=p.get("reference_long_side"), dilate_px=int(p["dilate_px"]),
-        crowd_min_inside=p.get("crowd_min_inside", 3), shape=p.get("shape", "polygon"))
+        crowd_min_inside=p.get("crowd_min_inside", 3), shape=p.get("shape", "polygon"),
+        segmenter=segmenter)
     keep = {os.path.basename(x) for x in table["mask_path"]}
     if os.path.isdir(png_dir):  # masks of a previous run that no image uses any more
         for f in os.listdir(png_dir):
@@ -48,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                               "reference_long_side": p.get("reference_long_side"),
                               "dilate_px": p["dilate_px"],
                               "crowd_min_inside": p.get("crowd_min_inside", 3),
-                              "shape": p.get("shape", "polygon")})
+                              "shape": p.get("shape", "polygon"),
+                              **({"sam_model": p["sam_model"]} if segmenter else {})})
     print(counts)
     return 0
 

@@ -1,10 +1,15 @@
-"""Stage `prepare`: any COCO-layout directory (params `data.root`) -> normalised parquet tables
-in data/prepared/ (schema: biaslab/schema.md), drop counts in metrics/prepare.json."""
+"""Stage `prepare`: a dataset directory (params `data.root`) -> normalised parquet tables in
+data/prepared/ (schema: biaslab/schema.md), drop counts in metrics/prepare.json.
+
+`data.source` picks the reader: coco / synthetic (COCO layout, biaslab.coco) or openimages
+(OpenImages CSVs with MIAP, biaslab.openimages: its rows the protocol leaves out are counted
+under `excluded`, apart from the malformed ones under `dropped`)."""
 import sys
 
 import pandas as pd
 
 from biaslab.coco import read_coco
+from biaslab.openimages import read_openimages
 from biaslab.io import InputError, load_params, write_json, write_parquet
 
 OUT = "data/prepared"
@@ -12,7 +17,11 @@ OUT = "data/prepared"
 
 def main() -> None:
     p = load_params()["data"]
-    tables, drops = read_coco(p["root"], kp_iou=p.get("kp_iou", 0.3))
+    excluded = None
+    if p["source"] == "openimages":
+        tables, drops, excluded = read_openimages(p["root"])
+    else:
+        tables, drops = read_coco(p["root"], kp_iou=p.get("kp_iou", 0.3))
     if p.get("max_images"):
         # Deterministic subsample for small scales: the first n images after a seeded shuffle.
         keep = tables["images"].sample(frac=1.0, random_state=p.get("seed", 0))
@@ -23,6 +32,7 @@ def main() -> None:
     for name, df in tables.items():
         write_parquet(f"{OUT}/{name}.parquet", df)
     objs = tables["objects"].drop_duplicates(["image_id", "category"])
+    gender = tables["perceived_gender"]["perceived_gender"].value_counts()
     write_json("metrics/prepare.json", {
         "source": p["source"], "images": len(tables["images"]),
         "captions": len(tables["captions"]), "persons": len(tables["persons"]),
@@ -31,7 +41,9 @@ def main() -> None:
         "images_with_objects": int(objs["image_id"].nunique()),
         "object_categories": int(objs["category"].nunique()),
         "perceived_gender_rows": len(tables["perceived_gender"]),
+        "perceived_gender": {g: int(gender.get(g, 0)) for g in ("female", "male", "other")},
         "dropped": drops, "dropped_total": int(sum(drops.values())),
+        **({"excluded": excluded} if excluded is not None else {}),
     })
     print(pd.Series({k: len(v) for k, v in tables.items()}).to_string(), "\ndropped:", drops)
 

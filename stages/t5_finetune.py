@@ -22,7 +22,7 @@ import sys
 import time
 from collections import Counter
 
-from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.libra import bcs, t5
 from biaslab import runstats
 
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--live", default="dvclive/t5")
     a = ap.parse_args(argv)
     p = load_params(a.params)["libra"]
+    if skip_without_captions("t5_finetune", [a.out, a.live, a.metrics], a.captions):
+        return
     tp = dict(p.get("t5") or {})
     max_val = tp.pop("max_val_captions", 1000)
     s = t5.settings_from_dict({"num_threads": p.get("threads"), **tp})

@@ -33,7 +33,7 @@ from biaslab import runstats
 from biaslab import captioning as K
 from biaslab import datasets as D
 from biaslab.captioning import data as CD
-from biaslab.io import InputError, load_params, read_parquet
+from biaslab.io import InputError, load_params, read_parquet, skip_without_captions
 from biaslab.parallel import map_jobs
 
 PREP = "data/prepared"
@@ -53,6 +53,9 @@ def main(argv=None) -> None:
                          f"{sorted(K.ARCHS)})")
     args = ap.parse_args(argv)
     params = load_params()
+    if skip_without_captions("train_captioner", [f"data/models/captioner/{args.dataset}",
+                                                 f"dvclive/captioner/{args.dataset}"]):
+        return
     p, fp = params["captioner"], params.get("features", {})
     seeds = ([args.seed] if args.seed is not None else args.seeds) or \
         [int(s) for s in p.get("seeds", [0])]

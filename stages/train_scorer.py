@@ -18,6 +18,7 @@ import numpy as np
 from biaslab.clipscorer import DEFAULTS, retrieval_recall, train_lit
 from biaslab.features import encode_texts_cached, load_features, split_rows
 from biaslab.io import InputError, load_params, read_parquet, write_json
+from biaslab.labels import captions_or_label_texts
 from biaslab import runstats
 
 
@@ -26,7 +27,10 @@ def main() -> None:
     p = {**DEFAULTS, **params["scorer"]}
     fp = params.get("features", {})
     ids, feats = load_features()
-    caps = read_parquet("data/prepared/captions.parquet")
+    # data without captions (OpenImages): the scorer learns from label texts (biaslab.labels)
+    caps, from_labels = captions_or_label_texts(read_parquet("data/prepared/captions.parquet"),
+                                                "data/labels/images.parquet",
+                                                "data/prepared/objects.parquet")
     split = read_parquet("data/split.parquet")
     row = {int(i): k for k, i in enumerate(ids)}
     caps = caps[caps["image_id"].isin(row)].reset_index(drop=True)
@@ -79,6 +83,8 @@ def main() -> None:
                               scorer.encode_texts(txt_pre[mask]), gallery, ks=(1, 5))
         out.update({f"prefixed/{k}": round(v, 4) for k, v in mp.items()
                     if not k.startswith("chance")})
+    if from_labels:
+        out["texts"] = "label texts (the data has no captions; biaslab.labels.label_texts)"
     out.update({"n_test_images": int(len(test)), "n_test_captions": int(mask.sum()),
                 "n_train_images": int(len(train)), "n_val_images": int(len(val)),
                 "final_loss": round(hist[-1]["loss"], 4), "epochs_run": len(hist),

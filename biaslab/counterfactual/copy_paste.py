@@ -13,7 +13,9 @@ For a masked image (mask omega from ``biaslab.counterfactual.masks``) and a targ
    inpainted); donor parts that stick out of omega are cut.
 
 Donor pool (``donor_pool``): persons of images whose caption-derived gender is g', from the
-donor splits (train), with a polygon or a useful keypoint silhouette; by default only
+donor splits (train), with a polygon or a useful keypoint silhouette (a group none of whose
+persons has an outline, as on OpenImages where MIAP gives boxes, takes box donors: the cut-out
+is the whole box, background included); by default only
 single-person images (the caption gender then refers to that person), widened to the largest
 person of multi-person images for a group with fewer than ``min_pool`` single-person donors.
 A donor never comes from the target image itself.
@@ -64,7 +66,8 @@ def donor_pool(persons: pd.DataFrame, images: pd.DataFrame, image_labels: pd.Dat
             widened to the largest maskable person of each multi-person image.
 
     Returns:
-        ``DONOR_COLUMNS`` (mask_source ``polygon`` or ``keypoints``), sorted by ann_id.
+        ``DONOR_COLUMNS`` (mask_source ``polygon`` or ``keypoints``; ``box`` for a group with
+        no outlined person), sorted by ann_id.
     """
     for df, cols, name in ((persons, ["ann_id", "image_id", "x", "y", "w", "h"], "persons"),
                            (images, ["image_id", "path", "width", "height"], "images"),
@@ -86,8 +89,12 @@ def donor_pool(persons: pd.DataFrame, images: pd.DataFrame, image_labels: pd.Dat
     p = p.merge(images[["image_id", "path", "width", "height"]], on="image_id", how="inner")
     poly = p["polygon"].map(has_polygon)
     kp = p["keypoints"].map(lambda k: k is not None and keypoints_useful(k))
-    p["mask_source"] = np.where(poly, "polygon", np.where(kp, "keypoints", None))
-    p = p[p["mask_source"].notna()]
+    # box: a person with no outline (OpenImages' MIAP gives boxes only); used only for a group
+    # with no outlined donor, and its cut-out carries the donor's background
+    p["mask_source"] = np.where(poly, "polygon", np.where(kp, "keypoints", "box"))
+    outlined = p[p["mask_source"] != "box"]
+    p = pd.concat([outlined, p[(p["mask_source"] == "box") &
+                             ~p["gender"].isin(set(outlined["gender"]))]])
     p = p.assign(_area=p["w"] * p["h"]).sort_values(["image_id", "_area", "ann_id"],
                                                      ascending=[True, False, True])
     largest = ~p["image_id"].duplicated()

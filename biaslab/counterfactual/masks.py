@@ -31,6 +31,10 @@ Mask omega (``person_mask``), per selected person, in this order of preference:
    body unit (shoulder/hip width, torso length, box height), clipped to the person box;
 3. ``box``: the bounding box (``floor(x) .. ceil(x + w)``).
 
+``shape="sam"`` (issue 33; paper 000 app. A.1's OpenImages masks, where MIAP gives boxes only)
+replaces 1-3 by Segment Anything prompted with each selected person's box, cut to the box
+(``biaslab.counterfactual.sam``; the paper tier, weights from ``masks.sam_model``).
+
 ``shape="box"`` (param ``masks.shape``; issue 31 item 6) skips 1-2 and masks every selected
 person's bounding box, paper 000's COCO wording ("the person's bounding box"): a polygon
 tighter than the person leaves parts of the original (hair, a sleeve, a bag) and with them its
@@ -74,7 +78,9 @@ _LEGS = ((11, 13), (13, 15), (12, 14), (14, 16))
 _TORSO_EDGES = ((5, 6), (11, 12), (5, 11), (6, 12))
 MASK_SOURCES = ("polygon", "keypoints", "box")
 #: ``masks.shape`` -> the mask sources tried, in order (``person_mask``)
-MASK_SHAPES = {"polygon": MASK_SOURCES, "box": ("box",)}
+MASK_SHAPES = {"polygon": MASK_SOURCES, "box": ("box",),
+               # SAM inside each box (a segmenter, biaslab.counterfactual.sam); box on failure
+               "sam": ("box",)}
 
 
 def area_scale(width: float, height: float, reference_long_side: float | None) -> float:
@@ -360,7 +366,7 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
                 area_threshold_px: float = AREA_THRESHOLD_PX,
                 reference_long_side: float | None = 640, dilate_px: int = 0,
                 crowd_min_inside: int | None = 3, shape: str = "polygon",
-                progress: bool = True) -> tuple[pd.DataFrame, dict]:
+                segmenter=None, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Select persons and write one mask PNG per image (``<png_dir>/<image_id>.png``).
 
     Args:
@@ -375,8 +381,13 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
             (module docstring).
         dilate_px: dilation radius in stored-image pixels.
         crowd_min_inside: crowd-region rule of ``crowd_like`` (None disables it).
-        shape: ``polygon`` (polygon, else keypoint silhouette, else box) or ``box`` (the
-            bounding box of every selected person; module docstring).
+        shape: ``polygon`` (polygon, else keypoint silhouette, else box), ``box`` (the
+            bounding box of every selected person; module docstring) or ``sam`` (Segment
+            Anything inside each selected person's box, paper 000's OpenImages masks; needs
+            ``segmenter`` and an images ``path`` column; an empty SAM mask falls back to the
+            box).
+        segmenter: ``segmenter(image (H, W, 3) uint8, boxes [(x, y, w, h)]) -> [(H, W) 0/1
+            masks]`` for ``shape="sam"`` (``biaslab.counterfactual.sam.SamBoxSegmenter``).
 
     Returns:
         ``(table, counts)``: table with ``MASKS_COLUMNS`` (ann_ids largest person first,
@@ -390,10 +401,14 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
 
     Raises:
         InputError: a required column is missing.
-        ValueError: ``shape`` is not one of ``MASK_SHAPES``.
+        ValueError: ``shape`` is not one of ``MASK_SHAPES``, or ``sam`` without a segmenter.
     """
     if shape not in MASK_SHAPES:
         raise ValueError(f"masks.shape must be one of {sorted(MASK_SHAPES)}, got {shape!r}")
+    if shape == "sam" and segmenter is None:
+        raise ValueError("masks.shape sam needs a segmenter (masks.sam_model)")
+    if shape == "sam" and "path" not in images.columns:
+        raise InputError("images table", "masks.shape sam reads the pixels: needs a path column")
     for df, cols, name in ((images, ["image_id", "width", "height"], "images table"),
                            (persons, ["ann_id", "image_id", "x", "y", "w", "h"],
                             "persons table"),
@@ -433,8 +448,17 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
             continue
         union = np.zeros((h, w), np.uint8)
         srcs = []
-        for p in sel.to_dict("records"):
-            m, src = person_mask(p, h, w, sources=MASK_SHAPES[shape])
+        recs = sel.to_dict("records")
+        seg = [None] * len(recs)
+        if shape == "sam":
+            from biaslab.io import load_image
+            seg = segmenter(load_image(im.path), [(p["x"], p["y"], p["w"], p["h"])
+                                                  for p in recs])
+        for p, sm in zip(recs, seg):
+            if sm is not None and sm.any():
+                m, src = sm.astype(np.uint8), "sam"
+            else:
+                m, src = person_mask(p, h, w, sources=MASK_SHAPES[shape])
             union |= m
             srcs.append(src)
             counts[f"persons_{src}"] += 1
@@ -451,7 +475,7 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
     table = pd.DataFrame(rows, columns=MASKS_COLUMNS)
     for k in ("images_considered", "masked", "skipped_no_person", "skipped_gender_undefined",
               "second_person", "crowd_boxes_skipped", "skipped_only_crowd",
-              *(f"persons_{s}" for s in MASK_SOURCES)):
+              *(f"persons_{s}" for s in MASK_SOURCES + (("sam",) if shape == "sam" else ()))):
         counts.setdefault(k, 0)
     out = dict(sorted(counts.items()))
     out["mean_area_fraction"] = float(table["area_fraction"].mean()) if len(table) else None

@@ -368,6 +368,21 @@ def leakage_f1_note(classification: Mapping[str, Any]) -> str:
                f"is the curve's end value." if clamped else ""))
 
 
+def attributes_note(classification: Mapping[str, Any]) -> str:
+    """The line under Table 1's heading naming its attributes (paper 000 app. B.1): how many
+    object classes, by which co-occurrence rule, where the list is ("" before issue 33's
+    ``attributes`` record)."""
+    a = classification.get("attributes")
+    if not isinstance(a, Mapping) or a.get("n") is None:
+        return ""
+    who = "woman and man each" if a.get("cooccur_rule") == "each" else "woman or man"
+    names = list(a.get("names") or [])
+    shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
+    return (f"Attributes: {a['n']} object classes that co-occur with {who} in at least "
+            f"{a.get('min_cooccur')} of the training images (paper 000 app. B.1: more than 100; "
+            f"metrics/classification.json `attributes`): {shown}.")
+
+
 def domain_note(classification: Mapping[str, Any]) -> str:
     """The line under Table 1 that gives the real-vs-generated domain check (issue 31 item 4;
     ``metrics/classification.json`` ``domain``, :mod:`biaslab.classify.domain`): per training

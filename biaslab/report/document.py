@@ -14,6 +14,7 @@ from typing import Any
 
 from biaslab import report as R
 from biaslab import stats, validity
+from biaslab.io import is_skipped
 
 #: the metrics files :func:`build` reads (key -> path; stage ``report`` passes them in)
 INPUTS = {"classification": "metrics/classification.json",
@@ -205,54 +206,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     ts2 = m["captioning"].get("test_set") or {}
     extra_arch = {k: v for k, v in (m["captioning"].get("archs") or {}).items()
                   if isinstance(v, dict)}   # Table 2 groups after ClipCap (captioner.archs)
-    lines = [
-        "# Bias report",
-        "",
-        f"Data: `{source}`; counterfactual backend (S_augment, S_synthetic, Table 3): "
-        f"`{backend}`. Every cell is mean ± 95 % CI over training seeds (Student t; n seeds in "
-        "each heading); `∞ (k/n seeds)` marks seeds whose Ratio is infinite (a model that never "
-        "predicts one gender), `(k missing)` seeds where a metric could not be computed. "
-        "Ratio = max(r, 1/r) with r = #man / #woman predictions (paper 000 sec. 3.1); 1 is "
-        "unbiased. Ratio_E (Table 1, our addition) is the same with the expected counts "
-        "sum P(man) / sum P(woman): threshold-free, finite where a model that reads no context "
-        "puts every masked image on one side of its threshold (Ratio ∞). Leakage = LK_M - LK_D (Eq. 7) and LIC = LIC_M - LIC_D (thesis Eq. 2.11), "
-        "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →x "
-        "closest to x: 1 for the classifiers' calls on persons-masked images, as paper 000; "
-        "the test set's own man : woman ratio for captions of unmasked images, Burns et al. "
-        "2018, issue 31) is **bold** and the second best <u>underlined</u>, as in paper 000; "
-        "where their CIs overlap the order is not significant. Models are the tiny offline "
-        "tier unless `models: paper` is composed: not comparable with the papers' numbers.",
-        "",
-        f"## Table 1: multi-label classification (n = {R.n_seeds(m['classification'])} seeds; "
-        f"test images: {ts1.get('n_female', '?')} female / {ts1.get('n_male', '?')} male)",
-        "",
-        *([f"Backbone `{ts1['backbone']}`" + (" (the first of `classifier.backbones`; the "
-                                               "others follow)." if extra_bb else "."), ""]
-          if ts1.get("backbone") else []),
-        R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
-        *(["", R.degenerate_note(deg1, R.UTILITY["table1"], ufloor)] if deg1 else []),
-        *(["", R.resample_note(m["datasets"])] if R.resample_note(m["datasets"]) else []),
-        *(["", R.leakage_f1_note(m["classification"])]
-          if R.leakage_f1_note(m["classification"]) else []),
-        *(["", R.domain_note(m["classification"])]
-          if R.domain_note(m["classification"]) else []),
-        "",
-        R.diff_markdown(d1, R.TABLE1_DIFF, digits),
-        "",
-        R.power_line(m["controls"], "classifier", digits, R.TABLE1_COLUMNS),
-        "",
-        "### Table 1, direction: which way the persons-masked calls lean (issue 31)",
-        "",
-        R.markdown(R.direction_table(m["classification"]), R.DIRECTION_COLUMNS, 2),
-        "",
-        R.direction_note(m["classification"]),
-        "",
-        *[x for name, v in extra_bb.items() for x in (
-            f"### Table 1, backbone `{name}`", "",
-            R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True,
-                       degenerate=R.degenerate_rows(R.table1(v), R.UTILITY["table1"],
-                                                    ufloor)), "",
-            R.diff_markdown(R.differences(v, R.TABLE1_DIFF), R.TABLE1_DIFF, digits), "")],
+    no_captions = is_skipped(m["captioning"])   # data without captions (OpenImages)
+    table2_lines = [
         f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
         f"{ts2.get('gender_source', '?')})",
@@ -284,6 +239,63 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         f"{(hb.get('LIC_D') or {}).get('n', '?')} LIC classifier seeds "
         f"({hb.get('lic_classifier', '?')}).",
         "",
+    ]
+    lines = [
+        "# Bias report",
+        "",
+        f"Data: `{source}`; counterfactual backend (S_augment, S_synthetic, Table 3): "
+        f"`{backend}`. Every cell is mean ± 95 % CI over training seeds (Student t; n seeds in "
+        "each heading); `∞ (k/n seeds)` marks seeds whose Ratio is infinite (a model that never "
+        "predicts one gender), `(k missing)` seeds where a metric could not be computed. "
+        "Ratio = max(r, 1/r) with r = #man / #woman predictions (paper 000 sec. 3.1); 1 is "
+        "unbiased. Ratio_E (Table 1, our addition) is the same with the expected counts "
+        "sum P(man) / sum P(woman): threshold-free, finite where a model that reads no context "
+        "puts every masked image on one side of its threshold (Ratio ∞). Leakage = LK_M - LK_D (Eq. 7) and LIC = LIC_M - LIC_D (thesis Eq. 2.11), "
+        "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →x "
+        "closest to x: 1 for the classifiers' calls on persons-masked images, as paper 000; "
+        "the test set's own man : woman ratio for captions of unmasked images, Burns et al. "
+        "2018, issue 31) is **bold** and the second best <u>underlined</u>, as in paper 000; "
+        "where their CIs overlap the order is not significant. Models are the tiny offline "
+        "tier unless `models: paper` is composed: not comparable with the papers' numbers.",
+        "",
+        f"## Table 1: multi-label classification (n = {R.n_seeds(m['classification'])} seeds; "
+        f"test images: {ts1.get('n_female', '?')} female / {ts1.get('n_male', '?')} male)",
+        "",
+        *([f"Backbone `{ts1['backbone']}`" + (" (the first of `classifier.backbones`; the "
+                                               "others follow)." if extra_bb else "."), ""]
+          if ts1.get("backbone") else []),
+        *([R.attributes_note(m["classification"]), ""]
+          if R.attributes_note(m["classification"]) else []),
+        R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
+        *(["", R.degenerate_note(deg1, R.UTILITY["table1"], ufloor)] if deg1 else []),
+        *(["", R.resample_note(m["datasets"])] if R.resample_note(m["datasets"]) else []),
+        *(["", R.leakage_f1_note(m["classification"])]
+          if R.leakage_f1_note(m["classification"]) else []),
+        *(["", R.domain_note(m["classification"])]
+          if R.domain_note(m["classification"]) else []),
+        "",
+        R.diff_markdown(d1, R.TABLE1_DIFF, digits),
+        "",
+        R.power_line(m["controls"], "classifier", digits, R.TABLE1_COLUMNS),
+        "",
+        "### Table 1, direction: which way the persons-masked calls lean (issue 31)",
+        "",
+        R.markdown(R.direction_table(m["classification"]), R.DIRECTION_COLUMNS, 2),
+        "",
+        R.direction_note(m["classification"]),
+        "",
+        *[x for name, v in extra_bb.items() for x in (
+            f"### Table 1, backbone `{name}`", "",
+            R.markdown(R.table1(v), R.TABLE1_COLUMNS, digits, rank=True,
+                       degenerate=R.degenerate_rows(R.table1(v), R.UTILITY["table1"],
+                                                    ufloor)), "",
+            R.diff_markdown(R.differences(v, R.TABLE1_DIFF), R.TABLE1_DIFF, digits), "")],
+        *(table2_lines if not no_captions else [
+            "## Table 2: image captioning", "",
+            f"Not run: {m['captioning']['skipped']}. Stages eval_captioner, artifact_captioner, "
+            "human_bias, eval_retrieval and LIBRA's (bcs_classifier ... dcg_apply) wrote skip "
+            "records; Tables 1 and 3, the audit, the controls and the validity checks are "
+            "this data's results.", ""]),
         "## Table 3: synthetic-artifact test",
         "",
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
@@ -304,10 +316,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         R.markdown(t3, R.TABLE3_CLASSIFIER_COLUMNS if any(
             "delta_artifact" in v for v in t3.values()) else R.TABLE3_COLUMNS, 2),
         "",
-        f"Captioners (caption gender; n = {R.n_seeds(m['artifact_captioner'])} seeds):",
-        "",
-        R.markdown(t3c, R.TABLE3_COLUMNS, 2),
-        "",
+        *([f"Captioners (caption gender; n = {R.n_seeds(m['artifact_captioner'])} seeds):",
+           "", R.markdown(t3c, R.TABLE3_COLUMNS, 2), ""] if not no_captions else
+          ["Captioners: not run (the data has no captions).", ""]),
         *([R.residue_note(m["residue"]), ""] if R.residue_note(m["residue"]) else []),
         "## Causal attribute-sensitivity probe",
         "",
@@ -407,6 +418,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         "## LIBRA",
         "",
+        "Not run (the data has no captions)." if no_captions else
         f"Biased caption synthesis (paper 003, Table 1 mix "
         f"swap:t5:merged = {mix}): "
         f"{bcs.get('total', R.DASH)} captions "
