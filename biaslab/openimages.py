@@ -84,6 +84,8 @@ _COLUMNS = {c.lower(): c for c in (
 _ID_RE = re.compile(r"^[0-9a-f]{16}$")
 _SPLIT_RE = re.compile(r"(?:^|[_\-.])(train|validation|val|test)(?=[_\-.])")
 _IMAGE_EXT = (".jpg", ".jpeg", ".png")
+#: ``_reader``'s marker of a well-formed row whose image was not downloaded
+ABSENT = object()
 
 
 def _split_of(name: str) -> str | None:
@@ -98,8 +100,11 @@ def _find(root: Path, pattern: str) -> list[Path]:
     return sorted(found)
 
 
-def _reader(path: Path, required: tuple[str, ...]):
-    """Open a CSV with a header; yield (line number, row dict) and check the columns."""
+def _reader(path: Path, required: tuple[str, ...], present=None):
+    """Open a CSV with a header; yield (line number, row dict) and check the columns. A row
+    with the wrong number of fields yields None; with ``present`` (a set of lower-case
+    ImageIDs), a row of another image yields ``ABSENT`` before any dict is built (the full
+    OpenImages CSVs hold tens of millions of rows, most of images not downloaded)."""
     try:
         fh = open(path, newline="", encoding="utf-8")
     except OSError as e:
@@ -116,9 +121,12 @@ def _reader(path: Path, required: tuple[str, ...]):
             raise InputError(path, f"missing column(s) {missing} (has {header}); not the "
                                    f"OpenImages layout")
         n = len(header)
+        k = names.index("ImageID")
         for line, row in enumerate(r, start=2):
             if len(row) != n:
                 yield line, None
+            elif present is not None and row[k].strip().lower() not in present:
+                yield line, (ABSENT if _ID_RE.match(row[k].strip().lower()) else None)
             else:
                 yield line, {c: v.strip() for c, v in zip(names, row)}
 
@@ -232,15 +240,15 @@ def read_openimages(root: str | os.PathLike, check_files: bool = True,
     for kind, paths, required, sink in specs:
         for path in paths:
             fsplit = _split_of(path.name)
-            for _, row in tqdm(_reader(path, required), desc=path.name, disable=not progress,
-                               leave=False, mininterval=2.0):
+            for _, row in tqdm(_reader(path, required, set(files)), desc=path.name,
+                               disable=not progress, leave=False, mininterval=2.0):
+                if row is ABSENT:
+                    excluded[f"{kind}_image_not_downloaded"] += 1
+                    continue
                 if row is None or not _ID_RE.match(row["ImageID"].lower()):
                     drops[f"{kind}_malformed_row"] += 1
                     continue
                 oid = row["ImageID"].lower()
-                if oid not in files:
-                    excluded[f"{kind}_image_not_downloaded"] += 1
-                    continue
                 named.setdefault(oid, fsplit)
                 if row["LabelName"] not in classes:
                     drops[f"{kind}_unknown_class"] += 1

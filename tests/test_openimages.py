@@ -240,7 +240,7 @@ def oi_run(tmp_path_factory):
     """A clone of the working tree after
     `dvc exp run -S data=openimages -S data.root=<written set>`."""
     base = tmp_path_factory.mktemp("oi_e2e")
-    truth = write_foreign_openimages(base / "openimages", n_images=120)
+    truth = write_foreign_openimages(base / "openimages", n_images=80)
     dst = base / "repo"
     env = clone_worktree(dst, "openimages")
     out = run_checked([sys.executable, "benchmarks/stage_times.py", "--name", "openimages",
