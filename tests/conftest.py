@@ -42,6 +42,32 @@ def clone_worktree(dst: Path, message: str, drop: tuple[str, ...] = ()) -> dict:
     run_checked(["git", "commit", "-qm", message], dst, env)
     run_checked(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], dst, env)
     return env
+
+
+def run_profile_in_clone(base: Path, name: str, overrides: list[str]) -> tuple[Path, str]:
+    """Clone the working tree to ``base/repo`` (``clone_worktree``) and run
+    ``dvc exp run -S <override> ...`` there under ``benchmarks/stage_times.py --name <name>``,
+    as a user would. With ``BIASLAB_E2E_OUT`` set (CI), its ``tables.md`` and stage times are
+    copied there as ``<name>_tables.md`` and ``<name>_stage_times_<name>.json``. Returns the
+    clone and the run's output."""
+    import os
+    import shutil
+    import sys
+    dst = base / "repo"
+    # the working tree's cache: nothing of the default is reused (other data), but the
+    # run's outputs land where a second run finds them
+    env = clone_worktree(dst, name)
+    args = [x for o in overrides for x in ("-S", o)]
+    out = run_checked([sys.executable, "benchmarks/stage_times.py", "--name", name, "--",
+                       "dvc", "exp", "run", *args], dst, env)
+    export = os.environ.get("BIASLAB_E2E_OUT")
+    if export:   # CI prints this run's tables and stage times beside the default's
+        Path(export).mkdir(parents=True, exist_ok=True)
+        for f in ("plots/report/tables.md", f"benchmarks/results/stage_times_{name}.json"):
+            shutil.copy2(dst / f, Path(export) / f"{name}_{Path(f).name}")
+    return dst, out
+
+
 COCO_MINI = REPO.parent / "shared" / "coco-mini"
 
 CAPTIONS = {

@@ -437,7 +437,12 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     eval_classifier.main()
     assert json.loads((tmp_path / "metrics/classification.json").read_text()) == m
     assert set(m) == {"original", "augment", "synthetic", "adversarial", "group_dro",
-                      "test_set", "leakage_train", "domain"}
+                      "test_set", "leakage_train", "domain", "attributes"}
+    # paper 000 app. B.1's attribute list: the first model's object labels (issue 33)
+    a = m["attributes"]
+    assert a["model"] == "original" and a["n"] == len(a["names"]) > 0
+    assert a["names"] == json.loads((tmp_path / "data/models/classifier/original/original-0/"
+                                     "classifier_config.json").read_text())["labels"]
     # the domain check (issue 31 item 4): every model on the real photos and the same-group
     # counterfactuals of the train sources it never trained on, one pair per source
     from biaslab.classify import domain as DOM

@@ -9,20 +9,13 @@ carries a reason and its numbers, no check passes on a measure that cannot move,
 largest repeat is reported, the report holds only this run's files, and stage ``synthesize``
 wrote no dataset."""
 import json
-import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import clone_worktree, run_checked
+from tests.conftest import run_profile_in_clone
 from tests.foreign_coco import write_foreign_coco
 
 pytestmark = pytest.mark.slow
-
-
-_run = run_checked
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +23,7 @@ def foreign_run(tmp_path_factory):
     """A clone of the working tree after `dvc exp run -S data=coco -S data.root=<foreign>`."""
     base = tmp_path_factory.mktemp("foreign")
     truth = write_foreign_coco(base / "coco")
-    dst = base / "repo"
-    # the working tree's cache: nothing of the default is reused (other data), but the
-    # foreign run's outputs land where a second run finds them
-    env = clone_worktree(dst, "foreign")
-    out = _run([sys.executable, "benchmarks/stage_times.py", "--name", "foreign", "--",
-                "dvc", "exp", "run", "-S", "data=coco", "-S", f"data.root={base / 'coco'}"],
-               dst, env)
-    export = os.environ.get("BIASLAB_E2E_OUT")
-    if export:   # CI prints this run's tables and stage times beside the default's
-        Path(export).mkdir(parents=True, exist_ok=True)
-        for f in ("plots/report/tables.md", "benchmarks/results/stage_times_foreign.json"):
-            shutil.copy2(dst / f, Path(export) / f"foreign_{Path(f).name}")
+    dst, out = run_profile_in_clone(base, "foreign", ["data=coco", f"data.root={base / 'coco'}"])
     return dst, truth, out
 
 

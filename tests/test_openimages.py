@@ -6,9 +6,7 @@ inside the box (a random small SAM: the code path, not the weights), and one end
 ``dvc exp run -S data=openimages -S data.root=<dir>`` as a user would run it."""
 import csv
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from biaslab.io import InputError, is_skipped, skip_without_captions, write_parquet
 from biaslab.labels import label_images_perceived, label_texts
 from biaslab.openimages import _box, read_classes, read_openimages
-from tests.conftest import clone_worktree, run_checked
+from tests.conftest import run_profile_in_clone
 from tests.foreign_openimages import MIAP_HEADER, write_foreign_openimages
 
 
@@ -241,16 +239,8 @@ def oi_run(tmp_path_factory):
     `dvc exp run -S data=openimages -S data.root=<written set>`."""
     base = tmp_path_factory.mktemp("oi_e2e")
     truth = write_foreign_openimages(base / "openimages", n_images=80)
-    dst = base / "repo"
-    env = clone_worktree(dst, "openimages")
-    out = run_checked([sys.executable, "benchmarks/stage_times.py", "--name", "openimages",
-                       "--", "dvc", "exp", "run", "-S", "data=openimages", "-S",
-                       f"data.root={base / 'openimages'}"], dst, env)
-    export = os.environ.get("BIASLAB_E2E_OUT")
-    if export:   # CI prints this run's tables and stage times beside the default's
-        Path(export).mkdir(parents=True, exist_ok=True)
-        for f in ("plots/report/tables.md", "benchmarks/results/stage_times_openimages.json"):
-            shutil.copy2(dst / f, Path(export) / f"openimages_{Path(f).name}")
+    dst, out = run_profile_in_clone(base, "openimages", ["data=openimages",
+                                                         f"data.root={base / 'openimages'}"])
     return dst, truth, out
 
 
