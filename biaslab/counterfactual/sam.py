@@ -62,11 +62,6 @@ class SamBoxSegmenter:
             out.pred_masks.cpu(), inputs["original_sizes"].cpu(),
             inputs["reshaped_input_sizes"].cpu())[0]          # (boxes, 3, H, W) bool
         best = out.iou_scores[0].argmax(dim=-1).cpu()           # (boxes,)
-        result = []
-        for k, (x0, y0, x1, y1) in enumerate(xyxy):
-            m = masks[k, int(best[k])].numpy().astype(np.uint8)
-            inside = np.zeros((h, w), np.uint8)
-            inside[int(np.floor(max(y0, 0))):int(np.ceil(min(y1, h))),
-                   int(np.floor(max(x0, 0))):int(np.ceil(min(x1, w)))] = 1
-            result.append(m & inside)
-        return result
+        from biaslab.counterfactual.masks import box_mask
+        return [masks[k, int(best[k])].numpy().astype(np.uint8) & box_mask(b, h, w)
+                for k, b in enumerate(boxes)]
