@@ -445,6 +445,98 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
     return out
 
 
+def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
+    """Paper 001's claims on retrieval bias metrics (sec. 3.3, Table 1; Table 2), from
+    ``metrics/retrieval.json`` (stage eval_retrieval), at the smallest K for the signed
+    Bias@K (paper 001: K = 5, 10) and the largest K below the gallery size for MaxSkew@K
+    (paper 001: K = 100):
+
+    * a gender-agnostic model (TF-IDF on gender-neutralised captions) has MaxSkew@K above a
+      random ranking's on the natural gallery (``>``, paired over queries): the metric reads
+      the data's context bias, not only the model's;
+    * the gender-agnostic model's Bias@K is higher on the natural gallery than on the balanced
+      one (``>``; natural minus balanced, the far ends of the bootstrap and t intervals): the
+      signed metric follows the gallery's imbalance (paper 001: 0.22 vs -0.06 at K = 5). Not
+      "≈ 0 on the balanced gallery": a precise estimate of any small value excludes 0 (paper
+      001's own -0.06 ± 0.00 would);
+    * and its MaxSkew@K there stays above the random ranking's (``>``, Welch over the
+      resamples): balancing the counts leaves the spurious correlations in;
+    * CLIP-clip lowers the scorer's MaxSkew@K on the natural gallery (``<``, paired over
+      queries; paper 001 Table 2's COCO rows);
+    * on the contrast set (stage contrast_set, ``retrieval["contrast"]``; the largest K there
+      not above the natural one) the gender-agnostic model's MaxSkew@K is not above a random
+      ranking's (``≤``): the contrast set leaves no context that goes with one group;
+    * and the scorer's MaxSkew@K there is above a random ranking's (``>``): a model trained
+      on biased data stays biased where the gallery is not.
+
+    No retrieval rows (a skip record, no captions) give no check."""
+    r = retrieval or {}
+    setup = r.get("setup") or {}
+    n_gallery = setup.get("n_gallery")
+    ks = [int(k) for k in setup.get("ks") or [] if not isinstance(n_gallery, int)
+          or int(k) < n_gallery]
+    if not ks or not isinstance(r.get("differences"), Mapping):
+        return []
+    kb, km = min(ks), max(ks)
+    src = "metrics/retrieval.json"
+    out: list[dict] = []
+
+    def diff(name, key, expect, cid, claim):
+        d = ((r["differences"].get(name) or {}).get(key)) or {}
+        if d.get("mean") is not None:
+            out.append(_check(cid, claim, expect, 0.0, d["mean"], d.get("lo"), d.get("hi"),
+                              d.get("n"), src))
+    diff("tfidf-random", f"MaxSkew@{km}", ">", f"retrieval/tfidf-random/maxskew@{km}>0",
+         f"retrieval: a gender-agnostic model (TF-IDF on neutralised captions) has MaxSkew@{km} "
+         f"above a random ranking's on the natural gallery (paired over queries; paper 001 "
+         f"sec. 3.3)")
+    diff("clip_clip-scorer", f"MaxSkew@{km}", "<", f"retrieval/clip_clip-scorer/maxskew@{km}<0",
+         f"retrieval: CLIP-clip lowers the scorer's MaxSkew@{km} on the natural gallery "
+         f"(paired over queries; paper 001 Table 2)")
+    bal = r.get("balanced") or {}
+    nat = (r.get("tfidf") or {}).get(f"Bias@{kb}") or {}
+    t = (bal.get("tfidf") or {}).get(f"Bias@{kb}") or {}
+    if None not in (nat.get("lo"), nat.get("hi"), t.get("mean"), t.get("ci95")):
+        # conservative: the far ends of the two intervals (bootstrap over queries, t over
+        # resamples: no joint distribution to pair them by)
+        out.append(_check(f"retrieval/natural-balanced/tfidf/bias@{kb}>0",
+                          f"retrieval: the gender-agnostic model's Bias@{kb} is higher on the "
+                          f"natural gallery (more men) than on the balanced one: the signed "
+                          f"metric follows the gallery's imbalance (paper 001 sec. 3.3, "
+                          f"Table 1)", ">", 0.0, nat["mean"] - t["mean"],
+                          nat["lo"] - (t["mean"] + t["ci95"]),
+                          nat["hi"] - (t["mean"] - t["ci95"]), t.get("n"), src))
+    a, b = ((bal.get(x) or {}).get(f"MaxSkew@{km}") or {} for x in ("tfidf", "random"))
+    if a.get("mean") is not None and b.get("mean") is not None:
+        d = stats.difference_of_records(a, b)
+        out.append(_check(f"retrieval/balanced/tfidf-random/maxskew@{km}>0",
+                          f"retrieval: on the balanced gallery the gender-agnostic model's "
+                          f"MaxSkew@{km} stays above a random ranking's (Welch over resamples; "
+                          f"paper 001 sec. 3.3 and appendix D)", ">", 0.0, d["diff"], d["lo"],
+                          d["hi"], min(int(a.get("n") or 0), int(b.get("n") or 0)), src))
+    con = r.get("contrast") or {}
+    cks = [int(k) for k in (con.get("setup") or {}).get("ks") or []]
+    if isinstance(con.get("differences"), Mapping) and cks:
+        kc = max(k for k in cks if k <= km) if any(k <= km for k in cks) else max(cks)
+        d = con["differences"]
+
+        def cdiff(name, expect, cid, claim):
+            x = (d.get(name) or {}).get(f"MaxSkew@{kc}") or {}
+            if x.get("mean") is not None:
+                out.append(_check(cid, claim, expect, 0.0, x["mean"], x.get("lo"), x.get("hi"),
+                                  x.get("n"), src))
+        cdiff("tfidf-random", "≤", f"retrieval/contrast/tfidf-random/maxskew@{kc}≤0",
+              f"retrieval: on the contrast set (both groups' versions of each image, "
+              f"background fixed) the gender-agnostic model's MaxSkew@{kc} is not above a "
+              f"random ranking's (paired over queries; paper 001 sec. 4: no spurious "
+              f"correlation left to read)")
+        cdiff("scorer-random", ">", f"retrieval/contrast/scorer-random/maxskew@{kc}>0",
+              f"retrieval: on the contrast set the scorer trained on the biased data keeps "
+              f"MaxSkew@{kc} above a random ranking's (paired over queries): the bias it "
+              f"shows there is the model's, not the gallery's (paper 001 sec. 5)")
+    return out
+
+
 #: metric named in a check id -> the controls' (task, metric)
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
                      "ratio_expected<0": ("classifier", "Ratio_E"),

@@ -44,7 +44,37 @@ def clone_worktree(dst: Path, message: str, drop: tuple[str, ...] = ()) -> dict:
     return env
 
 
-def run_profile_in_clone(base: Path, name: str, overrides: list[str]) -> tuple[Path, str]:
+def plugin_overrides(params: dict) -> list[str]:
+    """The ``-S`` overrides that name examples/biaslab-example-plugin's components beside the
+    built-in ones of ``params`` (the composed params.yaml): training set ``reweighted``,
+    model-level method ``label_smoothing``, caption post-processor ``neutral``."""
+    def listed(xs):
+        return "[" + ",".join(xs) + "]"
+    return [f"classifier.datasets={listed([*params['classifier']['datasets'], 'reweighted'])}",
+            f"captioner.datasets={listed([*params['captioner']['datasets'], 'reweighted'])}",
+            f"artifact.datasets={listed([*params['artifact']['datasets'], 'reweighted'])}",
+            f"classifier.methods={listed([*params['classifier']['methods'], 'label_smoothing'])}",
+            "eval_captioner.postprocessors="
+            f"{listed([*params['eval_captioner']['postprocessors'], 'neutral'])}"]
+
+
+def install_example_plugin(tmp: Path) -> str:
+    """pip-install examples/biaslab-example-plugin into ``tmp/site`` (a directory for
+    PYTHONPATH beside biaslab, not this repository) and return that directory."""
+    import shutil
+    import subprocess
+    import sys
+    src = tmp / "plugin-src"
+    shutil.copytree(REPO / "examples" / "biaslab-example-plugin", src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", "--target", str(tmp / "site"),
+                    str(src)], check=True, capture_output=True, text=True)
+    return str(tmp / "site")
+
+
+def run_profile_in_clone(base: Path, name: str, overrides: list[str],
+                         extra_env: dict | None = None) -> tuple[Path, str]:
     """Clone the working tree to ``base/repo`` (``clone_worktree``) and run
     ``dvc exp run -S <override> ...`` there under ``benchmarks/stage_times.py --name <name>``,
     as a user would. With ``BIASLAB_E2E_OUT`` set (CI), its ``tables.md`` and stage times are
@@ -56,7 +86,7 @@ def run_profile_in_clone(base: Path, name: str, overrides: list[str]) -> tuple[P
     dst = base / "repo"
     # the working tree's cache: nothing of the default is reused (other data), but the
     # run's outputs land where a second run finds them
-    env = clone_worktree(dst, name)
+    env = {**clone_worktree(dst, name), **(extra_env or {})}
     args = [x for o in overrides for x in ("-S", o)]
     out = run_checked([sys.executable, "benchmarks/stage_times.py", "--name", name, "--",
                        "dvc", "exp", "run", *args], dst, env)

@@ -388,8 +388,12 @@ def test_synthetic_truth_captioner_learns_and_bias_grows(tmp_path):
     from biaslab.metrics.captions import error, ratio
     from biaslab.metrics.quality import coco_caption_scores
     torch.set_num_threads(1)
+    from biaslab.parallel import map_jobs
     t_start = time.perf_counter()
-    runs = {b: _synthetic_run(tmp_path, b) for b in (0.0, 0.9)}
+    # the two biases train independently: one forked worker each (2 cores, 1 thread each)
+    biases = (0.0, 0.9)
+    runs = dict(zip(biases, map_jobs(lambda b: _synthetic_run(tmp_path, b), biases,
+                                     workers=2)))
     out = {}
     for bias, r in runs.items():
         flat, _ = C.caption_metrics(r["preds"], r["genders"], r["human"], seeds=3,

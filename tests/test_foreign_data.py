@@ -12,18 +12,30 @@ import json
 
 import pytest
 
-from tests.conftest import run_profile_in_clone
+from tests.conftest import REPO, install_example_plugin, plugin_overrides, run_profile_in_clone
 from tests.foreign_coco import write_foreign_coco
 
 pytestmark = pytest.mark.slow
 
 
+# CI scale for this run (LIBRA's caption generator and T5 are not what it checks): fewer
+# epochs than the ci preset's 20 and 5
+CI_SCALE = ["libra.dcg.epochs=8", "libra.t5.epochs=2"]
+
+
 @pytest.fixture(scope="module")
 def foreign_run(tmp_path_factory):
-    """A clone of the working tree after `dvc exp run -S data=coco -S data.root=<foreign>`."""
+    """A clone of the working tree after `dvc exp run -S data=coco -S data.root=<foreign>`,
+    with the example plug-in (examples/biaslab-example-plugin, pip-installed beside biaslab)
+    named in the same experiment: a user's own data and a user's own method together."""
+    import yaml
     base = tmp_path_factory.mktemp("foreign")
     truth = write_foreign_coco(base / "coco")
-    dst, out = run_profile_in_clone(base, "foreign", ["data=coco", f"data.root={base / 'coco'}"])
+    site = install_example_plugin(base)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    dst, out = run_profile_in_clone(
+        base, "foreign", ["data=coco", f"data.root={base / 'coco'}", *CI_SCALE,
+                          *plugin_overrides(params)], extra_env={"PYTHONPATH": site})
     return dst, truth, out
 
 
@@ -124,3 +136,39 @@ def test_domain_and_residue_checks_report_their_numbers(foreign_run):
     assert cf["target_auc_other"]["mean"] is not None
     tables = (repo / "plots/report/tables.md").read_text()
     assert "Residue check" in tables and "Domain check" in tables
+
+
+def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
+    """Issue 27 items 1-2: examples/biaslab-example-plugin, installed with pip beside biaslab
+    (a directory on PYTHONPATH, not this repository), adds a training set, a model-level method
+    and a caption post-processor. Named in the params of the experiment (no file of this
+    repository edited), their rows appear in Tables 1-3 and the validity verdicts (their
+    declared claims, judged against Original). (On the default, tests/test_pipeline.py checks
+    which stages the same experiment plans; the probe needs planted pairs, absent here.)"""
+    repo, _, out = foreign_run
+    for stage in ("train_classifier@reweighted", "train_method@label_smoothing",
+                  "train_captioner@reweighted", "eval_captioner", "report"):
+        assert (f"Running stage '{stage}'" in out
+                or f"Stage '{stage}' is cached - skipping run" in out), stage
+    md = (repo / "plots/report/tables.md").read_text()
+
+    def section(title):
+        s = md[md.index(title):]
+        return s[:s.index("\n## ", 3)]
+    t1, t2, t3 = section("## Table 1:"), section("## Table 2:"), section("## Table 3:")
+
+    def row(label, text):     # a row of a markdown table; † marks a degenerate row
+        return text.count(f"| {label} |") + text.count(f"| {label} † |")
+    for label in ("Reweighted (plug-in)", "Label smoothing (plug-in)"):
+        assert row(label, t1), label
+    # the neutral post-processor names nobody's gender: a † row (issue 31 item 2), not "best"
+    assert row("Reweighted (plug-in)", t2) and "| Original + neutral words (plug-in) †" in t2
+    assert row("Reweighted (plug-in)", t3) == 2         # classifier and captioner parts
+    v = _json(repo, "metrics/validity.json")
+    declared = {c["id"]: c for c in v["checks"] if c.get("declared_by")}
+    assert {"classifier/reweighted-original/objects<0",
+            "classifier/label_smoothing-original/objects≤0",
+            "captioner/original+neutral-original/lic≤0"} <= set(declared), sorted(declared)
+    assert all(c["declared_by"] == "biaslab-example-plugin" and c["verdict"]
+               for c in declared.values())
+    assert "Reweighted (plug-in)" in section("## Validity")

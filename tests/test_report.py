@@ -253,7 +253,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     # issue 31 item 5: how over-sampling met its bound, beside Table 1
     assert ("Over-sampling: 200 samples of 80 images, the most repeated image 40 times (20 % "
             "of the samples), 3 images repeated, Kish's effective number of images 12.5") in md
-    assert "| scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
+    assert "| CLIP-style scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
     # K = 100 on an 80-image gallery ranks the whole gallery: left out, and said so
     assert "Bias@100" not in md and "Not shown: K = 100 >= the gallery's 80 images" in md
     summary = json.loads((m / "summary_full.json").read_text())

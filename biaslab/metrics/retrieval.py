@@ -258,3 +258,187 @@ def retrieval_bias(scores, gallery_genders: Sequence, ks: Sequence[int] = (10, 5
              else {x: None for x in keys} | {"n": 0})
         out[f"MaxSkew@{k}"] = {x: m[x] for x in keys} | {"n_undefined": int((~ok).sum())}
     return out
+
+
+# ------------------------------------------------------------------ paper 001 Tables 1 and 2
+def tfidf_scores(queries: Sequence[str], documents: Sequence[str]):
+    """Scores of paper 001's gender-agnostic retrieval model (sec. 3.3, Table 1: "a TF-IDF
+    ranking model for caption-to-caption retrieval on gender-neutralised captions"): the
+    cosine similarity of scikit-learn TF-IDF vectors (``TfidfVectorizer`` with its defaults,
+    fit on the gallery's documents; rows L2-normalised, so the dot product is the cosine).
+
+    Each gallery image's document is its gender-neutralised captions joined (the caller
+    neutralises: the model then sees no gendered word, so any bias it shows is the data's).
+    The paper does not say whether a query's own caption stays in its image's document; here
+    it does (the query's image then tends to rank first, as in retrieval by its own caption).
+
+    Args:
+        queries: (n_queries,) gender-neutralised query texts.
+        documents: (n_gallery,) one text per gallery image.
+
+    Returns:
+        float64 array (n_queries, n_gallery) in [0, 1].
+
+    Raises:
+        ValueError: no queries or no documents, or a vocabulary that is empty after
+            tokenisation (scikit-learn's error).
+    """
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    if not len(queries) or not len(documents):
+        raise ValueError(f"tfidf_scores needs queries and documents, got {len(queries)} and "
+                         f"{len(documents)}")
+    vec = TfidfVectorizer()
+    d = vec.fit_transform(list(documents))
+    q = vec.transform(list(queries))
+    return np.asarray((q @ d.T).toarray(), dtype=np.float64)
+
+
+def balanced_gallery(gallery_genders: Sequence, seed: int):
+    """Indices of paper 001's "COCO Val (Balanced)" gallery (sec. 3.3 and appendix D: "undersample
+    the male images in order to arrive at a Balanced COCO dataset"): the larger of the two
+    defined groups is sampled down, without replacement, to the size of the smaller; images of
+    undefined gender are kept (the paper says nothing of them; they count for no group).
+
+    Args:
+        gallery_genders: (n_gallery,) labels ``"female"``/``"male"``/other.
+        seed: seed of ``numpy.random.default_rng`` (one per resample: the paper's 5 runs).
+
+    Returns:
+        int64 array of kept gallery indices, ascending.
+
+    Raises:
+        ValueError: a group with no image (nothing to balance against).
+    """
+    import numpy as np
+    g = np.asarray([str(x) for x in gallery_genders])
+    f, m = np.flatnonzero(g == FEMALE), np.flatnonzero(g == MALE)
+    if not len(f) or not len(m):
+        raise ValueError(f"cannot balance a gallery with {len(f)} female and {len(m)} male "
+                         f"images")
+    small, big = (f, m) if len(f) <= len(m) else (m, f)
+    keep = np.random.default_rng(seed).choice(big, size=len(small), replace=False)
+    other = np.flatnonzero((g != FEMALE) & (g != MALE))
+    return np.sort(np.concatenate([small, keep, other])).astype(np.int64)
+
+
+def recall_at_k(scores, targets: Sequence[int], ks: Sequence[int] = (1, 5, 10),
+                n_boot: int = 2000, seed: int = 0) -> dict:
+    """Text-to-image Recall@K: the share of queries whose own image (``targets``) is among the
+    ``k`` highest-scored gallery images, with a percentile-bootstrap 95 % CI over queries.
+    What a debiased model pays in accuracy (paper 001 Table 2 reports zero-shot ImageNet
+    accuracy beside MaxSkew for the same purpose; retrieval recall is its analogue here).
+
+    Args:
+        scores: (n_queries, n_gallery) similarities; ties keep gallery order.
+        targets: (n_queries,) index in the gallery of each query's source image.
+        ks: cut-offs >= 1.
+        n_boot, seed: bootstrap resamples and seed.
+
+    Returns:
+        ``{"R@K": {"mean", "ci95", "lo", "hi", "n"}}`` in [0, 1] for each K.
+
+    Raises:
+        ValueError: shapes that do not match, or a target outside the gallery.
+    """
+    import numpy as np
+
+    from biaslab import stats
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.int64)
+    if s.ndim != 2 or len(t) != s.shape[0]:
+        raise ValueError(f"scores {s.shape} and {len(t)} targets do not match")
+    if len(t) and (t.min() < 0 or t.max() >= s.shape[1]):
+        raise ValueError("a target index lies outside the gallery")
+    order = np.argsort(-s, axis=1, kind="stable")
+    rank = np.argmax(order == t[:, None], axis=1)       # 0 = retrieved first
+    out = {}
+    for k in ks:
+        _check_k(k)
+        b = stats.bootstrap(np.mean, (rank < k).astype(np.float64), n_boot=n_boot, seed=seed)
+        out[f"R@{k}"] = {x: b[x] for x in ("mean", "ci95", "lo", "hi", "n")}
+    return out
+
+
+def clip_clip_keep(embeddings, genders: Sequence, m: int, seed: int = 0):
+    """CLIP-clip (Wang et al. 2021, "Are gender-neutral queries really gender-neutral?", the
+    debiased CLIP of paper 001 Table 2, m = 100 of 512 dimensions): drop the ``m`` embedding
+    dimensions with the highest mutual information with gender, estimated on images of a known
+    gender (paper 001: on COCO train 2017; here the training split). Mutual information is
+    scikit-learn's ``mutual_info_classif`` (k-nearest-neighbour estimate, ``random_state`` =
+    ``seed``); the caller applies the kept dimensions to image and text embeddings alike and
+    re-normalises them.
+
+    Args:
+        embeddings: float array (n_images, d), image embeddings of the retrieval model.
+        genders: (n_images,) labels; only ``"female"``/``"male"`` rows are used.
+        m: dimensions to clip, 0 <= m < d.
+        seed: seed of the estimator's noise.
+
+    Returns:
+        ``(keep, mi)``: int64 array of the d - m kept dimensions (ascending) and the float64
+        mutual information (nats) of every dimension.
+
+    Raises:
+        ValueError: m outside [0, d), or fewer than 2 images of each gender.
+    """
+    import numpy as np
+    from sklearn.feature_selection import mutual_info_classif
+    x = np.asarray(embeddings, dtype=np.float64)
+    g = np.asarray([str(v) for v in genders])
+    if x.ndim != 2 or len(g) != len(x):
+        raise ValueError(f"embeddings {x.shape} and {len(g)} labels do not match")
+    if not 0 <= int(m) < x.shape[1]:
+        raise ValueError(f"m must lie in [0, {x.shape[1]}), got {m}")
+    ok = (g == FEMALE) | (g == MALE)
+    if min((g == FEMALE).sum(), (g == MALE).sum()) < 2:
+        raise ValueError("clip_clip_keep needs at least 2 images of each gender")
+    mi = mutual_info_classif(x[ok], (g[ok] == MALE).astype(int), random_state=seed)
+    drop = np.argsort(-mi, kind="stable")[:int(m)]
+    return np.setdiff1d(np.arange(x.shape[1]), drop).astype(np.int64), mi.astype(np.float64)
+
+
+def retrieval_difference(scores_a, scores_b, gallery_genders: Sequence,
+                         ks: Sequence[int] = (10, 50, 100), n_boot: int = 2000,
+                         seed: int = 0) -> dict:
+    """Model A minus model B on the same queries and gallery: Bias@K and MaxSkew@K differences
+    with a paired percentile-bootstrap 95 % CI over queries (each query's delta_K and MaxSkew@K
+    under both models resampled together; :func:`retrieval_bias` for the per-query values;
+    queries whose MaxSkew is undefined under either model are left out of MaxSkew).
+
+    Args:
+        scores_a, scores_b: arrays (n_queries, n_gallery), the same queries in the same order.
+        gallery_genders, ks, n_boot, seed: as :func:`retrieval_bias` (desired proportions =
+            the gallery's).
+
+    Returns:
+        ``{"Bias@K": {"mean", "ci95", "lo", "hi", "n"}, "MaxSkew@K": {...}}`` of A - B.
+
+    Raises:
+        ValueError: shapes that differ or do not match the gallery; bad K.
+    """
+    import numpy as np
+
+    from biaslab import stats
+    a, b = np.asarray(scores_a, np.float64), np.asarray(scores_b, np.float64)
+    g = list(gallery_genders)
+    if a.shape != b.shape or a.ndim != 2 or a.shape[1] != len(g):
+        raise ValueError(f"scores {a.shape} and {b.shape} must both be (n_queries, {len(g)})")
+    p_d = _desired(g, GROUPS)
+    ranked = [[[g[j] for j in row] for row in np.argsort(-s, axis=1, kind="stable")]
+              for s in (a, b)]
+    keys = ("mean", "ci95", "lo", "hi", "n")
+    out = {}
+    for k in ks:
+        _check_k(k)
+        d = [np.array([delta_at_k(r, k) for r in rs]) for rs in ranked]
+        bd = stats.bootstrap(lambda x, y: float(np.mean(x - y)), d[0], d[1], n_boot=n_boot,
+                             seed=seed)
+        out[f"Bias@{k}"] = {x: bd[x] for x in keys}
+        ms = [np.array([per_query_max_skew(r, k, p_d) for r in rs]) for rs in ranked]
+        ok = ~np.isnan(ms[0]) & ~np.isnan(ms[1])
+        bm = (stats.bootstrap(lambda x, y: float(np.mean(x - y)), ms[0][ok], ms[1][ok],
+                              n_boot=n_boot, seed=seed) if ok.any()
+              else {x: None for x in keys} | {"n": 0})
+        out[f"MaxSkew@{k}"] = {x: bm[x] for x in keys}
+    return out

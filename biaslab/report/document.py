@@ -10,6 +10,7 @@ verdicts of ``metrics/validity.json`` (:mod:`biaslab.validity`), the headline
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from biaslab import report as R
@@ -187,6 +188,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity.probe_checks(m["probe"], "captioner_margin") + \
         validity.table_checks(m["classification"], m["artifact"]) + \
         validity.libra_checks(m["captioning"], m["dcg_apply"]) + \
+        validity.retrieval_checks(m["retrieval"]) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
@@ -293,7 +295,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         *(table2_lines if not no_captions else [
             "## Table 2: image captioning", "",
             f"Not run: {m['captioning']['skipped']}. Stages eval_captioner, artifact_captioner, "
-            "human_bias, eval_retrieval and LIBRA's (bcs_classifier ... dcg_apply) wrote skip "
+            "human_bias, contrast_set, eval_retrieval and LIBRA's (bcs_classifier ... dcg_apply) wrote skip "
             "records; Tables 1 and 3, the audit, the controls and the validity checks are "
             "this data's results.", ""]),
         "## Table 3: synthetic-artifact test",
@@ -345,38 +347,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
                R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
-    ret = m["retrieval"]
-    ks = (ret.get("setup") or {}).get("ks") or []
-    n_gallery = (ret.get("setup") or {}).get("n_gallery")
-    # a K that reaches the whole gallery ranks every image: Bias@K is the gallery's own
-    # balance and MaxSkew@K 0 by construction, not a property of the model (issue 25)
-    big = [k for k in ks if isinstance(n_gallery, int) and k >= n_gallery]
-    ks = [k for k in ks if k not in big]
-    if ks and isinstance(ret.get("scorer"), dict):
-        su = ret["setup"]
-        lines += [
-            "## Retrieval bias of the CLIP-style scorer (paper 001 sec. 5)",
-            "",
-            f"{su.get('n_queries', '?')} gender-neutralised test captions as queries over "
-            f"{su.get('n_gallery', '?')} test images ({su.get('n_female', '?')} female / "
-            f"{su.get('n_male', '?')} male); Bias@K (0 = balanced) and MaxSkew@K (0 = the "
-            "gallery's own balance) ± 95 % bootstrap CI over queries; `random` is a random "
-            "ranking of the same gallery.",
-            "",
-            "| ranking | " + " | ".join(f"Bias@{k} | MaxSkew@{k}" for k in ks) + " |",
-            "|---|" + "---|---|" * len(ks)]
-        for name in ("scorer", "random"):
-            r = ret.get(name) or {}
-            cells = []
-            for k in ks:
-                cells += [stats.format_cell(r.get(f"Bias@{k}"), 3),
-                          stats.format_cell(r.get(f"MaxSkew@{k}"), 3)]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        if big:
-            lines += ["", f"Not shown: K = {', '.join(map(str, big))} >= the gallery's "
-                          f"{n_gallery} images (the whole gallery: the gallery's own balance, "
-                          f"not the model's)."]
-        lines.append("")
+    lines += retrieval_markdown(m["retrieval"])
     lines += [
         "## Validity (planted truth as referee)",
         "",
@@ -466,3 +437,111 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["COMPACT", "HEADLINE", "INPUTS", "build", "compact", "headline"]
+
+
+RETRIEVAL_ROWS = (("random", "random ranking"), ("tfidf", "TF-IDF, gender-agnostic"),
+                  ("scorer", "CLIP-style scorer"), ("clip_clip", "scorer, CLIP-clip"))
+
+
+def retrieval_markdown(ret: Mapping) -> list[str]:
+    """The "Retrieval (paper 001)" section from metrics/retrieval.json (stage eval_retrieval):
+    its Table 1 (Bias@K / MaxSkew@K of a random ranking, the gender-agnostic TF-IDF model and
+    the scorer, on the natural test gallery and on its balanced resamples) and its Table 2
+    (scorer vs CLIP-clip, with Recall@K). A K that reaches the whole gallery ranks every image
+    (Bias@K is then the gallery's own balance, MaxSkew@K 0 by construction) and is left out.
+    Returns markdown lines; none when the file holds no scorer row (a skip record)."""
+    setup = ret.get("setup") or {}
+    ks = setup.get("ks") or []
+    n_gallery = setup.get("n_gallery")
+    big = [k for k in ks if isinstance(n_gallery, int) and k >= n_gallery]
+    ks = [k for k in ks if k not in big]
+    if not ks or not isinstance(ret.get("scorer"), dict):
+        return []
+    rows = [(key, label) for key, label in RETRIEVAL_ROWS if isinstance(ret.get(key), dict)]
+    head = "| model | " + " | ".join(f"Bias@{k}" for k in ks) + " | " + \
+        " | ".join(f"MaxSkew@{k}" for k in ks) + " |"
+    rule = "|---|" + "---|" * (2 * len(ks))
+
+    def table(src: Mapping) -> list[str]:
+        out = [head, rule]
+        for key, label in rows:
+            r = src.get(key) or {}
+            cells = [stats.format_cell(r.get(f"{m}@{k}"), 3) for m in ("Bias", "MaxSkew")
+                     for k in ks]
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        return out
+    lines = [
+        "## Retrieval (paper 001)",
+        "",
+        f"{setup.get('n_queries', '?')} gender-neutralised test captions as queries over "
+        f"{n_gallery if n_gallery is not None else '?'} test images "
+        f"({setup.get('n_female', '?')} female / {setup.get('n_male', '?')} male / "
+        f"{setup.get('n_undefined', '?')} undefined). Bias@K: (men - women) / (men + women) "
+        "in the top K, 0 = balanced, signed; MaxSkew@K: the largest log-ratio of a group's "
+        "share in the top K to its share of the gallery, 0 = the gallery's own balance. "
+        "TF-IDF ranks by the images' own neutralised captions: it cannot see gender, so what it "
+        "shows is the data's bias (paper 001 sec. 3.3).",
+        "",
+        "Table 1, natural gallery (± 95 % bootstrap CI over queries):",
+        "",
+        *table(ret),
+        ""]
+    bal = ret.get("balanced")
+    if isinstance(bal, dict) and bal:
+        lines += [f"Table 1, balanced gallery (the larger group sampled down to the smaller, "
+                  f"undefined images kept, their captions the queries; mean ± 95 % t-CI over "
+                  f"{setup.get('n_balanced', '?')} resamples):", "", *table(bal), ""]
+    con = ret.get("contrast") or {}
+    cset, csu = con.get("set") or {}, con.get("setup") or {}
+    cks = [k for k in csu.get("ks") or [] if k in ks]
+    if cks and isinstance(con.get("scorer"), dict):
+        acc = cset.get("accepted") or {}
+        lines += [
+            f"Table 1, contrast set (paper 001's GenSynth, stage contrast_set: each of "
+            f"{cset.get('source_images', '?')} maskable test images edited into both groups' "
+            f"versions with the background fixed, KNN-filtered; {cset.get('pairs', '?')} kept "
+            f"both ({acc.get('female', '?')} female / {acc.get('male', '?')} male versions "
+            f"accepted of {cset.get('candidates', '?')}): a gallery of "
+            f"{csu.get('n_gallery', '?')} images, {csu.get('n_queries', '?')} queries; ± 95 % "
+            "bootstrap CI over queries):", "",
+            "| model | " + " | ".join(f"Bias@{k}" for k in cks) + " | "
+            + " | ".join(f"MaxSkew@{k}" for k in cks) + " |",
+            "|---|" + "---|" * (2 * len(cks))]
+        for key, label in rows:
+            r = con.get(key) or {}
+            cells = [stats.format_cell(r.get(f"{m}@{k}"), 3) for m in ("Bias", "MaxSkew")
+                     for k in cks]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+    elif con.get("note"):
+        lines += [f"Contrast set: {con['note']}.", ""]
+    rec = ret.get("recall") or {}
+    if rec.get("scorer") and rec.get("clip_clip"):
+        rks = setup.get("recall_ks") or []
+        lines += [
+            f"Table 2, the scorer and CLIP-clip (the {setup.get('clip_m', '?')} of "
+            f"{setup.get('embedding_dim', '?')} embedding dimensions with the highest mutual "
+            f"information with gender on {setup.get('clip_mi_images', '?')} training images "
+            "dropped): MaxSkew@K, and Recall@K of each query's own image (the cost of "
+            "debiasing; paper 001 reports ImageNet accuracy for it); natural gallery, and "
+            "the contrast set's MaxSkew@K where it exists.",
+            "",
+            "| model | " + " | ".join(f"MaxSkew@{k}" for k in ks) + " | "
+            + " | ".join(f"R@{k}" for k in rks) + " |",
+            "|---|" + "---|" * (len(ks) + len(rks))]
+        for key in ("scorer", "clip_clip", "tfidf"):
+            if not isinstance(ret.get(key), dict):
+                continue
+            label = dict(RETRIEVAL_ROWS)[key]
+            cells = [stats.format_cell(ret[key].get(f"MaxSkew@{k}"), 3) for k in ks] + \
+                [stats.format_cell((rec.get(key) or {}).get(f"R@{k}"), 3) for k in rks]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            if isinstance(con.get(key), dict):
+                lines.append(f"| {label}, contrast set | " + " | ".join(
+                    stats.format_cell(con[key].get(f"MaxSkew@{k}"), 3) if k in cks else "–"
+                    for k in ks) + " | " + " | ".join("–" for _ in rks) + " |")
+        lines.append("")
+    if big:
+        lines += [f"Not shown: K = {', '.join(map(str, big))} >= the gallery's {n_gallery} "
+                  f"images (the whole gallery: the gallery's own balance, not the model's).", ""]
+    return lines

@@ -1,0 +1,141 @@
+"""Stage `contrast_set`: GenSynth's gender-balanced contrast set of the test split (paper 001
+sec. 4; issue 32 item 1): every test image whose persons can be masked is edited into one
+version per group with the background fixed (the masks of stage `masks` and the backend of
+`generate.backend`, through the same code: biaslab.counterfactual), each version is judged by
+the KNN filter (paper 001 Eqs. 1-2: K, tau_R, tau_G of `filters.knn_*`; the real images R are
+the test originals, embedded as stage `score` embeds them, with the CLIP-style scorer), and a
+source image is kept only when both versions pass (sec. 4.2). Stage `eval_retrieval` ranks it
+beside the natural gallery.
+
+params: contrast (splits, m), masks (shape, dilate_px, area_threshold_px, reference_long_side,
+        crowd_min_inside, sam_model), generate (backend and its settings, guidance_scales,
+        seed, shards), filters (clip, knn_k, knn_tau_r, knn_tau_g), features.cache_dir,
+        label.words, data.root (render: the synthetic dataset), lic.num_threads
+in:   data/prepared/{images,persons,captions,objects}.parquet, data/labels/images.parquet,
+      data/split.parquet, data/scorer
+out:  data/contrast/ (masks/png/*.png, images/*, shards/ (the generator's resume tables),
+      candidates.parquet: every candidate with
+      knn_P_R, knn_P_G, knn_accept; pairs.parquet: image_id, group, j, path, two rows per kept
+      source image), metrics/contrast.json ({"backend", "splits", "m", "masks": counts,
+      "work": counts, "knn": {"k", "tau_r", "tau_g"}, "source_images", "candidates",
+      "accepted": {group: n}, "accept_fraction", "pairs", "pair_fraction"}). Data without
+      captions (OpenImages) writes skip records, as the other retrieval stages.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from biaslab.io import (InputError, load_params, read_parquet, skip_without_captions,
+                        write_json, write_parquet)
+
+OUT = Path("data/contrast")
+METRICS = "metrics/contrast.json"
+DEFAULTS = {"splits": ["test"], "m": 1}
+
+
+def _check(c: dict) -> None:
+    def bad(name, problem):
+        print(f"contrast_set: params.yaml: contrast.{name}: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    if not isinstance(c["splits"], list) or not c["splits"] or \
+            not all(s in ("train", "val", "test") for s in c["splits"]):
+        bad("splits", f"must be a non-empty list of train / val / test, got {c['splits']!r}")
+    if not isinstance(c["m"], int) or isinstance(c["m"], bool) or c["m"] < 1:
+        bad("m", f"must be a positive integer (candidates per image and group), got {c['m']!r}")
+
+
+def main() -> None:
+    params = load_params()
+    c = {**DEFAULTS, **(params.get("contrast") or {})}
+    _check(c)
+    if skip_without_captions("contrast_set", [METRICS, OUT / "pairs.parquet",
+                                              OUT / "candidates.parquet"]):
+        return
+    from biaslab import captioner as C
+    from biaslab.clipscorer import load_scorer
+    from biaslab.contrast import contrast_counts, contrast_pairs
+    from biaslab.counterfactual import generate as gen
+    from biaslab.counterfactual.generate import stable_hash
+    from biaslab.counterfactual.masks import build_masks
+    from biaslab.filters import knn_filter
+    from biaslab.labels import captions_or_label_texts
+
+    mp, gp, fp = params["masks"], dict(params["generate"]), params["filters"]
+    words = (params.get("label") or {}).get("words", "lic")
+    scorer_dir = fp.get("clip") or "data/scorer"
+    if not Path(scorer_dir).exists():
+        raise InputError(scorer_dir, "missing: no CLIP-style scorer there (run stage "
+                                     "train_scorer)")
+    images = read_parquet("data/prepared/images.parquet")
+    persons = read_parquet("data/prepared/persons.parquet")
+    labels = read_parquet("data/labels/images.parquet")
+    split = read_parquet("data/split.parquet")
+    if mp.get("shape") == "sam":
+        raise InputError("params.yaml", "contrast_set does not run SAM masks yet (masks.shape "
+                                        "sam); use polygon or box")
+    masks, mcounts = build_masks(
+        images, persons, labels, split, str(OUT / "masks" / "png"), splits=c["splits"],
+        area_threshold_px=float(mp["area_threshold_px"]),
+        reference_long_side=mp.get("reference_long_side"), dilate_px=int(mp["dilate_px"]),
+        crowd_min_inside=mp.get("crowd_min_inside", 3), shape=mp.get("shape", "polygon"))
+    if masks.empty:
+        raise InputError("data/split.parquet", f"no maskable person in the {c['splits']} "
+                                               f"split(s): no contrast set")
+    caps, _ = captions_or_label_texts(read_parquet("data/prepared/captions.parquet"),
+                                      "data/labels/images.parquet",
+                                      "data/prepared/objects.parquet")
+    prompts = gen.make_prompts(caps, masks["image_id"], words=words)
+    work, wcounts = gen.build_work(masks, images, persons, prompts, shards=int(gp["shards"]))
+    gp["m"] = int(c["m"])
+    backend = gen.make_backend(gp, persons=persons, images=images, labels=labels, split=split,
+                               data_root=(params.get("data") or {}).get("root"))
+    cands, _ = gen.generate_candidates(work, backend, OUT, m=int(c["m"]),
+                                       guidance_scales=gp["guidance_scales"],
+                                       seed=int(gp["seed"]), shards=int(gp["shards"]))
+    # the KNN filter (paper 001 Eqs. 1-2) in the scorer's space, as stage score runs it
+    scorer = load_scorer(scorer_dir)
+    cfg = scorer.config
+    threads = (params.get("lic") or {}).get("num_threads")
+    cache = (params.get("features") or {}).get("cache_dir", "data/cache/features")
+    ids = sorted(int(i) for i in cands["image_id"].unique())
+    paths = images.set_index("image_id")["path"]
+    orig = C.image_features(
+        images[images["image_id"].isin(ids)][["image_id", "path"]].sort_values(
+            "image_id", ignore_index=True), cache, cfg["image_encoder"], cfg.get("image_size"),
+        num_threads=threads, progress=True)
+    cpaths = cands["path"].astype(str).tolist()
+    synth = C.image_features(
+        pd.DataFrame({"image_id": [stable_hash(p) >> 1 for p in cpaths],
+                                        "path": cpaths}),
+        cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads, progress=True)
+    gender = labels.set_index("image_id")["gender"]
+    knn = {"k": int(fp["knn_k"]), "tau_r": float(fp["knn_tau_r"]),
+           "tau_g": float(fp["knn_tau_g"])}
+    r = knn_filter(scorer.encode_images(np.asarray(orig, np.float32)),
+                   [str(gender.get(i, "undefined")) for i in ids],
+                   scorer.encode_images(np.asarray(synth, np.float32)),
+                   cands["group"].tolist(), **knn)
+    cands = cands.assign(knn_P_R=r["P_R"].to_numpy(), knn_P_G=r["P_G"].to_numpy(),
+                         knn_accept=r["accept"].to_numpy().astype(bool))
+    pairs = contrast_pairs(cands, cands["knn_accept"].to_numpy())
+    missing = [p for p in paths.loc[ids] if not Path(p).exists()]
+    if missing:
+        raise InputError(missing[0], "source image vanished while the contrast set was built")
+    write_parquet(OUT / "candidates.parquet", cands)
+    write_parquet(OUT / "pairs.parquet", pairs)
+    m = {"backend": backend.name, "splits": c["splits"], "m": int(c["m"]), "masks": mcounts,
+         "work": wcounts, "knn": knn, **contrast_counts(cands, cands["knn_accept"], pairs)}
+    write_json(METRICS, m)
+    print(f"contrast_set: {m['pairs']} of {m['source_images']} source images kept in both "
+          f"groups' versions ({backend.name}, KNN accept {m['accept_fraction']:.2f})")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"contrast_set: {e}")
