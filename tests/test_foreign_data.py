@@ -143,7 +143,7 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
     (a directory on PYTHONPATH, not this repository), adds a training set, a model-level method
     and a caption post-processor. Named in the params of the experiment (no file of this
     repository edited), their rows appear in Tables 1-3 and the validity verdicts (their
-    declared claims, judged against Original). (On the default, tests/test_pipeline.py checks
+    declared claims that apply to this data, judged against Original). (On the default, tests/test_pipeline.py checks
     which stages the same experiment plans; the probe needs planted pairs, absent here.)"""
     repo, _, out = foreign_run
     for stage in ("train_classifier@reweighted", "train_method@label_smoothing",
@@ -166,9 +166,11 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
     assert row("Reweighted (plug-in)", t3) == 2         # classifier and captioner parts
     v = _json(repo, "metrics/validity.json")
     declared = {c["id"]: c for c in v["checks"] if c.get("declared_by")}
-    assert {"classifier/reweighted-original/objects<0",
-            "classifier/label_smoothing-original/objects≤0",
-            "captioner/original+neutral-original/lic≤0"} <= set(declared), sorted(declared)
+    # the plug-in's classifier claims are about the probe's object sensitivity, which needs
+    # planted pairs (tests/test_registry.py judges such claims on probe records): here only its
+    # captioner claim applies
+    assert "captioner/original+neutral-original/lic≤0" in declared, sorted(declared)
+    assert not any(k.startswith("classifier/") for k in declared), sorted(declared)
     assert all(c["declared_by"] == "biaslab-example-plugin" and c["verdict"]
                for c in declared.values())
     assert "Reweighted (plug-in)" in section("## Validity")
