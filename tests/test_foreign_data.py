@@ -173,4 +173,5 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
     assert not any(k.startswith("classifier/") for k in declared), sorted(declared)
     assert all(c["declared_by"] == "biaslab-example-plugin" and c["verdict"]
                for c in declared.values())
-    assert "Reweighted (plug-in)" in section("## Validity")
+    assert ("Original + neutral words (plug-in)'s LIC not above Original's (declared by "
+            "biaslab-example-plugin)") in section("## Validity")
