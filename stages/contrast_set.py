@@ -52,8 +52,8 @@ def main() -> None:
     params = load_params()
     c = {**DEFAULTS, **(params.get("contrast") or {})}
     _check(c)
-    if skip_without_captions("contrast_set", [METRICS, OUT / "pairs.parquet",
-                                              OUT / "candidates.parquet"]):
+    # the directory out holds a skipped.json (biaslab.io.is_skipped reads it)
+    if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
         return
     from biaslab import captioner as C
     from biaslab.clipscorer import load_scorer

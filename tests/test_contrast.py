@@ -91,3 +91,17 @@ def test_contrast_set_rejects_bad_params_before_reading(tmp_path, monkeypatch, b
         _load_stage("contrast_set").main()
     assert e.value.code == 2
     assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]
+
+
+def test_contrast_set_writes_skip_records_without_captions(tmp_path, monkeypatch):
+    """OpenImages (no captions): both DVC outs exist as skip records, so the run goes on."""
+    from biaslab.io import is_skipped, write_parquet
+    monkeypatch.chdir(tmp_path)
+    write_parquet(tmp_path / "data/prepared/captions.parquet",
+                  pd.DataFrame({"image_id": pd.Series(dtype="int64"),
+                                "caption": pd.Series(dtype="object")}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"contrast": {"splits": ["test"],
+                                                                       "m": 1}}))
+    _load_stage("contrast_set").main()
+    assert is_skipped(tmp_path / "metrics/contrast.json")
+    assert is_skipped(tmp_path / "data/contrast")
