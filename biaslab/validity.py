@@ -448,8 +448,8 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
 def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
     """Paper 001's claims on retrieval bias metrics (sec. 3.3, Table 1; Table 2), from
     ``metrics/retrieval.json`` (stage eval_retrieval), at the smallest K for the signed
-    Bias@K (paper 001: K = 5, 10) and the largest K below the gallery size for MaxSkew@K
-    (paper 001: K = 100):
+    Bias@K (paper 001: K = 5, 10) and the largest K below the number of gallery images of
+    known gender for MaxSkew@K (paper 001: K = 100; a larger K holds them all and reads 0):
 
     * a gender-agnostic model (TF-IDF on gender-neutralised captions) has MaxSkew@K above a
       random ranking's on the natural gallery (``>``, paired over queries): the metric reads
@@ -472,9 +472,12 @@ def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
     No retrieval rows (a skip record, no captions) give no check."""
     r = retrieval or {}
     setup = r.get("setup") or {}
-    n_gallery = setup.get("n_gallery")
-    ks = [int(k) for k in setup.get("ks") or [] if not isinstance(n_gallery, int)
-          or int(k) < n_gallery]
+    # a top K that can hold every image of known gender reads the gallery's own balance
+    # (MaxSkew 0 by construction): only K below their number
+    n_defined = (setup.get("n_female") or 0) + (setup.get("n_male") or 0) \
+        if isinstance(setup.get("n_female"), int) else setup.get("n_gallery")
+    ks = [int(k) for k in setup.get("ks") or [] if not isinstance(n_defined, int)
+          or int(k) < n_defined]
     if not ks or not isinstance(r.get("differences"), Mapping):
         return []
     kb, km = min(ks), max(ks)

@@ -102,7 +102,7 @@ def test_retrieval_difference_is_paired_over_queries():
 def _retrieval_json(diff_tfidf, diff_clip, nat_bias, bal_bias, bal_ms_tfidf, bal_ms_random):
     def rec(mean, ci, n=100, std=None):
         return {"mean": mean, "ci95": ci, "lo": mean - ci, "hi": mean + ci, "n": n, "std": std}
-    return {"setup": {"ks": [10, 100, 200], "n_gallery": 200},
+    return {"setup": {"ks": [10, 100, 200], "n_gallery": 300, "n_female": 61, "n_male": 139},
             "tfidf": {"Bias@10": rec(nat_bias, 0.05)},
             "differences": {"tfidf-random": {"MaxSkew@100": rec(diff_tfidf, 0.01)},
                             "clip_clip-scorer": {"MaxSkew@100": rec(diff_clip, 0.01)}},
@@ -115,7 +115,7 @@ def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
     from biaslab import validity
     holds = {c["id"]: c for c in validity.retrieval_checks(
         _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09))}
-    # K = 200 reaches the whole gallery: the largest K shown is 100, the smallest 10
+    # K = 200 would hold all 200 images of known gender: the largest K judged is 100
     assert set(holds) == {"retrieval/tfidf-random/maxskew@100>0",
                           "retrieval/clip_clip-scorer/maxskew@100<0",
                           "retrieval/natural-balanced/tfidf/bias@10>0",
@@ -129,3 +129,15 @@ def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
         _retrieval_json(-0.05, 0.05, -0.10, 0.20, 0.05, 0.15))}
     assert set(fails.values()) == {"fails"}, fails
     assert validity.retrieval_checks({"skipped": True}) == []
+
+
+def test_paper001_checks_skip_a_k_that_holds_every_gendered_image():
+    """coco-mini at 600 images: 120 test images, 62 of known gender; at K = 100 the top K
+    holds all of them and MaxSkew reads 0 whatever the model: K = 50 is judged instead."""
+    from biaslab import validity
+    r = _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09)
+    r["setup"] = {"ks": [10, 25, 50, 100], "n_gallery": 120, "n_female": 18, "n_male": 44}
+    r["differences"] = {k: {"MaxSkew@50": v["MaxSkew@100"]} for k, v in r["differences"].items()}
+    ids = {c["id"] for c in validity.retrieval_checks(r)}
+    assert "retrieval/tfidf-random/maxskew@50>0" in ids
+    assert not any("@100" in i for i in ids), ids
