@@ -98,33 +98,31 @@ def main() -> None:
                                        seed=int(gp["seed"]), shards=int(gp["shards"]))
     # the KNN filter (paper 001 Eqs. 1-2) in the scorer's space, as stage score runs it
     scorer = load_scorer(scorer_dir)
-    cfg = scorer.config
     threads = (params.get("lic") or {}).get("num_threads")
     cache = (params.get("features") or {}).get("cache_dir", "data/cache/features")
+
+    def embed(table: pd.DataFrame) -> np.ndarray:
+        """Scorer image embeddings of ``table`` (image_id, path): the offline LiT scorer takes
+        the cached backbone features, a Hugging Face CLIP (paper tier) the paths."""
+        if not getattr(scorer, "accepts_features", False):
+            return np.asarray(scorer.encode_images(table["path"].astype(str).tolist()))
+        cfg = scorer.config
+        return scorer.encode_images(np.asarray(C.image_features(
+            table, cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads,
+            progress=True), np.float32))
     ids = sorted(int(i) for i in cands["image_id"].unique())
-    paths = images.set_index("image_id")["path"]
-    orig = C.image_features(
-        images[images["image_id"].isin(ids)][["image_id", "path"]].sort_values(
-            "image_id", ignore_index=True), cache, cfg["image_encoder"], cfg.get("image_size"),
-        num_threads=threads, progress=True)
+    orig = images[images["image_id"].isin(ids)][["image_id", "path"]].sort_values(
+        "image_id", ignore_index=True)
     cpaths = cands["path"].astype(str).tolist()
-    synth = C.image_features(
-        pd.DataFrame({"image_id": [stable_hash(p) >> 1 for p in cpaths],
-                                        "path": cpaths}),
-        cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads, progress=True)
+    synth = pd.DataFrame({"image_id": [stable_hash(p) >> 1 for p in cpaths], "path": cpaths})
     gender = labels.set_index("image_id")["gender"]
     knn = {"k": int(fp["knn_k"]), "tau_r": float(fp["knn_tau_r"]),
            "tau_g": float(fp["knn_tau_g"])}
-    r = knn_filter(scorer.encode_images(np.asarray(orig, np.float32)),
-                   [str(gender.get(i, "undefined")) for i in ids],
-                   scorer.encode_images(np.asarray(synth, np.float32)),
+    r = knn_filter(embed(orig), [str(gender.get(i, "undefined")) for i in ids], embed(synth),
                    cands["group"].tolist(), **knn)
     cands = cands.assign(knn_P_R=r["P_R"].to_numpy(), knn_P_G=r["P_G"].to_numpy(),
                          knn_accept=r["accept"].to_numpy().astype(bool))
     pairs = contrast_pairs(cands, cands["knn_accept"].to_numpy())
-    missing = [p for p in paths.loc[ids] if not Path(p).exists()]
-    if missing:
-        raise InputError(missing[0], "source image vanished while the contrast set was built")
     write_parquet(OUT / "candidates.parquet", cands)
     write_parquet(OUT / "pairs.parquet", pairs)
     m = {"backend": backend.name, "splits": c["splits"], "m": int(c["m"]), "masks": mcounts,

@@ -4,8 +4,8 @@ models of paper 001's Tables 1 and 2: the trained CLIP-style scorer, its CLIP-cl
 (the m dimensions of highest mutual information with gender dropped; Table 2), a
 gender-agnostic TF-IDF model on gender-neutralised captions and a random ranking (Table 1),
 on the natural test gallery and on its balanced resamples (Table 1 "COCO Val (Balanced)"),
-with Recall@K of each query's own image (what debiasing costs). The contrast-set gallery of
-paper 001 (GenSynth itself) is not built yet (issue 32 item 1).
+with Recall@K of each query's own image (what debiasing costs), and on paper 001's contrast
+set (GenSynth: both groups' versions of each kept test image, stage contrast_set).
 
 Protocol (paper 001 sec. 3.2 / 5.1, "caption-to-image retrieval of gender-neutralised
 captions"):
@@ -25,12 +25,15 @@ captions"):
   (``balanced_gallery``), undefined images kept; the kept images' captions are the queries;
   mean, std and t-based 95 % CI over resamples;
 * MaxSkew's desired proportions = the (resampled) gallery's female/male distribution (Eq. 4);
-* 95 % CIs on the natural gallery: percentile bootstrap over queries (biaslab.stats.bootstrap).
+* contrast set: both versions of every pair of ``data/contrast/pairs.parquet`` in a seeded
+  random order, g(I) = the version's group, the kept images' queries (``_contrast``);
+* 95 % CIs on the natural gallery and the contrast set: percentile bootstrap over queries
+  (biaslab.stats.bootstrap).
 
 params: eval_retrieval (ks, scorer, n_boot, seed, clip_m, n_balanced, recall_ks),
         eval_captioner.gender_source, label.words, features.cache_dir, lic.num_threads
-in:   data/scorer (stage train_scorer), data/split.parquet, data/prepared/{images,captions,
-      perceived_gender}.parquet, data/labels/images.parquet
+in:   data/scorer (stage train_scorer), data/contrast (stage contrast_set), data/split.parquet,
+      data/prepared/{images,captions,perceived_gender}.parquet, data/labels/images.parquet
 out:  metrics/retrieval.json::
 
     {"scorer" | "clip_clip" | "tfidf" | "random":
@@ -40,6 +43,8 @@ out:  metrics/retrieval.json::
      "recall": {"scorer" | "clip_clip" | "tfidf": {"R@K": {"mean", "ci95", "lo", "hi", "n"}}},
      "differences": {"tfidf-random" | "clip_clip-scorer": {"Bias@K" | "MaxSkew@K":
                      {"mean", "ci95", "lo", "hi", "n"}}} (paired bootstrap over queries),
+     "contrast": {the four models' keys, "differences" (also "scorer-random"), "setup",
+                  "set": biaslab.contrast.contrast_counts} or {"note": why there is none},
      "setup": {"n_queries", "n_gallery", "n_female", "n_male", "n_undefined",
                "gender_source", "desired_female", "ks", "n_boot", "clip_m", "embedding_dim",
                "clip_mi_images", "clip_mi_top", "n_balanced", "recall_ks"}}
@@ -50,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from biaslab import captioner as C
+from biaslab.clipscorer import _l2  # the scorer's own re-normalisation
 from biaslab.gender import caption_gender, neutralise
 from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
 from biaslab.metrics.retrieval import (balanced_gallery, clip_clip_keep, recall_at_k,
@@ -120,7 +126,7 @@ def main() -> None:
     n_boot, seed = int(e["n_boot"]), int(e["seed"])
     rng = np.random.default_rng(seed)
     scores = {"scorer": txt @ img.T,
-              "clip_clip": _unit(txt[:, keep]) @ _unit(img[:, keep]).T,
+              "clip_clip": _l2(txt[:, keep]) @ _l2(img[:, keep]).T,
               "tfidf": tfidf_scores(queries, [" ".join(docs[i]) for i in ids]),
               "random": rng.random((len(queries), len(ids)))}
     out = {name: retrieval_bias(sc, gallery, ks, n_boot=n_boot, seed=seed)
@@ -192,11 +198,11 @@ def _contrast(e: dict, scorer, cfg: dict, cache: str, threads, keep, docs: dict,
     path = Path("data/contrast/pairs.parquet")
     if not path.exists():
         return {"note": "no contrast set (stage contrast_set did not write one)"}
-    pairs = read_parquet(path)
-    if pairs.empty:
+    stored = read_parquet(path)
+    if stored.empty:
         return {"note": "the contrast set is empty: no test image kept both versions"}
     rng = np.random.default_rng(seed + 1)
-    pairs = pairs.iloc[rng.permutation(len(pairs))].reset_index(drop=True)
+    pairs = stored.iloc[rng.permutation(len(stored))].reset_index(drop=True)
     src = pairs["image_id"].astype(int).tolist()
     gallery = pairs["group"].astype(str).tolist()
     kept = set(src)
@@ -210,7 +216,7 @@ def _contrast(e: dict, scorer, cfg: dict, cache: str, threads, keep, docs: dict,
     img = scorer.encode_images(np.asarray(feats, np.float32))
     txt = scorer.encode_texts([queries[q] for q in rows])
     scores = {"scorer": txt @ img.T,
-              "clip_clip": _unit(txt[:, keep]) @ _unit(img[:, keep]).T,
+              "clip_clip": _l2(txt[:, keep]) @ _l2(img[:, keep]).T,
               "tfidf": tfidf_scores([queries[q] for q in rows], [" ".join(docs[i]) for i in src]),
               "random": rng.random((len(rows), len(src)))}
     ks = [int(k) for k in e["ks"] if int(k) < len(src)]
@@ -225,12 +231,8 @@ def _contrast(e: dict, scorer, cfg: dict, cache: str, threads, keep, docs: dict,
                     "n_male": gallery.count("male"), "n_undefined": 0, "ks": ks}
     cands = read_parquet("data/contrast/candidates.parquet")
     from biaslab.contrast import contrast_counts
-    out["set"] = contrast_counts(cands, cands["knn_accept"].to_numpy(), read_parquet(path))
+    out["set"] = contrast_counts(cands, cands["knn_accept"].to_numpy(), stored)
     return out
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def _balanced(scores: dict, gallery: list, targets: list, ks: list, n: int, seed: int) -> dict:
