@@ -540,6 +540,67 @@ def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
     return out
 
 
+def spurious_checks(spurious: Mapping[str, Any] | None, alpha: float = 0.05) -> list[dict]:
+    """Paper 001's claims on spurious correlations in the data (appendix D, Table 7), from
+    ``metrics/spurious.json`` (stage spurious):
+
+    * the caption clusters deviate from gender parity more than chance (chi-square test of
+      cluster x gender, app. D.1 / D.3): holds at ``p < alpha``, else inconclusive (a
+      non-significant test is no evidence of parity). The record's ``mean`` is the p-value,
+      ``test`` names the test, and it has no interval;
+    * a gender classifier on person-removed images ("background only", app. D.4) reads gender
+      above chance on the natural test images (AUC ``>`` 0.5);
+    * on the contrast set (stage contrast_set) it does not (``≤`` 0.5: holds when the CI
+      reaches 0.5): with the background fixed, there is no context left to read;
+    * its AUC falls from the natural images to the contrast set (``>`` 0, independent
+      bootstrap);
+    * a classifier on the neutralised captions reads gender above chance on the natural test
+      images (app. D.4: 78 % AUC on COCO);
+    * a classifier on the unmasked images reads gender on the contrast set (``>`` 0.5): the
+      contrast set's versions carry their group (Table 7's zero-shot gender accuracy).
+
+    No record (a skip record, no captions) gives no check."""
+    sp = spurious or {}
+    cls = sp.get("classifiers")
+    if not isinstance(cls, Mapping):
+        return []
+    src = "metrics/spurious.json"
+    out: list[dict] = []
+    test = ((sp.get("clusters") or {}).get("test")) or {}
+    p = test.get("p")
+    if p is not None:
+        out.append({"id": "spurious/clusters/parity-test", "claim": (
+            f"spurious correlations: the {test.get('clusters', '?')} caption clusters deviate "
+            f"from gender parity more than chance (chi-square test of cluster x gender, "
+            f"p < {alpha}; paper 001 app. D.1)"), "expect": "<", "reference": alpha,
+            "mean": p, "lo": None, "hi": None, "n": test.get("n"), "test": "chi-square test",
+            "verdict": "holds" if p < alpha else "inconclusive", "source": src})
+
+    def rec(name, key):
+        return ((cls.get(name) or {}).get(key)) or {}
+
+    def add(cid, node, expect, ref, claim):
+        if node.get("mean") is not None:
+            out.append(_check(cid, claim, expect, ref, node["mean"], node.get("lo"),
+                              node.get("hi"), node.get("n"), src))
+    add("spurious/background/natural/auc>0.5", rec("background", "natural"), ">", 0.5,
+        "spurious correlations: a gender classifier on person-removed test images (background "
+        "only) has ROC AUC above chance (paper 001 app. D.4: 63.4 % on COCO)")
+    add("spurious/background/contrast/auc≤0.5", rec("background", "contrast"), "≤", 0.5,
+        "spurious correlations: on the contrast set (background fixed, each image in both "
+        "groups) the background-only classifier is at chance (paper 001 Table 7)")
+    add("spurious/background/natural-contrast>0", rec("background", "natural-contrast"), ">",
+        0.0, "spurious correlations: the background-only classifier's AUC falls from the "
+        "natural test images to the contrast set")
+    add("spurious/text/natural/auc>0.5", rec("text", "natural"), ">", 0.5,
+        "spurious correlations: a gender classifier on gender-neutralised captions has ROC AUC "
+        "above chance (paper 001 app. D.4: 78.0 % on COCO)")
+    add("spurious/image/contrast/auc>0.5", rec("image", "contrast"), ">", 0.5,
+        "contrast set: a gender classifier on the unmasked images reads each version's group "
+        "(AUC above chance): the edits carry gender (paper 001 Table 7)")
+    return out
+
+
 #: metric named in a check id -> the controls' (task, metric)
 CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
                      "ratio_expected<0": ("classifier", "Ratio_E"),
@@ -794,6 +855,11 @@ def _reason(c: Mapping[str, Any]) -> str:
     """Why an interval verdict (:data:`JUDGED`) is what it is, in words with its numbers."""
     lo, hi, ref, v, e = c.get("lo"), c.get("hi"), float(c["reference"]), c["verdict"], \
         c["expect"]
+    if c.get("test"):       # decided by a significance test, not an interval
+        p = c.get("mean")
+        return (f"{c['test']} p = {p:.3g} < {ref:g}" if v == "holds" else
+                f"{c['test']} p = {p:.3g} >= {ref:g}: not significant, which is no evidence "
+                f"of the opposite either")
     if lo is None or hi is None:
         return (f"no interval: fewer than 2 seeds with a finite value (n = {c.get('n')}), or an "
                 f"infinite seed")

@@ -69,6 +69,24 @@ def test_original_reads_the_planted_context(foreign_run):
     assert s["lo"] is not None and s["reason"] and s["source"] == "metrics/classification.json"
 
 
+def test_spurious_correlations_are_found_in_the_planted_context(foreign_run):
+    """Paper 001 appendix D on data the generator did not write: the planted scene and objects
+    (85 % agreement) let a classifier on person-removed images and one on neutralised captions
+    (the scene and the object are named) read gender above chance, and the caption clusters
+    deviate from parity. The contrast-set claim is reported with its interval, whatever it is
+    (the copy_paste contrast set may be small here)."""
+    repo, _, _ = foreign_run
+    sp = _json(repo, "metrics/spurious.json")
+    checks = {c["id"]: c for c in _json(repo, "metrics/validity.json")["checks"]}
+    for cid in ("spurious/background/natural/auc>0.5", "spurious/text/natural/auc>0.5",
+                "spurious/clusters/parity-test"):
+        assert checks[cid]["verdict"] == "holds", checks[cid]
+    assert sp["classifiers"]["background"]["natural"]["lo"] > 0.5
+    c = checks.get("spurious/background/contrast/auc≤0.5")
+    if sp["setup"]["n_contrast_sources"]:
+        assert c and c["verdict"] in ("holds", "fails") and c["reason"], c
+
+
 def test_no_verdict_without_numbers_reason_and_source(foreign_run):
     """Every check carries its interval, reason and file; a 'holds' never rests on a measure
     with no variance (a zero-width interval reads 'not informative')."""

@@ -201,6 +201,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                         "max_repeats_share": 0.2, "n_repeated": 3,
                                         "effective_images": 12.5, "max_skew_bound": 0.1,
                                         "objects_max_abs_skew": 0.09}}
+    # issue 32 item 4: paper 001 appendix D (tests/test_spurious.py's record)
+    from tests.test_spurious import _record
+    files["spurious"] = _record()
     # issue 31 item 4: the domain check; item 6: the residue check
     cls["domain"] = {"probe_auc": _r([52.0, 58.0]),
                      "original": _row(mAP_real=[70.0, 72.0], mAP_generated=[69.0, 70.0],
@@ -230,6 +233,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "metrics/controls.json): Leakage 3.2." in md or "metrics/controls.json): Leakage 3.3" in md
     assert "metrics/controls.json): LIC 30.6." in md
     assert "## Metric controls (known answers)" in md
+    assert "## Spurious correlations (paper 001 appendix D)" in md and "| 1 | 20 | -40.0" in md
     assert "| context_reader[cast] | cast | 2 | 2 | matches |" in md
     v = json.loads((tmp_path / "metrics/validity.json").read_text())
     assert {"task": "classifier", "metric": "Ratio", "valid": False,

@@ -24,6 +24,7 @@ INPUTS = {"classification": "metrics/classification.json",
           "probe": "metrics/probe.json", "select": "metrics/select.json",
           "human_bias": "metrics/human_bias.json", "bcs": "metrics/bcs.json",
           "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
+          "spurious": "metrics/spurious.json",
           "controls": "metrics/controls.json", "datasets": "metrics/datasets.json",
           "residue": "metrics/residue.json"}
 #: headline metrics: (file key, metric key, name in summary.json)
@@ -189,6 +190,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity.table_checks(m["classification"], m["artifact"]) + \
         validity.libra_checks(m["captioning"], m["dcg_apply"]) + \
         validity.retrieval_checks(m["retrieval"]) + \
+        validity.spurious_checks(m.get("spurious")) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
     # a claim whose metric misses its controls' known answer is not judged (issue 22)
     checks = validity.apply_controls(checks, m["controls"])
@@ -348,6 +350,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
     lines += retrieval_markdown(m["retrieval"])
+    lines += spurious_markdown(m.get("spurious") or {})
     lines += [
         "## Validity (planted truth as referee)",
         "",
@@ -441,6 +444,65 @@ __all__ = ["COMPACT", "HEADLINE", "INPUTS", "build", "compact", "headline"]
 
 RETRIEVAL_ROWS = (("random", "random ranking"), ("tfidf", "TF-IDF, gender-agnostic"),
                   ("scorer", "CLIP-style scorer"), ("clip_clip", "scorer, CLIP-clip"))
+
+
+def spurious_markdown(sp: Mapping) -> list[str]:
+    """The "Spurious correlations (paper 001 appendix D)" section from metrics/spurious.json
+    (stage spurious): the gender classifiers without gender (ROC AUC, natural test images vs
+    the contrast set) and the caption clusters (ΔM with its CI and LDA words, Table 5).
+    Returns markdown lines; none for a skip record."""
+    cls, cl = sp.get("classifiers"), sp.get("clusters") or {}
+    if not isinstance(cls, Mapping):
+        return []
+    su = sp.get("setup") or {}
+    labels = (("background", "persons removed (background only)"),
+              ("text", "gender-neutralised captions"), ("image", "unmasked image"))
+
+    def cell(r):
+        return stats.format_cell(r, 1, 100.0) if r else "–"
+    t = cl.get("test") or {}
+    p = t.get("p")
+    lines = [
+        "## Spurious correlations (paper 001 appendix D)",
+        "",
+        f"Gender classifiers that cannot see the gender word or the person (logistic "
+        f"regressions on frozen features, trained on {su.get('n_train', '?')} train images): "
+        f"ROC AUC in %, 50 = chance, ± 95 % bootstrap CI over the {su.get('n_test', '?')} test "
+        f"images or the {su.get('n_contrast_sources', '?')} contrast-set source images. On "
+        f"the contrast set every image appears once per group with the background fixed, so "
+        f"a classifier that reads only context is at chance there.",
+        "",
+        "| input | natural test images | contrast set | natural - contrast |",
+        "|---|---|---|---|"]
+    for key, label in labels:
+        r = cls.get(key) or {}
+        lines.append(f"| {label} | {cell(r.get('natural'))} | {cell(r.get('contrast'))} | "
+                     f"{cell(r.get('natural-contrast'))} |")
+    ch = su.get("contrast_background_changed")
+    if ch is not None:
+        lines += ["", f"{ch} of {2 * int(su.get('n_contrast_sources') or 0)} contrast "
+                      f"versions differ from their source outside the removed persons (the "
+                      f"edit reaches past the person boxes)."]
+    rows = [r for r in cl.get("rows") or [] if r.get("n")]
+    lines += ["", f"Caption clusters (K-Means, M = {cl.get('m', '?')}, of the averaged "
+                  f"neutralised caption embeddings of {cl.get('n', '?')} images, encoder "
+                  f"{cl.get('encoder', '?')}; ΔM = male share of the cluster minus the overall "
+                  f"{100 * float(cl.get('overall_male_share') or 0):.1f} %, points, Wilson 95 % "
+                  f"CI; words by LDA). Chi-square test of cluster x gender: "
+                  f"χ² = {t.get('chi2', '?')} ({t.get('dof', '?')} dof), "
+                  f"p = {'?' if p is None else f'{p:.3g}'}.", "",
+              "| cluster | images | ΔM | salient words |", "|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: -(r.get("delta_m") or 0)):
+        d = r.get("delta_m")
+        ci = (f" [{r['lo']:+.1f}, {r['hi']:+.1f}]" if r.get("lo") is not None else "")
+        lines.append(f"| {r['cluster']} | {r['n']} | "
+                     f"{'' if d is None else f'{d:+.1f}'}{ci} | {r.get('words', '')} |")
+    c = cl.get("contrast")
+    if c:
+        lines += ["", f"On the contrast set the same clusters hold each source once per group: "
+                      f"the largest |ΔM| there is {c.get('max_abs_delta_m')} points "
+                      f"({c.get('n')} versions)."]
+    return lines + [""]
 
 
 def retrieval_markdown(ret: Mapping) -> list[str]:

@@ -1,0 +1,275 @@
+"""Stage `spurious`: spurious correlations between context and gender in the data, and whether
+the contrast set removes them (paper 001 appendix D; issue 32 item 4). The definitions and the
+choices where paper 001 is silent are in biaslab.spurious.
+
+* Caption clusters (app. D.1 / D.3): every image of known gender (all splits), its
+  gender-neutralised captions embedded (``spurious.text_encoder``) and averaged, K-Means into
+  ``spurious.clusters`` clusters, each with ΔM (points from the overall male share, Wilson 95 %
+  CI), its LDA words and a chi-square test of cluster x gender. The contrast set's source
+  images are assigned to the same clusters, each counted once per version.
+* Gender classifiers with the gender removed (app. D.4): logistic regressions trained on the
+  train split's images with every person removed (``classifier.blackout*``, as Ratio removes
+  them; "background"), on the unmasked images ("image") and on the neutralised captions
+  ("text"); ROC AUC on the test split's natural images and on the contrast set (stage
+  contrast_set; both versions of a source with the source's persons removed), 95 % CI by
+  bootstrap over images (natural) or source images (contrast), and the natural-minus-contrast
+  difference (independent bootstrap).
+
+params: spurious (clusters, lda_words, text_encoder, image_encoder, n_boot, seed, workers),
+        classifier (blackout, blackout_dilate_px, blackout_fill), features (backbone,
+        image_size, cache_dir), scorer.cache_dir (text features), label.words,
+        eval_captioner.gender_source
+in:   data/prepared/{images,persons,captions}.parquet (+ perceived_gender.parquet where the
+      data has it), data/labels/images.parquet, data/split.parquet, data/contrast (stage
+      contrast_set)
+out:  data/spurious/ (masked/: the person-removed images; clusters.parquet: image_id, split,
+      gender, cluster; scores.parquet: set (natural / contrast), image_id, group, gender,
+      P(male) of each classifier), plots/spurious_clusters.csv (cluster, n, delta_m, lo, hi,
+      words), metrics/spurious.json::
+
+    {"clusters": {"m", "n", "overall_male_share", "encoder", "test": chi2 test, "rows": [...],
+                  "contrast": {"n", "max_abs_delta_m"} or None},
+     "classifiers": {"background" | "image" | "text": {"natural": AUC record, "contrast":
+                     AUC record or None, "natural-contrast": difference or None}},
+     "setup": {"n_train", "n_test", "n_contrast_sources", "gender_source", "blackout",
+               "image_encoder", "text_encoder", "n_boot", "contrast_background_changed": the
+               contrast versions whose person-removed image differs from their source's,
+               "n_without_person_box": gendered train / test images left out of the
+               classifiers (no person box to remove)}}
+
+Data without captions (OpenImages) writes skip records, as the other retrieval stages.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from biaslab.io import (InputError, atomic_path, is_skipped, json_number, load_params,
+                        read_parquet, skip_without_captions, write_json, write_parquet)
+
+OUT = Path("data/spurious")
+METRICS = "metrics/spurious.json"
+PLOT = "plots/spurious_clusters.csv"
+DEFAULTS = {"clusters": 20, "lda_words": 10, "text_encoder": "lsa", "image_encoder": None,
+            "n_boot": 1000, "seed": 0, "workers": 2}
+
+
+def _check(s: dict) -> None:
+    def bad(name, problem):
+        print(f"spurious: params.yaml: spurious.{name}: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    unknown = set(s) - set(DEFAULTS)
+    if unknown:
+        bad(sorted(unknown)[0], f"unknown key (known: {sorted(DEFAULTS)})")
+    for k, lo in (("clusters", 2), ("lda_words", 1), ("n_boot", 100), ("workers", 1)):
+        v = s[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            bad(k, f"must be an integer >= {lo}, got {v!r}")
+    if not isinstance(s["seed"], int) or isinstance(s["seed"], bool):
+        bad("seed", f"must be an integer, got {s['seed']!r}")
+    if not isinstance(s["text_encoder"], str) or not s["text_encoder"]:
+        bad("text_encoder", f"must be a text encoder name, got {s['text_encoder']!r}")
+    if s["image_encoder"] is not None and not isinstance(s["image_encoder"], str):
+        bad("image_encoder", f"must be null (= features.backbone) or a name, "
+                             f"got {s['image_encoder']!r}")
+
+
+def _num(rec):
+    return None if rec is None else {k: json_number(v) for k, v in rec.items()}
+
+
+def _test(t: dict) -> dict:
+    """The chi-square record for JSON: p to 4 significant digits (a p of 1e-60 must not round
+    to 0), the statistic to 4 decimals."""
+    return {**t, "chi2": json_number(t["chi2"]),
+            "p": None if t["p"] is None else float(f"{t['p']:.4g}")}
+
+
+def main() -> None:
+    params = load_params()
+    s = {**DEFAULTS, **(params.get("spurious") or {})}
+    _check(s)
+    if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
+        return
+    from biaslab import spurious as S
+    from biaslab.captioning.evaluation import gender_labels
+    from biaslab.classify.blackout import write_blackout_images
+    from biaslab.features import encode_cached, encode_texts_cached
+    from biaslab.gender import neutralise
+    from biaslab.parallel import map_jobs
+
+    fp, cp = params.get("features") or {}, params.get("classifier") or {}
+    words = (params.get("label") or {}).get("words", "lic")
+    source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
+    cache = fp.get("cache_dir", "data/cache/features")
+    enc = s["image_encoder"] or fp.get("backbone", "efficientnet_lite0")
+    size = fp.get("image_size")
+    n_boot, seed = int(s["n_boot"]), int(s["seed"])
+    per = Path("data/prepared/perceived_gender.parquet")
+    labels, used = gender_labels(source, read_parquet(per) if per.exists() else None,
+                                   read_parquet("data/labels/images.parquet"))
+    split = read_parquet("data/split.parquet")
+    images = read_parquet("data/prepared/images.parquet")
+    persons = read_parquet("data/prepared/persons.parquet")
+    caps = read_parquet("data/prepared/captions.parquet").sort_values(["image_id", "caption_id"])
+    pairs_path = Path("data/contrast/pairs.parquet")
+    if not Path("data/contrast").exists():
+        raise InputError("data/contrast", "missing: run stage contrast_set")
+    pairs = None if is_skipped("data/contrast") else read_parquet(pairs_path)
+
+    sp = split[["image_id", "split"]].assign(image_id=lambda d: d["image_id"].astype(int))
+    sp["gender"] = [labels.get(int(i), "undefined") for i in sp["image_id"]]
+    known = sp[sp["gender"].isin(S.GENDERS) & sp["image_id"].isin(set(caps["image_id"]))] \
+        .sort_values("image_id", ignore_index=True)
+    train, test = (known[known["split"] == x].reset_index(drop=True) for x in ("train", "test"))
+    if train["gender"].nunique() < 2 or test["gender"].nunique() < 2:
+        raise InputError("data/split.parquet", f"the train and test splits need images of both "
+                                               f"genders with captions (train {len(train)}, "
+                                               f"test {len(test)})")
+    # ------------------------------------------------ caption clusters (app. D.1, D.3)
+    neut = caps[caps["image_id"].isin(set(known["image_id"]))]
+    texts = [neutralise(c, words) for c in neut["caption"].astype(str)]
+    if s["text_encoder"] == "lsa":
+        temb = S.lsa_embeddings(texts, seed=seed)
+    else:
+        tcache = (params.get("scorer") or {}).get("cache_dir", "data/cache/text")
+        temb = encode_texts_cached(texts, tcache, s["text_encoder"], progress=True)
+    ids = known["image_id"].to_numpy()
+    f = S.mean_embeddings(temb, neut["image_id"].astype(int), ids)
+    m = int(s["clusters"])
+    try:
+        lab, km = S.caption_clusters(f, m, seed=seed)
+    except ValueError as err:
+        raise InputError("data/labels/images.parquet", f"caption clusters: {err}") from None
+    docs = pd.Series(texts, index=neut["image_id"].astype(int).to_numpy()).groupby(level=0) \
+        .agg(" ".join).reindex(ids).tolist()
+    words_c = S.salient_words(docs, lab, m, int(s["lda_words"]), seed=seed)
+    parity = S.cluster_parity(lab, known["gender"], m)
+    parity["words"] = [" ".join(w) for w in words_c]
+    clusters = {"m": m, "n": int(len(ids)), "encoder": s["text_encoder"],
+                "overall_male_share": json_number(float((known["gender"] == "male").mean())),
+                "test": _test(S.parity_test(lab, known["gender"])),
+                "rows": [{k: (json_number(v) if k != "words" else v) for k, v in r.items()}
+                         for r in parity.to_dict("records")], "contrast": None}
+    # ------------------------------------------------ gender classifiers (app. D.4)
+    OUT.mkdir(parents=True, exist_ok=True)
+    bo = {"sources": tuple(cp.get("blackout", ["box"])),
+          "dilate_px": int(cp.get("blackout_dilate_px", 0)), "fill": cp.get("blackout_fill", 0)}
+    nat = pd.concat([train, test], ignore_index=True).merge(
+        images[["image_id", "path"]], on="image_id", how="left")
+    masked = write_blackout_images(nat, persons, OUT / "masked", progress=True, **bo)
+    # an image of known gender without a person box has nothing to remove (and may show an
+    # unannotated person): it is left out of the classifiers, and counted
+    no_box = int(len(nat) - len(masked))
+    keep = set(masked["image_id"])
+    nat = nat[nat["image_id"].isin(keep)].reset_index(drop=True)
+    masked = masked.set_index("image_id").loc[nat["image_id"]].reset_index()
+    train, test = (nat[nat["split"] == x].reset_index(drop=True) for x in ("train", "test"))
+    if train["gender"].nunique() < 2 or test["gender"].nunique() < 2:
+        raise InputError("data/prepared/persons.parquet", f"the train and test splits need "
+                                                          f"images of both genders with a "
+                                                          f"person box (train {len(train)}, "
+                                                          f"test {len(test)})")
+    con, changed = None, None
+    if pairs is not None and len(pairs):
+        con = pairs.assign(image_id=pairs["image_id"].astype(int), gender=pairs["group"])
+        vid = np.arange(len(con))               # version ids: one row per (source, group)
+        # every version loses its source's persons (the same boxes): the edit is inside them
+        vp = pd.DataFrame({"v": vid, "image_id": con["image_id"]}).merge(
+            persons.assign(image_id=persons["image_id"].astype(int)), on="image_id") \
+            .drop(columns="image_id").rename(columns={"v": "image_id"})
+        cmasked = write_blackout_images(
+            pd.DataFrame({"image_id": vid, "gender": con["gender"], "path": con["path"]}), vp,
+            OUT / "masked_contrast", **bo)
+        # a version whose person-removed image differs from its source's: the edit reached
+        # past the removed boxes (their fill is the rest's mean colour, so one pixel suffices)
+        from biaslab.features import file_digest
+        src_digest = {int(i): file_digest(p) for i, p in zip(masked["image_id"], masked["path"])}
+        changed = int(sum(file_digest(p) != src_digest.get(int(i)) for i, p in
+                          zip(con["image_id"], cmasked["path"])))
+        # the contrast sources' clusters: their captions are the source's (both versions)
+        cpos = pd.Index(ids).get_indexer(con["image_id"])
+        inside = cpos >= 0
+        clab = km.predict(np.asarray(S.mean_embeddings(
+            temb, neut["image_id"].astype(int), con["image_id"][inside]), np.float64))
+        cpar = S.cluster_parity(clab, con["gender"][inside], m)
+        d = cpar["delta_m"].dropna().abs()
+        clusters["contrast"] = {"n": int(inside.sum()),
+                                "max_abs_delta_m": json_number(float(d.max()) if len(d) else None)}
+
+    def encode(table: pd.DataFrame) -> np.ndarray:
+        """Backbone features of ``table`` (image_id, path); the images not yet in the feature
+        cache are encoded on ``spurious.workers`` forked processes first (the cache takes
+        concurrent writers), then every row is read from it."""
+        table = table[["image_id", "path"]].reset_index(drop=True)
+        w = int(s["workers"])
+        if w > 1 and len(table) >= 2 * w:
+            parts = [table.iloc[i::w] for i in range(w)]
+            map_jobs(lambda t: encode_cached(t, cache, enc, image_size=size)[0].shape[0], parts,
+                     workers=w)
+        return encode_cached(table, cache, enc, image_size=size, progress=True)[1]
+
+    ntr, nte = len(train), len(test)
+    xm = encode(masked)
+    xi = encode(nat)
+    ti = pd.Index(ids).get_indexer(nat["image_id"])
+    xt = f[ti]
+    gtr, gte = nat["gender"][:ntr].tolist(), nat["gender"][ntr:].tolist()
+    scores = {"set": ["natural"] * nte, "image_id": nat["image_id"][ntr:].tolist(),
+              "group": [None] * nte, "gender": gte}
+    cls = {}
+    feats_c = {}
+    if con is not None:
+        feats_c = {"background": encode(cmasked), "image": encode(con.assign(image_id=vid)),
+                   "text": np.asarray(S.mean_embeddings(temb, neut["image_id"].astype(int),
+                                                        con["image_id"]))
+                   if inside.all() else None}
+    for name, x in (("background", xm), ("image", xi), ("text", xt)):
+        model = S.fit_gender_classifier(x[:ntr], gtr, seed=seed)
+        p = model.predict_proba(x[ntr:])[:, 1]
+        scores[f"p_{name}"] = p.tolist()
+        rec = {"natural": _num(S.gender_auc(p, gte, n_boot=n_boot, seed=seed)),
+               "contrast": None, "natural-contrast": None}
+        xc = feats_c.get(name)
+        if xc is not None:
+            pc = model.predict_proba(xc)[:, 1]
+            feats_c[f"p_{name}"] = pc
+            rec["contrast"] = _num(S.gender_auc(pc, con["gender"], groups=con["image_id"],
+                                                n_boot=n_boot, seed=seed))
+            rec["natural-contrast"] = _num(S.auc_difference(
+                (p, gte, None), (pc, con["gender"], con["image_id"]), n_boot=n_boot, seed=seed))
+        cls[name] = rec
+    table = pd.DataFrame(scores)
+    if con is not None:
+        ct = pd.DataFrame({"set": "contrast", "image_id": con["image_id"].to_numpy(),
+                           "group": con["group"].to_numpy(), "gender": con["gender"].to_numpy()})
+        for name in ("background", "image", "text"):
+            ct[f"p_{name}"] = feats_c.get(f"p_{name}", np.full(len(ct), np.nan))
+        table = pd.concat([table, ct], ignore_index=True)
+    write_parquet(OUT / "clusters.parquet", known[["image_id", "split", "gender"]]
+                  .assign(cluster=lab))
+    write_parquet(OUT / "scores.parquet", table)
+    with atomic_path(PLOT) as tmp:
+        parity[["cluster", "n", "delta_m", "lo", "hi", "words"]].round(4).to_csv(tmp, index=False)
+    out = {"clusters": clusters, "classifiers": cls,
+           "setup": {"n_train": ntr, "n_test": nte,
+                     "n_contrast_sources": int(con["image_id"].nunique()) if con is not None
+                     else 0, "gender_source": used, "blackout": {**bo, "sources": list(
+                         bo["sources"])}, "image_encoder": enc,
+                     "text_encoder": s["text_encoder"], "n_boot": n_boot,
+                     "contrast_background_changed": changed if con is not None else None,
+                     "n_without_person_box": no_box}}
+    write_json(METRICS, out)
+    b = cls["background"]
+    print(f"spurious: chi-square p = {clusters['test']['p']}; background-only AUC natural "
+          f"{b['natural']['mean']}, contrast {(b['contrast'] or {}).get('mean')}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"spurious: {e}")
