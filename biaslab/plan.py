@@ -192,7 +192,7 @@ def coco_work_from_root(root: Path, params: dict) -> Work:
 
 #: plan rows of the caption stages (none on data without captions)
 CAPTION_STAGES = ("train_captioner", "t5_finetune + bcs_synthesize", "dcg_train + dcg_apply",
-                  "eval_captioner")
+                  "eval_captioner", "contrast_set")
 #: MIAP (Schumann et al. 2021, arXiv 2105.02317; Google Research blog, 2021-05): exhaustive
 #: person boxes with perceived gender / age presentation in "100k images containing people"
 MIAP_IMAGES = 100_000
@@ -531,6 +531,35 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
                     f"{wk.n_test_gendered:,} test images x ({n_cap} captioners + {n_libra} "
                     f"LIBRA outputs)", na, na))
 
+    # contrast_set (paper 001 sec. 4): the test split's gendered images, each edited into both
+    # groups' versions, contrast.m candidates each, by contrast.generate's editor (default: the
+    # training counterfactuals' backend)
+    cs = params.get("contrast", {})
+    cg = {**g, **(cs.get("generate") or {})}
+    cm_ = int(cs.get("m", 1))
+    n_con = wk.n_test_gendered * groups * cm_
+    cdetail = f"{wk.n_test_gendered:,} test images x {groups} groups x m={cm_}"
+    if cg.get("backend") in ("sd_inpaint", "instruct_pix2pix"):
+        csteps = int(cg.get("steps", steps))
+        sd = sd_gpu_rate(gpu, csteps)
+        if cg.get("backend") == "instruct_pix2pix":
+            # SD-1.5's UNet (the width of SD-2's) run 3 times per step (text and image
+            # classifier-free guidance) against SD inpainting's 2: the SD rate x 2/3
+            con_gpu = Rate(None if sd.per_s is None else sd.per_s * 2 / 3,
+                           f"{sd.source}; x 2/3 for InstructPix2Pix's 3 UNet passes per step "
+                           f"(estimate, not measured)")
+        else:
+            con_gpu = sd
+        con_cpu = Rate(None, f"no CPU rate for {cg.get('backend')} at 512 px")
+    else:
+        gj = _read("generate.json").get(cg.get("backend"), {})
+        con_cpu = (Rate(gj["candidates_per_s"], f"benchmarks/results/generate.json "
+                        f"({cg.get('backend')}, {gj.get('source')})")
+                   if "candidates_per_s" in gj else
+                   Rate(None, f"no measurement of backend {cg.get('backend')} in generate.json"))
+        con_gpu = Rate(None, f"backend {cg.get('backend')} is CPU-only")
+    rows.append(Row("contrast_set", n_con, "candidates", cdetail, con_cpu, con_gpu))
+
     if not wk.n_captions:   # data without captions: the caption stages write skip records
         rows = [r for r in rows if r.stage not in CAPTION_STAGES]
     for r in rows:
@@ -545,7 +574,8 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
             "generate.backend": g.get("backend"), "generate.m": m, "generate.steps": steps,
             "generate.max_images": cap, "classifier.backbones": backbones,
             "classifier.finetune": finetune, "filters.clip": flt.get("clip"),
-            "filters.detector": flt.get("detector")}
+            "filters.detector": flt.get("detector"), "contrast.backend": cg.get("backend"),
+            "contrast.m": cm_}
     return {"params": used, "work": asdict(wk), "gpus": gpus, "gpu": gpu,
             "cpu_machine": CPU_MACHINE, "rows": [asdict(r) for r in rows],
             "total_gpu_s": tot["gpu"], "total_cpu_s": tot["cpu"],

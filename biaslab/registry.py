@@ -302,6 +302,8 @@ _builtin("backends", "render", f"{_G}:make_render", "the synthetic generator's r
          params="generate")
 _builtin("backends", "sd_inpaint", f"{_G}:make_sd_inpaint", "Stable Diffusion inpainting",
          params="generate")
+_builtin("backends", "instruct_pix2pix", f"{_G}:make_instruct_pix2pix",
+         "InstructPix2Pix on the person's box (GenSynth, paper 001)", params="generate")
 
 # Captioner architectures of paper 000 Table 2 (biaslab/captioning/).
 _builtin("archs", "clipcap", "biaslab.captioning.clipcap", "ClipCap", 0, params="captioner")

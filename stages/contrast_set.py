@@ -4,10 +4,13 @@ version per group with the background fixed (the masks of stage `masks` and the 
 `generate.backend`, through the same code: biaslab.counterfactual), each version is judged by
 the KNN filter (paper 001 Eqs. 1-2: K, tau_R, tau_G of `filters.knn_*`; the real images R are
 the test originals, embedded as stage `score` embeds them, with the CLIP-style scorer), and a
-source image is kept only when both versions pass (sec. 4.2). Stage `eval_retrieval` ranks it
-beside the natural gallery.
+source image is kept only when both versions pass (sec. 4.2). The paper tier edits with
+GenSynth's own editor, InstructPix2Pix on the person's box (``contrast.generate``,
+conf/models/paper.yaml). Stage `eval_retrieval` ranks it beside the natural gallery.
 
-params: contrast (splits, m), masks (shape, dilate_px, area_threshold_px, reference_long_side,
+params: contrast (splits, m, generate: generate params overriding the training
+        counterfactuals' for the contrast set, e.g. the paper tier's backend instruct_pix2pix
+        with paper 001's steps and guidance scales), masks (shape, dilate_px, area_threshold_px, reference_long_side,
         crowd_min_inside, sam_model), generate (backend and its settings, guidance_scales,
         seed, shards), filters (clip, knn_k, knn_tau_r, knn_tau_g), features.cache_dir,
         label.words, data.root (render: the synthetic dataset), lic.num_threads
@@ -34,7 +37,7 @@ from biaslab.io import (InputError, load_params, read_parquet, skip_without_capt
 
 OUT = Path("data/contrast")
 METRICS = "metrics/contrast.json"
-DEFAULTS = {"splits": ["test"], "m": 1}
+DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}}
 
 
 def _check(c: dict) -> None:
@@ -46,6 +49,17 @@ def _check(c: dict) -> None:
         bad("splits", f"must be a non-empty list of train / val / test, got {c['splits']!r}")
     if not isinstance(c["m"], int) or isinstance(c["m"], bool) or c["m"] < 1:
         bad("m", f"must be a positive integer (candidates per image and group), got {c['m']!r}")
+    if not isinstance(c["generate"], dict):
+        bad("generate", f"must be a mapping of generate params to override, got "
+                        f"{c['generate']!r}")
+    from biaslab import registry
+    name = c["generate"].get("backend")
+    if name is not None and name not in registry.BACKENDS:
+        bad("generate", f"unknown backend {name!r}; known: "
+                        f"{', '.join(registry.BACKENDS.names())}")
+    unknown = set(c) - set(DEFAULTS)
+    if unknown:
+        bad(sorted(unknown)[0], f"unknown key (known: {sorted(DEFAULTS)})")
 
 
 def main() -> None:
@@ -64,7 +78,9 @@ def main() -> None:
     from biaslab.filters import knn_filter
     from biaslab.labels import captions_or_label_texts
 
-    mp, gp, fp = params["masks"], dict(params["generate"]), params["filters"]
+    # the editor: the training counterfactuals' backend unless contrast.generate overrides it
+    # (the paper tier: GenSynth's InstructPix2Pix, paper 001 sec. 4.1)
+    mp, gp, fp = params["masks"], {**params["generate"], **c["generate"]}, params["filters"]
     words = (params.get("label") or {}).get("words", "lic")
     scorer_dir = fp.get("clip") or "data/scorer"
     if not Path(scorer_dir).exists():

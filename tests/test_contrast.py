@@ -62,7 +62,9 @@ def test_contrast_set_and_retrieval_stages_on_a_tiny_workspace(tmp_path, monkeyp
         "filters": {"clip": None, "knn_k": 5, "knn_tau_r": 0.0, "knn_tau_g": 0.0},
         "contrast": {"splits": ["test"], "m": 1},
         "eval_retrieval": {"ks": [2, 4], "scorer": "data/scorer", "n_boot": 200, "seed": 0,
-                           "clip_m": 2, "n_balanced": 2, "recall_ks": [1]}}))
+                           "clip_m": 2, "n_balanced": 2, "recall_ks": [1]},
+        "classifier": {"blackout": ["box"], "blackout_dilate_px": 2, "blackout_fill": "mean"},
+        "spurious": {"clusters": 3, "n_boot": 200, "workers": 1}}))
     _load_stage("contrast_set").main()
     m = json.loads((tmp_path / "metrics/contrast.json").read_text())
     pairs = pd.read_parquet(tmp_path / "data/contrast/pairs.parquet")
@@ -81,9 +83,25 @@ def test_contrast_set_and_retrieval_stages_on_a_tiny_workspace(tmp_path, monkeyp
     for k in con["setup"]["ks"]:
         if k % 2 == 0:
             assert con["tfidf"][f"Bias@{k}"]["mean"] == pytest.approx(0.0, abs=1e-9)
+    # stage spurious (paper 001 appendix D) on the same workspace
+    _load_stage("spurious").main()
+    sp = json.loads((tmp_path / "metrics/spurious.json").read_text())
+    assert sp["setup"]["n_contrast_sources"] == m["pairs"]
+    assert sp["clusters"]["m"] == 3 and sum(r["n"] for r in sp["clusters"]["rows"]) == \
+        sp["clusters"]["n"]
+    # both versions share the source's captions: the caption classifier cannot tell them apart
+    assert sp["classifiers"]["text"]["contrast"]["mean"] == 0.5
+    for name in ("background", "image", "text"):
+        r = sp["classifiers"][name]["natural"]
+        assert 0 <= r["mean"] <= 1 and r["n"] == sp["setup"]["n_test"]
+    scores = pd.read_parquet(tmp_path / "data/spurious/scores.parquet")
+    assert (scores["set"] == "contrast").sum() == 2 * m["pairs"]
+    assert (tmp_path / "plots/spurious_clusters.csv").read_text().startswith("cluster,n,")
 
 
-@pytest.mark.parametrize("bad", [{"m": 0}, {"splits": []}, {"splits": ["dev"]}])
+@pytest.mark.parametrize("bad", [{"m": 0}, {"splits": []}, {"splits": ["dev"]},
+                                 {"generate": {"backend": "dall-e"}}, {"generate": "sd"},
+                                 {"editor": "x"}])
 def test_contrast_set_rejects_bad_params_before_reading(tmp_path, monkeypatch, bad):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"contrast": bad}))

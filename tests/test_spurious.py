@@ -145,3 +145,18 @@ def test_spurious_markdown_has_both_tables():
     assert "| 0 | 20 | +40.0 [+20.0, +45.0] | bat field |" in md
     assert "3 of 20 contrast versions differ" in md
     assert spurious_markdown({"skipped": "no captions"}) == []
+
+
+@pytest.mark.parametrize("bad", [{"clusters": 1}, {"n_boot": 10}, {"workers": 0},
+                                 {"text_encoder": ""}, {"image_encoder": 3}, {"seed": "a"},
+                                 {"m": 20}])
+def test_stage_rejects_bad_params_before_reading(tmp_path, monkeypatch, bad):
+    import yaml
+
+    from tests.test_captioner import _load_stage
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"spurious": bad}))
+    with pytest.raises(SystemExit) as e:
+        _load_stage("spurious").main()
+    assert e.value.code == 2
+    assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]

@@ -221,8 +221,19 @@ def make_sd_inpaint(p: dict, persons=None, images=None, labels=None, split=None,
     return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
                             resolution=int(p.get("resolution", 512)),
                             batch_size=int(p.get("batch_size", 4)),
-                            feather_px=float(p.get("feather_px", 2.0)),
-                            extent_weight=float(p.get("extent_weight", 1.0)))
+                            feather_px=float(p.get("feather_px", 2.0)))
+
+
+def make_instruct_pix2pix(p: dict, persons=None, images=None, labels=None, split=None,
+                          data_root=None):
+    """Backend ``instruct_pix2pix`` (registry entry): GenSynth's editor (paper 001 sec. 4.1),
+    InstructPix2Pix (``p["model"]``) on the person's box with paper 001 Table 6's instructions;
+    ``p["guidance_scales"]`` are the text guidance scales (paper 001: 9.5 and 15)."""
+    from biaslab.counterfactual.instruct_pix2pix import InstructPix2PixBackend
+    return InstructPix2PixBackend(
+        p["model"], steps=int(p.get("steps", 500)), resolution=int(p.get("resolution", 512)),
+        image_guidance_scale=float(p.get("image_guidance_scale", 1.5)),
+        n_scales=len(p.get("guidance_scales") or [1]), batch_size=int(p.get("batch_size", 4)))
 
 
 def make_backend(p: dict, persons: pd.DataFrame | None = None,
@@ -232,8 +243,8 @@ def make_backend(p: dict, persons: pd.DataFrame | None = None,
     way for stage ``generate`` (paper 000 Eq. 1's candidates) and stage ``artifact_test``
     (Table 3's inpainted parts), so both use one donor ranking / one pipeline setting. The
     name is looked up in :data:`biaslab.registry.BACKENDS` (built-ins: :func:`make_copy_paste`,
-    :func:`make_render`, :func:`make_sd_inpaint`; plug-ins: entry point group
-    ``biaslab.backends``), whose target is called with these arguments.
+    :func:`make_render`, :func:`make_sd_inpaint`, :func:`make_instruct_pix2pix`; plug-ins:
+    entry point group ``biaslab.backends``), whose target is called with these arguments.
 
     Args:
         p: params ``generate`` (backend, m, donor_splits, donor_single_person, inpaint_radius,
@@ -244,7 +255,8 @@ def make_backend(p: dict, persons: pd.DataFrame | None = None,
         data_root: the synthetic dataset (params ``data.root``); needed by ``render`` only.
 
     Returns:
-        ``RenderBackend`` | ``CopyPasteBackend`` | ``SDInpaintBackend`` | a plug-in's backend.
+        ``RenderBackend`` | ``CopyPasteBackend`` | ``SDInpaintBackend`` |
+        ``InstructPix2PixBackend`` | a plug-in's backend.
 
     Raises:
         ValueError: unknown backend, or a backend's input missing.
