@@ -330,6 +330,27 @@ def sd_gpu_rate(gpu: str, steps: int, batch_size: int | None = None) -> Rate:
     return Rate(r, src)
 
 
+def backend_rates(backend: str | None, steps: int, gpu: str) -> tuple[Rate, Rate]:
+    """(CPU, GPU) candidates/s of a counterfactual backend: the diffusion backends on the GPU
+    (:func:`sd_gpu_rate`; InstructPix2Pix runs SD-1.5's UNet, the width of SD-2's, 3 times per
+    step for its text and image guidance against inpainting's 2: x 2/3, an estimate), the
+    others on the CPU as ``benchmarks/results/generate.json`` measured them."""
+    if backend in ("sd_inpaint", "instruct_pix2pix"):
+        cpu = Rate(None, f"no CPU rate for {backend} at 512 px (generate.json's sd_inpaint_tiny "
+                         f"is a tiny random model at 64 px, 4 steps: not representative)")
+        sd = sd_gpu_rate(gpu, steps)
+        if backend == "sd_inpaint":
+            return cpu, sd
+        return cpu, Rate(None if sd.per_s is None else sd.per_s * 2 / 3,
+                         f"{sd.source}; x 2/3 for InstructPix2Pix's 3 UNet passes per step "
+                         f"(estimate, not measured)")
+    gj = _read("generate.json").get(backend, {})
+    cpu = (Rate(gj["candidates_per_s"], f"benchmarks/results/generate.json ({backend}, "
+                f"{gj.get('source')})") if "candidates_per_s" in gj else
+           Rate(None, f"no measurement of backend {backend} in generate.json"))
+    return cpu, Rate(None, f"backend {backend} is CPU-only")
+
+
 def score_gpu_rate() -> Rate:
     """Candidates/s on one GPU for the paper-tier filters (DETR-R50 + CLIP ViT-B/32 image
     tower): ``1 / (1/28 + 1/(28 * 86/4.4))`` (module docstring; estimate)."""
@@ -446,17 +467,7 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
 
     # generate
     detail = f"{n_src:,} source images x {groups} groups x m={m}"
-    if g.get("backend") == "sd_inpaint":
-        gen_cpu = Rate(None, "no CPU rate for SD-2 at 512 px (generate.json's sd_inpaint_tiny "
-                             "is a tiny random model at 64 px, 4 steps: not representative)")
-        gen_gpu = sd_gpu_rate(gpu, steps)
-    else:
-        gj = _read("generate.json").get(g.get("backend"), {})
-        gen_cpu = (Rate(gj["candidates_per_s"], f"benchmarks/results/generate.json "
-                        f"({g.get('backend')}, {gj.get('source')})")
-                   if "candidates_per_s" in gj else
-                   Rate(None, f"no measurement of backend {g.get('backend')} in generate.json"))
-        gen_gpu = Rate(None, f"backend {g.get('backend')} is CPU-only")
+    gen_cpu, gen_gpu = backend_rates(g.get("backend"), steps, gpu)
     rows.append(Row("generate", n_cand, "candidates", detail, gen_cpu, gen_gpu))
 
     # score
@@ -539,25 +550,7 @@ def plan(params: dict, gpus: int = 1, gpu: str = "a100", wk: Work | None = None)
     cm_ = int(cs.get("m", 1))
     n_con = wk.n_test_gendered * groups * cm_
     cdetail = f"{wk.n_test_gendered:,} test images x {groups} groups x m={cm_}"
-    if cg.get("backend") in ("sd_inpaint", "instruct_pix2pix"):
-        csteps = int(cg.get("steps", steps))
-        sd = sd_gpu_rate(gpu, csteps)
-        if cg.get("backend") == "instruct_pix2pix":
-            # SD-1.5's UNet (the width of SD-2's) run 3 times per step (text and image
-            # classifier-free guidance) against SD inpainting's 2: the SD rate x 2/3
-            con_gpu = Rate(None if sd.per_s is None else sd.per_s * 2 / 3,
-                           f"{sd.source}; x 2/3 for InstructPix2Pix's 3 UNet passes per step "
-                           f"(estimate, not measured)")
-        else:
-            con_gpu = sd
-        con_cpu = Rate(None, f"no CPU rate for {cg.get('backend')} at 512 px")
-    else:
-        gj = _read("generate.json").get(cg.get("backend"), {})
-        con_cpu = (Rate(gj["candidates_per_s"], f"benchmarks/results/generate.json "
-                        f"({cg.get('backend')}, {gj.get('source')})")
-                   if "candidates_per_s" in gj else
-                   Rate(None, f"no measurement of backend {cg.get('backend')} in generate.json"))
-        con_gpu = Rate(None, f"backend {cg.get('backend')} is CPU-only")
+    con_cpu, con_gpu = backend_rates(cg.get("backend"), int(cg.get("steps", steps)), gpu)
     rows.append(Row("contrast_set", n_con, "candidates", cdetail, con_cpu, con_gpu))
 
     if not wk.n_captions:   # data without captions: the caption stages write skip records

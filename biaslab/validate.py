@@ -38,6 +38,9 @@ What is rejected, and why:
 * ``captioner``: ``archs`` / ``datasets`` unknown or repeated, ``seeds`` as for classifiers,
   ``epochs`` < 1.
 * ``artifact``: ``datasets`` unknown or repeated, ``parts`` not a non-empty list of names.
+* ``contrast``, ``eval_retrieval``, ``spurious`` (paper 001's stages): counts out of range, an
+  unknown key or backend (they were checked only when their stage started, after the whole
+  training half of the DAG).
 """
 from __future__ import annotations
 
@@ -301,13 +304,85 @@ def check_artifact(p: Mapping) -> None:
                                                f"got {v!r}")
 
 
-#: group name -> its check; ``check_params`` runs those of the groups present.
 def check_eval_captioner(p: Mapping) -> None:
     """Group ``eval_captioner``: known, distinct caption ``postprocessors``
     (biaslab.registry.POSTPROCESSORS)."""
     _names(p, "eval_captioner", "postprocessors", registry.POSTPROCESSORS)
 
 
+def _known_keys(p: Mapping, group: str, known: Sequence[str]) -> None:
+    """Reject a key of ``group`` that no stage reads (a typo would be ignored silently)."""
+    unknown = sorted(set(p) - set(known))
+    if unknown:
+        raise ParamError(f"{group}.{unknown[0]}", f"unknown key (known: {sorted(known)})")
+
+
+def _positive_ints(p: Mapping, group: str, key: str) -> None:
+    if key not in p:
+        return
+    v = p[key]
+    if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
+            or not all(_is_int(x) and x >= 1 for x in v)):
+        raise ParamError(f"{group}.{key}", f"must be a non-empty list of positive integers, "
+                                           f"got {v!r}")
+
+
+def check_contrast(p: Mapping) -> None:
+    """Group ``contrast`` (stage contrast_set): ``splits`` a non-empty list of train / val /
+    test, ``m`` and ``workers`` >= 1, ``generate`` a mapping of generate params whose ``backend`` (if given)
+    is registered; its other keys are checked as group ``generate``'s."""
+    _known_keys(p, "contrast", ("splits", "m", "generate", "workers"))
+    _int_at_least(p, "contrast", "workers", 1, allow_null=False)
+    if "splits" in p:
+        v = p["splits"]
+        if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
+                or not all(x in ("train", "val", "test") for x in v)):
+            raise ParamError("contrast.splits", f"must be a non-empty list of train / val / "
+                                                f"test, got {v!r}")
+    _int_at_least(p, "contrast", "m", 1, allow_null=False)
+    if "generate" in p:
+        g = p["generate"] if p["generate"] is not None else {}
+        if not isinstance(g, Mapping):
+            raise ParamError("contrast.generate", f"must be a mapping of generate params to "
+                                                  f"override, got {g!r}")
+        try:
+            check_generate(g)
+        except ParamError as e:
+            raise ParamError(f"contrast.{e.param}", e.problem) from None
+
+
+def check_eval_retrieval(p: Mapping) -> None:
+    """Group ``eval_retrieval``: ``ks`` and ``recall_ks`` non-empty lists of positive
+    integers, ``clip_m`` >= 0, ``n_balanced`` >= 1, ``n_boot`` >= 100."""
+    _positive_ints(p, "eval_retrieval", "ks")
+    _positive_ints(p, "eval_retrieval", "recall_ks")
+    _int_at_least(p, "eval_retrieval", "clip_m", 0, allow_null=False)
+    _int_at_least(p, "eval_retrieval", "n_balanced", 1, allow_null=False)
+    _int_at_least(p, "eval_retrieval", "n_boot", 100, allow_null=False)
+
+
+def check_spurious(p: Mapping) -> None:
+    """Group ``spurious`` (stage spurious): ``clusters`` >= 2, ``lda_words`` >= 1, ``n_boot``
+    >= 100, ``workers`` >= 1, ``seed`` an integer, ``text_encoder`` a name, ``image_encoder``
+    null or a name; no other key."""
+    _known_keys(p, "spurious", ("clusters", "lda_words", "text_encoder", "image_encoder",
+                                "n_boot", "seed", "workers"))
+    for key, low in (("clusters", 2), ("lda_words", 1), ("n_boot", 100), ("workers", 1)):
+        _int_at_least(p, "spurious", key, low, allow_null=False)
+    if "seed" in p and not _is_int(p["seed"]):
+        raise ParamError("spurious.seed", f"must be an integer, got {p['seed']!r}")
+    if "text_encoder" in p and not (isinstance(p["text_encoder"], str) and p["text_encoder"]):
+        raise ParamError("spurious.text_encoder", f"must be a text encoder name (lsa, minilm "
+                                                  f"or a Hugging Face model), got "
+                                                  f"{p['text_encoder']!r}")
+    if "image_encoder" in p and p["image_encoder"] is not None and \
+            not (isinstance(p["image_encoder"], str) and p["image_encoder"]):
+        raise ParamError("spurious.image_encoder", f"must be null (= features.backbone) or an "
+                                                   f"image encoder name, got "
+                                                   f"{p['image_encoder']!r}")
+
+
+#: group name -> its check; ``check_params`` runs those of the groups present.
 CHECKS: dict[str, Callable[[Mapping], None]] = {
     "data": check_data,
     "split": check_split,
@@ -320,6 +395,9 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "captioner": check_captioner,
     "artifact": check_artifact,
     "eval_captioner": check_eval_captioner,
+    "contrast": check_contrast,
+    "eval_retrieval": check_eval_retrieval,
+    "spurious": check_spurious,
 }
 
 

@@ -576,29 +576,34 @@ def spurious_checks(spurious: Mapping[str, Any] | None, alpha: float = 0.05) -> 
             "mean": p, "lo": None, "hi": None, "n": test.get("n"), "test": "chi-square test",
             "verdict": "holds" if p < alpha else "inconclusive", "source": src})
 
-    def rec(name, key):
-        return ((cls.get(name) or {}).get(key)) or {}
-
-    def add(cid, node, expect, ref, claim):
+    for name, where, expect, ref, claim in SPURIOUS_CLAIMS:
+        node = ((cls.get(name) or {}).get(where)) or {}
         if node.get("mean") is not None:
+            # ids: spurious/<input>/<set>/auc>0.5, a difference: spurious/<input>/<sets>>0
+            cid = f"spurious/{name}/{where}" + (f"/auc{expect}{ref:g}" if ref else f"{expect}0")
             out.append(_check(cid, claim, expect, ref, node["mean"], node.get("lo"),
                               node.get("hi"), node.get("n"), src))
-    add("spurious/background/natural/auc>0.5", rec("background", "natural"), ">", 0.5,
-        "spurious correlations: a gender classifier on person-removed test images (background "
-        "only) has ROC AUC above chance (paper 001 app. D.4: 63.4 % on COCO)")
-    add("spurious/background/contrast/auc≤0.5", rec("background", "contrast"), "≤", 0.5,
-        "spurious correlations: on the contrast set (background fixed, each image in both "
-        "groups) the background-only classifier is at chance (paper 001 Table 7)")
-    add("spurious/background/natural-contrast>0", rec("background", "natural-contrast"), ">",
-        0.0, "spurious correlations: the background-only classifier's AUC falls from the "
-        "natural test images to the contrast set")
-    add("spurious/text/natural/auc>0.5", rec("text", "natural"), ">", 0.5,
-        "spurious correlations: a gender classifier on gender-neutralised captions has ROC AUC "
-        "above chance (paper 001 app. D.4: 78.0 % on COCO)")
-    add("spurious/image/contrast/auc>0.5", rec("image", "contrast"), ">", 0.5,
-        "contrast set: a gender classifier on the unmasked images reads each version's group "
-        "(AUC above chance): the edits carry gender (paper 001 Table 7)")
     return out
+
+
+#: paper 001's claims on the gender classifiers of stage spurious: (input, set, expected
+#: direction, reference, claim)
+SPURIOUS_CLAIMS = (
+    ("background", "natural", ">", 0.5,
+     "spurious correlations: a gender classifier on person-removed test images (background "
+     "only) has ROC AUC above chance (paper 001 app. D.4: 63.4 % on COCO)"),
+    ("background", "contrast", "≤", 0.5,
+     "spurious correlations: on the contrast set (background fixed, each image in both "
+     "groups) the background-only classifier is at chance (paper 001 Table 7)"),
+    ("background", "natural-contrast", ">", 0.0,
+     "spurious correlations: the background-only classifier's AUC falls from the natural "
+     "test images to the contrast set"),
+    ("text", "natural", ">", 0.5,
+     "spurious correlations: a gender classifier on gender-neutralised captions has ROC AUC "
+     "above chance (paper 001 app. D.4: 78.0 % on COCO)"),
+    ("image", "contrast", ">", 0.5,
+     "contrast set: a gender classifier on the unmasked images reads each version's group "
+     "(AUC above chance): the edits carry gender (paper 001 Table 7)"))
 
 
 #: metric named in a check id -> the controls' (task, metric)

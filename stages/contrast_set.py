@@ -8,7 +8,8 @@ source image is kept only when both versions pass (sec. 4.2). The paper tier edi
 GenSynth's own editor, InstructPix2Pix on the person's box (``contrast.generate``,
 conf/models/paper.yaml). Stage `eval_retrieval` ranks it beside the natural gallery.
 
-params: contrast (splits, m, generate: generate params overriding the training
+params: contrast (splits, m, workers: forked processes that encode the versions for the KNN
+        filter, generate: generate params overriding the training
         counterfactuals' for the contrast set, e.g. the paper tier's backend instruct_pix2pix
         with paper 001's steps and guidance scales), masks (shape, dilate_px, area_threshold_px, reference_long_side,
         crowd_min_inside, sam_model), generate (backend and its settings, guidance_scales,
@@ -37,35 +38,14 @@ from biaslab.io import (InputError, load_params, read_parquet, skip_without_capt
 
 OUT = Path("data/contrast")
 METRICS = "metrics/contrast.json"
-DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}}
-
-
-def _check(c: dict) -> None:
-    def bad(name, problem):
-        print(f"contrast_set: params.yaml: contrast.{name}: {problem}", file=sys.stderr)
-        raise SystemExit(2)
-    if not isinstance(c["splits"], list) or not c["splits"] or \
-            not all(s in ("train", "val", "test") for s in c["splits"]):
-        bad("splits", f"must be a non-empty list of train / val / test, got {c['splits']!r}")
-    if not isinstance(c["m"], int) or isinstance(c["m"], bool) or c["m"] < 1:
-        bad("m", f"must be a positive integer (candidates per image and group), got {c['m']!r}")
-    if not isinstance(c["generate"], dict):
-        bad("generate", f"must be a mapping of generate params to override, got "
-                        f"{c['generate']!r}")
-    from biaslab import registry
-    name = c["generate"].get("backend")
-    if name is not None and name not in registry.BACKENDS:
-        bad("generate", f"unknown backend {name!r}; known: "
-                        f"{', '.join(registry.BACKENDS.names())}")
-    unknown = set(c) - set(DEFAULTS)
-    if unknown:
-        bad(sorted(unknown)[0], f"unknown key (known: {sorted(DEFAULTS)})")
+DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}, "workers": 2}
 
 
 def main() -> None:
     params = load_params()
+    # params.yaml is validated by load_params (biaslab.validate.check_contrast)
     c = {**DEFAULTS, **(params.get("contrast") or {})}
-    _check(c)
+    c["generate"] = c["generate"] or {}
     # the directory out holds a skipped.json (biaslab.io.is_skipped reads it)
     if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
         return
@@ -74,7 +54,7 @@ def main() -> None:
     from biaslab.contrast import contrast_counts, contrast_pairs
     from biaslab.counterfactual import generate as gen
     from biaslab.counterfactual.generate import stable_hash
-    from biaslab.counterfactual.masks import build_masks
+    from biaslab.counterfactual.masks import build_masks_from_params
     from biaslab.filters import knn_filter
     from biaslab.labels import captions_or_label_texts
 
@@ -93,11 +73,8 @@ def main() -> None:
     if mp.get("shape") == "sam":
         raise InputError("params.yaml", "contrast_set does not run SAM masks yet (masks.shape "
                                         "sam); use polygon or box")
-    masks, mcounts = build_masks(
-        images, persons, labels, split, str(OUT / "masks" / "png"), splits=c["splits"],
-        area_threshold_px=float(mp["area_threshold_px"]),
-        reference_long_side=mp.get("reference_long_side"), dilate_px=int(mp["dilate_px"]),
-        crowd_min_inside=mp.get("crowd_min_inside", 3), shape=mp.get("shape", "polygon"))
+    masks, mcounts = build_masks_from_params(mp, images, persons, labels, split,
+                                             str(OUT / "masks" / "png"), splits=c["splits"])
     if masks.empty:
         raise InputError("data/split.parquet", f"no maskable person in the {c['splits']} "
                                                f"split(s): no contrast set")
@@ -125,7 +102,7 @@ def main() -> None:
         cfg = scorer.config
         return scorer.encode_images(np.asarray(C.image_features(
             table, cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads,
-            progress=True), np.float32))
+            progress=True, workers=int(c["workers"])), np.float32))
     ids = sorted(int(i) for i in cands["image_id"].unique())
     orig = images[images["image_id"].isin(ids)][["image_id", "path"]].sort_values(
         "image_id", ignore_index=True)

@@ -67,8 +67,8 @@ DEFAULTS = {"ks": [10, 25, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "s
 
 def main() -> None:
     params = load_params()
+    # params.yaml is validated by load_params (biaslab.validate.check_eval_retrieval)
     e = {**DEFAULTS, **(params.get("eval_retrieval") or {})}
-    _check(e)
     if skip_without_captions("eval_retrieval", ["metrics/retrieval.json"]):
         return
     words = params.get("label", {}).get("words", "lic")
@@ -159,28 +159,6 @@ def main() -> None:
     if max(ks) >= len(ids):
         print(f"eval_retrieval: note: K={max(ks)} >= gallery size {len(ids)}: that K ranks "
               f"the whole gallery and reads only its balance")
-
-
-def _check(e: dict) -> None:
-    """Exit 2 naming the param when an eval_retrieval value is unusable (before any input is
-    read)."""
-    def bad(name, problem):
-        print(f"eval_retrieval: params.yaml: eval_retrieval.{name}: {problem}", file=sys.stderr)
-        raise SystemExit(2)
-
-    def count(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-    for name in ("ks", "recall_ks"):
-        if not isinstance(e[name], list) or not e[name] or not all(count(k) for k in e[name]):
-            bad(name, f"must be a non-empty list of positive integers, got {e[name]!r}")
-    if not (isinstance(e["clip_m"], int) and not isinstance(e["clip_m"], bool)
-            and e["clip_m"] >= 0):
-        bad("clip_m", f"must be an integer >= 0 (embedding dimensions to clip), got "
-                      f"{e['clip_m']!r}")
-    if not count(e["n_balanced"]):
-        bad("n_balanced", f"must be a positive integer, got {e['n_balanced']!r}")
-    if not count(e["n_boot"]) or e["n_boot"] < 100:
-        bad("n_boot", f"must be an integer >= 100, got {e['n_boot']!r}")
 
 
 def _contrast(e: dict, scorer, cfg: dict, cache: str, threads, keep, docs: dict,

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from biaslab.counterfactual.masks import build_masks
+from biaslab.counterfactual.masks import build_masks_from_params
 from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
 
 
@@ -37,14 +37,10 @@ def main(argv: list[str] | None = None) -> int:
                              "directory, e.g. facebook/sam-vit-base)")
         from biaslab.counterfactual.sam import SamBoxSegmenter
         segmenter = SamBoxSegmenter(p["sam_model"])
-    table, counts = build_masks(
-        read_parquet(f"{args.prepared}/images.parquet"),
+    table, counts = build_masks_from_params(
+        p, read_parquet(f"{args.prepared}/images.parquet"),
         read_parquet(f"{args.prepared}/persons.parquet"),
-        read_parquet(args.labels), read_parquet(args.split), png_dir,
-        splits=p.get("splits"), area_threshold_px=float(p["area_threshold_px"]),
-        reference_long_side=p.get("reference_long_side"), dilate_px=int(p["dilate_px"]),
-        crowd_min_inside=p.get("crowd_min_inside", 3), shape=p.get("shape", "polygon"),
-        segmenter=segmenter)
+        read_parquet(args.labels), read_parquet(args.split), png_dir, segmenter=segmenter)
     keep = {os.path.basename(x) for x in table["mask_path"]}
     if os.path.isdir(png_dir):  # masks of a previous run that no image uses any more
         for f in os.listdir(png_dir):

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from biaslab.classify.manifest import encode_files
 from biaslab.counterfactual import residue as R
-from biaslab.counterfactual.masks import MASK_SHAPES, build_masks, load_mask
+from biaslab.counterfactual.masks import MASK_SHAPES, build_masks_from_params, load_mask
 from biaslab.features import load_features
 from biaslab.io import (InputError, atomic_dir, json_number, load_params,
                         read_parquet, write_json)
@@ -79,13 +79,8 @@ def main() -> None:
     tables = {}
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
-            t, _ = build_masks(images, persons, labels, split, f"{tmp}/{shape}",
-                               splits=mp.get("splits"),
-                               area_threshold_px=float(mp["area_threshold_px"]),
-                               reference_long_side=mp.get("reference_long_side"),
-                               dilate_px=int(mp["dilate_px"]),
-                               crowd_min_inside=mp.get("crowd_min_inside", 3), shape=shape,
-                               progress=False)
+            t, _ = build_masks_from_params(mp, images, persons, labels, split,
+                                           f"{tmp}/{shape}", shape=shape, progress=False)
             tables[shape] = t
         common = sorted(set.intersection(*(set(t["image_id"].astype(np.int64))
                                            for t in tables.values())))

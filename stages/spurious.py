@@ -57,26 +57,6 @@ DEFAULTS = {"clusters": 20, "lda_words": 10, "text_encoder": "lsa", "image_encod
             "n_boot": 1000, "seed": 0, "workers": 2}
 
 
-def _check(s: dict) -> None:
-    def bad(name, problem):
-        print(f"spurious: params.yaml: spurious.{name}: {problem}", file=sys.stderr)
-        raise SystemExit(2)
-    unknown = set(s) - set(DEFAULTS)
-    if unknown:
-        bad(sorted(unknown)[0], f"unknown key (known: {sorted(DEFAULTS)})")
-    for k, lo in (("clusters", 2), ("lda_words", 1), ("n_boot", 100), ("workers", 1)):
-        v = s[k]
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            bad(k, f"must be an integer >= {lo}, got {v!r}")
-    if not isinstance(s["seed"], int) or isinstance(s["seed"], bool):
-        bad("seed", f"must be an integer, got {s['seed']!r}")
-    if not isinstance(s["text_encoder"], str) or not s["text_encoder"]:
-        bad("text_encoder", f"must be a text encoder name, got {s['text_encoder']!r}")
-    if s["image_encoder"] is not None and not isinstance(s["image_encoder"], str):
-        bad("image_encoder", f"must be null (= features.backbone) or a name, "
-                             f"got {s['image_encoder']!r}")
-
-
 def _num(rec):
     return None if rec is None else {k: json_number(v) for k, v in rec.items()}
 
@@ -90,16 +70,16 @@ def _test(t: dict) -> dict:
 
 def main() -> None:
     params = load_params()
+    # params.yaml is validated by load_params (biaslab.validate.check_spurious)
     s = {**DEFAULTS, **(params.get("spurious") or {})}
-    _check(s)
     if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
         return
     from biaslab import spurious as S
     from biaslab.captioning.evaluation import gender_labels
     from biaslab.classify.blackout import write_blackout_images
-    from biaslab.features import encode_cached, encode_texts_cached
+    from biaslab.captioning.data import image_features
+    from biaslab.features import encode_texts_cached
     from biaslab.gender import neutralise
-    from biaslab.parallel import map_jobs
 
     fp, cp = params.get("features") or {}, params.get("classifier") or {}
     words = (params.get("label") or {}).get("words", "lic")
@@ -201,16 +181,10 @@ def main() -> None:
                                 "max_abs_delta_m": json_number(float(d.max()) if len(d) else None)}
 
     def encode(table: pd.DataFrame) -> np.ndarray:
-        """Backbone features of ``table`` (image_id, path); the images not yet in the feature
-        cache are encoded on ``spurious.workers`` forked processes first (the cache takes
-        concurrent writers), then every row is read from it."""
-        table = table[["image_id", "path"]].reset_index(drop=True)
-        w = int(s["workers"])
-        if w > 1 and len(table) >= 2 * w:
-            parts = [table.iloc[i::w] for i in range(w)]
-            map_jobs(lambda t: encode_cached(t, cache, enc, image_size=size)[0].shape[0], parts,
-                     workers=w)
-        return encode_cached(table, cache, enc, image_size=size, progress=True)[1]
+        """Backbone features of ``table`` (image_id, path), the images not yet in the feature
+        cache encoded on ``spurious.workers`` forked processes."""
+        return image_features(table, cache, enc, size, num_threads=1, progress=True,
+                              workers=int(s["workers"]))
 
     ntr, nte = len(train), len(test)
     xm = encode(masked)

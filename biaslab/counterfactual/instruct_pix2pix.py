@@ -31,7 +31,6 @@ a gender-editing instruction, and pasted back, so every pixel outside the box is
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,8 +39,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from biaslab.counterfactual.sd_inpaint import working_size
-from biaslab.io import InputError
+from biaslab.counterfactual.sd_inpaint import SDInpaintBackend, tiny_components, working_size
 
 #: paper 001 Table 6: (template, feminine word, masculine word)
 TEMPLATES = (("Make this person more {}", "feminine", "masculine"),
@@ -74,8 +72,9 @@ def crop_box(boxes: Sequence[Sequence[float]], width: int, height: int) -> tuple
     return x0, y0, x1, y1
 
 
-class InstructPix2PixBackend:
-    """GenSynth's InstructPix2Pix editor (module docstring).
+class InstructPix2PixBackend(SDInpaintBackend):
+    """GenSynth's InstructPix2Pix editor (module docstring). Loading, device, dtype and the
+    working-size multiple are ``SDInpaintBackend``'s; the edit is not.
 
     Args:
         model: checkpoint name or local directory.
@@ -88,6 +87,10 @@ class InstructPix2PixBackend:
         local_files_only: never download (default True when ``model`` is a local directory).
     """
     name = "instruct_pix2pix"
+    # DiffusionPipeline reads the class from model_index.json; it must be this one
+    loader = "DiffusionPipeline"
+    expect = "StableDiffusionInstructPix2PixPipeline"
+    what = "an InstructPix2Pix pipeline"
 
     def __init__(self, model: str, steps: int = 500, resolution: int = 512,
                  image_guidance_scale: float = 1.5, n_scales: int = 2, batch_size: int = 4,
@@ -95,62 +98,16 @@ class InstructPix2PixBackend:
         if not model:
             raise ValueError("instruct_pix2pix needs generate.model (checkpoint name or "
                              "directory)")
-        import torch
-        self.model = str(model)
-        self.steps = int(steps)
-        self.resolution = int(resolution)
+        super().__init__(model, steps=steps, resolution=resolution, batch_size=batch_size,
+                         device=device, local_files_only=local_files_only)
         self.image_guidance_scale = float(image_guidance_scale)
         self.n_scales = max(int(n_scales), 1)
-        self.batch_size = max(int(batch_size), 1)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = "float16" if self.device.startswith("cuda") else "float32"
-        self.local_files_only = (os.path.isdir(self.model) if local_files_only is None
-                                 else local_files_only)
-        self._pipe = None
 
     def fingerprint(self) -> dict:
-        fp = {"backend": self.name, "model": self.model, "steps": self.steps,
-              "resolution": self.resolution, "image_guidance_scale": self.image_guidance_scale,
-              "n_scales": self.n_scales, "dtype": self.dtype, "templates": list(TEMPLATES),
-              "version": 1}
-        idx = Path(self.model) / "model_index.json"
-        if idx.exists():  # a local checkpoint: its config identifies it
-            fp["model_index"] = json.loads(idx.read_text())
-        return fp
-
-    @property
-    def pipe(self):
-        """The loaded pipeline (loaded on first use)."""
-        if self._pipe is None:
-            import torch
-            try:
-                from diffusers import DiffusionPipeline
-            except ImportError as e:
-                raise InputError("generate.backend", "instruct_pix2pix needs diffusers "
-                                 "(pip install diffusers==0.42.1)") from e
-            if not os.path.isdir(self.model) and self.model.startswith(("/", ".", "~")):
-                raise InputError(self.model, "local model directory not found")
-            dtype = torch.float16 if self.dtype == "float16" else torch.float32
-            try:
-                pipe = DiffusionPipeline.from_pretrained(
-                    self.model, dtype=dtype, local_files_only=self.local_files_only)
-            except (OSError, ValueError) as e:
-                raise InputError(self.model, "cannot load an InstructPix2Pix pipeline (a "
-                                 "Hugging Face name needs network the first time; a local "
-                                 f"directory must hold a diffusers model_index.json): {e}") from e
-            if type(pipe).__name__ != "StableDiffusionInstructPix2PixPipeline":
-                raise InputError(self.model, f"is a {type(pipe).__name__}, not an "
-                                             f"InstructPix2Pix pipeline")
-            pipe = pipe.to(self.device)
-            pipe.set_progress_bar_config(disable=True)
-            self._pipe = pipe
-        return self._pipe
-
-    def _multiple(self) -> int:
-        p = self.pipe
-        vae_f = int(getattr(p, "vae_scale_factor", 8))
-        n_down = len(getattr(p.unet.config, "down_block_types", ()) or (1,))
-        return max(8, vae_f * 2 ** (n_down - 1))
+        fp = super().fingerprint()
+        del fp["feather_px"]           # no blending: the crop replaces the box
+        return fp | {"image_guidance_scale": self.image_guidance_scale,
+                     "n_scales": self.n_scales, "templates": list(TEMPLATES), "version": 1}
 
     def generate(self, item, image: np.ndarray, mask: np.ndarray, group: str, prompt: str,
                  js: Sequence[int], seeds: Sequence[int], scales: Sequence[float]):
@@ -188,46 +145,16 @@ class InstructPix2PixBackend:
 
 
 def save_tiny_pipeline(path: str | os.PathLike, seed: int = 0) -> Path:
-    """Build a tiny random InstructPix2Pix pipeline from configs (UNet with 8 input channels:
-    the noisy latents and the source image's latents, 2-block VAE, 2-layer CLIP text encoder,
-    byte-level tokenizer, Euler ancestral scheduler as the released checkpoint uses) and
-    ``save_pretrained`` it to ``path``. For tests: it runs the real checkpoint's code path with
-    noise-like edits. Needs no network."""
-    import torch
-    from diffusers import (AutoencoderKL, EulerAncestralDiscreteScheduler,
-                           StableDiffusionInstructPix2PixPipeline, UNet2DConditionModel)
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+    """Build a tiny random InstructPix2Pix pipeline (``sd_inpaint.tiny_components`` with an
+    8-channel UNet: the noisy latents and the source image's latents; the Euler ancestral
+    scheduler of the released checkpoint) and ``save_pretrained`` it to ``path``. For tests:
+    it runs the real checkpoint's code path with noise-like edits. Needs no network."""
+    from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
 
-    from biaslab.counterfactual.sd_inpaint import _tiny_tokenizer_files
     path = Path(path)
-    tok_dir = path / "_tokenizer_src"
-    tok_dir.mkdir(parents=True, exist_ok=True)
-    _tiny_tokenizer_files(tok_dir)
-    tokenizer = CLIPTokenizer.from_pretrained(str(tok_dir), model_max_length=77,
-                                              local_files_only=True)
-    torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
-        sample_size=16, in_channels=8, out_channels=4, layers_per_block=1,
-        block_out_channels=(32, 64), down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
-        attention_head_dim=8, norm_num_groups=32)
-    vae = AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(32, 64),
-        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
-        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), layers_per_block=1,
-        norm_num_groups=32, sample_size=32)
-    text_encoder = CLIPTextModel(CLIPTextConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-        num_attention_heads=4, max_position_embeddings=77, bos_token_id=0, eos_token_id=1,
-        pad_token_id=1))
     scheduler = EulerAncestralDiscreteScheduler(beta_start=0.00085, beta_end=0.012,
                                                 beta_schedule="scaled_linear")
-    pipe = StableDiffusionInstructPix2PixPipeline(
-        vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
-        scheduler=scheduler, safety_checker=None, feature_extractor=None,
-        requires_safety_checker=False)
+    pipe = StableDiffusionInstructPix2PixPipeline(scheduler=scheduler,
+                                                  **tiny_components(path, 8, seed))
     pipe.save_pretrained(path)
-    for f in tok_dir.iterdir():
-        f.unlink()
-    tok_dir.rmdir()
     return path

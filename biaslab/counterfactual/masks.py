@@ -480,3 +480,21 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
     out = dict(sorted(counts.items()))
     out["mean_area_fraction"] = float(table["area_fraction"].mean()) if len(table) else None
     return table, out
+
+
+def build_masks_from_params(mp: dict, images: pd.DataFrame, persons: pd.DataFrame,
+                            image_labels: pd.DataFrame, split: pd.DataFrame | None,
+                            png_dir: str | os.PathLike, *, splits=None, shape=None,
+                            segmenter=None, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """:func:`build_masks` with the settings of params group ``masks`` (``area_threshold_px``,
+    ``reference_long_side``, ``dilate_px``, ``crowd_min_inside``, ``shape``): one reading of
+    the group for stages masks (the training split), contrast_set (the test split) and
+    residue (each shape). ``splits`` / ``shape`` None = the group's own."""
+    return build_masks(
+        images, persons, image_labels, split, png_dir,
+        splits=mp.get("splits") if splits is None else splits,
+        area_threshold_px=float(mp["area_threshold_px"]),
+        reference_long_side=mp.get("reference_long_side"), dilate_px=int(mp["dilate_px"]),
+        crowd_min_inside=mp.get("crowd_min_inside", 3),
+        shape=mp.get("shape", "polygon") if shape is None else shape, segmenter=segmenter,
+        progress=progress)

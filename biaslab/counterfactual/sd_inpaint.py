@@ -91,26 +91,34 @@ class SDInpaintBackend:
             fp["model_index"] = json.loads(idx.read_text())
         return fp
 
+    #: the diffusers class that loads ``model`` (``from_pretrained``) and the pipeline class
+    #: the loaded object must be (None: any); a subclass for another pipeline sets both
+    loader = "AutoPipelineForInpainting"
+    expect: str | None = None
+    what = "an inpainting pipeline"
+
     @property
     def pipe(self):
         """The loaded pipeline (loaded on first use)."""
         if self._pipe is None:
             import torch
             try:
-                from diffusers import AutoPipelineForInpainting
+                import diffusers
             except ImportError as e:
-                raise InputError("generate.backend", "sd_inpaint needs diffusers "
+                raise InputError("generate.backend", f"{self.name} needs diffusers "
                                  "(pip install diffusers==0.42.1)") from e
             if not os.path.isdir(self.model) and self.model.startswith(("/", ".", "~")):
                 raise InputError(self.model, "local model directory not found")
             dtype = torch.float16 if self.dtype == "float16" else torch.float32
             try:
-                pipe = AutoPipelineForInpainting.from_pretrained(
+                pipe = getattr(diffusers, self.loader).from_pretrained(
                     self.model, dtype=dtype, local_files_only=self.local_files_only)
             except (OSError, ValueError) as e:
-                raise InputError(self.model, "cannot load an inpainting pipeline (a Hugging "
-                                 "Face name needs network the first time; a local directory "
-                                 f"must hold a diffusers model_index.json): {e}") from e
+                raise InputError(self.model, f"cannot load {self.what} (a Hugging Face name "
+                                 "needs network the first time; a local directory must hold "
+                                 f"a diffusers model_index.json): {e}") from e
+            if self.expect and type(pipe).__name__ != self.expect:
+                raise InputError(self.model, f"is a {type(pipe).__name__}, not {self.what}")
             pipe = pipe.to(self.device)
             pipe.set_progress_bar_config(disable=True)
             self._pipe = pipe
@@ -173,28 +181,28 @@ def _tiny_tokenizer_files(path: Path) -> None:
     (path / "merges.txt").write_text("#version: 0.2\n")
 
 
-def save_tiny_pipeline(path: str | os.PathLike, seed: int = 0) -> Path:
-    """Build a tiny random Stable Diffusion inpainting pipeline from configs (UNet with 9 input
-    channels, 2-block VAE, 2-layer CLIP text encoder, byte-level tokenizer, DDIM scheduler) and
-    ``save_pretrained`` it to ``path``. For tests and benchmarks: it produces noise-like
-    inpaintings but runs through exactly the code path of a real checkpoint. Needs no network.
-    """
+def tiny_components(path: Path, in_channels: int, seed: int = 0) -> dict:
+    """The parts of a tiny random Stable Diffusion pipeline built from configs: a UNet with
+    ``in_channels`` inputs (9 for inpainting, 8 for InstructPix2Pix), a 2-block VAE, a 2-layer
+    CLIP text encoder and a byte-level CLIP tokenizer (its files written under ``path`` and
+    removed again). For tests and benchmarks; needs no network."""
     import torch
-    from diffusers import (AutoencoderKL, DDIMScheduler, StableDiffusionInpaintPipeline,
-                           UNet2DConditionModel)
+    from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
-    path = Path(path)
-    tok_dir = path / "_tokenizer_src"
+    tok_dir = Path(path) / "_tokenizer_src"
     tok_dir.mkdir(parents=True, exist_ok=True)
     _tiny_tokenizer_files(tok_dir)
     # from_pretrained on a directory holding vocab.json + merges.txt works across transformers
     # versions (the constructor's argument names changed in 5.x)
     tokenizer = CLIPTokenizer.from_pretrained(str(tok_dir), model_max_length=77,
                                               local_files_only=True)
+    for f in tok_dir.iterdir():
+        f.unlink()
+    tok_dir.rmdir()
     torch.manual_seed(seed)
     unet = UNet2DConditionModel(
-        sample_size=16, in_channels=9, out_channels=4, layers_per_block=1,
+        sample_size=16, in_channels=int(in_channels), out_channels=4, layers_per_block=1,
         block_out_channels=(32, 64), down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
         attention_head_dim=8, norm_num_groups=32)
@@ -207,15 +215,24 @@ def save_tiny_pipeline(path: str | os.PathLike, seed: int = 0) -> Path:
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
         num_attention_heads=4, max_position_embeddings=77, bos_token_id=0, eos_token_id=1,
         pad_token_id=1))
+    return {"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer, "unet": unet,
+            "safety_checker": None, "feature_extractor": None,
+            "requires_safety_checker": False}
+
+
+def save_tiny_pipeline(path: str | os.PathLike, seed: int = 0) -> Path:
+    """Build a tiny random Stable Diffusion inpainting pipeline (:func:`tiny_components` with
+    a 9-channel UNet, DDIM scheduler) and ``save_pretrained`` it to ``path``. For tests and
+    benchmarks: it produces noise-like inpaintings but runs through exactly the code path of a
+    real checkpoint. Needs no network.
+    """
+    from diffusers import DDIMScheduler, StableDiffusionInpaintPipeline
+
+    path = Path(path)
     scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                               clip_sample=False, set_alpha_to_one=False,
                               steps_offset=1)
-    pipe = StableDiffusionInpaintPipeline(
-        vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
-        scheduler=scheduler, safety_checker=None, feature_extractor=None,
-        requires_safety_checker=False)
+    pipe = StableDiffusionInpaintPipeline(scheduler=scheduler,
+                                          **tiny_components(path, 9, seed))
     pipe.save_pretrained(path)
-    for f in tok_dir.iterdir():
-        f.unlink()
-    tok_dir.rmdir()
     return path
