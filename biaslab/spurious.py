@@ -6,8 +6,10 @@ Two analyses, both on gender-labelled images with the explicit gender informatio
   embedded by a sentence encoder and averaged (``f_n = 1/K sum_k f_n^k``), the images are
   clustered into ``M`` clusters with K-Means, and each cluster gets its deviation from gender
   parity ``ΔM`` (:func:`cluster_parity`) and its salient words by Latent Dirichlet Allocation
-  (:func:`salient_words`). A chi-square test of independence of cluster and gender
-  (:func:`parity_test`) says whether the clusters deviate from parity more than chance.
+  (:func:`salient_words`). Whether the clusters deviate from parity more than chance:
+  :func:`cluster_auc` (a test image's cluster's male share among the train images predicts
+  its gender: ROC AUC with a CI), beside a chi-square test of independence
+  (:func:`parity_test`, descriptive).
 * **Gender classifiers without gender** (app. D.4, Table 7's "Spurious BG correlations"):
   a classifier trained on person-masked images (background only) or on gender-neutralised
   captions predicts the gender label; its ROC AUC on unseen natural images measures the
@@ -174,6 +176,30 @@ def parity_test(labels: Sequence[int], genders: Sequence[str]) -> dict:
     r = chi2_contingency(tab.to_numpy())
     out.update({"chi2": float(r.statistic), "dof": int(r.dof), "p": float(r.pvalue)})
     return out
+
+
+def cluster_auc(train_labels: Sequence[int], train_genders: Sequence[str],
+                test_labels: Sequence[int], test_genders: Sequence[str],
+                n_boot: int = 1000, seed: int = 0) -> dict:
+    """Do the clusters deviate from parity? As a number with an interval: each test image is
+    scored with its cluster's male share among the train images (a cluster without train
+    images: the train images' overall share), and the ROC AUC of that score against the test
+    images' genders is taken (:func:`gender_auc`, bootstrap over test images). Clusters at
+    parity give every image the same score, AUC 0.5; the further their shares spread, the
+    higher. The clusters come from captions alone (no label), so fitting them on every image
+    leaks nothing; the shares come from the train split only.
+
+    Raises:
+        ValueError: lengths differ, a gender other than female / male.
+    """
+    ltr = np.asarray(train_labels, np.int64)
+    ytr = _gender_y(train_genders)
+    if len(ltr) != len(ytr):
+        raise ValueError(f"{len(ltr)} train cluster labels for {len(ytr)} genders")
+    share = pd.Series(ytr).groupby(ltr).mean()
+    score = pd.Series(np.asarray(test_labels, np.int64)).map(share) \
+        .fillna(float(ytr.mean()) if len(ytr) else 0.5).to_numpy(np.float64)
+    return gender_auc(score, test_genders, n_boot=n_boot, seed=seed)
 
 
 def salient_words(docs: Sequence[str], labels: Sequence[int], m: int, n_words: int = 10,

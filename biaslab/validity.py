@@ -540,14 +540,13 @@ def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
     return out
 
 
-def spurious_checks(spurious: Mapping[str, Any] | None, alpha: float = 0.05) -> list[dict]:
+def spurious_checks(spurious: Mapping[str, Any] | None) -> list[dict]:
     """Paper 001's claims on spurious correlations in the data (appendix D, Table 7), from
     ``metrics/spurious.json`` (stage spurious):
 
-    * the caption clusters deviate from gender parity more than chance (chi-square test of
-      cluster x gender, app. D.1 / D.3): holds at ``p < alpha``, else inconclusive (a
-      non-significant test is no evidence of parity). The record's ``mean`` is the p-value,
-      ``test`` names the test, and it has no interval;
+    * the caption clusters deviate from gender parity (app. D.1 / D.3): a test image's
+      cluster's male share among the train images predicts its gender (AUC ``>`` 0.5, with
+      its bootstrap CI; ``biaslab.spurious.cluster_auc``);
     * a gender classifier on person-removed images ("background only", app. D.4) reads gender
       above chance on the natural test images (AUC ``>`` 0.5);
     * on the contrast set (stage contrast_set) it does not (``≤`` 0.5: holds when the CI
@@ -566,16 +565,13 @@ def spurious_checks(spurious: Mapping[str, Any] | None, alpha: float = 0.05) -> 
         return []
     src = "metrics/spurious.json"
     out: list[dict] = []
-    test = ((sp.get("clusters") or {}).get("test")) or {}
-    p = test.get("p")
-    if p is not None:
-        out.append({"id": "spurious/clusters/parity-test", "claim": (
-            f"spurious correlations: the {test.get('clusters', '?')} caption clusters deviate "
-            f"from gender parity more than chance (chi-square test of cluster x gender, "
-            f"p < {alpha}; paper 001 app. D.1)"), "expect": "<", "reference": alpha,
-            "mean": p, "lo": None, "hi": None, "n": test.get("n"), "test": "chi-square test",
-            "verdict": "holds" if p < alpha else "inconclusive", "source": src})
-
+    auc = ((sp.get("clusters") or {}).get("auc")) or {}
+    if auc.get("mean") is not None:
+        out.append(_check("spurious/clusters/natural/auc>0.5", (
+            f"spurious correlations: the {(sp.get('clusters') or {}).get('m', '?')} caption "
+            f"clusters deviate from gender parity: a test image's cluster's male share among "
+            f"the train images predicts its gender (ROC AUC above chance; paper 001 app. D.1)"),
+            ">", 0.5, auc["mean"], auc.get("lo"), auc.get("hi"), auc.get("n"), src))
     for name, where, expect, ref, claim in SPURIOUS_CLAIMS:
         node = ((cls.get(name) or {}).get(where)) or {}
         if node.get("mean") is not None:
@@ -860,11 +856,6 @@ def _reason(c: Mapping[str, Any]) -> str:
     """Why an interval verdict (:data:`JUDGED`) is what it is, in words with its numbers."""
     lo, hi, ref, v, e = c.get("lo"), c.get("hi"), float(c["reference"]), c["verdict"], \
         c["expect"]
-    if c.get("test"):       # decided by a significance test, not an interval
-        p = c.get("mean")
-        return (f"{c['test']} p = {p:.3g} < {ref:g}" if v == "holds" else
-                f"{c['test']} p = {p:.3g} >= {ref:g}: not significant, which is no evidence "
-                f"of the opposite either")
     if lo is None or hi is None:
         return (f"no interval: fewer than 2 seeds with a finite value (n = {c.get('n')}), or an "
                 f"infinite seed")

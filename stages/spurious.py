@@ -5,7 +5,8 @@ choices where paper 001 is silent are in biaslab.spurious.
 * Caption clusters (app. D.1 / D.3): every image of known gender (all splits), its
   gender-neutralised captions embedded (``spurious.text_encoder``) and averaged, K-Means into
   ``spurious.clusters`` clusters, each with ΔM (points from the overall male share, Wilson 95 %
-  CI), its LDA words and a chi-square test of cluster x gender. The contrast set's source
+  CI) and its LDA words; a chi-square test of cluster x gender, and the clusters' predictive
+  AUC (a test image's cluster's male share among the train images against its gender). The contrast set's source
   images are assigned to the same clusters, each counted once per version.
 * Gender classifiers with the gender removed (app. D.4): logistic regressions trained on the
   train split's images with every person removed (``classifier.blackout*``, as Ratio removes
@@ -27,7 +28,9 @@ out:  data/spurious/ (masked/: the person-removed images; clusters.parquet: imag
       P(male) of each classifier), plots/spurious_clusters.csv (cluster, n, delta_m, lo, hi,
       words), metrics/spurious.json::
 
-    {"clusters": {"m", "n", "overall_male_share", "encoder", "test": chi2 test, "rows": [...],
+    {"clusters": {"m", "n", "overall_male_share", "encoder", "test": chi2 test, "auc": a test
+                  image's cluster's train male share against its gender (ROC AUC record),
+                  "rows": [...],
                   "contrast": {"n", "max_abs_delta_m"} or None},
      "classifiers": {"background" | "image" | "text": {"natural": AUC record, "contrast":
                      AUC record or None, "natural-contrast": difference or None}},
@@ -132,6 +135,11 @@ def main() -> None:
     clusters = {"m": m, "n": int(len(ids)), "encoder": s["text_encoder"],
                 "overall_male_share": json_number(float((known["gender"] == "male").mean())),
                 "test": _test(S.parity_test(lab, known["gender"])),
+                "auc": _num(S.cluster_auc(
+                    lab[(known["split"] == "train").to_numpy()],
+                    known.loc[known["split"] == "train", "gender"],
+                    lab[(known["split"] == "test").to_numpy()],
+                    known.loc[known["split"] == "test", "gender"], n_boot=n_boot, seed=seed)),
                 "rows": [{k: (json_number(v) if k != "words" else v) for k, v in r.items()}
                          for r in parity.to_dict("records")], "contrast": None}
     # ------------------------------------------------ gender classifiers (app. D.4)

@@ -56,6 +56,18 @@ def test_parity_test_independent_vs_dependent():
     assert S.parity_test([0, 0], ["male", "female"])["p"] is None   # one cluster: no test
 
 
+def test_cluster_auc_by_hand():
+    # train: cluster 0 all male, cluster 1 all female; test images scored 1.0 / 0.0 -> AUC 1
+    r = S.cluster_auc([0, 0, 1, 1], ["male", "male", "female", "female"],
+                      [0, 1, 0, 1], ["male", "female", "male", "female"], n_boot=200)
+    assert r["mean"] == 1.0 and r["n"] == 4
+    # clusters at parity: every test image gets 0.5, AUC 0.5; a cluster unseen in training
+    # gets the overall train share
+    r = S.cluster_auc([0, 0, 1, 1], ["male", "female", "male", "female"],
+                      [0, 1, 2, 2], ["male", "female", "male", "female"], n_boot=200)
+    assert r["mean"] == 0.5
+
+
 def test_caption_clusters_and_salient_words_find_two_topics():
     kitchen = ["a person cooking in a kitchen with a stove and an oven"] * 6
     sport = ["a person swinging a baseball bat on a field"] * 6
@@ -99,11 +111,12 @@ def test_fit_gender_classifier_reads_a_planted_background_cue():
         S.fit_gender_classifier(x[:3], ["male"] * 3)
 
 
-def _record(p=1e-9, bg_contrast=(0.504, 0.497, 0.512)):
+def _record(p=1e-9, bg_contrast=(0.504, 0.497, 0.512), cl_auc=(0.7, 0.6, 0.8)):
     def r(m, lo, hi, n=100):
         return {"mean": m, "lo": lo, "hi": hi, "ci95": max(m - lo, hi - m), "n": n}
     return {"clusters": {"m": 2, "n": 40, "encoder": "lsa", "overall_male_share": 0.5,
                          "test": {"chi2": 30.0, "dof": 1, "p": p, "n": 40, "clusters": 2},
+                         "auc": r(*cl_auc, n=20),
                          "rows": [{"cluster": 0, "n": 20, "delta_m": 40.0, "lo": 20.0,
                                    "hi": 45.0, "words": "bat field"},
                                   {"cluster": 1, "n": 20, "delta_m": -40.0, "lo": -45.0,
@@ -122,8 +135,11 @@ def _record(p=1e-9, bg_contrast=(0.504, 0.497, 0.512)):
 
 def test_spurious_checks_verdicts():
     v = {c["id"]: c for c in validity.explain(validity.spurious_checks(_record()))}
-    assert v["spurious/clusters/parity-test"]["verdict"] == "holds"
-    assert "p = 1e-09 < 0.05" in v["spurious/clusters/parity-test"]["reason"]
+    assert v["spurious/clusters/natural/auc>0.5"]["verdict"] == "holds"
+    assert v["spurious/clusters/natural/auc>0.5"]["n"] == 20
+    # every check carries its interval (tests/test_foreign_data.py asks it of each verdict)
+    assert all(c["lo"] is not None and c["hi"] > c["lo"] for c in v.values()
+               if c["verdict"] == "holds")
     assert v["spurious/background/natural/auc>0.5"]["verdict"] == "holds"
     assert v["spurious/background/contrast/auc≤0.5"]["verdict"] == "holds"
     assert v["spurious/background/natural-contrast>0"]["verdict"] == "holds"
@@ -131,10 +147,9 @@ def test_spurious_checks_verdicts():
     assert v["spurious/image/contrast/auc>0.5"]["verdict"] == "inconclusive"
     # a background still read on the contrast set fails; a non-significant test is no verdict
     w = {c["id"]: c for c in validity.explain(validity.spurious_checks(
-        _record(p=0.3, bg_contrast=(0.7, 0.6, 0.8))))}
+        _record(bg_contrast=(0.7, 0.6, 0.8), cl_auc=(0.55, 0.45, 0.65))))}
     assert w["spurious/background/contrast/auc≤0.5"]["verdict"] == "fails"
-    assert w["spurious/clusters/parity-test"]["verdict"] == "inconclusive"
-    assert "not significant" in w["spurious/clusters/parity-test"]["reason"]
+    assert w["spurious/clusters/natural/auc>0.5"]["verdict"] == "inconclusive"
     assert validity.spurious_checks({"skipped": "no captions"}) == []
 
 
@@ -143,6 +158,7 @@ def test_spurious_markdown_has_both_tables():
     assert "## Spurious correlations (paper 001 appendix D)" in md
     assert "| persons removed (background only) | 80.0 ± 10.0 | 50.4 ± 0.8 | 30.0 ± 10.0 |" in md
     assert "| 0 | 20 | +40.0 [+20.0, +45.0] | bat field |" in md
+    assert "predicts its gender at ROC AUC 70.0 ± 10.0 %" in md
     assert "3 of 20 contrast versions differ" in md
     assert spurious_markdown({"skipped": "no captions"}) == []
 

@@ -490,7 +490,9 @@ def spurious_markdown(sp: Mapping) -> list[str]:
                   f"{100 * float(cl.get('overall_male_share') or 0):.1f} %, points, Wilson 95 % "
                   f"CI; words by LDA). Chi-square test of cluster x gender: "
                   f"χ² = {t.get('chi2', '?')} ({t.get('dof', '?')} dof), "
-                  f"p = {'?' if p is None else f'{p:.3g}'}.", "",
+                  f"p = {'?' if p is None else f'{p:.3g}'}; a test image's cluster's male "
+                  f"share among the train images predicts its gender at ROC AUC "
+                  f"{stats.format_cell(cl.get('auc'), 1, 100.0)} %.", "",
               "| cluster | images | ΔM | salient words |", "|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: -(r.get("delta_m") or 0)):
         d = r.get("delta_m")
