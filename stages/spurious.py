@@ -6,8 +6,8 @@ choices where paper 001 is silent are in biaslab.spurious.
   gender-neutralised captions embedded (``spurious.text_encoder``) and averaged, K-Means into
   ``spurious.clusters`` clusters, each with ΔM (points from the overall male share, Wilson 95 %
   CI) and its LDA words; a chi-square test of cluster x gender, and the clusters' predictive
-  AUC (a test image's cluster's male share among the train images against its gender). The contrast set's source
-  images are assigned to the same clusters, each counted once per version.
+  AUC (a test image's cluster's male share among the train images against its gender). The
+  contrast set's source images are assigned to the same clusters, once per version.
 * Gender classifiers with the gender removed (app. D.4): logistic regressions trained on the
   train split's images with every person removed (``classifier.blackout*``, as Ratio removes
   them; "background"), on the unmasked images ("image") and on the neutralised captions
@@ -36,7 +36,8 @@ out:  data/spurious/ (masked/: the person-removed images; clusters.parquet: imag
                      AUC record or None, "natural-contrast": difference or None}},
      "setup": {"n_train", "n_test", "n_contrast_sources", "gender_source", "blackout",
                "image_encoder", "text_encoder", "n_boot", "contrast_background_changed": the
-               contrast versions whose person-removed image differs from their source's,
+               contrast versions whose person-removed image differs from their source's, of
+               "contrast_background_compared" lossless (PNG) pairs (None: none comparable),
                "n_without_person_box": gendered train / test images left out of the
                classifiers (no person box to remove)}}
 
@@ -161,7 +162,7 @@ def main() -> None:
                                                           f"images of both genders with a "
                                                           f"person box (train {len(train)}, "
                                                           f"test {len(test)})")
-    con, changed = None, None
+    con, changed, compared = None, None, 0
     if pairs is not None and len(pairs):
         con = pairs.assign(image_id=pairs["image_id"].astype(int), gender=pairs["group"])
         vid = np.arange(len(con))               # version ids: one row per (source, group)
@@ -173,11 +174,16 @@ def main() -> None:
             pd.DataFrame({"image_id": vid, "gender": con["gender"], "path": con["path"]}), vp,
             OUT / "masked_contrast", **bo)
         # a version whose person-removed image differs from its source's: the edit reached
-        # past the removed boxes (their fill is the rest's mean colour, so one pixel suffices)
+        # past the removed boxes (their fill is the rest's mean colour, so one pixel suffices).
+        # Only lossless pairs compare (PNG both sides): a JPEG re-encoding changes every pixel,
+        # and a source outside this stage's labelled set has no removed image to compare with
         from biaslab.features import file_digest
-        src_digest = {int(i): file_digest(p) for i, p in zip(masked["image_id"], masked["path"])}
-        changed = int(sum(file_digest(p) != src_digest.get(int(i)) for i, p in
-                          zip(con["image_id"], cmasked["path"])))
+        src = {int(i): p for i, p in zip(masked["image_id"], masked["path"])
+               if str(p).endswith(".png")}
+        both = [(src[int(i)], p) for i, p in zip(con["image_id"], cmasked["path"])
+                if int(i) in src and str(p).endswith(".png")]
+        compared = len(both)
+        changed = int(sum(file_digest(a) != file_digest(b) for a, b in both)) if both else None
         # the contrast sources' clusters: their captions are the source's (both versions)
         cpos = pd.Index(ids).get_indexer(con["image_id"])
         inside = cpos >= 0
@@ -242,7 +248,8 @@ def main() -> None:
                      else 0, "gender_source": used, "blackout": {**bo, "sources": list(
                          bo["sources"])}, "image_encoder": enc,
                      "text_encoder": s["text_encoder"], "n_boot": n_boot,
-                     "contrast_background_changed": changed if con is not None else None,
+                     "contrast_background_changed": changed,
+                     "contrast_background_compared": compared,
                      "n_without_person_box": no_box}}
     write_json(METRICS, out)
     b = cls["background"]

@@ -130,7 +130,8 @@ def _record(p=1e-9, bg_contrast=(0.504, 0.497, 0.512), cl_auc=(0.7, 0.6, 0.8)):
                             "image": {"natural": r(0.99, 0.98, 1.0), "contrast": r(0.6, 0.4, 0.8),
                                       "natural-contrast": r(0.39, 0.2, 0.5)}},
             "setup": {"n_train": 100, "n_test": 100, "n_contrast_sources": 10,
-                      "contrast_background_changed": 3}}
+                      "contrast_background_changed": 3,
+                      "contrast_background_compared": 20}}
 
 
 def test_spurious_checks_verdicts():
@@ -159,7 +160,7 @@ def test_spurious_markdown_has_both_tables():
     assert "| persons removed (background only) | 80.0 ± 10.0 | 50.4 ± 0.8 | 30.0 ± 10.0 |" in md
     assert "| 0 | 20 | +40.0 [+20.0, +45.0] | bat field |" in md
     assert "predicts its gender at ROC AUC 70.0 ± 10.0 %" in md
-    assert "3 of 20 contrast versions differ" in md
+    assert "3 of 20 contrast versions (lossless pairs) differ" in md
     assert spurious_markdown({"skipped": "no captions"}) == []
 
 

@@ -480,9 +480,9 @@ def spurious_markdown(sp: Mapping) -> list[str]:
                      f"{cell(r.get('natural-contrast'))} |")
     ch = su.get("contrast_background_changed")
     if ch is not None:
-        lines += ["", f"{ch} of {2 * int(su.get('n_contrast_sources') or 0)} contrast "
-                      f"versions differ from their source outside the removed persons (the "
-                      f"edit reaches past the person boxes)."]
+        lines += ["", f"{ch} of {su.get('contrast_background_compared', '?')} contrast "
+                      f"versions (lossless pairs) differ from their source outside the removed "
+                      f"persons (the edit reaches past the person boxes)."]
     rows = [r for r in cl.get("rows") or [] if r.get("n")]
     lines += ["", f"Caption clusters (K-Means, M = {cl.get('m', '?')}, of the averaged "
                   f"neutralised caption embeddings of {cl.get('n', '?')} images, encoder "
