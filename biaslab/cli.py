@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from biaslab.io import InputError, check_output_file, write_json
-from biaslab.metrics.evaluate import METRIC_GROUPS, evaluate_captions
-from biaslab.metrics.files import (jsonable, read_gender_labels, read_human_captions,
-                                   read_predictions)
+from biaslab.metrics.evaluate import DEFAULT_METRICS, METRIC_GROUPS, evaluate_captions
+from biaslab.metrics.files import (jsonable, read_categories, read_gender_labels,
+                                   read_human_captions, read_predictions)
 
 #: name -> (help, setup(parser) -> handler(args) -> int)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable]]] = {}
@@ -183,8 +183,9 @@ def _word_list_names() -> tuple[str, ...]:
 
 
 @register_command("evaluate-captions",
-                  help="Bias (Ratio, Error, BiasAmp, LIC) and quality (BLEU-4, CIDEr, METEOR) "
-                       "of generated captions; prints and writes one JSON object.")
+                  help="Bias (Ratio, Error, BiasAmp, LIC; DBAC with --metrics ... dbac) and "
+                       "quality (BLEU-4, CIDEr, METEOR) of generated captions; prints and "
+                       "writes one JSON object.")
 def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--pred", required=True, help="COCO results JSON: "
                    "[{\"image_id\": int, \"caption\": str}, ...]")
@@ -198,8 +199,23 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                         "b and the min-count filter from D, as the papers). Without it BiasAmp "
                         "uses the --human captions of the evaluated images and says so "
                         "(BiasAmp.reference = test_human)")
-    p.add_argument("--metrics", nargs="+", choices=METRIC_GROUPS, default=list(METRIC_GROUPS),
-                   help="metric groups")
+    p.add_argument("--metrics", nargs="+", choices=METRIC_GROUPS, default=list(DEFAULT_METRICS),
+                   help="metric groups (default: all but dbac; dbac = directional bias "
+                        "amplification, Nair et al. 2025, both directions, needs --human)")
+    p.add_argument("--dbac-categories", metavar="INSTANCES_JSON",
+                   help="DBAC's task list L: the category names of a COCO instances JSON "
+                        "(default: the 80 MSCOCO categories)")
+    p.add_argument("--dbac-seeds", type=_positive_int, default=None,
+                   help="DBAC seeds (default: --seeds)")
+    p.add_argument("--dbac-bayes", action=argparse.BooleanOptionalAction, default=True,
+                   help="DBAC's prior correction P(z)/P(y) (the authors' default; "
+                        "DBAC_direct is always reported beside it)")
+    p.add_argument("--dbac-substitution", choices=("contextual", "constant", "none"),
+                   default="contextual",
+                   help="DBAC's vocabulary substitution: contextual = nearest word by MiniLM "
+                        "word vectors (authors), constant = unknown token (LIC's)")
+    p.add_argument("--dbac-threshold", type=float, default=0.5,
+                   help="cosine threshold of the contextual substitution (authors: 0.5)")
     p.add_argument("--seeds", type=_positive_int, default=10, help="LIC seeds (paper: 10)")
     p.add_argument("--classifier", choices=("lstm", "bert_ft", "bert_pre"), default="lstm",
                    help="LIC classifier (paper main results: lstm)")
@@ -259,8 +275,19 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     train_caps = None
     if args.train_captions:
         train_caps = [c for cs in read_human_captions(args.train_captions).values() for c in cs]
-    if "lic" in args.metrics and args.classifier != "lstm":
+    if {"lic", "dbac"} & set(args.metrics) and args.classifier != "lstm":
         _check_bert_available(args.classifier, args.preset, args.bert_model)
+    dbac_opts = None
+    if "dbac" in args.metrics:
+        if human is None:
+            raise InputError("--metrics dbac", "DBAC compares the model's captions with the "
+                                               "human ones: pass --human")
+        if not 0.0 <= args.dbac_threshold <= 1.0:
+            raise InputError("--dbac-threshold", f"must be in [0, 1], got {args.dbac_threshold}")
+        dbac_opts = {"seeds": args.dbac_seeds, "bayes": args.dbac_bayes,
+                     "substitution": args.dbac_substitution, "threshold": args.dbac_threshold,
+                     "categories": (read_categories(args.dbac_categories)
+                                    if args.dbac_categories else None)}
     unlabelled = sorted(i for i in predictions if i not in labels)
     n_lab = len(predictions) - len(unlabelled)
     if n_lab == 0:
@@ -308,7 +335,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                                args.classifier, args.preset, args.seeds, args.num_threads,
                                progress_enabled(args.progress), args.biasamp_min_count, args.bert_model,
                                train_caps, on_partial=write_partial if partial else None,
-                               max_human_captions=args.max_human_captions)
+                               max_human_captions=args.max_human_captions, dbac=dbac_opts)
     result = jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:

@@ -68,6 +68,8 @@ CLASSIFIER_CONTROLS = ("person_oracle", "context_reader", "amplifier", "constant
 CAPTIONER_CONTROLS = CLASSIFIER_CONTROLS + ("human",)
 #: controls that need the generator's planted truth
 NEEDS_TRUTH = ("context_reader",)
+#: DBAC's flat metric names (biaslab.captioning.evaluation.DBAC_KEYS) judged on the controls
+DBAC_KEYS = ("DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
 
 
 def control_name(kind: str, q: float | None = None, reads: Sequence[str] | None = None) -> str:
@@ -449,7 +451,8 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
     images): ``Ratio`` (n_man / n_woman captions as max(r, 1/r)), ``Error`` (%), exact; LIC,
     BiasAmp and DBA_O "≈ 0" for controls whose captions are drawn like the human ones (oracle,
     context reader: it misgenders but adds no context word; constant; human) and "> 0" for an
-    amplifier with q > 0 (its DBA_O: the sign of :func:`stereotype_direction`, which
+    amplifier with q > 0, DBAC's four values likewise (:data:`DBAC_KEYS`, Nair et al. 2025: both
+    directions, with and without the prior) (its DBA_O: the sign of :func:`stereotype_direction`, which
     conditions on the test images' objects; its BiasAmp: > 0, the reference being the
     training captions, where the stereotype is associated with its gender by construction).
     The constant control has no BiasAmp expectation (every caption says "man", which moves
@@ -472,13 +475,15 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
         wrong = ((dec == MALE) & (g == FEMALE)) | ((dec == FEMALE) & (g == MALE))
         exp["Error"] = _exact(100.0 * wrong.mean() if n else math.nan)
     if kind == "amplifier" and q > 0:
-        for k in ("LIC", "BiasAmp"):
+        # DBAC (both directions, with and without the prior): the stereotype object follows
+        # the gender (A -> T) and, masked gender words aside, tells it (T -> A)
+        for k in ("LIC", "BiasAmp") + DBAC_KEYS:
             exp[k] = {"direction": ">", "reference": 0.0}
         d = stereotype_direction(test, stereotypes)
         if d is not None:
             exp["DBA_O"] = {"direction": d, "reference": 0.0}
     elif grammar_is_human or kind == "human":
-        for k in ("LIC", "BiasAmp", "DBA_O"):
+        for k in ("LIC", "BiasAmp", "DBA_O") + DBAC_KEYS:
             exp[k] = {"direction": "≈", "reference": 0.0}
     if kind == "constant_man":
         exp.pop("BiasAmp", None)   # every caption says "man": b moves by data-dependent amounts

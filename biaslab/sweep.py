@@ -144,6 +144,12 @@ CONTROL_METRICS: tuple[tuple[str, str, str], ...] = (
     ("captioner", "Error", "Error (captioner, %)"),
     ("captioner", "LIC", "LIC (captioner)"),
     ("captioner", "BiasAmp", "BiasAmp (captioner)"),
+    ("captioner", "DBA_O", "DBA_O (captioner)"),
+    # DBAC (issue 30; biaslab.metrics.dbac): both directions, the authors' prior and direct
+    ("captioner", "DBAC_T_to_A", "DBAC T→A, prior (captioner)"),
+    ("captioner", "DBAC_A_to_T", "DBAC A→T, prior (captioner)"),
+    ("captioner", "DBAC_direct_T_to_A", "DBAC T→A, direct (captioner)"),
+    ("captioner", "DBAC_direct_A_to_T", "DBAC A→T, direct (captioner)"),
     ("probe", "objects", "probe sensitivity: objects"),
     ("probe", "scene", "probe sensitivity: scene"),
     ("probe", "cast", "probe sensitivity: cast"),

@@ -132,7 +132,7 @@ def _classifier(kinds, test, train, labels, bias, stereo, seeds, rounds) -> dict
 
 
 def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, seeds, lp, e,
-               words, workers) -> tuple[dict, dict]:
+               words, workers, categories=None) -> tuple[dict, dict]:
     ids = [int(i) for i in test["image_id"]]
     jobs = [(kind, q, reads, int(s)) for kind, q, reads in kinds for s in seeds]
 
@@ -146,13 +146,17 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         ref = human
         if kind == "human":
             ref = {i: [c for c in v if c != preds.get(i)] or list(v) for i, v in human.items()}
+        # DBAC (eval_captioner.dbac): one attacker trial per replicate, seeded as LIC's
+        dbac = None if not e.get("dbac") else {**e["dbac"], "seeds": [s],
+                                                  "categories": categories}
         flat, _ = C.caption_metrics(preds, genders, ref, words=words,
                                     classifier=lp["classifier"], preset=lp["preset"],
                                     seeds=[s], num_threads=lp.get("num_threads"),
                                     biasamp_min_count=int(e["biasamp_min_count"]),
                                     metrics=("ratio", "error", "biasamp", "lic"),
                                     train_captions=train_caps, image_objects=objects,
-                                    max_human_captions=lp.get("max_human_captions"))
+                                    max_human_captions=lp.get("max_human_captions"),
+                                    dbac=dbac)
         return flat
 
     results = map_jobs(one, jobs, workers)
@@ -163,6 +167,8 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         rows = [r for (k, qq, rd, _), r in zip(jobs, results) if (k, qq, rd) == (kind, q, reads)]
         vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
                                                      "LIC_D", "BiasAmp", "DBA_O")}
+        if e.get("dbac"):
+            vals.update({m: [r.get(m) for r in rows] for m, _, _ in C.DBAC_KEYS})
         exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
                                    stereotypes=stereo, grammar_is_human=bias is not None)
         out[name] = {m: _judge(exp[m], _record(v)) if m in exp else
@@ -298,7 +304,8 @@ def main() -> None:
     if len(caps):   # data without captions (OpenImages): no captioner controls
         cap, cap_raw = _captioner(cap_kinds, cap_test, human, cap_genders, train_caps,
                                   image_objects, bias, stereo, seeds, lp, e, words,
-                                  int(c.get("workers", 1)))
+                                  int(c.get("workers", 1)),
+                                  sorted(set(objects["category"].astype(str))) or None)
 
     probe = {}
     pairs = S.read_probe(root) if truth is not None else None
@@ -326,7 +333,8 @@ def main() -> None:
                      "leakage_train": {"n": int(len(train))}},
         "classifier": clf, "captioner": cap, "probe": probe,
         "power": {"classifier": _power(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
-                  "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O"), note)
+                  "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
+                      m for m, _, _ in C.DBAC_KEYS if e.get("dbac")), note)
                   if cap_raw else {}},
         "summary": {"matches": verdicts.count("matches"),
                     "does_not_match": verdicts.count("does not match"),

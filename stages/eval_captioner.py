@@ -1,6 +1,7 @@
 """Stage `eval_captioner`: caption the real test images with every trained captioner (each
 architecture of `captioner.archs` x dataset x seed) and score them as paper 000 Table 2 (METEOR, CLIPScore, Ratio, LIC) plus BLEU-4, CIDEr, Error, LIC_M,
-LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1). Each caption post-processor named in
+LIC_D, BiasAmp, DBA_G and DBA_O (thesis Table 2.1) and DBAC in both directions (Nair et al.
+2025, biaslab.metrics.dbac; settings eval_captioner.dbac, null = off). Each caption post-processor named in
 `eval_captioner.postprocessors` (biaslab.registry.POSTPROCESSORS; default [LIBRA]: the LIBRA DCG,
 when one exists) rewrites every seed of its base captioner's captions (Original) as row
 `<base>+<name>` ("original+LIBRA"; biaslab/captioning/postprocess.py).
@@ -8,7 +9,8 @@ when one exists) rewrites every seed of its base captioner's captions (Original)
 params: captioner.archs, captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
         eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
-        workers: captioners evaluated at once, biaslab.parallel; postprocessors),
+        workers: captioners evaluated at once, biaslab.parallel; postprocessors; dbac: seeds,
+        bayes, substitution, threshold, directions),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
         seed, beams; as stage dcg_apply)
@@ -58,7 +60,8 @@ from biaslab.captioning import data as CD
 from biaslab.captioning import evaluation as C
 from biaslab.captioning import postprocess as PP
 from biaslab.metrics.files import jsonable
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.io import InputError, ParamsError, atomic_path, load_params, read_parquet, write_json
+from biaslab.metrics.dbac import check_settings as check_dbac
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
 from biaslab import runstats
@@ -66,7 +69,7 @@ from biaslab.io import skip_without_captions
 
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
             "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
-            "postprocessors": ["LIBRA"]}
+            "postprocessors": ["LIBRA"], "dbac": None}
 
 
 def load_gender_labels(source: str) -> tuple[dict, str]:
@@ -116,12 +119,28 @@ def _image_objects(ids) -> dict:
     return {int(i): sorted(set(g["category"].astype(str))) for i, g in o.groupby("image_id")}
 
 
+def _categories() -> list[str] | None:
+    """DBAC's task list L: every category of the prepared object table (person included: the
+    metric drops it), None when the data has no object table (the 80 MSCOCO categories)."""
+    p = Path("data/prepared/objects.parquet")
+    if not p.exists():
+        return None
+    cats = sorted(set(read_parquet(p)["category"].astype(str)))
+    return cats or None
+
+
 def _write_results(path: str, ids, captions) -> None:
     write_json(path, [{"image_id": int(i), "caption": c} for i, c in zip(ids, captions)])
 
 
 def main() -> None:
     params = load_params()
+    try:    # before any input is read, as biaslab.validate's groups (exit 2)
+        check_dbac((params.get("eval_captioner") or {}).get("dbac"))
+    except ValueError as err:
+        name, _, problem = str(err).partition(": ")
+        print(f"eval_captioner: {ParamsError('params.yaml', name, problem)}", file=sys.stderr)
+        raise SystemExit(2) from err
     if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
                                                 "metrics/captioning.json"]):
         return
@@ -149,7 +168,8 @@ def main() -> None:
                preset=lp["preset"], seeds=lp["seeds"], num_threads=lp.get("num_threads"),
                biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
                image_objects=objects, progress=True,   # tqdm over the LIC classifiers
-               max_human_captions=lp.get("max_human_captions"))
+               max_human_captions=lp.get("max_human_captions"),
+               dbac=(None if not e["dbac"] else {**e["dbac"], "categories": _categories()}))
     feats_by_encoder: dict = {}
 
     def feats_for(arch, model):

@@ -57,6 +57,9 @@ from biaslab.io import (InputError, atomic_path, is_skipped, json_number, load_p
 OUT = Path("data/spurious")
 METRICS = "metrics/spurious.json"
 PLOT = "plots/spurious_clusters.csv"
+#: fewer contrast sources than this: no bootstrap over sources, the contrast part is left out
+#: (coco-mini at 400 images kept 1; the default keeps 128)
+MIN_CONTRAST_SOURCES = 5
 DEFAULTS = {"clusters": 20, "lda_words": 10, "text_encoder": "lsa", "image_encoder": None,
             "n_boot": 1000, "seed": 0, "workers": 2}
 
@@ -163,7 +166,11 @@ def main() -> None:
                                                           f"person box (train {len(train)}, "
                                                           f"test {len(test)})")
     con, changed, compared = None, None, 0
-    if pairs is not None and len(pairs):
+    n_kept = int(pairs["image_id"].nunique()) if pairs is not None and len(pairs) else 0
+    if 0 < n_kept < MIN_CONTRAST_SOURCES:
+        print(f"spurious: the contrast set keeps {n_kept} source image(s), fewer than "
+              f"{MIN_CONTRAST_SOURCES}: no interval over sources; its part is left out")
+    if n_kept >= MIN_CONTRAST_SOURCES:
         con = pairs.assign(image_id=pairs["image_id"].astype(int), gender=pairs["group"])
         vid = np.arange(len(con))               # version ids: one row per (source, group)
         # every version loses its source's persons (the same boxes): the edit is inside them
@@ -188,7 +195,8 @@ def main() -> None:
         cpos = pd.Index(ids).get_indexer(con["image_id"])
         inside = cpos >= 0
         clab = km.predict(np.asarray(S.mean_embeddings(
-            temb, neut["image_id"].astype(int), con["image_id"][inside]), np.float64))
+            temb, neut["image_id"].astype(int), con["image_id"][inside]), np.float64)) \
+            if inside.any() else np.zeros(0, np.int64)
         cpar = S.cluster_parity(clab, con["gender"][inside], m)
         d = cpar["delta_m"].dropna().abs()
         clusters["contrast"] = {"n": int(inside.sum()),
@@ -244,6 +252,7 @@ def main() -> None:
         parity[["cluster", "n", "delta_m", "lo", "hi", "words"]].round(4).to_csv(tmp, index=False)
     out = {"clusters": clusters, "classifiers": cls,
            "setup": {"n_train": ntr, "n_test": nte,
+                     "n_contrast_sources_kept": n_kept,
                      "n_contrast_sources": int(con["image_id"].nunique()) if con is not None
                      else 0, "gender_source": used, "blackout": {**bo, "sources": list(
                          bo["sources"])}, "image_encoder": enc,

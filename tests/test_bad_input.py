@@ -83,6 +83,9 @@ BAD_PARAM = {
     "selection": ({"filters__weights": [1, math.nan, 1]}, "filters.weights", "finite"),
     "report": ({"filters__weights": [1, 1]}, "filters.weights", "2 weight(s) for 3"),
     "score": ({"filters__names": "prompt_adherence"}, "filters.names", "list"),
+    # checked by the stage itself (biaslab.metrics.dbac.check_settings), before any input
+    "eval_captioner": ({"eval_captioner__dbac": {"seeds": 0}}, "eval_captioner.dbac.seeds",
+                       "an integer >= 1"),
 }
 DEFAULT_BAD = ({"filters__weights": [1, -1, 1]}, "filters.weights", "worst candidates")
 

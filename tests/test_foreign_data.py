@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 # CI scale for this run (LIBRA's caption generator and T5 are not what it checks): fewer
 # epochs than the ci preset's 20 and 5 (stop 49: 32 s and 31 s at 8 and 2 epochs)
-CI_SCALE = ["libra.dcg.epochs=4", "libra.t5.epochs=1"]
+CI_SCALE = ["libra.dcg.epochs=4", "libra.t5.epochs=1", "libra.t5.pretrain_epochs=1",
+            "libra.dcg_pretrain_epochs=1"]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,23 @@ def test_spurious_correlations_are_found_in_the_planted_context(foreign_run):
     c = checks.get("spurious/background/contrast/auc≤0.5")
     if sp["setup"]["n_contrast_sources"]:
         assert c and c["verdict"] in ("holds", "fails") and c["reason"], c
+
+
+def test_dbac_runs_on_foreign_data_in_table2_and_on_the_controls(foreign_run):
+    """Issue 30: DBAC in both directions for every captioner row, with a CI over captioner
+    seeds, and judged on the control models, on data the generator did not write (its object
+    words are the COCO categories the set annotates)."""
+    repo, _, _ = foreign_run
+    cap = _json(repo, "metrics/captioning.json")
+    for key in ("DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T"):
+        r = cap["original"][key]
+        assert r["n"] >= 2 and r["mean"] is not None and -1 <= r["mean"] <= 1, (key, r)
+    ctl = _json(repo, "metrics/controls.json")["captioner"]
+    amp = max((n for n in ctl if n.startswith("amplifier@")), key=lambda n: float(n[10:]))
+    assert ctl[amp]["DBAC_direct_A_to_T"]["verdict"] in ("matches", "does not match",
+                                                         "inconclusive")
+    assert "Which captioning metric sees the planted bias" in \
+        (repo / "plots/report/tables.md").read_text()
 
 
 def test_no_verdict_without_numbers_reason_and_source(foreign_run):

@@ -47,7 +47,12 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
 #: keys of each row of ``metrics/captioning.json``. ``Error`` is capitalised on purpose: DVC
 #: reads any metrics key named exactly ``error`` as a load error (issue 14).
 METRICS = ("METEOR", "BLEU-4", "CIDEr", "CLIPScore", "Ratio", "Error", "LIC", "LIC_M",
-           "LIC_D", "BiasAmp", "DBA_G", "DBA_O", "no_gender_word", "length")
+           "LIC_D", "BiasAmp", "DBA_G", "DBA_O", "no_gender_word", "length",
+           "DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
+#: DBAC's flat keys (:mod:`biaslab.metrics.dbac`): (key, direction, variant)
+DBAC_KEYS = (("DBAC_T_to_A", "T->A", "DBAC"), ("DBAC_A_to_T", "A->T", "DBAC"),
+             ("DBAC_direct_T_to_A", "T->A", "DBAC_direct"),
+             ("DBAC_direct_A_to_T", "A->T", "DBAC_direct"))
 
 #: gender label sources of the captioning evaluation (param ``eval_captioner.gender_source``).
 GENDER_SOURCES = ("auto", "perceived", "caption")
@@ -62,7 +67,8 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
                     metrics: Sequence[str] = ("ratio", "error", "biasamp", "lic", "quality"),
                     progress: bool = False, train_captions: Sequence[str] | None = None,
                     image_objects: Mapping[int, Sequence[str]] | None = None,
-                    max_human_captions: int | None = None) -> tuple[dict, dict]:
+                    max_human_captions: int | None = None,
+                    dbac: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
     """All captioning metrics of one results set (one captioner seed) -> ``(flat, details)``.
 
     ``flat`` has the keys of :data:`METRICS`: a float, ``inf`` for a Ratio whose model never
@@ -91,12 +97,19 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     DBA_O's reference is the objects mentioned in ``human`` captions when given.
     ``max_human_captions``: LIC_D averages over the first that many human-caption indices
     (None: all; param ``lic.max_human_captions``).
+    ``dbac``: when given (param ``eval_captioner.dbac``), DBAC in both directions
+    (:mod:`biaslab.metrics.dbac`, the LIC attacker) with these settings: ``DBAC_T_to_A`` /
+    ``DBAC_A_to_T`` (the authors' prior correction) and ``DBAC_direct_*`` (without it), each
+    the mean over the DBAC seeds of this results set.
     """
     from biaslab.metrics.evaluate import evaluate_captions
+    if dbac is not None and "dbac" not in metrics:
+        metrics = (*metrics, "dbac")
     det = evaluate_captions(dict(predictions), dict(genders), dict(human), tuple(metrics),
                             words, classifier, preset, seeds, num_threads, progress,
                             biasamp_min_count, None, train_captions,
-                            max_human_captions=max_human_captions)
+                            max_human_captions=max_human_captions,
+                            dbac=None if dbac is None else dict(dbac))
     ids = sorted(predictions)
     if scorer is None:
         det["CLIPScore_note"] = "skipped: no CLIP scorer (data/scorer missing)"
@@ -131,6 +144,9 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
             "LIC": det.get("LIC"), "LIC_M": det.get("LIC_M"), "LIC_D": det.get("LIC_D"),
             "BiasAmp": (det.get("BiasAmp") or {}).get("ba"), **dba, "n_images": len(ids),
             "no_gender_word": no_word, "length": length}
+    d = det.get("DBAC") or {}
+    for key, direction, variant in DBAC_KEYS:
+        flat[key] = ((d.get(direction) or {}).get(variant) or {}).get("mean")
     return {k: _number(v) for k, v in flat.items()}, det
 
 

@@ -1,15 +1,21 @@
 """All captioning metrics of one results file in one call (``biaslab evaluate-captions``,
 stage ``eval_captioner`` through ``biaslab.captioning.evaluation``): Ratio, Error (paper 003),
-BiasAmp (thesis Eqs. 2.2-2.3), LIC (thesis ch. 2) and caption quality."""
+BiasAmp (thesis Eqs. 2.2-2.3), LIC (thesis ch. 2), DBAC (Nair et al. 2025,
+:mod:`biaslab.metrics.dbac`) and caption quality."""
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["METRIC_GROUPS", "evaluate_captions"]
+__all__ = ["METRIC_GROUPS", "DEFAULT_METRICS", "DBAC_DEFAULTS", "evaluate_captions"]
 
-METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality")
+METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality", "dbac")
+#: the groups computed unless asked otherwise: DBAC trains four more attackers per seed
+DEFAULT_METRICS = ("ratio", "error", "biasamp", "lic", "quality")
+#: DBAC settings (:func:`biaslab.metrics.dbac.dbac`) unless overridden: the authors' defaults
+DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "threshold": 0.5,
+                 "directions": ["T->A", "A->T"], "categories": None}
 
 
 def _unavailable(module: str, e: Exception) -> dict:
@@ -18,13 +24,14 @@ def _unavailable(module: str, e: Exception) -> dict:
 
 def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                       human: dict[int, list[str]] | None = None,
-                      metrics: tuple[str, ...] = METRIC_GROUPS, words: str = "lic",
+                      metrics: tuple[str, ...] = DEFAULT_METRICS, words: str = "lic",
                       classifier: str = "lstm", preset: str = "paper", seeds: int = 10,
                       num_threads: int | None = None, progress: bool = False,
                       biasamp_min_count: int = 100, bert_model: str | None = None,
                       train_captions: Sequence[str] | None = None,
                       on_partial: Callable[[dict], None] | None = None,
-                      max_human_captions: int | None = None) -> dict:
+                      max_human_captions: int | None = None,
+                      dbac: dict | None = None) -> dict:
     """All requested metrics in one dict. Bias metrics use the predictions of images labelled
     female/male; quality metrics use every prediction that has human references.
 
@@ -50,10 +57,15 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         on_partial: when given, gets a copy of the metrics computed so far just before the
             slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
             it to ``<out>.partial`` so a crash keeps them.
+        dbac: settings of the ``dbac`` group over :data:`DBAC_DEFAULTS` (``seeds``: None =
+            ``seeds``; ``categories``: the task list L, None = the 80 MSCOCO categories). The
+            attacker is LIC's (``classifier``, ``preset``, ``num_threads``, ``bert_model``)
+            and lambda_D reads the same human-caption indices (``max_human_captions``).
 
     Returns:
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
-        "LIC_details"}`` (the requested groups); a metric whose inputs are missing is
+        "LIC_details", "DBAC"}`` (the requested groups; ``DBAC`` is
+        :func:`biaslab.metrics.dbac.dbac`'s dict); a metric whose inputs are missing is
         reported as ``{"skipped": reason}``.
     """
     ids = sorted(i for i in predictions if i in genders)
@@ -148,4 +160,25 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                                   if k not in ("LIC_M", "LIC_M_std", "LIC_D", "LIC_D_std",
                                                "LIC", "LIC_std")}
             out["LIC_details"]["preset"] = preset
+    if "dbac" in metrics:
+        if human is None:
+            out["DBAC"] = {"skipped": need_h}
+        else:
+            from biaslab import textclf
+            from biaslab.metrics.dbac import dbac as dbac_metric
+            o = {**DBAC_DEFAULTS, **(dbac or {})}
+            cfg = textclf.default_config(classifier, preset, progress=False)
+            if num_threads:
+                cfg = dataclasses.replace(cfg, num_threads=num_threads)
+            if bert_model and classifier != "lstm":
+                cfg = dataclasses.replace(cfg, model=bert_model)
+            try:
+                out["DBAC"] = dbac_metric(
+                    caps, human, gen, directions=tuple(o["directions"]), classifier=classifier,
+                    seeds=seeds if o["seeds"] is None else o["seeds"], config=cfg,
+                    categories=o["categories"], words=words, bayes=bool(o["bayes"]),
+                    substitution=o["substitution"], threshold=float(o["threshold"]),
+                    max_human_captions=max_human_captions, progress=progress)
+            except ValueError as e:   # e.g. too few images per gender
+                out["DBAC"] = {"skipped": str(e)}
     return out

@@ -11,7 +11,8 @@ from typing import Any
 
 from biaslab.io import InputError, check_input_file, read_json
 
-__all__ = ["read_predictions", "read_gender_labels", "read_human_captions", "jsonable"]
+__all__ = ["read_predictions", "read_gender_labels", "read_human_captions", "read_categories",
+           "jsonable"]
 
 
 
@@ -130,6 +131,28 @@ def read_human_captions(path: str | Path) -> dict[int, list[str]]:
     for iid, _, _, cap in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
         out.setdefault(iid, []).append(cap)
     return out
+
+
+def read_categories(path: str | Path) -> list[str]:
+    """COCO instances file (``{"categories": [{"id", "name"}, ...]}``) -> the category names
+    in id order (DBAC's task list L, ``biaslab evaluate-captions --dbac-categories``).
+
+    Raises:
+        InputError: missing/invalid JSON, no ``categories`` list, a category without a
+            string ``name``, no category.
+    """
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("categories"), list):
+        raise InputError(path, "expected a COCO instances file: a JSON object with a "
+                               "'categories' list")
+    cats = []
+    for n, c in enumerate(data["categories"]):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise InputError(path, f"category {n} lacks a string 'name': {str(c)[:80]}")
+        cats.append((c.get("id") if isinstance(c.get("id"), int) else n, c["name"]))
+    if not cats:
+        raise InputError(path, "no categories (empty 'categories')")
+    return [name for _, name in sorted(cats)]
 
 
 def jsonable(x: Any) -> Any:

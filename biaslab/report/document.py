@@ -381,6 +381,16 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         R.controls_markdown(m["controls"]),
         "",
+        "### Which captioning metric sees the planted bias",
+        "",
+        "The captioning bias metrics on the same controls (issue 30): LIC, BiasAmp, DBA_O and "
+        "DBAC (Nair, Tokas & Kerner 2025, biaslab/metrics/dbac.py) in both directions, with "
+        "the authors' prior correction and without it (direct). A metric that reads the "
+        "planted bias matches every control: > 0 on the stereotype amplifiers, ≈ 0 on the "
+        "controls drawn like the human captions.",
+        "",
+        R.metric_comparison_markdown(m["controls"]) or "No captioner controls on this data.",
+        "",
         "## Table 4: filter ablation",
         "",
         "This workspace's row (filters.weights over " + ", ".join(filt.get("names", [])) + "); "
