@@ -216,6 +216,8 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                         "word vectors (authors), constant = unknown token (LIC's)")
     p.add_argument("--dbac-threshold", type=float, default=0.5,
                    help="cosine threshold of the contextual substitution (authors: 0.5)")
+    p.add_argument("--dbac-test-ratio", type=float, default=0.2,
+                   help="DBAC's held-out share of the minority gender (authors: 0.2)")
     p.add_argument("--seeds", type=_positive_int, default=10, help="LIC seeds (paper: 10)")
     p.add_argument("--classifier", choices=("lstm", "bert_ft", "bert_pre"), default="lstm",
                    help="LIC classifier (paper main results: lstm)")
@@ -284,7 +286,11 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                                                "human ones: pass --human")
         if not 0.0 <= args.dbac_threshold <= 1.0:
             raise InputError("--dbac-threshold", f"must be in [0, 1], got {args.dbac_threshold}")
+        if not 0.0 < args.dbac_test_ratio < 1.0:
+            raise InputError("--dbac-test-ratio", f"must be in (0, 1), got "
+                                                  f"{args.dbac_test_ratio}")
         dbac_opts = {"seeds": args.dbac_seeds, "bayes": args.dbac_bayes,
+                     "test_ratio": args.dbac_test_ratio,
                      "substitution": args.dbac_substitution, "threshold": args.dbac_threshold,
                      "categories": (read_categories(args.dbac_categories)
                                     if args.dbac_categories else None)}

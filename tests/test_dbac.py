@@ -131,6 +131,7 @@ def test_bad_arguments_are_named():
     ({"seeds": 0}, "seeds: must be null"), ({"bayes": "yes"}, "bayes: must be true or false"),
     ({"substitution": "glove"}, "substitution: must be"), ({"threshold": 1.5}, "threshold"),
     ({"directions": ["T->A", "T->A"]}, "directions"), ({"trials": 3}, "trials: unknown key"),
+    ({"test_ratio": 1.0}, "test_ratio: must be a number in (0, 1)"),
     ("on", "must be null (off) or a mapping")])
 def test_settings_are_checked_with_the_param_named(settings, problem):
     with pytest.raises(ValueError, match="eval_captioner.dbac") as e:

@@ -272,8 +272,7 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
                 if "value" in r.get("expected", {}):
                     assert r["verdict"] == "matches", (task, name, metric, r)
                 if r.get("verdict") == "does not match":
-                    assert (task, metric) in {("captioner", "BiasAmp"),
-                                              ("captioner", "LIC")}, (name, metric, r)
+                    assert (task, metric) in MAY_MISS, (name, metric, r)
     assert c["probe"]["context_reader[cast]"]["cast"]["measured"]["mean"] == 2.0
     assert c["power"]["classifier"]["Leakage"]["mde"] > 0
     v = json.loads((repo / "metrics/validity.json").read_text())
@@ -283,10 +282,22 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
     assert all("captioner/LIC" in ch["reason"] or "captioner/BiasAmp" in ch["reason"]
                for ch in not_valid), not_valid
     assert all(p["valid"] for p in v["preconditions"]
-               if (p["task"], p["metric"]) not in {("captioner", "BiasAmp"),
-                                                   ("captioner", "LIC")}), v["preconditions"]
-    assert "Detectable difference between two rows" in \
-        (repo / "plots/report/tables.md").read_text()
+               if (p["task"], p["metric"]) not in MAY_MISS), v["preconditions"]
+    tables = (repo / "plots/report/tables.md").read_text()
+    assert "Detectable difference between two rows" in tables
+    # issue 30: the captioning metrics side by side on the controls (DBAC's misses are
+    # findings about the metric, reported there, not failures of the pipeline)
+    assert "Which captioning metric sees the planted bias" in tables
+    assert "| DBAC T→A (direct) |" in tables
+
+
+#: captioner metrics whose controls may miss on the default (reported, not hidden): BiasAmp
+#: and LIC on the 2.3 : 1 test split (issue 23), and DBAC (issue 30), whose prior variant
+#: reads caption diversity (0.40 on the context reader at stop 50) and whose A->T variants
+#: have intervals of +- 0.3 at 3 replicates
+MAY_MISS = {("captioner", "BiasAmp"), ("captioner", "LIC"), ("captioner", "DBAC_T_to_A"),
+            ("captioner", "DBAC_A_to_T"), ("captioner", "DBAC_direct_T_to_A"),
+            ("captioner", "DBAC_direct_A_to_T")}
 
 
 def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_repo):

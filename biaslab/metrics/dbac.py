@@ -52,8 +52,11 @@ Protocol (decisions where we differ from the authors' code):
 
 * Held-out scoring: the authors' ``DBAC.calcLeak`` scores the attacker on the captions it was
   trained on; we use LIC's balanced split (:func:`biaslab.metrics.lic.balanced_split`: equal
-  images of each gender, ``test_ratio`` of the minority count held out, per seed), so DBAC and
-  LIC read the same images and a memorising attacker is not rewarded.
+  images of each gender, ``test_ratio`` of the minority count held out, per seed), so a
+  memorising attacker is not rewarded. ``test_ratio`` 0.2 is the held-out share of the
+  authors' other predictability metrics (``bias_amplification/utils/config.py``,
+  ``DEFAULT_TEST_SIZE``); LIC's 0.1 (thesis) left 6 test captions per gender on the default's
+  200 test images.
 * Vocabularies (for the substitution and the LSTM) come from the training split of the seed.
 * Human captions: as LIC_D, the k-th human caption of every image forms one dataset; lambda_D
   is the mean over the first ``max_human_captions`` indices.
@@ -101,13 +104,14 @@ COCO_CATEGORIES: tuple[str, ...] = (
 
 
 #: the keys of a DBAC settings mapping (param ``eval_captioner.dbac``)
-SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions")
+SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions", "test_ratio")
 
 
 def check_settings(d, param: str = "eval_captioner.dbac") -> None:
     """Validate a DBAC settings mapping (None = off): ``seeds`` null or an integer >= 1,
     ``bayes`` a boolean, ``substitution`` contextual / constant / none, ``threshold`` a number
-    in [0, 1], ``directions`` a non-empty list of distinct ``T->A`` / ``A->T``; no other key.
+    in [0, 1], ``test_ratio`` a number in (0, 1), ``directions`` a non-empty list of distinct
+    ``T->A`` / ``A->T``; no other key.
 
     Raises:
         ValueError: ``"<param>.<key>: <problem>"`` for the first bad entry.
@@ -127,6 +131,9 @@ def check_settings(d, param: str = "eval_captioner.dbac") -> None:
     if d.get("substitution", "contextual") not in ("contextual", "constant", "none"):
         raise ValueError(f"{param}.substitution: must be contextual, constant or none, got "
                          f"{d['substitution']!r}")
+    r = d.get("test_ratio", 0.2)
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < 1:
+        raise ValueError(f"{param}.test_ratio: must be a number in (0, 1), got {r!r}")
     t = d.get("threshold", 0.5)
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
         raise ValueError(f"{param}.threshold: must be a number in [0, 1], got {t!r}")
@@ -458,7 +465,7 @@ def dbac(model_captions: Mapping[int, str],
          substitution: str = "contextual",
          threshold: float = 0.5,
          embed: Callable[[Sequence[str]], Mapping[str, np.ndarray]] | None = None,
-         test_ratio: float = 0.1,
+         test_ratio: float = 0.2,
          max_human_captions: int | None = 1,
          synonyms: Mapping[str, str] | None = None,
          progress: bool = False) -> dict:
@@ -479,7 +486,7 @@ def dbac(model_captions: Mapping[int, str],
             ``"none"``.
         threshold: cosine similarity threshold of the contextual substitution.
         embed: words -> unit vectors (default :func:`word_vectors` with MiniLM).
-        test_ratio: held-out share of the minority count per gender (LIC's 0.1).
+        test_ratio: held-out share of the minority count per gender (authors' 0.2; LIC 0.1).
         max_human_captions: human-caption indices averaged for lambda_D (None: all).
         synonyms: object synonyms (default ``OBJECT_SYNONYMS``).
 

@@ -15,7 +15,7 @@ METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality", "dbac")
 DEFAULT_METRICS = ("ratio", "error", "biasamp", "lic", "quality")
 #: DBAC settings (:func:`biaslab.metrics.dbac.dbac`) unless overridden: the authors' defaults
 DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "threshold": 0.5,
-                 "directions": ["T->A", "A->T"], "categories": None}
+                 "directions": ["T->A", "A->T"], "categories": None, "test_ratio": 0.2}
 
 
 def _unavailable(module: str, e: Exception) -> dict:
@@ -178,7 +178,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                     seeds=seeds if o["seeds"] is None else o["seeds"], config=cfg,
                     categories=o["categories"], words=words, bayes=bool(o["bayes"]),
                     substitution=o["substitution"], threshold=float(o["threshold"]),
-                    max_human_captions=max_human_captions, progress=progress)
+                    test_ratio=float(o["test_ratio"]), max_human_captions=max_human_captions,
+                    progress=progress)
             except ValueError as e:   # e.g. too few images per gender
                 out["DBAC"] = {"skipped": str(e)}
     return out

@@ -43,7 +43,8 @@ TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected"
 TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
                   ("no_gender_word", "no gender word %"), ("length", "words"),
                   ("LIC", "LIC ↓"), ("DBAC_T_to_A", "DBAC T→A ↓"),
-                  ("DBAC_A_to_T", "DBAC A→T ↓"), ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
+                  ("DBAC_A_to_T", "DBAC A→T ↓"), ("DBAC_direct_T_to_A", "DBAC T→A direct ↓"),
+                  ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
                   ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
                   ("CIDEr", "CIDEr ↑"))
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
