@@ -42,8 +42,9 @@ TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected"
                   ("Leakage_F1", "Leakage@F1"), ("F1", "F1"))
 TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
                   ("no_gender_word", "no gender word %"), ("length", "words"),
-                  ("LIC", "LIC ↓"), ("DBAC_T_to_A", "DBAC T→A ↓"),
-                  ("DBAC_A_to_T", "DBAC A→T ↓"), ("DBAC_direct_T_to_A", "DBAC T→A direct ↓"),
+                  ("LIC", "LIC ↓"), ("DBAC_T_to_A", "DBAC T→A ×100 ↓"),
+                  ("DBAC_A_to_T", "DBAC A→T ×100 ↓"),
+                  ("DBAC_direct_T_to_A", "DBAC T→A direct ×100 ↓"),
                   ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
                   ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
                   ("CIDEr", "CIDEr ↑"))
@@ -104,14 +105,29 @@ def _record(v: Any) -> dict | None:
     return dict(v) if isinstance(v, Mapping) and "mean" in v else None
 
 
+#: metrics shown x100 in the tables (their headers say so): DBAC lies in [-1, 1], and the
+#: tables print one decimal, as the papers print LIC and BiasAmp x100
+SCALE_100 = ("DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
+
+
+def _scaled(rec: dict | None, k: float) -> dict | None:
+    if rec is None:
+        return None
+    return {key: (v * k if key in ("mean", "ci95", "std", "lo", "hi") and
+                  isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+            for key, v in rec.items()}
+
+
 def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | None]]:
     """``{row: {column: record | None}}`` from a metrics file laid out as
     ``{row: {metric: stats.record, ..., "per_seed": [...]}, "test_set": {...}}``. A row with
     ``ratio_na`` (a model without gender outputs, paper 000 Table 1's Adversarial) gets
-    ``{"mean": None, "na": why}`` in its Ratio columns, printed "n/a"."""
+    ``{"mean": None, "na": why}`` in its Ratio columns, printed "n/a". Columns of
+    :data:`SCALE_100` are x100 (their headers say so)."""
     out = {}
     for r in _rows(metrics):
-        out[r] = {c: _record(metrics[r].get(c)) for c, _ in columns}
+        out[r] = {c: (_scaled(_record(metrics[r].get(c)), 100.0) if c in SCALE_100 else
+                      _record(metrics[r].get(c))) for c, _ in columns}
         if metrics[r].get("ratio_na"):        # a model without gender outputs (Adversarial)
             for c in ("ratio_raw", "Ratio", "Ratio_expected"):
                 if c in out[r]:
