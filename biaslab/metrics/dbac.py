@@ -69,6 +69,7 @@ Protocol (decisions where we differ from the authors' code):
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -398,7 +399,7 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
         cache = cache if cache is not None else textclf.PretrainedCache()
         tokenizer, pristine = cache.load(cfg)
         frozen = cfg.freeze and cfg.cache_features
-        encoder = pristine if cfg.freeze else __import__("copy").deepcopy(pristine)
+        encoder = pristine if cfg.freeze else copy.deepcopy(pristine)
         if not cfg.freeze:
             encoder.requires_grad_(True)
         net = textclf._BertNet(encoder, cfg)

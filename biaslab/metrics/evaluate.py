@@ -18,6 +18,19 @@ DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "th
                  "directions": ["T->A", "A->T"], "categories": None, "test_ratio": 0.2}
 
 
+def _attacker_config(classifier: str, preset: str, num_threads: int | None,
+                     bert_model: str | None):
+    """The sentence classifier of LIC and DBAC (``biaslab.textclf``): the preset's config with
+    the run's thread count and, for BERT attackers, its model."""
+    from biaslab import textclf
+    cfg = textclf.default_config(classifier, preset, progress=False)
+    if num_threads:
+        cfg = dataclasses.replace(cfg, num_threads=num_threads)
+    if bert_model and classifier != "lstm":
+        cfg = dataclasses.replace(cfg, model=bert_model)
+    return cfg
+
+
 def _unavailable(module: str, e: Exception) -> dict:
     return {"skipped": f"{module} not available ({type(e).__name__}: {e})"}
 
@@ -131,13 +144,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     if on_partial is not None and "lic" in metrics:
         on_partial(dict(out))
     if "lic" in metrics:
-        from biaslab import textclf
         from biaslab.metrics.lic import lic
-        cfg = textclf.default_config(classifier, preset, progress=False)
-        if num_threads:
-            cfg = dataclasses.replace(cfg, num_threads=num_threads)
-        if bert_model and classifier != "lstm":
-            cfg = dataclasses.replace(cfg, model=bert_model)
+        cfg = _attacker_config(classifier, preset, num_threads, bert_model)
         done: list[dict] = []
 
         def seed_done(rec: dict) -> None:   # the partial file grows seed by seed
@@ -164,14 +172,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         if human is None:
             out["DBAC"] = {"skipped": need_h}
         else:
-            from biaslab import textclf
             from biaslab.metrics.dbac import dbac as dbac_metric
             o = {**DBAC_DEFAULTS, **(dbac or {})}
-            cfg = textclf.default_config(classifier, preset, progress=False)
-            if num_threads:
-                cfg = dataclasses.replace(cfg, num_threads=num_threads)
-            if bert_model and classifier != "lstm":
-                cfg = dataclasses.replace(cfg, model=bert_model)
+            cfg = _attacker_config(classifier, preset, num_threads, bert_model)
             try:
                 out["DBAC"] = dbac_metric(
                     caps, human, gen, directions=tuple(o["directions"]), classifier=classifier,
