@@ -198,6 +198,21 @@ def control_points(exp_show: Any) -> list[dict]:
     return pts
 
 
+def control_runs(exp_show: Any) -> dict[float, dict]:
+    """planted bias -> that record's ``metrics/controls.json`` (issue 30 item 3: the metric
+    comparison over the sweep), preferring the controls-only experiments
+    (:data:`CONTROLS_PREFIX`, where ``controls.attackers`` may add encoders) over full sweep
+    experiments and the workspace; the first such record per bias."""
+    recs = [(b, str(name or ""), data) for b, name, data in _bias_records(exp_show)]
+    recs.sort(key=lambda r: not r[1].startswith(CONTROLS_PREFIX))   # stable: keeps the order
+    out: dict[float, dict] = {}
+    for b, _, data in recs:
+        c = _file_data(data.get("metrics"), "metrics/controls.json")
+        if c and b not in out:
+            out[b] = c
+    return dict(sorted(out.items()))
+
+
 #: the context reader's gender metrics: the controls' question "can this metric tell a model
 #: that reads the context at the largest planted bias from one at b = 0?"
 GENDER_METRICS = (("classifier", "Ratio"), ("classifier", "Ratio_E"), ("classifier", "Error"),

@@ -117,6 +117,19 @@ def collect(out_dir: Path) -> str:
                "--collect`; mean ± 95 % CI over the controls' replicates). Exact expectations "
                "and verdicts per bias: metrics/controls.json of each experiment.", "",
                S.control_markdown(ctl)]
+    comp = None
+    runs = S.control_runs(shown)
+    if runs:
+        from biaslab.report import metric_compare as MC
+        comp = MC.sweep_comparison(runs)
+        text = MC.sweep_markdown(comp)
+        if text:
+            md += ["## Which captioning metric sees the planted bias (issue 30)", "",
+                   "The amplification metrics against the stereotype amplifier's known rate q "
+                   "(the human caption is q = 0) at every planted bias b, and their dataset "
+                   "terms against b; extra attacker encoders from `controls.attackers` "
+                   "(`python scripts/bias_sweep.py --run --controls --collect -S "
+                   "'controls.attackers=[bert_pre]'`).", "", text]
     prov = R.made_by("scripts/bias_sweep.py", ROOT)
     text = R.stamp("\n".join(md), prov)   # it outlives runs of other profiles (issue 31)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +137,7 @@ def collect(out_dir: Path) -> str:
         tmp.write_text(text, encoding="utf-8")
     write_json(out_dir / "bias_sweep.json", {"points": points, "checks": checks,
                                              "controls": ctl, "made_by": prov,
+                                             "metric_comparison": comp,
                                              "control_response": S.control_response(ctl)})
     if points:
         S.plot_sweep(points, out_dir / "bias_sweep.png")

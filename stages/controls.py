@@ -11,7 +11,8 @@ params: controls (q: the amplifier's rates, seeds: replicates, n_boot, seed), da
         data, where the context reader and the probe are skipped), classifier.min_cooccur,
         classifier.cooccur_rule, classifier.leakage_rounds, label.words, lic (classifier,
         preset, num_threads), eval_captioner.gender_source, eval_captioner.biasamp_min_count,
-        controls.workers
+        controls.workers, controls.attackers (extra attacker encoders: LIC and DBAC again per
+        encoder, keys "<metric>@<encoder>", for the spread across encoders)
 in:   data/prepared/{images,objects,persons,captions,perceived_gender}.parquet,
       data/labels/images.parquet, data/split.parquet, <data.root>/annotations, <data.root>/probe
 out:  metrics/controls.json:
@@ -42,12 +43,48 @@ from biaslab import stats
 from biaslab import synthetic as S
 from biaslab.captioning import evaluation as C
 from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
-from biaslab.io import NO_CAPTIONS, InputError, json_number, load_params, read_parquet, write_json
+from biaslab.io import (NO_CAPTIONS, InputError, ParamsError, json_number, load_params,
+                        read_parquet, write_json)
 from biaslab.parallel import map_jobs
 
 PREP = "data/prepared"
 OUT = "metrics/controls.json"
-DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2}
+DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2,
+            "attackers": []}
+#: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
+#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (issue 30 item 3:
+#: the spread across encoders)
+#: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
+#: mean probability of the true value, no prior): the dose response of the *data's* bias
+LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
+DBAC_METRICS = tuple(m for m, _, _ in C.DBAC_KEYS) + tuple(LAMBDA_D_KEYS.values())
+ATTACKER_METRICS = ("LIC", "LIC_M", "LIC_D") + DBAC_METRICS
+
+
+def _lambda_d(det: dict) -> dict:
+    """{DBAC_lambda_D_<dir>: mean lambda_D} from caption_metrics' details (None if absent)."""
+    d = det.get("DBAC") or {}
+    return {k: ((d.get(direction) or {}).get("lambda_D_direct") or {}).get("mean")
+            for direction, k in LAMBDA_D_KEYS.items()}
+
+
+def check_attackers(value, lic_classifier: str) -> list[str]:
+    """``controls.attackers``: a list of distinct LIC attacker kinds
+    (:data:`biaslab.textclf.CLASSIFIERS`) other than ``lic.classifier`` (whose metrics the
+    controls compute anyway). Raises ValueError "controls.attackers: <problem>"."""
+    from biaslab.textclf import CLASSIFIERS
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"controls.attackers: must be a list of attacker names, got {value!r}")
+    bad = [v for v in value if v not in CLASSIFIERS]
+    if bad:
+        raise ValueError(f"controls.attackers: unknown name(s) {bad}; known: "
+                         f"{list(CLASSIFIERS)}")
+    if len(set(value)) < len(value) or lic_classifier in value:
+        raise ValueError(f"controls.attackers: names repeat or include lic.classifier "
+                         f"({lic_classifier!r}, always computed): {value}")
+    return list(value)
 #: (t_{0.975} + t_{0.80}) * sqrt(2 / n) with df = 2n - 2: the smallest difference between two
 #: rows of n replicates each that a two-sided 5 % test detects with 80 % power
 POWER = 0.80
@@ -132,7 +169,7 @@ def _classifier(kinds, test, train, labels, bias, stereo, seeds, rounds) -> dict
 
 
 def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, seeds, lp, e,
-               words, workers, categories=None) -> tuple[dict, dict]:
+               words, workers, categories=None, attackers=()) -> tuple[dict, dict]:
     ids = [int(i) for i in test["image_id"]]
     jobs = [(kind, q, reads, int(s)) for kind, q, reads in kinds for s in seeds]
 
@@ -149,7 +186,7 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         # DBAC (eval_captioner.dbac): one attacker trial per replicate, seeded as LIC's
         dbac = None if not e.get("dbac") else {**e["dbac"], "seeds": [s],
                                                   "categories": categories}
-        flat, _ = C.caption_metrics(preds, genders, ref, words=words,
+        flat, det = C.caption_metrics(preds, genders, ref, words=words,
                                     classifier=lp["classifier"], preset=lp["preset"],
                                     seeds=[s], num_threads=lp.get("num_threads"),
                                     biasamp_min_count=int(e["biasamp_min_count"]),
@@ -157,6 +194,16 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
                                     train_captions=train_caps, image_objects=objects,
                                     max_human_captions=lp.get("max_human_captions"),
                                     dbac=dbac)
+        flat.update(_lambda_d(det))
+        for enc in attackers:   # the same captions and seeds, another attacker encoder
+            f2, d2 = C.caption_metrics(preds, genders, ref, words=words, classifier=enc,
+                                      preset=lp["preset"], seeds=[s],
+                                      num_threads=lp.get("num_threads"), metrics=("lic",),
+                                      image_objects=objects,
+                                      max_human_captions=lp.get("max_human_captions"),
+                                      dbac=dbac)
+            f2.update(_lambda_d(d2))
+            flat.update({f"{m}@{enc}": f2.get(m) for m in ATTACKER_METRICS})
         return flat
 
     results = map_jobs(one, jobs, workers)
@@ -168,9 +215,15 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
         vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
                                                      "LIC_D", "BiasAmp", "DBA_O")}
         if e.get("dbac"):
-            vals.update({m: [r.get(m) for r in rows] for m, _, _ in C.DBAC_KEYS})
+            vals.update({m: [r.get(m) for r in rows] for m in DBAC_METRICS})
+        for enc in attackers:
+            vals.update({f"{m}@{enc}": [r.get(f"{m}@{enc}") for r in rows]
+                         for m in ATTACKER_METRICS if m in vals})
         exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
                                    stereotypes=stereo, grammar_is_human=bias is not None)
+        # an extra encoder's metric has its base metric's known answer
+        exp.update({m: exp[m.split("@", 1)[0]] for m in vals
+                    if "@" in m and m.split("@", 1)[0] in exp})
         out[name] = {m: _judge(exp[m], _record(v)) if m in exp else
                      {"measured": {k: json_number(x) for k, x in _record(v).items()}}
                      for m, v in vals.items()}
@@ -244,6 +297,12 @@ def _power(raw: dict, metrics, rule: str) -> dict:
 def main() -> None:
     params = load_params()
     c = {**DEFAULTS, **(params.get("controls") or {})}
+    try:    # before any input is read
+        attackers = check_attackers(c.get("attackers"), str(params["lic"]["classifier"]))
+    except ValueError as err:
+        name, _, problem = str(err).partition(": ")
+        print(f"controls: {ParamsError('params.yaml', name, problem)}", file=sys.stderr)
+        raise SystemExit(2) from err
     # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.validate)
     seeds = [int(s) for s in c["seeds"]]
     qs = [float(q) for q in c["q"]]
@@ -305,7 +364,8 @@ def main() -> None:
         cap, cap_raw = _captioner(cap_kinds, cap_test, human, cap_genders, train_caps,
                                   image_objects, bias, stereo, seeds, lp, e, words,
                                   int(c.get("workers", 1)),
-                                  sorted(set(objects["category"].astype(str))) or None)
+                                  sorted(set(objects["category"].astype(str))) or None,
+                                  attackers)
 
     probe = {}
     pairs = S.read_probe(root) if truth is not None else None
@@ -323,6 +383,7 @@ def main() -> None:
                                    "dataset)", "probe (no probe pairs)"])
                       + ([] if len(caps) else [f"captioner ({NO_CAPTIONS})"])},
         "bias": bias, "stereotypes": stereo, "labels": labels, "replicates": seeds,
+        "attackers": [str(params["lic"]["classifier"])] + attackers,
         "test_set": {"classifier": {"n": int(len(test)), "n_female":
                                     int((test["gender"] == "female").sum()),
                                     "n_male": int((test["gender"] == "male").sum()),
@@ -334,7 +395,9 @@ def main() -> None:
         "classifier": clf, "captioner": cap, "probe": probe,
         "power": {"classifier": _power(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
                   "captioner": _power(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
-                      m for m, _, _ in C.DBAC_KEYS if e.get("dbac")), note)
+                      m for m, _, _ in C.DBAC_KEYS if e.get("dbac")) + tuple(
+                      f"{m}@{a}" for a in attackers for m in ("LIC",) + tuple(
+                          k for k, _, _ in C.DBAC_KEYS if e.get("dbac"))), note)
                   if cap_raw else {}},
         "summary": {"matches": verdicts.count("matches"),
                     "does_not_match": verdicts.count("does not match"),

@@ -86,6 +86,8 @@ BAD_PARAM = {
     # checked by the stage itself (biaslab.metrics.dbac.check_settings), before any input
     "eval_captioner": ({"eval_captioner__dbac": {"seeds": 0}}, "eval_captioner.dbac.seeds",
                        "an integer >= 1"),
+    # checked by the stage itself (stages/controls.py check_attackers), before any input
+    "controls": ({"controls__attackers": ["gpt2"]}, "controls.attackers", "unknown name(s)"),
 }
 DEFAULT_BAD = ({"filters__weights": [1, -1, 1]}, "filters.weights", "worst candidates")
 

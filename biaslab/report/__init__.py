@@ -872,42 +872,14 @@ def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,
 
 
 #: the captioning bias metrics compared on the controls (issue 30 item 3): key, label
-CAPTION_BIAS_METRICS = (("LIC", "LIC (thesis Eq. 2.11)"), ("BiasAmp", "BiasAmp"),
-                        ("DBA_O", "DBA_O"), ("DBAC_T_to_A", "DBAC T→A (prior)"),
-                        ("DBAC_A_to_T", "DBAC A→T (prior)"),
-                        ("DBAC_direct_T_to_A", "DBAC T→A (direct)"),
-                        ("DBAC_direct_A_to_T", "DBAC A→T (direct)"))
-
-
 def metric_comparison_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
     """"Which captioning metric sees the planted bias" on the control models (issue 30 item
-    3): per metric of :data:`CAPTION_BIAS_METRICS`, how many controls it matches / misses /
-    leaves undecided, and its value (mean ± 95 % CI over replicates) on the strongest
-    stereotype amplifier (largest q: expected > 0) and on the held-out human caption
-    (expected ≈ 0). Empty string without captioner controls."""
-    cap = (controls or {}).get("captioner") or {}
-    if not cap:
-        return ""
-    amps = sorted((n for n in cap if n.startswith("amplifier@")),
-                  key=lambda n: float(n.split("@", 1)[1]))
-    top = amps[-1] if amps else None
-    lines = ["| metric | controls matched | missed | undecided | "
-             f"{top or 'amplifier'} (expect > 0) | human (expect ≈ 0) |",
-             "|---|---|---|---|---|---|"]
-    for key, label in CAPTION_BIAS_METRICS:
-        rs = [ms[key] for ms in cap.values() if isinstance(ms.get(key), Mapping)
-              and "verdict" in ms[key]]
-        if not rs:
-            continue
-        v = [r["verdict"] for r in rs]
-
-        def cell(name):
-            r = (cap.get(name) or {}).get(key)
-            return stats.format_cell(r["measured"], digits) if isinstance(r, Mapping) and \
-                "measured" in r else DASH
-        lines.append(f"| {label} | {v.count('matches')} | {v.count('does not match')} | "
-                     f"{v.count('inconclusive')} | {cell(top)} | {cell('human')} |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+    3): :func:`biaslab.report.metric_compare.run_markdown` (per metric and attacker encoder:
+    controls matched / missed / undecided, the strongest amplifier's and the human caption's
+    values, the slope d/dq and the smallest detectable q). Empty string without captioner
+    controls."""
+    from biaslab.report.metric_compare import run_markdown
+    return run_markdown(controls, digits)
 
 
 def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:

@@ -387,7 +387,12 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "DBAC (Nair, Tokas & Kerner 2025, biaslab/metrics/dbac.py) in both directions, with "
         "the authors' prior correction and without it (direct). A metric that reads the "
         "planted bias matches every control: > 0 on the stereotype amplifiers, ≈ 0 on the "
-        "controls drawn like the human captions.",
+        "controls drawn like the human captions. Slope d/dq: least squares of the replicate "
+        "means on the amplifier's rate q (the human caption is q = 0), 95 % CI from the "
+        "replicates; q detectable: the power section's MDE over that slope, the smallest "
+        "amplification this test set detects (\"not seen\": the slope's CI reaches 0). "
+        "Encoder: the attacker of LIC / DBAC (`controls.attackers` adds others; the sweep's "
+        "controls run bert_pre, plots/report/bias_sweep.md).",
         "",
         R.metric_comparison_markdown(m["controls"]) or "No captioner controls on this data.",
         "",

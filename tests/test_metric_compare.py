@@ -1,0 +1,131 @@
+"""Issue 30 item 3: "which captioning metric sees the planted bias" from hand-built controls
+records (biaslab.report.metric_compare), and the controls stage's ``controls.attackers``."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+from scipy.stats import t
+
+from biaslab.report import metric_compare as MC
+
+ROOT = Path(__file__).resolve().parents[1]
+T2 = float(t.ppf(0.975, 2))     # 3 replicates
+
+
+def _m(mean, ci=0.0, n=3):
+    return {"mean": mean, "ci95": ci, "n": n}
+
+
+def _rec(mean, ci, verdict):
+    return {"measured": _m(mean, ci), "verdict": verdict}
+
+
+def test_weighted_slope_exact_points_by_hand():
+    sl = MC.weighted_slope([(0.0, _m(0.0)), (0.5, _m(1.0)), (1.0, _m(2.0))])
+    assert sl["slope"] == pytest.approx(2.0) and sl["ci95"] == 0.0 and sl["df"] is None
+
+
+def test_weighted_slope_ci_by_hand():
+    # two doses 0 and 1, se = ci95 / t_{0.975,2} = 1 each: slope 1, Var = 1 + 1, df = 4
+    sl = MC.weighted_slope([(0.0, _m(0.0, T2)), (1.0, _m(1.0, T2))])
+    assert sl["slope"] == pytest.approx(1.0)
+    assert sl["df"] == pytest.approx(4.0)
+    assert sl["ci95"] == pytest.approx(float(t.ppf(0.975, 4)) * math.sqrt(2.0))
+    assert MC.weighted_slope([(0.5, _m(1.0)), (0.5, _m(2.0))]) is None   # one dose only
+
+
+def _controls(amp1, amp05, human, oracle, mde, key="LIC", extra=None):
+    cap = {"amplifier@1": {key: amp1}, "amplifier@0.5": {key: amp05}, "human": {key: human},
+           "person_oracle": {key: oracle}}
+    for c, v in (extra or {}).items():
+        cap[c].update(v)
+    return {"captioner": cap, "attackers": ["lstm"],
+            "power": {"captioner": {key: {"mde": mde}}}}
+
+
+def test_amplification_response_and_the_run_table_by_hand():
+    c = _controls(_rec(2.0, 0.0, "matches"), _rec(1.0, 0.0, "matches"),
+                  _rec(0.0, 0.0, "matches"), _rec(0.0, 0.0, "matches"), mde=0.5)
+    r = MC.amplification_response(c, "LIC")
+    # slope 2 per unit q; one MDE (0.5) is q = 0.25
+    assert r["slope"]["slope"] == pytest.approx(2.0)
+    assert r["q_detectable"] == pytest.approx(0.25)
+    assert r["amplifiers"] == {"matches": 2, "does not match": 0, "inconclusive": 0, "n": 2}
+    md = MC.run_markdown(c)
+    assert "| LIC (thesis Eq. 2.11) | lstm | 4 | 0 | 0 | 2.00 ± 0.00 | 0.00 ± 0.00 | " \
+        "2.000 ± 0.000 | 0.25 |" in md
+    # a metric whose slope's CI reaches 0 is "not seen": no detectable q
+    flat = _controls(_rec(0.1, 1.0, "inconclusive"), _rec(0.0, 1.0, "inconclusive"),
+                     _rec(0.0, 1.0, "matches"), _rec(0.0, 1.0, "matches"), mde=0.5)
+    assert MC.amplification_response(flat, "LIC")["q_detectable"] is None
+    assert "| not seen |" in MC.run_markdown(flat)
+
+
+def test_extra_encoders_are_rows_after_their_metric():
+    c = _controls(_rec(2.0, 0.0, "matches"), _rec(1.0, 0.0, "matches"),
+                  _rec(0.0, 0.0, "matches"), _rec(0.0, 0.0, "matches"), mde=0.5,
+                  extra={"amplifier@1": {"LIC@bert_pre": _rec(4.0, 0.0, "matches")},
+                         "amplifier@0.5": {"LIC@bert_pre": _rec(2.0, 0.0, "matches")},
+                         "human": {"LIC@bert_pre": _rec(0.0, 0.0, "matches")}})
+    c["attackers"] = ["lstm", "bert_pre"]
+    assert MC.metric_keys(c) == [("LIC", "LIC (thesis Eq. 2.11)", "lstm"),
+                                 ("LIC@bert_pre", "LIC (thesis Eq. 2.11)", "bert_pre")]
+    comp = MC.sweep_comparison({0.0: c, 0.9: c})
+    assert comp["spread"] == [{"key": "LIC", "label": "LIC (thesis Eq. 2.11)",
+                               "slopes": {"lstm": pytest.approx(2.0),
+                                          "bert_pre": pytest.approx(4.0)},
+                               "range": pytest.approx(2.0)}]
+
+
+def test_sweep_comparison_counts_and_detection_by_hand():
+    # b = 0: q = 0.5 inconclusive, q = 1 matches; b = 0.9: both match; the oracle is a false
+    # alarm at b = 0.9. LIC_D (person_oracle) 10 +- 1 at b = 0, 12 +- 1 at 0.5 (overlaps),
+    # 20 +- 1 at 0.9 (above): the smallest b seen is 0.9.
+    def run(amp05_verdict, oracle, lic_d):
+        c = _controls(_rec(2.0, 0.0, "matches"), _rec(1.0, 0.0, amp05_verdict),
+                      _rec(0.0, 0.0, "matches"), oracle, mde=1.0)
+        c["captioner"]["person_oracle"]["LIC_D"] = {"measured": _m(lic_d, 1.0)}
+        return c
+    runs = {0.0: run("inconclusive", _rec(0.0, 0.0, "matches"), 10.0),
+            0.5: run("matches", _rec(0.0, 0.0, "matches"), 12.0),
+            0.9: run("matches", _rec(0.5, 0.1, "does not match"), 20.0)}
+    comp = MC.sweep_comparison(runs)
+    (a,) = comp["amplification"]
+    assert a["sign"] == {"matches": 5, "wrong": 0, "n": 6}
+    assert a["nulls"] == {"false_alarms": 1, "n": 6}
+    assert a["q_min_detected"] == 1.0          # q = 0.5 is not seen at b = 0
+    assert a["slope"]["mean"] == pytest.approx(2.0) and a["slope"]["n"] == 3
+    assert a["q_detectable"]["mean"] == pytest.approx(0.5)   # MDE 1 / slope 2
+    (d,) = comp["dataset"]
+    assert d["key"] == "LIC_D" and d["b_min_detected"] == 0.9
+    # least squares over b = 0, 0.5, 0.9 of 10, 12, 20
+    xs, ys = [0.0, 0.5, 0.9], [10.0, 12.0, 20.0]
+    xb, yb = sum(xs) / 3, sum(ys) / 3
+    want = sum((x - xb) * (y - yb) for x, y in zip(xs, ys)) / sum((x - xb) ** 2 for x in xs)
+    assert d["slope"]["slope"] == pytest.approx(want)
+    md = MC.sweep_markdown(comp)
+    assert "| LIC (thesis Eq. 2.11) | lstm | 2.000 ± 0.000 | 5 / 6 | 0 | 1 / 6 | 1 |" in md
+    assert "| LIC_D (LIC's data leakage, %) | lstm |" in md and "| 0.9 |" in md
+
+
+def _stage():
+    spec = importlib.util.spec_from_file_location("controls_stage", ROOT / "stages/controls.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("value, words", [
+    ("bert_pre", "must be a list"), (["gpt2"], "unknown name(s) ['gpt2']"),
+    (["bert_pre", "bert_pre"], "names repeat"), (["lstm"], "include lic.classifier")])
+def test_controls_attackers_are_checked(value, words):
+    with pytest.raises(ValueError, match=r"^controls\.attackers: ") as e:
+        _stage().check_attackers(value, "lstm")
+    assert words in str(e.value)
+
+
+def test_controls_attackers_accepts_other_encoders():
+    st = _stage()
+    assert st.check_attackers(None, "lstm") == [] and st.check_attackers([], "lstm") == []
+    assert st.check_attackers(["bert_pre", "bert_ft"], "lstm") == ["bert_pre", "bert_ft"]
