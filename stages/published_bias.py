@@ -23,7 +23,9 @@ out: metrics/published.json:
                    n_test_per_group},
           race: {LIC_M, LIC_M_per_seed, n_train_per_group, n_test_per_group, n_by_group}}}}
        with human captions also LIC_D, LIC (records) and LIC_D_per_seed per study, and
-       gender.quality {BLEU-4, CIDEr, METEOR, ROUGE-L, n_images}.
+       gender.quality {BLEU-4, CIDEr, METEOR, ROUGE-L, n_images}; with `published.dbac` (null:
+       off) gender.DBAC: biaslab.metrics.dbac.dbac's dict (both directions, prior and direct,
+       lambda_D / lambda_M records over seeds) with human captions, else {"skipped": why}.
 
 Usage: python stages/published_bias.py [--params params.yaml] [--out metrics/published.json]
 """
@@ -52,7 +54,7 @@ def check(p: dict) -> dict:
     if not isinstance(p, dict):
         raise ParamError("published", "must be a mapping of parameters")
     known = {"root", "models", "words", "lic", "ba", "n_boot", "seed", "workers",
-             "human_captions"}
+             "human_captions", "dbac"}
     unknown = sorted(set(p) - known)
     if unknown:
         raise ParamError("published", f"unknown key(s) {unknown}; known: {sorted(known)}")
@@ -70,13 +72,39 @@ def check(p: dict) -> dict:
     if mh is not None and (not isinstance(mh, int) or isinstance(mh, bool) or mh < 1):
         raise ParamError("published.lic.max_human_captions", f"must be an integer >= 1 or "
                                                              f"null (all), got {mh!r}")
+    from biaslab.metrics.dbac import check_settings
+    try:
+        check_settings(p.get("dbac"), "published.dbac")
+    except ValueError as e:
+        name, _, problem = str(e).partition(": ")
+        raise ParamError(name, problem) from e
     return {**p, "models": models, "lic": {"classifier": lp.get("classifier", "lstm"),
                                            "preset": lp.get("preset", "ci"), "seeds": seeds,
                                            "max_human_captions": mh}}
 
 
+def _dbac(df, human: dict, words: str, lp: dict, settings: dict) -> dict:
+    """DBAC of one model's gender study (biaslab.metrics.dbac, LIC's attacker and seeds unless
+    ``published.dbac.seeds`` says otherwise): ``{"T->A": {...}, "A->T": {...}, ...}`` as
+    :func:`biaslab.metrics.dbac.dbac`, or ``{"skipped": reason}``."""
+    from biaslab.metrics.dbac import dbac
+    from biaslab.metrics.evaluate import DBAC_DEFAULTS, _attacker_config
+    o = {**DBAC_DEFAULTS, **settings}
+    preds = {int(i): str(c) for i, c in zip(df["image_id"], df["caption"]) if human.get(int(i))}
+    try:
+        return dbac(preds, human, P.labels(df, "gender"), directions=tuple(o["directions"]),
+                    classifier=lp["classifier"],
+                    seeds=lp["seeds"] if o["seeds"] is None else o["seeds"],
+                    config=_attacker_config(lp["classifier"], lp["preset"], 1, None),
+                    words=words, bayes=bool(o["bayes"]), substitution=o["substitution"],
+                    threshold=float(o["threshold"]), test_ratio=float(o["test_ratio"]),
+                    max_human_captions=lp.get("max_human_captions"))
+    except ValueError as e:   # e.g. too few images of a gender with human captions
+        return {"skipped": str(e)}
+
+
 def _lic_job(job: tuple[str, str], root: str, words: str, lp: dict,
-             human: dict | None) -> dict:
+             human: dict | None, dbac_settings: dict | None = None) -> dict:
     model, study = job
     df = P.read_outputs(root, model, study)
     r = lic(dict(zip(df["image_id"].astype(int), df["caption"].astype(str))), human,
@@ -90,6 +118,12 @@ def _lic_job(job: tuple[str, str], root: str, words: str, lp: dict,
         "LIC_D_per_seed": [s["LIC_D"] for s in r["per_seed"]],
         "n_human_indices": r["n_human_indices"],
         "n_dropped_without_human": r["n_dropped_without_human"]}
+    if study == "gender" and dbac_settings is not None:
+        if human is None:
+            extra["DBAC"] = {"skipped": "needs the human captions of the same images "
+                                        "(published.human_captions)"}
+        else:
+            extra["DBAC"] = _dbac(df, human, words, lp, dbac_settings)
     return {**extra, "LIC_M": record([s["LIC_M"] for s in r["per_seed"]]),
             "LIC_M_per_seed": [s["LIC_M"] for s in r["per_seed"]],
             "n_train_per_group": r["n_train_per_gender"],
@@ -166,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     lic_bar = bar(total=len(jobs), desc=f"LIC_M {lp['classifier']} ({lp['seeds']} seeds)",
                   unit="job")
     with lic_bar:
-        res = map_jobs(lambda j: _lic_job(j, root, words, lp, human), jobs,
+        res = map_jobs(lambda j: _lic_job(j, root, words, lp, human, p.get("dbac")), jobs,
                        p.get("workers", 1),
                        on_done=lambda i, r: lic_bar.update(1))
     for (m, s), r in zip(jobs, res):

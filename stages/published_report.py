@@ -30,6 +30,8 @@ NOT_AVAILABLE = [
      "(`instances_val2014.json`)"),
     ("BLEU-4, CIDEr, METEOR, ROUGE-L (Table 2.1)", "the reference captions "
      "(`captions_val2014.json`)"),
+    ("DBAC (Nair, Tokas & Kerner 2025; issue 30)", "the human captions of the same images "
+     "(`published.human_captions`): DBAC's lambda_D trains the attacker on them"),
     ("LIC with BERT-ft / BERT-pre (Tables 2.2, 2.5)", "the paper tier's `bert-base-uncased` "
      "(Hugging Face cache; `published.lic.classifier: bert_ft`), a GPU for its time"),
 ]
@@ -59,7 +61,42 @@ def _available(metrics: dict) -> list[tuple[str, str]]:
     """NOT_AVAILABLE less what this run computed (human captions give LIC_D, LIC, quality)."""
     if not metrics.get("human_captions"):
         return NOT_AVAILABLE
-    return [(a, b) for a, b in NOT_AVAILABLE if not a.startswith(("LIC_D", "BLEU"))]
+    return [(a, b) for a, b in NOT_AVAILABLE if not a.startswith(("LIC_D", "BLEU", "DBAC"))]
+
+
+#: DBAC columns of the published table: (direction, record key, heading)
+DBAC_COLUMNS = (("T->A", "DBAC", "T→A (prior)"), ("T->A", "DBAC_direct", "T→A (direct)"),
+                ("A->T", "DBAC", "A→T (prior)"), ("A->T", "DBAC_direct", "A→T (direct)"))
+
+
+def dbac_markdown(metrics: dict) -> list[str]:
+    """The DBAC table of the gender study (one row per model: each column mean ± 95 % CI over
+    the DBAC seeds, x100 as Table 2; "skipped: why" where a direction could not run); empty
+    when no model has DBAC results."""
+    models = [m for m in P.MODELS if m in metrics["models"]]
+    recs = {m: metrics["models"][m]["gender"].get("DBAC") for m in models}
+    if not any(isinstance(r, dict) and "skipped" not in r for r in recs.values()):
+        return []
+    L = ["DBAC (Nair, Tokas & Kerner 2025; `biaslab.metrics.dbac`, the LIC attacker above, "
+         "contextual substitution): > 0 means the captions make gender (T→A) or the objects "
+         "(A→T) more predictable than the human captions do; × 100, mean ± 95 % CI over seeds.",
+         "", "| model | " + " | ".join(h for _, _, h in DBAC_COLUMNS) + " | images |",
+         "|---|" + "---|" * (len(DBAC_COLUMNS) + 1)]
+    for m in models:
+        r = recs[m] or {}
+        if "skipped" in r:
+            L.append(f"| {P.MODELS[m]} | skipped: {r['skipped']} |" + " |" * len(DBAC_COLUMNS))
+            continue
+        cells = []
+        for d, k, _ in DBAC_COLUMNS:
+            rec = (r.get(d) or {}).get(k)
+            if not isinstance(rec, dict) or rec.get("mean") is None:
+                cells.append("skipped" if "skipped" in (r.get(d) or {}) else "–")
+                continue
+            ci = f" ± {100 * rec['ci95']:.1f}" if rec.get("ci95") is not None else ""
+            cells.append(f"{100 * rec['mean']:.1f}{ci}")
+        L.append(f"| {P.MODELS[m]} | " + " | ".join(cells) + f" | {r.get('n_images', '–')} |")
+    return L + [""]
 
 
 def _fmt(v, digits=1) -> str:
@@ -180,7 +217,8 @@ def render(metrics: dict, rows: list[dict], orders: list[dict]) -> str:
                 c1 = _cell(by.get((m, study, enc, "LIC_D")), 1)
                 c2 = _cell(by.get((m, study, enc, "LIC")), 1)
                 L.append(f"| {P.MODELS[m]} | {study} | " + " | ".join(c1 + c2) + " |")
-        L += ["", "| model | " + " | ".join(f"{q}: thesis | ours | Δ" for q in QUALITY) + " |",
+        L += [""] + dbac_markdown(metrics)
+        L += ["| model | " + " | ".join(f"{q}: thesis | ours | Δ" for q in QUALITY) + " |",
               "|---|" + "---|" * (3 * len(QUALITY))]
         for m in models:
             cells = []

@@ -286,8 +286,13 @@ def test_stages_on_a_small_release(tmp_path):
     assert osc["race"]["LIC_M"]["mean"] > 75 and nic["race"]["LIC_M"]["mean"] < 45
     assert nic["race"]["n_by_group"] == {"dark": 150, "light": 300}
     assert len(nic["gender"]["LIC_M_per_seed"]) == 2 and nic["gender"]["LIC_M"]["n"] == 2
+    # DBAC needs the human captions: said so, nothing computed (issue 30)
+    assert nic["gender"]["DBAC"] == {"skipped": "needs the human captions of the same images "
+                                                "(published.human_captions)"}
+    assert "DBAC" not in nic["race"]
 
     text, cmp_, png = _run_report(tmp_path)
+    assert "| DBAC (Nair, Tokas & Kerner 2025; issue 30) |" in text
     assert "| NIC | 2.47 (rounding ±0.005) |" in text and "| OSCAR |" in text
     assert "## Not available from these files" in text and "LIC_D, LIC" in text
     assert {r["model"] for r in cmp_["rows"]} == {"nic", "oscar"}
@@ -364,6 +369,18 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
         assert r["LIC_D"]["mean"] < 45 < 75 < r["LIC_M"]["mean"]
         assert r["LIC"]["mean"] == pytest.approx(r["LIC_M"]["mean"] - r["LIC_D"]["mean"],
                                                  abs=1e-5)
+    # DBAC (issue 30): the model ties the context to gender (kitchen / skateboard), the human
+    # captions draw it at random, so gender is more predictable from the model's captions:
+    # T->A > 0 (lambda_M ~ 1, lambda_D ~ 0.5 by construction). A->T is computed but not
+    # asserted: its lambda is a product over the 79 COCO categories, dominated here by the
+    # short-trained attacker's outputs for the 78 never-mentioned ones (measured: lambda_M
+    # 0.208, lambda_D 0.256, so DBAC_direct A->T -0.10 although the truth is > 0).
+    db = d["gender"]["DBAC"]
+    assert db["n_images"] == 600 and db["seeds"] == [0, 1]
+    r = db["T->A"]
+    assert r["lambda_M_direct"]["mean"] > 0.95 and abs(r["lambda_D_direct"]["mean"] - 0.5) < 0.1
+    assert r["DBAC_direct"]["mean"] - r["DBAC_direct"]["ci95"] > 0.2
+    assert db["A->T"]["DBAC_direct"]["n"] == 2
     q = d["gender"]["quality"]
     assert q["n_images"] == 600 and all(0 <= q[m] <= 100 for m in ("BLEU-4", "METEOR",
                                                                    "ROUGE-L"))
@@ -371,7 +388,9 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
     assert "| LIC_D: thesis |" in text.replace("model | study ", "")
     assert "| OSCAR | gender | 39.3 (±0.8) |" in text and "CIDEr: thesis" in text
     na = text.split("## Not available from these files")[1]
-    assert "LIC_D, LIC" not in na and "DBA_G" in na
+    assert "LIC_D, LIC" not in na and "DBA_G" in na and "DBAC" not in na
+    assert "| model | T→A (prior) | T→A (direct) | A→T (prior) | A→T (direct) | images |" \
+        in text and "| OSCAR | " + f"{100 * db['T->A']['DBAC']['mean']:.1f} ± " in text
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/published-captions not present")
