@@ -7,7 +7,7 @@ gender (gender words masked) and for race (Light / Dark, captions not masked), m
 (t) over `published.lic.seeds` LIC classifier seeds. The LIC jobs (model x study) run on
 `published.workers` forked processes, one torch thread each.
 
-With `published.human_captions` (a COCO captions file holding these val2014 images, e.g.
+With `published.human_captions` (a COCO captions file, or a list, holding these val2014 images, e.g.
 `captions_val2014.json`; issue 28 item 4) the same stage also computes LIC_D and LIC (thesis
 Eqs. 2.9, 2.11; `published.lic.max_human_captions` of each image's captions, null = all, the
 thesis) and BLEU-4, CIDEr, METEOR, ROUGE-L on the gender study's images (pycocoevalcap).
@@ -68,6 +68,11 @@ def check(p: dict) -> dict:
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 2:
         raise ParamError("published.lic.seeds", f"must be an integer >= 2 (a 95 % CI needs "
                                                 f"two seeds), got {seeds!r}")
+    hc = p.get("human_captions")
+    if hc is not None and not (isinstance(hc, str) and hc) and not (
+            isinstance(hc, list) and hc and all(isinstance(f, str) and f for f in hc)):
+        raise ParamError("published.human_captions", f"must be null, a COCO captions file or "
+                                                     f"a non-empty list of them, got {hc!r}")
     mh = lp.get("max_human_captions")
     if mh is not None and (not isinstance(mh, int) or isinstance(mh, bool) or mh < 1):
         raise ParamError("published.lic.max_human_captions", f"must be an integer >= 1 or "
@@ -81,6 +86,18 @@ def check(p: dict) -> dict:
     return {**p, "models": models, "lic": {"classifier": lp.get("classifier", "lstm"),
                                            "preset": lp.get("preset", "ci"), "seeds": seeds,
                                            "max_human_captions": mh}}
+
+
+def read_captions_files(files: str | list[str]) -> dict[int, list[str]]:
+    """One COCO captions file or several (e.g. coco-mini's train2017 and val2017, whose ids are
+    COCO 2014's) -> {image_id: captions}; an image in several files keeps every caption, file
+    order. Raises InputError (biaslab.metrics.files.read_human_captions) for a bad file."""
+    from biaslab.metrics.files import read_human_captions
+    out: dict[int, list[str]] = {}
+    for f in [files] if isinstance(files, str) else files:
+        for i, caps in read_human_captions(f).items():
+            out.setdefault(i, []).extend(caps)
+    return out
 
 
 def _dbac(df, human: dict, words: str, lp: dict, settings: dict) -> dict:
@@ -161,8 +178,7 @@ def main(argv: list[str] | None = None) -> None:
 
     human = None
     if p.get("human_captions"):
-        from biaslab.metrics.files import read_human_captions
-        human = read_human_captions(p["human_captions"])
+        human = read_captions_files(p["human_captions"])
     out: dict = {"root": root, "words": words, "lic": lp, "models": {},
                  "human_captions": p.get("human_captions")}
     # the released files are not a DVC dep (see published/dvc.yaml): their digests are an out
@@ -190,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             from biaslab.metrics.quality import close_meteor, coco_caption_scores
             pred = {int(i): c for i, c in zip(g["image_id"], g["caption"]) if human.get(int(i))}
             if not pred:
-                raise InputError(p["human_captions"], f"no captions of the {m} gender study's "
+                raise InputError(str(p["human_captions"]), f"no captions of the {m} gender study's "
                                                       f"images (COCO val2014 ids)")
             q = coco_caption_scores(pred, human, ("BLEU-4", "CIDEr", "METEOR", "ROUGE-L"))
             close_meteor()      # no METEOR JVM inherited by the forked LIC workers

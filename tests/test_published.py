@@ -424,3 +424,24 @@ def test_real_slice_and_a_wrong_paper_value(tmp_path):
     assert rows[("nic", "Ratio")]["within"] is False and rows[("oscar", "Ratio")]["within"]
     assert "| NIC | 9.99 (rounding ±0.005) |" in text and "NIC (Ratio:" in text
     assert "OSCAR (Ratio" not in text
+
+
+def test_human_captions_from_several_files_and_bad_values(tmp_path):
+    """published.human_captions may list several COCO captions files (coco-mini's train2017 and
+    val2017 hold 1,333 of the gender study's val2014 images); a bad value stops the stage."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pb", REPO / "stages/published_bias.py")
+    pb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pb)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"annotations": [{"id": 2, "image_id": 1, "caption": "a man"},
+                                             {"id": 1, "image_id": 1, "caption": "a boy"}]}))
+    b.write_text(json.dumps({"annotations": [{"id": 1, "image_id": 7, "caption": "a woman"},
+                                             {"id": 3, "image_id": 1, "caption": "a dog"}]}))
+    assert pb.read_captions_files([str(a), str(b)]) == {1: ["a boy", "a man", "a dog"],
+                                                       7: ["a woman"]}
+    assert pb.read_captions_files(str(b)) == {1: ["a dog"], 7: ["a woman"]}
+    base = yaml.safe_load((REPO / "params.yaml").read_text())["published"]
+    for bad in ([], [""], 3):
+        with pytest.raises(pb.ParamError, match="human_captions"):
+            pb.check({**base, "human_captions": bad})
