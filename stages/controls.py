@@ -51,13 +51,13 @@ PREP = "data/prepared"
 OUT = "metrics/controls.json"
 DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2,
             "attackers": []}
-#: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
-#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (issue 30 item 3:
-#: the spread across encoders)
 #: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
 #: mean probability of the true value, no prior): the dose response of the *data's* bias
 LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
 DBAC_METRICS = tuple(m for m, _, _ in C.DBAC_KEYS) + tuple(LAMBDA_D_KEYS.values())
+#: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
+#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (issue 30 item 3:
+#: the spread across encoders)
 ATTACKER_METRICS = ("LIC", "LIC_M", "LIC_D") + DBAC_METRICS
 
 
@@ -199,7 +199,6 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
             f2, d2 = C.caption_metrics(preds, genders, ref, words=words, classifier=enc,
                                       preset=lp["preset"], seeds=[s],
                                       num_threads=lp.get("num_threads"), metrics=("lic",),
-                                      image_objects=objects,
                                       max_human_captions=lp.get("max_human_captions"),
                                       dbac=dbac)
             f2.update(_lambda_d(d2))

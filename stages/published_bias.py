@@ -101,23 +101,17 @@ def read_captions_files(files: str | list[str]) -> dict[int, list[str]]:
 
 
 def _dbac(df, human: dict, words: str, lp: dict, settings: dict) -> dict:
-    """DBAC of one model's gender study (biaslab.metrics.dbac, LIC's attacker and seeds unless
-    ``published.dbac.seeds`` says otherwise): ``{"T->A": {...}, "A->T": {...}, ...}`` as
-    :func:`biaslab.metrics.dbac.dbac`, or ``{"skipped": reason}``."""
-    from biaslab.metrics.dbac import dbac
-    from biaslab.metrics.evaluate import DBAC_DEFAULTS, _attacker_config
-    o = {**DBAC_DEFAULTS, **settings}
-    preds = {int(i): str(c) for i, c in zip(df["image_id"], df["caption"]) if human.get(int(i))}
-    try:
-        return dbac(preds, human, P.labels(df, "gender"), directions=tuple(o["directions"]),
-                    classifier=lp["classifier"],
-                    seeds=lp["seeds"] if o["seeds"] is None else o["seeds"],
-                    config=_attacker_config(lp["classifier"], lp["preset"], 1, None),
-                    words=words, bayes=bool(o["bayes"]), substitution=o["substitution"],
-                    threshold=float(o["threshold"]), test_ratio=float(o["test_ratio"]),
-                    max_human_captions=lp.get("max_human_captions"))
-    except ValueError as e:   # e.g. too few images of a gender with human captions
-        return {"skipped": str(e)}
+    """DBAC of one model's gender study through :func:`biaslab.metrics.evaluate.evaluate_captions`
+    (``metrics=("dbac",)``: LIC's attacker, one torch thread, LIC's seeds unless
+    ``published.dbac.seeds`` says otherwise): :func:`biaslab.metrics.dbac.dbac`'s dict, or
+    ``{"skipped": reason}``."""
+    from biaslab.metrics.evaluate import evaluate_captions
+    preds = {int(i): str(c) for i, c in zip(df["image_id"], df["caption"])}
+    return evaluate_captions(preds, P.labels(df, "gender"), human, metrics=("dbac",),
+                             words=words, classifier=lp["classifier"], preset=lp["preset"],
+                             seeds=lp["seeds"], num_threads=1,
+                             max_human_captions=lp.get("max_human_captions"),
+                             dbac=settings)["DBAC"]
 
 
 def _lic_job(job: tuple[str, str], root: str, words: str, lp: dict,

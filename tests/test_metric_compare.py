@@ -54,7 +54,16 @@ def test_amplification_response_and_the_run_table_by_hand():
     assert r["amplifiers"] == {"matches": 2, "does not match": 0, "inconclusive": 0, "n": 2}
     md = MC.run_markdown(c)
     assert "| LIC (thesis Eq. 2.11) | lstm | 4 | 0 | 0 | 2.00 ± 0.00 | 0.00 ± 0.00 | " \
-        "2.000 ± 0.000 | 0.25 |" in md
+        "2.000 ± 0.000 | 0.25 [0.25, 0.25] |" in md
+    # noisy ends (se 0.1 each, q = 0 and 1; weights -1, 0, 1): slope 2 ± t_{0.975,4} * 0.1414,
+    # q detectable 0.5 / 2 with the interval 0.5 / (slope's upper, lower bound)
+    noisy = _controls(_rec(2.0, 0.1 * T2, "matches"), _rec(1.0, 0.0, "matches"),
+                      _rec(0.0, 0.1 * T2, "matches"), _rec(0.0, 0.0, "matches"), mde=0.5)
+    r2 = MC.amplification_response(noisy, "LIC")
+    h = float(t.ppf(0.975, 4)) * math.sqrt(0.02)
+    assert r2["slope"]["ci95"] == pytest.approx(h)
+    assert r2["q_detectable"] == pytest.approx(0.25)
+    assert r2["q_detectable_ci"] == [pytest.approx(0.5 / (2 + h)), pytest.approx(0.5 / (2 - h))]
     # a metric whose slope's CI reaches 0 is "not seen": no detectable q
     flat = _controls(_rec(0.1, 1.0, "inconclusive"), _rec(0.0, 1.0, "inconclusive"),
                      _rec(0.0, 1.0, "matches"), _rec(0.0, 1.0, "matches"), mde=0.5)
@@ -72,10 +81,11 @@ def test_extra_encoders_are_rows_after_their_metric():
     assert MC.metric_keys(c) == [("LIC", "LIC (thesis Eq. 2.11)", "lstm"),
                                  ("LIC@bert_pre", "LIC (thesis Eq. 2.11)", "bert_pre")]
     comp = MC.sweep_comparison({0.0: c, 0.9: c})
-    assert comp["spread"] == [{"key": "LIC", "label": "LIC (thesis Eq. 2.11)",
-                               "slopes": {"lstm": pytest.approx(2.0),
-                                          "bert_pre": pytest.approx(4.0)},
-                               "range": pytest.approx(2.0)}]
+    (sp,) = comp["spread"]
+    assert sp["slopes"] == {"lstm": pytest.approx(2.0), "bert_pre": pytest.approx(4.0)}
+    assert sp["range"] == pytest.approx(2.0)
+    assert "| LIC (thesis Eq. 2.11) | lstm 2.000 ± 0.000, bert_pre 4.000 ± 0.000 | 2.000 |" \
+        in MC.sweep_markdown(comp)
 
 
 def test_sweep_comparison_counts_and_detection_by_hand():

@@ -18,8 +18,9 @@ Definitions (our choices; the papers define the metrics, not this comparison):
   Welch-Satterthwaite degrees of freedom (a zero-width CI when every point is exact).
 * q detectable: the power section's minimum detectable effect (two rows of n replicates, 5 %
   two-sided, 80 % power; ``controls.json`` "power") divided by the slope: the smallest
-  amplification rate that shifts the metric by one MDE. None when the slope's CI does not lie
-  above 0 (the metric does not see the amplifier at all).
+  amplification rate that shifts the metric by one MDE, with the interval MDE / (slope's CI
+  bounds). None when the slope's CI does not lie above 0 (the metric does not see the
+  amplifier at all).
 * Over the sweep: the slope per b, then mean ± t CI over the b's; sign agreement = amplifier
   points (b x q) whose verdict "matches" (CI above 0) / all; null false alarms = points of the
   controls expected ~ 0 (``human``, ``person_oracle``) whose verdict "does not match" / all;
@@ -104,7 +105,8 @@ def amplification_response(controls: Mapping[str, Any], key: str) -> dict | None
     """One run's response of captioner metric ``key`` to the amplifier's rate q.
 
     Returns:
-        ``{"slope": weighted_slope(...), "q_detectable": float | None, "mde": float | None,
+        ``{"slope": weighted_slope(...), "q_detectable": float | None, "q_detectable_ci":
+        [lo, hi] | None (MDE over the slope's upper and lower CI bound), "mde": float | None,
         "amplifiers": {"matches", "does not match", "inconclusive", "n"}, "nulls": {...}}``,
         or None when the metric is absent or has fewer than two doses.
     """
@@ -116,8 +118,10 @@ def amplification_response(controls: Mapping[str, Any], key: str) -> dict | None
         return None
     mde = ((((controls.get("power") or {}).get("captioner") or {}).get(key)) or {}).get("mde")
     lo = sl["slope"] - sl["ci95"]
-    qd = float(mde) / sl["slope"] if (mde is not None and lo > 0) else None
-    return {"slope": sl, "mde": mde, "q_detectable": qd,
+    seen = mde is not None and lo > 0
+    qd = float(mde) / sl["slope"] if seen else None
+    qci = [float(mde) / (sl["slope"] + sl["ci95"]), float(mde) / lo] if seen else None
+    return {"slope": sl, "mde": mde, "q_detectable": qd, "q_detectable_ci": qci,
             "amplifiers": _verdicts(cap, [n for _, n in _amplifiers(cap)], key),
             "nulls": _verdicts(cap, NULL_CONTROLS, key)}
 
@@ -171,7 +175,7 @@ def run_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
     top = amps[-1][1] if amps else None
     lines = ["| metric | encoder | controls matched | missed | undecided | "
              f"{top or 'amplifier'} (expect > 0) | human (expect ≈ 0) | slope d/dq | "
-             "q detectable (MDE / slope) |", "|---|---|---|---|---|---|---|---|---|"]
+             "q detectable (MDE / slope) [95 % CI] |", "|---|---|---|---|---|---|---|---|---|"]
     for key, label, enc in metric_keys(controls):
         rs = [ms[key] for ms in cap.values() if isinstance(ms.get(key), Mapping)
               and "verdict" in ms[key]]
@@ -184,11 +188,13 @@ def run_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
             r = (cap.get(name) or {}).get(key)
             return stats.format_cell(r["measured"], digits) if isinstance(r, Mapping) and \
                 "measured" in r else DASH
-        qd = resp.get("q_detectable")
+        qd, qci = resp.get("q_detectable"), resp.get("q_detectable_ci")
+        qcell = ("not seen" if resp and qd is None else _fmt(qd, 2) if qci is None else
+                 f"{qd:.2f} [{qci[0]:.2f}, {qci[1]:.2f}]")
         lines.append(f"| {label} | {enc} | {v.count('matches')} | {v.count('does not match')} "
                      f"| {v.count('inconclusive')} | {cell(top)} | {cell('human')} | "
                      f"{_slope_cell(resp.get('slope'), digits + 1)} | "
-                     f"{'not seen' if resp and qd is None else _fmt(qd, 2)} |")
+                     f"{qcell} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -259,6 +265,7 @@ def sweep_comparison(runs: Mapping[float, Mapping[str, Any]]) -> dict:
         if len(rows) >= 2:
             sl = {r["encoder"]: r["slope"]["mean"] for r in rows}
             spread.append({"key": base, "label": label, "slopes": sl,
+                           "slope_records": {r["encoder"]: r["slope"] for r in rows},
                            "range": max(sl.values()) - min(sl.values())})
     return {"amplification": amp, "dataset": data, "spread": spread, "biases": bs}
 
@@ -300,10 +307,12 @@ def sweep_markdown(comp: Mapping[str, Any], digits: int = 3) -> str:
                        f" | {bmin} | {vals} |")
         out.append("")
     if comp.get("spread"):
-        out += ["**Spread across attacker encoders** (range of the mean slopes d/dq)", "",
+        out += ["**Spread across attacker encoders** (range of the mean slopes d/dq; each "
+                "slope mean ± 95 % CI over the b's)", "",
                 "| metric | slopes | range |", "|---|---|---|"]
         for r in comp["spread"]:
-            sl = ", ".join(f"{e} {v:.{digits}f}" for e, v in r["slopes"].items())
+            sl = ", ".join(f"{e} {stats.format_cell(v, digits)}"
+                           for e, v in r["slope_records"].items())
             out.append(f"| {r['label']} | {sl} | {r['range']:.{digits}f} |")
         out.append("")
     return "\n".join(out)
