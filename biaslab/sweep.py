@@ -156,12 +156,23 @@ CONTROL_METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _controls_records(exp_show: Any) -> list[tuple[float, str, dict]]:
+    """:func:`_bias_records` in the order the control sections take their one record per bias:
+    controls-only experiments (:data:`CONTROLS_PREFIX`) first, newest first by their DVC
+    timestamp (a sweep re-run on a later commit replaces an older one with the same name),
+    then the others in ``exp show`` order (workspace, HEAD, other baselines)."""
+    recs = [(b, str(name or ""), data) for b, name, data in _bias_records(exp_show)]
+    ctl = sorted((r for r in recs if r[1].startswith(CONTROLS_PREFIX)),
+                 key=lambda r: str(r[2].get("timestamp") or ""), reverse=True)
+    return ctl + [r for r in recs if not r[1].startswith(CONTROLS_PREFIX)]
+
+
 def control_points(exp_show: Any) -> list[dict]:
     """The control models' measured values per planted bias (issue 22 item 3), from every
     record of ``dvc exp show --json`` with ``synthetic.bias`` and ``metrics/controls.json``
     (the controls-only experiments of ``scripts/bias_sweep.py --controls``, full sweep
-    experiments and the workspace alike: the controls stage re-runs in each), the first
-    record per bias.
+    experiments and the workspace alike: the controls stage re-runs in each), one record per
+    bias chosen by :func:`_controls_records` (the newest controls-only experiment first).
 
     Returns:
         ``[{"bias", "experiment", "task", "control", "metric", "mean", "ci95", "n", "n_inf",
@@ -169,7 +180,7 @@ def control_points(exp_show: Any) -> list[dict]:
         probe's attributes as metrics and ``ci95`` None (an exact function of the pairs).
     """
     pts, seen = [], set()
-    for b, name, data in _bias_records(exp_show):
+    for b, name, data in _controls_records(exp_show):
         c = _file_data(data.get("metrics"), "metrics/controls.json")
         if not c or b in seen:
             continue
@@ -200,13 +211,11 @@ def control_points(exp_show: Any) -> list[dict]:
 
 def control_runs(exp_show: Any) -> dict[float, dict]:
     """planted bias -> that record's ``metrics/controls.json`` (issue 30 item 3: the metric
-    comparison over the sweep), preferring the controls-only experiments
-    (:data:`CONTROLS_PREFIX`, where ``controls.attackers`` may add encoders) over full sweep
-    experiments and the workspace; the first such record per bias."""
-    recs = [(b, str(name or ""), data) for b, name, data in _bias_records(exp_show)]
-    recs.sort(key=lambda r: not r[1].startswith(CONTROLS_PREFIX))   # stable: keeps the order
+    comparison over the sweep), one record per bias in :func:`_controls_records`' order (the
+    newest controls-only experiment, where ``controls.attackers`` may add encoders, first), the
+    same records :func:`control_points` reads."""
     out: dict[float, dict] = {}
-    for b, _, data in recs:
+    for b, _, data in _controls_records(exp_show):
         c = _file_data(data.get("metrics"), "metrics/controls.json")
         if c and b not in out:
             out[b] = c

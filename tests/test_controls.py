@@ -267,3 +267,19 @@ def test_grammar_controls_make_no_human_like_claim_on_real_data():
     e = K.expected_captioner("person_oracle", HAND, grammar_is_human=False)
     assert "LIC" not in e and "BiasAmp" not in e and e["Error"]["value"] == 0
     assert K.expected_captioner("human", HAND, grammar_is_human=False)["LIC"]["direction"] == "≈"
+
+
+def test_control_sections_take_the_newest_controls_only_run_per_bias():
+    """Two sweeps of ctl-b0 on different commits (an old one first in `exp show` order): both
+    control sections read the newer, and a controls-only run beats the workspace."""
+    from biaslab import sweep
+    old = _ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 1.0, 20.0)
+    new = _ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 7.0, 20.0)
+    ws = _ctl_exp(None, 0.0, 1.0, 50.0, 3.0, 20.0)
+    old["data"]["timestamp"], new["data"]["timestamp"] = "2026-11-25T10:00:00", \
+        "2026-11-27T18:00:00"
+    show = [ws, {"experiments": [{"revs": [old]}]}, {"experiments": [{"revs": [new]}]}]
+    lic = [p for p in sweep.control_points(show) if p["metric"] == "LIC"]
+    assert [p["mean"] for p in lic] == [7.0]
+    runs = sweep.control_runs(show)
+    assert runs[0.0]["captioner"]["amplifier@1"]["LIC"]["measured"]["mean"] == 7.0
