@@ -157,24 +157,21 @@ def _corrupt_weights(args: argparse.Namespace) -> str | None:
 # evaluate-captions
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+def _int_at_least(bound: int):
+    """An argparse ``type``: the argument as an int >= ``bound``, else a usage error."""
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+        if v < bound:
+            raise argparse.ArgumentTypeError(f"must be >= {bound}, got {v}")
+        return v
+    return parse
 
 
-def _non_negative_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _word_list_names() -> tuple[str, ...]:

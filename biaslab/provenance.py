@@ -12,6 +12,12 @@ module and of every module of the same package it imports, found statically (``a
 inside functions included, e.g. ``make_backend``'s lazy backend imports), so any edit of code
 that can reach a result changes the key. It over-invalidates (a docstring edit recomputes),
 which costs time, never correctness.
+
+One module is left out on purpose (:data:`NOT_IN_DIGEST`): ``biaslab.validate``, reached through
+``biaslab.io.load_params``. It accepts or rejects params and computes nothing a shard or a
+feature holds (a value that reaches a result is in the digested settings themselves), and it
+grows with every param group: in the digest, each new check re-keyed every generate shard and
+re-ran the whole pipeline for identical bytes.
 """
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ import hashlib
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
+
+
+#: modules :func:`import_closure` neither lists nor follows (see the module docstring)
+NOT_IN_DIGEST = frozenset({"biaslab.validate"})
 
 
 def _module_file(name: str) -> Path | None:
@@ -62,7 +72,8 @@ def _imports(path: Path, name: str, is_pkg: bool, package: str) -> set[str]:
 
 def import_closure(*modules: str) -> dict[str, Path]:
     """``{module name: source file}`` of ``modules`` and every module of their top-level
-    package that they import, transitively (static: nothing is imported or executed).
+    package that they import, transitively (static: nothing is imported or executed), less
+    :data:`NOT_IN_DIGEST` and what only those import.
 
     Raises:
         ValueError: a named module that has no Python source file.
@@ -73,7 +84,7 @@ def import_closure(*modules: str) -> dict[str, Path]:
             raise ValueError(f"{m!r}: no Python source file found for this module")
     while todo:
         m = todo.pop()
-        if m in seen:
+        if m in seen or m in NOT_IN_DIGEST:
             continue
         f = _module_file(m)
         if f is None:

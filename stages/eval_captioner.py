@@ -60,8 +60,7 @@ from biaslab.captioning import data as CD
 from biaslab.captioning import evaluation as C
 from biaslab.captioning import postprocess as PP
 from biaslab.metrics.files import jsonable
-from biaslab.io import InputError, ParamsError, atomic_path, load_params, read_parquet, write_json
-from biaslab.metrics.dbac import check_settings as check_dbac
+from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
 from biaslab.parallel import map_jobs, resolve_workers
 from biaslab.progress import bar as progress_bar
 from biaslab import runstats
@@ -134,13 +133,7 @@ def _write_results(path: str, ids, captions) -> None:
 
 
 def main() -> None:
-    params = load_params()
-    try:    # before any input is read, as biaslab.validate's groups (exit 2)
-        check_dbac((params.get("eval_captioner") or {}).get("dbac"))
-    except ValueError as err:
-        name, _, problem = str(err).partition(": ")
-        print(f"eval_captioner: {ParamsError('params.yaml', name, problem)}", file=sys.stderr)
-        raise SystemExit(2) from err
+    params = load_params()      # checks eval_captioner.dbac too (biaslab.validate, exit 2)
     if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
                                                 "metrics/captioning.json"]):
         return

@@ -42,7 +42,7 @@ from biaslab.metrics.lic import lic
 from biaslab.parallel import map_jobs
 from biaslab.progress import bar
 from biaslab.stats import record
-from biaslab.validate import ParamError
+from biaslab.validate import ParamError, check_dbac
 
 
 def check(p: dict) -> dict:
@@ -77,12 +77,7 @@ def check(p: dict) -> dict:
     if mh is not None and (not isinstance(mh, int) or isinstance(mh, bool) or mh < 1):
         raise ParamError("published.lic.max_human_captions", f"must be an integer >= 1 or "
                                                              f"null (all), got {mh!r}")
-    from biaslab.metrics.dbac import check_settings
-    try:
-        check_settings(p.get("dbac"), "published.dbac")
-    except ValueError as e:
-        name, _, problem = str(e).partition(": ")
-        raise ParamError(name, problem) from e
+    check_dbac(p.get("dbac"), "published.dbac")
     return {**p, "models": models, "lic": {"classifier": lp.get("classifier", "lstm"),
                                            "preset": lp.get("preset", "ci"), "seeds": seeds,
                                            "max_human_captions": mh}}

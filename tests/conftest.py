@@ -146,6 +146,18 @@ def write_tiny_coco(root: Path, split: str = "val2017") -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a test module (``pytestmark = pytest.mark.usefixtures(
+    "one_torch_thread")``): tiny matrices on a shared 2-core machine run fastest and most
+    predictably on one; the previous count is restored after the module."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture
 def tiny_coco(tmp_path):
     return write_tiny_coco(tmp_path / "coco")

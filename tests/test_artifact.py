@@ -9,13 +9,8 @@ import pytest
 from biaslab import artifact as A
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    import torch
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _kp(points: dict[int, tuple[float, float]]) -> list[float]:

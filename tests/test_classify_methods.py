@@ -21,12 +21,8 @@ LN2, LN4, LN43 = math.log(2), math.log(4), math.log(4 / 3)
 LN3 = math.log(3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _t(a):

@@ -7,14 +7,8 @@ from biaslab.clipscorer import (LiTScorer, clip_loss, is_lit_dir, load_scorer, r
 from biaslab.io import InputError
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # tiny matrices: one thread is fastest on a shared machine
-    import torch
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def planted(n_img=300, d_img=48, d_txt=24, caps=2, noise=0.3, seed=0):

@@ -26,14 +26,8 @@ def _images(n=3, size=(80, 60)):
     return ims
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # small inputs on a shared 2-core machine: one torch thread is fastest and most predictable
-    import torch
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,14 @@ def test_generate_and_features_closures_cover_their_backends_and_preprocessing()
     assert {"biaslab.features", "biaslab.numerics"} <= set(import_closure("biaslab.features"))
 
 
+def test_param_validation_is_not_in_the_digests():
+    """biaslab.validate only accepts or rejects params: a new check must not re-key every
+    generate shard and feature (it did, through biaslab.io.load_params)."""
+    for m in ("biaslab.counterfactual.generate", "biaslab.features"):
+        closure = import_closure(m)
+        assert "biaslab.io" in closure and "biaslab.validate" not in closure
+
+
 def test_generate_lists_every_file_of_its_code_digest_as_a_dvc_dep():
     """The code digest is stored in every shard's metadata, i.e. in generate's output bytes:
     a file in the digest that DVC does not watch could change those bytes without DVC

@@ -78,6 +78,12 @@ BAD = [
     ({"captioner": {"archs": ["clipcap", "clipcap"]}}, "captioner.archs", "repeat"),
     ({"captioner": {"datasets": ["orig"]}}, "captioner.datasets", "unknown"),
     ({"captioner": {"epochs": 0}}, "captioner.epochs", ">= 1"),
+    # DBAC's settings: at every stage's start, not when eval_captioner reaches them
+    ({"eval_captioner": {"dbac": {"trials": 3}}}, "eval_captioner.dbac.trials", "unknown key"),
+    ({"eval_captioner": {"dbac": {"seeds": 0}}}, "eval_captioner.dbac.seeds", ">= 1"),
+    ({"eval_captioner": {"dbac": {"directions": ["T->A", "T->A"]}}},
+     "eval_captioner.dbac.directions", "distinct"),
+    ({"eval_captioner": {"dbac": "on"}}, "eval_captioner.dbac", "mapping"),
     ({"artifact": {"datasets": ["synthetic", "synthetic"]}}, "artifact.datasets", "repeat"),
     ({"artifact": {"parts": []}}, "artifact.parts", "non-empty"),
 ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from biaslab.io import InputError
+from biaslab.settings import at_least, block_from_params
 
 PAPER_MODEL = "Salesforce/blip2-opt-2.7b"
 PAPER_LR = 2e-6
@@ -197,19 +198,8 @@ def config_from_params(p: Mapping | None, **overrides) -> Blip2CaptionerConfig:
     """``Blip2CaptionerConfig`` from the ``captioner`` params dict: :data:`SHARED` from
     ``p``, the rest from ``p["blip2"]``, then ``overrides`` (None ignored). Raises
     ``ValueError`` naming the param for an unknown key or a bad value."""
-    p = dict(p or {})
-    sub = dict(p.get("blip2") or {})
-    names = {f.name for f in dataclasses.fields(Blip2CaptionerConfig)}
-    bad = sorted(set(sub) - (names - set(SHARED)))
-    if bad:
-        raise ValueError(f"captioner.blip2: unknown key(s) {bad}")
-    d = {k: p[k] for k in SHARED if k in p}
-    d.update(sub)
-    d.update({k: v for k, v in overrides.items() if v is not None and k in names})
-    cfg = Blip2CaptionerConfig(**d)
-    for k in ("batch_size", "beam", "max_len", "epochs"):
-        if int(getattr(cfg, k)) < 1:
-            raise ValueError(f"captioner.blip2.{k} must be >= 1, got {getattr(cfg, k)!r}")
+    cfg = block_from_params(Blip2CaptionerConfig, p, "blip2", SHARED, "captioner", overrides)
+    at_least(cfg, ("batch_size", "beam", "max_len", "epochs"), 1, "captioner.blip2")
     if not cfg.lr > 0:
         raise ValueError(f"captioner.blip2.lr must be > 0, got {cfg.lr!r}")
     return cfg

@@ -54,6 +54,7 @@ from biaslab.captioning.training import pad as _pad
 from biaslab.captioning.training import standardiser as _standardiser
 from biaslab.features import torch_threads
 from biaslab.io import InputError, atomic_dir, without_run_stats
+from biaslab.settings import at_least, from_params
 
 TINY = "tiny"
 CONFIG_FILE = "captioner.json"
@@ -110,14 +111,9 @@ class CaptionerConfig:
 def config_from_params(p: Mapping | None, **overrides) -> CaptionerConfig:
     """``CaptionerConfig`` from a params dict (unknown keys such as ``datasets``/``seeds`` are
     ignored), then ``overrides``; raises ``ValueError`` for a bad value."""
-    names = {f.name for f in dataclasses.fields(CaptionerConfig)}
-    d = {k: v for k, v in dict(p or {}).items() if k in names}
-    d.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = CaptionerConfig(**d)
-    for k in ("layers", "d_model", "heads", "prefix_len", "max_len", "epochs", "batch_size",
-              "beam"):
-        if int(getattr(cfg, k)) < 1:
-            raise ValueError(f"captioner.{k} must be >= 1, got {getattr(cfg, k)!r}")
+    cfg = from_params(CaptionerConfig, p, "captioner", unknown="ignore", overrides=overrides)
+    at_least(cfg, ("layers", "d_model", "heads", "prefix_len", "max_len", "epochs", "batch_size",
+                   "beam"), 1, "captioner")
     if cfg.decoder == TINY and cfg.d_model % cfg.heads:
         raise ValueError(f"captioner.d_model ({cfg.d_model}) must be divisible by heads "
                          f"({cfg.heads})")

@@ -4,9 +4,10 @@ implementation (:mod:`biaslab.captioning.vit_gpt2`) and the offline one share th
 importing each other (issue 27 item 3: no import cycles)."""
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from biaslab.settings import at_least, block_from_params
 
 __all__ = ["ARCH", "CONFIG_FILE", "WEIGHTS_FILE", "SHARED", "TransformerConfig",
            "config_from_params"]
@@ -84,20 +85,10 @@ def config_from_params(p: Mapping | None, **overrides) -> TransformerConfig:
     (:data:`SHARED`) from ``p``, the architecture keys from ``p["transformer"]``, then
     ``overrides`` (None values ignored). Raises ``ValueError`` naming the param for a bad
     value or an unknown ``captioner.transformer`` key."""
-    p = dict(p or {})
-    sub = dict(p.get("transformer") or {})
-    names = {f.name for f in dataclasses.fields(TransformerConfig)}
-    bad = sorted(set(sub) - (names - set(SHARED)))
-    if bad:
-        raise ValueError(f"captioner.transformer: unknown key(s) {bad}")
-    d = {k: p[k] for k in SHARED if k in p}
-    d.update(sub)
-    d.update({k: v for k, v in overrides.items() if v is not None and k in names})
-    cfg = TransformerConfig(**d)
-    for k in ("grid", "enc_layers", "dec_layers", "d_model", "heads", "ff", "batch_size",
-              "max_len", "epochs", "beam"):
-        if int(getattr(cfg, k)) < 1:
-            raise ValueError(f"captioner.transformer.{k} must be >= 1, got {getattr(cfg, k)!r}")
+    cfg = block_from_params(TransformerConfig, p, "transformer", SHARED, "captioner",
+                            overrides)
+    at_least(cfg, ("grid", "enc_layers", "dec_layers", "d_model", "heads", "ff", "batch_size",
+                   "max_len", "epochs", "beam"), 1, "captioner.transformer")
     if cfg.d_model % cfg.heads:
         raise ValueError(f"captioner.transformer.d_model ({cfg.d_model}) must be divisible by "
                          f"heads ({cfg.heads})")

@@ -54,7 +54,6 @@ Choices where the paper is silent (each documented at its function, and tested):
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -65,6 +64,7 @@ import pandas as pd
 
 from biaslab.gender import FEMALE, MALE, caption_gender, gender_words, mask, swap
 from biaslab.libra import t5 as t5lib
+from biaslab.settings import from_params
 
 TYPES = ("swap", "t5", "merged")
 #: Table 1 of paper 003 (Swap : T5 : Merged).
@@ -828,13 +828,12 @@ def settings_from_params(p: dict) -> BCSSettings:
     """``BCSSettings`` from the ``libra`` params section (unknown keys ignored: the section
     also holds the classifier, T5 and DCG settings). ``mix`` may be a dict or a Table 1 name
     (``"0:1:1"``)."""
-    names = {f.name for f in dataclasses.fields(BCSSettings)}
-    kw = {k: v for k, v in p.items() if k in names}
+    kw = dict(p)
     if isinstance(kw.get("mix"), str):
         if kw["mix"] not in TABLE1_MIXES:
             raise ValueError(f"unknown mix {kw['mix']!r}; Table 1 mixes: {list(TABLE1_MIXES)}")
         kw["mix"] = dict(TABLE1_MIXES[kw["mix"]])
-    return BCSSettings(**kw)
+    return from_params(BCSSettings, kw, "libra", unknown="ignore")
 
 
 __all__ = ["BCSSettings", "TYPES", "TABLE1_MIXES", "content_positions", "is_synonym",

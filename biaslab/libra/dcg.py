@@ -64,9 +64,10 @@ from typing import Any
 import numpy as np
 
 from biaslab.io import atomic_dir, without_run_stats
-from biaslab.progress import bar as progress_bar
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet,
                               sample_positions, threads, word_spans)
+from biaslab.progress import bar as progress_bar
+from biaslab.settings import from_params
 
 TINY = "tiny"
 GENERATE = "generate"
@@ -138,21 +139,7 @@ class DCGSettings:
 def settings_from_dict(d: dict | None) -> DCGSettings:
     """``DCGSettings`` from a params dict; unknown keys, values of the wrong type (by the
     field's annotation) and values out of range raise ``ValueError`` naming them."""
-    d = dict(d or {})
-    names = {f.name for f in dataclasses.fields(DCGSettings)}
-    bad = sorted(set(d) - names)
-    if bad:
-        raise ValueError(f"unknown libra.dcg setting(s) {bad}; known: {sorted(names)}")
-    kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
-             "None": (type(None),)}
-    for f in dataclasses.fields(DCGSettings):
-        if f.name not in d:
-            continue
-        ok = tuple(t for k in str(f.type).split("|") for t in kinds.get(k.strip(), (object,)))
-        v = d[f.name]
-        if not isinstance(v, ok) or (isinstance(v, bool) and bool not in ok):
-            raise ValueError(f"libra.dcg.{f.name} must be {f.type}, got {v!r}")
-    s = DCGSettings(**d)
+    s = from_params(DCGSettings, d, "libra.dcg", check_types=True)
     if s.formulation not in (GENERATE, EDIT):
         raise ValueError(f"libra.dcg.formulation must be {GENERATE!r} or {EDIT!r}, got "
                          f"{s.formulation!r}")

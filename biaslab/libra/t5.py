@@ -62,6 +62,7 @@ import numpy as np
 from biaslab.features import torch_threads
 from biaslab.io import atomic_dir, without_run_stats
 from biaslab.progress import bar as progress_bar
+from biaslab.settings import from_params
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
@@ -124,12 +125,7 @@ class T5Settings:
 
 def settings_from_dict(d: dict | None) -> T5Settings:
     """``T5Settings`` from a params dict; unknown keys raise ``ValueError`` naming them."""
-    d = dict(d or {})
-    names = {f.name for f in dataclasses.fields(T5Settings)}
-    bad = sorted(set(d) - names)
-    if bad:
-        raise ValueError(f"unknown libra.t5 setting(s) {bad}; known: {sorted(names)}")
-    return T5Settings(**d)
+    return from_params(T5Settings, d, "libra.t5")
 
 
 # --------------------------------------------------------------------------------------------

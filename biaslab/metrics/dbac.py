@@ -81,12 +81,14 @@ from torch import nn
 from biaslab import textclf
 from biaslab.gender import GENDERS, mask, tokenize
 from biaslab.metrics.biasamp import OBJECT_SYNONYMS, _plurals
+from biaslab.validate import DBAC_DIRECTIONS as DIRECTIONS
+from biaslab.validate import DBAC_SETTINGS as SETTINGS
+from biaslab.validate import check_dbac as check_settings  # checked at every stage start
 
 __all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac",
            "dbac_from_probs", "caption_probs", "mask_objects", "substitute", "word_vectors",
            "prior_ratio"]
 
-DIRECTIONS = ("T->A", "A->T")
 OBJ_TOKEN = "[OBJ]"
 
 #: the 80 MSCOCO object categories (instances annotations), the default task list ``L``.
@@ -102,47 +104,6 @@ COCO_CATEGORIES: tuple[str, ...] = (
     "remote", "keyboard", "cell phone", "microwave", "oven", "toaster", "sink",
     "refrigerator", "book", "clock", "vase", "scissors", "teddy bear", "hair drier",
     "toothbrush")
-
-
-#: the keys of a DBAC settings mapping (param ``eval_captioner.dbac``)
-SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions", "test_ratio")
-
-
-def check_settings(d, param: str = "eval_captioner.dbac") -> None:
-    """Validate a DBAC settings mapping (None = off): ``seeds`` null or an integer >= 1,
-    ``bayes`` a boolean, ``substitution`` contextual / constant / none, ``threshold`` a number
-    in [0, 1], ``test_ratio`` a number in (0, 1), ``directions`` a non-empty list of distinct
-    ``T->A`` / ``A->T``; no other key.
-
-    Raises:
-        ValueError: ``"<param>.<key>: <problem>"`` for the first bad entry.
-    """
-    if d is None:
-        return
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{param}: must be null (off) or a mapping, got {d!r}")
-    bad = sorted(set(d) - set(SETTINGS))
-    if bad:
-        raise ValueError(f"{param}.{bad[0]}: unknown key (known: {list(SETTINGS)})")
-    s = d.get("seeds")
-    if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
-        raise ValueError(f"{param}.seeds: must be null (lic.seeds) or an integer >= 1, got {s!r}")
-    if "bayes" in d and not isinstance(d["bayes"], bool):
-        raise ValueError(f"{param}.bayes: must be true or false, got {d['bayes']!r}")
-    if d.get("substitution", "contextual") not in ("contextual", "constant", "none"):
-        raise ValueError(f"{param}.substitution: must be contextual, constant or none, got "
-                         f"{d['substitution']!r}")
-    r = d.get("test_ratio", 0.2)
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < 1:
-        raise ValueError(f"{param}.test_ratio: must be a number in (0, 1), got {r!r}")
-    t = d.get("threshold", 0.5)
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
-        raise ValueError(f"{param}.threshold: must be a number in [0, 1], got {t!r}")
-    dirs = d.get("directions", list(DIRECTIONS))
-    if (isinstance(dirs, (str, bytes)) or not isinstance(dirs, Sequence) or not dirs
-            or any(x not in DIRECTIONS for x in dirs) or len(set(dirs)) != len(dirs)):
-        raise ValueError(f"{param}.directions: must be a non-empty list of distinct T->A / "
-                         f"A->T, got {dirs!r}")
 
 
 # --------------------------------------------------------------------------------------------

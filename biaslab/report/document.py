@@ -391,8 +391,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "means on the amplifier's rate q (the human caption is q = 0), 95 % CI from the "
         "replicates; q detectable: the power section's MDE over that slope, the smallest "
         "amplification this test set detects (\"not seen\": the slope's CI reaches 0). "
-        "Encoder: the attacker of LIC / DBAC (`controls.attackers` adds others; the sweep's "
-        "controls run bert_pre, plots/report/bias_sweep.md).",
+        "Encoder: the attacker of LIC / DBAC (`controls.attackers` adds others"
+        + ("; the sweep's controls run bert_pre, plots/report/bias_sweep.md)."
+           if source == "synthetic" else ")."),
         "",
         R.metric_comparison_markdown(m["controls"]) or "No captioner controls on this data.",
         "",
