@@ -71,8 +71,8 @@ DBAC_COLUMNS = (("T->A", "DBAC", "T→A (prior)"), ("T->A", "DBAC_direct", "T→
 
 def dbac_markdown(metrics: dict) -> list[str]:
     """The DBAC table of the gender study (one row per model: each column mean ± 95 % CI over
-    the DBAC seeds, x100 as Table 2; "skipped: why" where a direction could not run); empty
-    when no model has DBAC results."""
+    the DBAC seeds, x100 as Table 2, with the images and the number of seeds n; "skipped: why"
+    where a direction could not run); empty when no model has DBAC results."""
     models = [m for m in P.MODELS if m in metrics["models"]]
     recs = {m: metrics["models"][m]["gender"].get("DBAC") for m in models}
     if not any(isinstance(r, dict) and "skipped" not in r for r in recs.values()):
@@ -80,12 +80,13 @@ def dbac_markdown(metrics: dict) -> list[str]:
     L = ["DBAC (Nair, Tokas & Kerner 2025; `biaslab.metrics.dbac`, the LIC attacker above, "
          "contextual substitution): > 0 means the captions make gender (T→A) or the objects "
          "(A→T) more predictable than the human captions do; × 100, mean ± 95 % CI over seeds.",
-         "", "| model | " + " | ".join(h for _, _, h in DBAC_COLUMNS) + " | images |",
-         "|---|" + "---|" * (len(DBAC_COLUMNS) + 1)]
+         "", "| model | " + " | ".join(h for _, _, h in DBAC_COLUMNS) + " | images | n seeds |",
+         "|---|" + "---|" * (len(DBAC_COLUMNS) + 2)]
     for m in models:
         r = recs[m] or {}
         if "skipped" in r:
-            L.append(f"| {P.MODELS[m]} | skipped: {r['skipped']} |" + " |" * len(DBAC_COLUMNS))
+            L.append(f"| {P.MODELS[m]} | skipped: {r['skipped']} |"
+                     + " |" * (len(DBAC_COLUMNS) + 1))
             continue
         cells = []
         for d, k, _ in DBAC_COLUMNS:
@@ -95,7 +96,8 @@ def dbac_markdown(metrics: dict) -> list[str]:
                 continue
             ci = f" ± {100 * rec['ci95']:.1f}" if rec.get("ci95") is not None else ""
             cells.append(f"{100 * rec['mean']:.1f}{ci}")
-        L.append(f"| {P.MODELS[m]} | " + " | ".join(cells) + f" | {r.get('n_images', '–')} |")
+        L.append(f"| {P.MODELS[m]} | " + " | ".join(cells) + f" | {r.get('n_images', '–')} | "
+                 f"{len(r.get('seeds') or []) or '–'} |")
     return L + [""]
 
 

@@ -389,8 +389,9 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
     assert "| OSCAR | gender | 39.3 (±0.8) |" in text and "CIDEr: thesis" in text
     na = text.split("## Not available from these files")[1]
     assert "LIC_D, LIC" not in na and "DBA_G" in na and "DBAC" not in na
-    assert "| model | T→A (prior) | T→A (direct) | A→T (prior) | A→T (direct) | images |" \
-        in text and "| OSCAR | " + f"{100 * db['T->A']['DBAC']['mean']:.1f} ± " in text
+    assert "| model | T→A (prior) | T→A (direct) | A→T (prior) | A→T (direct) | images | " \
+        "n seeds |" in text and "| OSCAR | " + f"{100 * db['T->A']['DBAC']['mean']:.1f} ± " in text
+    assert " | 600 | 2 |" in text
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/published-captions not present")
