@@ -42,8 +42,8 @@ sys.path.insert(0, str(REPO))
 from biaslab.classify import (DEFAULTS, METHODS, encode_files, evaluate,  # noqa: E402
                               manifest_features, object_matrix, select_labels, test_table,
                               train_classifier)
-from biaslab.features import load_features, set_threads  # noqa: E402
-from biaslab.io import write_json  # noqa: E402
+from biaslab.models.features import load_features, set_threads  # noqa: E402
+from biaslab.runtime.io import write_json  # noqa: E402
 
 
 def main() -> None:

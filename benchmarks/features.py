@@ -9,7 +9,7 @@ the 1-minute load average before and after is recorded because the CPU is shared
   ratio;
 * MiniLM captions/s over ``--captions`` real COCO captions (batch 128, length-sorted), median
   and best of ``--repeats``;
-* LiT training time (``biaslab.clipscorer.train_lit`` with the default params) with 1 and
+* LiT training time (``biaslab.models.clipscorer.train_lit`` with the default params) with 1 and
   ``--threads`` torch threads, on real features when the ``encode_cached`` cache of stage
   ``features`` (``--cache``) holds them, else on random features of the same shape (stated in
   the results). Caption embeddings come from ``--text-cache`` when present.
@@ -32,11 +32,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.clipscorer import DEFAULTS, retrieval_recall, train_lit  # noqa: E402
-from biaslab.coco import read_coco  # noqa: E402
-from biaslab.features import (cache_key, encode_cached, encode_texts_cached,  # noqa: E402
-                              load_image_encoder, load_text_encoder, set_threads)
-from biaslab.io import write_json  # noqa: E402
+from biaslab.models.clipscorer import DEFAULTS, retrieval_recall, train_lit  # noqa: E402
+from biaslab.data.coco import read_coco  # noqa: E402
+from biaslab.models.features import (cache_key, encode_cached, encode_texts_cached,  # noqa: E402
+                                     load_image_encoder, load_text_encoder, set_threads)
+from biaslab.runtime.io import write_json  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "coco-mini"
 

@@ -35,12 +35,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.coco import read_coco  # noqa: E402
+from biaslab.data.coco import read_coco  # noqa: E402
 from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool  # noqa: E402
 from biaslab.counterfactual.generate import (build_work, generate_candidates,  # noqa: E402
                                              make_prompts)
 from biaslab.counterfactual.masks import build_masks  # noqa: E402
-from biaslab.labels import label_captions, label_images, stratified_split  # noqa: E402
+from biaslab.data.labels import label_captions, label_images, stratified_split  # noqa: E402
 
 COCO_MINI = REPO.parent / "shared" / "coco-mini"
 
@@ -53,7 +53,7 @@ def _data(tmp: Path):
     if COCO_MINI.is_dir():
         source, root = "coco-mini", COCO_MINI
     else:
-        from biaslab.synthetic import generate
+        from biaslab.data.synthetic import generate
         source, root = "synthetic", tmp / "synthetic"
         generate(root, n_images=200)
     tables, _ = read_coco(root, progress=False)

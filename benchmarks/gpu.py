@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(ROOT))
     from biaslab.counterfactual.sd_inpaint import SDInpaintBackend, save_tiny_pipeline
-    from biaslab.io import write_json
+    from biaslab.runtime.io import write_json
 
     tmp = tempfile.TemporaryDirectory()
     model = str(save_tiny_pipeline(Path(tmp.name) / "tiny")) if a.tiny else a.model

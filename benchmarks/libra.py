@@ -38,8 +38,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.gender import caption_gender  # noqa: E402
-from biaslab.io import write_json  # noqa: E402
+from biaslab.data.gender import caption_gender  # noqa: E402
+from biaslab.runtime.io import write_json  # noqa: E402
 from biaslab.libra import bcs, dcg, t5  # noqa: E402
 
 CAPTIONS = REPO.parent / "shared" / "coco-mini" / "annotations" / "captions_val2017.json"
@@ -80,7 +80,7 @@ def bench_fill(m: t5.T5Model, caps: list[str]) -> dict:
         if pos:
             keep.append(c)
             poss.append(pos)
-    from biaslab.gender import gender_words
+    from biaslab.data.gender import gender_words
     banned = bcs.STOP_WORDS | bcs.NUMBER_WORDS | gender_words("libra")
     out = {"format": m.settings.format}
     for bs in (128, 1):

@@ -1,7 +1,7 @@
 """Benchmark: LIC wall time and classifier training throughput on real COCO captions.
 
 Data: coco-mini ``captions_val2017.json`` (real COCO val2017 captions). Image gender from the
-human captions (``biaslab.gender.image_gender``, rule ``any_mention``, list ``lic``). As there
+human captions (``biaslab.data.gender.image_gender``, rule ``any_mention``, list ``lic``). As there
 is no captioning model here, the "model captions" are the first human caption of every image
 (by annotation id), so LIC should be near 0 and LIC_M near LIC_D: a sanity check of the
 pipeline on real text, not a paper number.
@@ -37,9 +37,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab import textclf  # noqa: E402
-from biaslab.gender import image_gender  # noqa: E402
-from biaslab.io import write_json  # noqa: E402
+from biaslab.models import textclf  # noqa: E402
+from biaslab.data.gender import image_gender  # noqa: E402
+from biaslab.runtime.io import write_json  # noqa: E402
 from biaslab.metrics.lic import balanced_split, lic, preprocess  # noqa: E402
 
 DEFAULT_CAPTIONS = REPO.parent / "shared" / "coco-mini" / "annotations" / "captions_val2017.json"
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
                     "note": "2 CPU cores shared with other workers: timings are noisy"},
         "data": {"captions": str(args.captions),
                  "model_captions": "first human caption of each image (no captioning model)",
-                 "gender": "biaslab.gender.image_gender(any_mention, lic) of the human captions"},
+                 "gender": "biaslab.data.gender.image_gender(any_mention, lic) of the human captions"},
         "total_seconds": round(time.perf_counter() - t_all, 1)}
     write_json(args.out, res)
     print(json.dumps({k: res[k] for k in ("throughput", "ratios_vs_paper_preset")}, indent=2))

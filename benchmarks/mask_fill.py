@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab import probe as P
+from biaslab.analysis import probe as P
 from biaslab.classify import GenderObjectClassifier, file_id, model_features
-from biaslab.features import load_features
-from biaslab.io import load_params, write_json
-from biaslab.paths import model_dir
-from biaslab.synthetic import read_neutral, read_probe
+from biaslab.models.features import load_features
+from biaslab.runtime.io import load_params, write_json
+from biaslab.runtime.paths import model_dir
+from biaslab.data.synthetic import read_neutral, read_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks/results/mask_fill.json"

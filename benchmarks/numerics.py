@@ -1,4 +1,4 @@
-"""Cost of the portable numerics (biaslab.numerics, issue 34): the same work with the pinned
+"""Cost of the portable numerics (biaslab.runtime.numerics, issue 34): the same work with the pinned
 CPU paths and with the libraries' own (``BIASLAB_NUMERICS=native``), as ratios measured in
 the same run.
 
@@ -33,7 +33,7 @@ def _fingerprint(native: bool) -> dict:
     env = dict(os.environ, TQDM_DISABLE="1")
     env.pop("BIASLAB_NUMERICS", None)
     if native:
-        from biaslab import numerics
+        from biaslab.runtime import numerics
         for k in numerics.ENV:        # the shell as it was before the pins
             env.pop(k, None)
         env["BIASLAB_NUMERICS"] = "native"

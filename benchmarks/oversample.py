@@ -1,4 +1,4 @@
-"""Over-sampling solver: the rounded LP (``biaslab.datasets.oversample``) against the integer
+"""Over-sampling solver: the rounded LP (``biaslab.data.datasets.oversample``) against the integer
 programme it replaced (``_milp_counts`` with c_i >= 1 under the same bisection), on the
 default's Original manifest (``data/datasets/original.parquet``; run ``dvc repro
 build_datasets`` first), in the same run. Records wall time, the bound reached and the
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab import datasets as D
-from biaslab import gender as G
+from biaslab.data import datasets as D
+from biaslab.data import gender as G
 
 
 def _milp(m: pd.DataFrame, cap, factor: float, limit: float):

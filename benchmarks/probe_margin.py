@@ -5,7 +5,7 @@ usage (after `dvc repro probe`, from the repository root):
     python benchmarks/probe_margin.py     # -> benchmarks/results/probe_margin.json
 
 For one trained captioner (original, seed 0) on the persons-masked probe images: wall time of
-`Captioner.generate` (beam `captioner.beam`) and of `biaslab.probe.caption_margin_output` (two
+`Captioner.generate` (beam `captioner.beam`) and of `biaslab.analysis.probe.caption_margin_output` (two
 teacher-forced scorings per image), and their ratio.
 """
 import glob
@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from biaslab import captioner as C  # noqa: E402
-from biaslab import probe as P  # noqa: E402
+from biaslab.analysis import probe as P  # noqa: E402
 from biaslab.classify import encode_files  # noqa: E402
-from biaslab.io import load_params, write_json  # noqa: E402
-from biaslab.paths import model_dir  # noqa: E402
+from biaslab.runtime.io import load_params, write_json  # noqa: E402
+from biaslab.runtime.paths import model_dir  # noqa: E402
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 gender study: 1 and 2 epochs, so that per-epoch and set-up costs separate (issue 28 item 3).
 Result: benchmarks/results/published_paper_preset.json (written by hand from the output)."""
 import time, json
-from biaslab import published as P
+from biaslab.data import published as P
 from biaslab.metrics.lic import lic
 df = P.read_outputs('../shared/published-captions', 'nic', 'gender')
 caps = dict(zip(df.image_id.astype(int), df.caption))

@@ -10,10 +10,10 @@ import json
 import time
 from pathlib import Path
 
-from biaslab import published as P
+from biaslab.data import published as P
 from biaslab.metrics.lic import lic
-from biaslab.parallel import map_jobs
-from biaslab.stats import record
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.stats import record
 
 ROOT = Path(__file__).resolve().parents[1]
 

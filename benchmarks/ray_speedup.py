@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab import executor as X  # noqa: E402
-from biaslab.io import write_json  # noqa: E402
+from biaslab.runtime import executor as X  # noqa: E402
+from biaslab.runtime.io import write_json  # noqa: E402
 
 
 def _tree(root: Path) -> str:
@@ -45,11 +45,11 @@ def _tree(root: Path) -> str:
 
 
 def _generate_inputs(tmp: Path, n_images: int, image_size: int, shards: int):
-    from biaslab.coco import read_coco
+    from biaslab.data.coco import read_coco
     from biaslab.counterfactual.generate import build_work, make_prompts
     from biaslab.counterfactual.masks import build_masks
-    from biaslab.labels import label_captions, label_images
-    from biaslab.synthetic import generate as make_synthetic
+    from biaslab.data.labels import label_captions, label_images
+    from biaslab.data.synthetic import generate as make_synthetic
     make_synthetic(tmp / "raw", n_images=n_images, image_size=image_size, seed=0)
     tables, _ = read_coco(tmp / "raw", progress=False)
     labels = label_images(label_captions(tables["captions"]))
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     import ray
     from biaslab.counterfactual.generate import generate_candidates
     from biaslab.counterfactual.render import RenderBackend
-    from biaslab.features import encode_cached
+    from biaslab.models.features import encode_cached
 
     load0 = os.getloadavg()[0]
     res: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -9,7 +9,7 @@ the stage, not of throughput):
 * bare: the forward passes no scorer can avoid on this batch -- the image backbone on the n
   candidate images (decoded from disk, `features.batch_size`) and the text tower on the
   batch's distinct prompts t^(g');
-* full: ``biaslab.filters.score_candidates``, exactly what stage `score` runs: feature cache
+* full: ``biaslab.counterfactual.filters.score_candidates``, exactly what stage `score` runs: feature cache
   (a fresh one, pre-filled with the originals as stage `features` leaves it), prompt
   adherence, object consistency, color fidelity and the KNN filter.
 
@@ -29,10 +29,10 @@ from datetime import date
 import pandas as pd
 import yaml
 
-from biaslab.clipscorer import load_scorer
-from biaslab.features import encode_cached, load_image_encoder, set_threads
-from biaslab.filters import score_candidates
-from biaslab.objects import load_object_predictor
+from biaslab.models.clipscorer import load_scorer
+from biaslab.models.features import encode_cached, load_image_encoder, set_threads
+from biaslab.counterfactual.filters import score_candidates
+from biaslab.models.objects import load_object_predictor
 
 
 def main(n: int = 240, rounds: int = 3) -> None:

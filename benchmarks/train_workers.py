@@ -1,5 +1,5 @@
 """Benchmark: the per-seed training stages (`train_captioner`, `train_classifier`) with 1, 2 and
-3 worker processes (biaslab.parallel; one torch thread each) in the same run.
+3 worker processes (biaslab.runtime.parallel; one torch thread each) in the same run.
 
 Each stage trains ``captioner.seeds`` / ``classifier.seeds`` (3 at the default) models. With 2
 workers the third seed trains alone while one core idles; with 3 workers the three seeds share
@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.io import write_json  # noqa: E402
+from biaslab.runtime.io import write_json  # noqa: E402
 
 #: (stage script, dataset, outputs the stage writes)
 RUNS = {"train_captioner": ("stages/train_captioner.py", "original", "data/models/captioner"),

@@ -16,12 +16,17 @@ __version__ = "0.1.0"
 # Portable numerics (issue 34): pin the CPU float paths before NumPy / torch load, so a result
 # has the same bits on any x86-64 machine. The project's .venv already did this at start-up
 # (biaslab_numerics.pth, scripts/setup.sh); this covers any other installation.
-from biaslab import numerics as _numerics  # noqa: E402
+from biaslab.runtime import numerics as _numerics  # noqa: E402
 
 _numerics.pin()
 
 # One run at a time in a workspace (issue 26): a second `dvc exp run` / `dvc repro` beside a
 # running one is refused here, at interpreter start-up, before DVC writes anything.
-from biaslab import guard as _guard  # noqa: E402
+from biaslab.runtime import guard as _guard  # noqa: E402
 
 _guard.check_command()
+
+# Old flat import paths (``from biaslab import stats``) keep resolving to the moved modules.
+from biaslab import _moved  # noqa: E402
+
+_moved.install()

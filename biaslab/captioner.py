@@ -33,7 +33,7 @@ from biaslab.captioning.tokens import (EOS, PAD, UNK, _load_pretrained_tokenizer
 from biaslab.captioning.training import json_default as _json_default  # noqa: F401
 from biaslab.captioning.training import pad as _pad  # noqa: F401
 from biaslab.captioning.training import standardiser as _standardiser  # noqa: F401
-from biaslab.io import InputError  # noqa: F401
+from biaslab.runtime.io import InputError  # noqa: F401
 
 __all__ = ["CaptionerConfig", "config_from_params", "build_tokenizer", "normalize_caption",
            "ClipCapModel", "Captioner", "build_captioner", "train_captioner",

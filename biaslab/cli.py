@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from biaslab.io import InputError, check_output_file, write_json
+from biaslab.runtime.io import InputError, check_output_file, write_json
 from biaslab.metrics.evaluate import DEFAULT_METRICS, METRIC_GROUPS, evaluate_captions
 from biaslab.metrics.files import (jsonable, read_categories, read_gender_labels,
                                    read_human_captions, read_predictions)
@@ -175,7 +175,7 @@ _non_negative_int = _int_at_least(0)
 
 
 def _word_list_names() -> tuple[str, ...]:
-    from biaslab.gender import WORD_LISTS
+    from biaslab.data.gender import WORD_LISTS
     return tuple(WORD_LISTS)
 
 
@@ -247,14 +247,14 @@ def _setup_evaluate(p: argparse.ArgumentParser):
 
 def progress_enabled(flag: bool | None) -> bool:
     """``--progress`` / ``--no-progress`` as given, else on when stderr is a terminal
-    (``biaslab.progress.stderr_is_tty``)."""
-    from biaslab.progress import stderr_is_tty
+    (``biaslab.runtime.progress.stderr_is_tty``)."""
+    from biaslab.runtime.progress import stderr_is_tty
     return stderr_is_tty() if flag is None else bool(flag)
 
 
 def _check_bert_available(classifier: str, preset: str, bert_model: str | None) -> None:
     """Fail early (exit 2) when the BERT model cannot be loaded offline."""
-    from biaslab import textclf
+    from biaslab.models import textclf
     cfg = textclf.default_config(classifier, preset)
     model = bert_model or cfg.model
     try:
@@ -319,7 +319,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         if train_caps is None and human is not None:
             print(f"biaslab evaluate-captions: note: BiasAmp reference = the --human captions "
                   f"of the evaluated images (no --train-captions)", file=sys.stderr)
-    from biaslab.gender import caption_gender
+    from biaslab.data.gender import caption_gender
     n_gendered = sum(caption_gender(c, args.words) in ("female", "male", "both")
                      for i, c in predictions.items() if i in labels)
     inputs["n_labelled_predictions_mentioning_gender"] = n_gendered
@@ -407,7 +407,7 @@ def _run_debias(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# plan (issue 16.4): the logic is biaslab.plan; imported when the command runs
+# plan (issue 16.4): the logic is biaslab.runtime.plan; imported when the command runs
 
 
 @register_command("plan", help="Cost model of a run: per heavy stage the work (images, "
@@ -426,7 +426,7 @@ def _setup_plan(p: argparse.ArgumentParser):
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from biaslab import plan as P
+    from biaslab.runtime import plan as P
     result = P.plan(P.compose(args.overrides), gpus=args.gpus, gpu=args.gpu)
     print(json.dumps(jsonable(result), indent=2) if args.json else P.format_plan(result))
     return 0

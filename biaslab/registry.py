@@ -7,13 +7,13 @@ paper 000's Tables 1-3 and of every table, probe and verdict the report prints),
 parameters live in params.yaml (``params``) with their defaults (``defaults``), the claims
 its author makes about it (``claims``, judged in ``metrics/validity.json`` against Original),
 and its implementation ``target``: an object, or ``"module:attribute"`` imported on first use,
-so that looking a name up (as :mod:`biaslab.validate` does at every stage's start) imports
+so that looking a name up (as :mod:`biaslab.runtime.validate` does at every stage's start) imports
 neither torch nor the component.
 
 A separate package adds components without editing this repository through Python entry
 points, one group per kind (``biaslab.datasets``, ``biaslab.methods``,
-``biaslab.postprocessors``, ``biaslab.backends``, ``biaslab.archs``), each entry point naming an
-:class:`Entry`::
+``biaslab.postprocessors``, ``biaslab.backends``, ``biaslab.archs``; group names, not modules),
+each entry point naming an :class:`Entry`::
 
     [project.entry-points."biaslab.datasets"]
     reweighted = "my_package.variants:REWEIGHTED"     # an Entry(kind="datasets", ...)
@@ -25,7 +25,7 @@ already taken (a built-in or another package's) raises :class:`RegistryError` na
 What each kind's ``target`` is (the contract its tests check, ``tests/test_registry.py``):
 
 =================  ============================================================================
-``datasets``       ``build(ctx: biaslab.variants.VariantContext) -> pd.DataFrame``: a training
+``datasets``       ``build(ctx: biaslab.data.variants.VariantContext) -> pd.DataFrame``: a training
                    manifest (one row per training example, Original's columns); stage
                    ``build_datasets`` writes it to ``data/datasets/<name>.parquet``
 ``methods``        a :class:`biaslab.classify.methods.base.Method` subclass (``name`` = the
@@ -45,7 +45,7 @@ Claims (``Entry.claims``): ``{metric: expect}`` with ``expect`` one of ``<``, ``
 (``objects``, ``scene``, ``cast``: the causal probe's sensitivity, on the classifier's
 probability and logit scales, or the captioner's word rate and log-probability margin) or a
 Table 1 / Table 2 column (``Ratio``, ``Leakage``, ``LIC``, ...). The paper's own claims about
-the built-in rows stay in :mod:`biaslab.validity`.
+the built-in rows stay in :mod:`biaslab.analysis.validity`.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ from typing import Any
 
 #: the kinds and their entry point groups
 KINDS = ("datasets", "methods", "postprocessors", "backends", "archs")
-#: claim directions (biaslab.validity)
+#: claim directions (biaslab.analysis.validity)
 EXPECT = ("<", ">", "≤", "≥")
 #: rows a plug-in gets when it gives no ``order``: after every built-in row
 PLUGIN_ORDER = 1000.0
@@ -259,9 +259,9 @@ def _builtin(kind: str, name: str, target: str, label: str, order: float = PLUGI
                                **kw))
 
 
-# Training-set variants (paper 000 Eqs. 2-3; biaslab/variants.py). Registered in the order
+# Training-set variants (paper 000 Eqs. 2-3; biaslab/data/variants.py). Registered in the order
 # stage build_datasets writes them; ``order`` is their row in the tables.
-_V = "biaslab.variants"
+_V = "biaslab.data.variants"
 _builtin("datasets", "original", f"{_V}:original", "Original", 0,
          doc="the training images with a gender label (paper 000's D)")
 _builtin("datasets", "oversample", f"{_V}:oversample", "Over-sampling", 10,

@@ -5,7 +5,7 @@ person's gender) as the prompt and reads the change of the gender ratio, Δ, as 
 use of inpainting artifacts. This script re-builds the inpainted test set with each backend
 of ``--backends`` (default copy_paste and render) exactly as stage ``artifact_test`` does
 (``biaslab.counterfactual.generate.make_backend``,
-``biaslab.artifact.build_inpainted_test_set``, seed ``artifact.seed``), scores the workspace's
+``biaslab.analysis.artifact.build_inpainted_test_set``, seed ``artifact.seed``), scores the workspace's
 classifiers (``artifact.datasets`` x ``classifier.seeds``) on the original and the inpainted
 images, and writes, per backend and training set, every flipped gender call by body part and
 direction, and the mean change of P(man) - P(woman) by part and the person's gender.
@@ -32,13 +32,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab.artifact import build_inpainted_test_set  # noqa: E402
+from biaslab.analysis.artifact import build_inpainted_test_set  # noqa: E402
 from biaslab.classify import (GenderObjectClassifier, gender_thresholds,  # noqa: E402
                               model_features, test_table)
 from biaslab.counterfactual.generate import make_backend  # noqa: E402
-from biaslab.features import load_features  # noqa: E402
-from biaslab.io import atomic_path, load_params, read_parquet  # noqa: E402
-from biaslab.paths import model_dir  # noqa: E402
+from biaslab.models.features import load_features  # noqa: E402
+from biaslab.runtime.io import atomic_path, load_params, read_parquet  # noqa: E402
+from biaslab.runtime.paths import model_dir  # noqa: E402
 
 PREP = "data/prepared"
 

@@ -1,5 +1,5 @@
 """copy_paste vs render: the synthetic-artifact test (Table 3) on counterfactuals from each
-backend (issue 11 item 5; biaslab/backends.py states the claim).
+backend (issue 11 item 5; biaslab/analysis/backends.py states the claim).
 
 usage (after set-up, from the repository root):
     python scripts/backend_compare.py --run --collect    # queue the copy_paste run, compare
@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab import backends as B  # noqa: E402
+from biaslab.analysis import backends as B  # noqa: E402
 from biaslab import report as R  # noqa: E402
-from biaslab.io import atomic_path, write_json  # noqa: E402
+from biaslab.runtime.io import atomic_path, write_json  # noqa: E402
 
 
 def _show() -> list:
@@ -56,7 +56,7 @@ def collect(out_dir: Path, a: str, b: str) -> str:
     text = "\n".join(["# Counterfactual backends: copy_paste vs render", "",
                       "Each cell: mean ± 95 % CI over seeds; Δ is Table 3's per-seed "
                       "|Ratio_orig - Ratio_inp| / Ratio_orig x100 on the same inpainted test "
-                      "images (biaslab/backends.py).", "", B.markdown(runs, a, b)])
+                      "images (biaslab/analysis/backends.py).", "", B.markdown(runs, a, b)])
     prov = R.made_by("scripts/backend_compare.py", ROOT)
     text = R.stamp(text, prov)      # it outlives runs of other profiles (issue 31 item 7)
     out_dir.mkdir(parents=True, exist_ok=True)

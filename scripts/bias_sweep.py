@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from biaslab import report as R  # noqa: E402
-from biaslab import sweep as S  # noqa: E402
-from biaslab.io import atomic_path, write_json  # noqa: E402
+from biaslab.analysis import sweep as S  # noqa: E402
+from biaslab.runtime.io import atomic_path, write_json  # noqa: E402
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -100,7 +100,7 @@ def collect(out_dir: Path) -> str:
                "Checked: Leakage and the probe sensitivities ≈ 0, Ratio r ≈ 1 (an infinite r "
                "fails). LIC, Error and BiasAmp are drawn above but not checked: Error counts "
                "wrong-gender captions (> 0 for any imperfect captioner at any bias) and nothing "
-               "states LIC or BiasAmp vanish on a finite sample (biaslab.sweep.BIAS0_CHECKED).",
+               "states LIC or BiasAmp vanish on a finite sample (biaslab.analysis.sweep.BIAS0_CHECKED).",
                "", "| check | measured [95 % CI] | verdict |", "|---|---|---|"]
         for c in checks:
             meas = f"∞ ({c['n_inf']}/{c['n']} seeds)" if c.get("n_inf") else \
@@ -111,7 +111,7 @@ def collect(out_dir: Path) -> str:
         md.append("")
     if ctl:
         md += ["## Metric response (control models)", "",
-               "The control models of stage `controls` (biaslab/controls.py: bias known by "
+               "The control models of stage `controls` (biaslab/analysis/controls.py: bias known by "
                "construction, no training) at each planted bias, through the same metric code "
                "as the trained models above (`python scripts/bias_sweep.py --run --controls "
                "--collect`; mean ± 95 % CI over the controls' replicates). Exact expectations "

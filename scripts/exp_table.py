@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from biaslab.report import _file_data, _walk_exp_records, attach_out_metrics  # noqa: E402
-from biaslab.stats import noise_floor  # noqa: E402
+from biaslab.runtime.stats import noise_floor  # noqa: E402
 
 SUMMARY = "metrics/summary_full.json"
 PARAMS = "params.yaml"

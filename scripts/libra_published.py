@@ -35,7 +35,7 @@ def read_published(path: Path) -> tuple[dict[int, str], dict[int, str]]:
         InputError: the file is missing or a line is not a JSON object with ``image_id``,
             ``caption`` and ``bb_gender``.
     """
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     if not path.is_file():
         raise InputError(path, "not found")
     caps, genders = {}, {}
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     from biaslab.libra import debias_results
     from biaslab.libra import dcg as D
     from biaslab.metrics.captions import error, error_change, ratio
@@ -127,7 +127,7 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except Exception as e:   # InputError and friends: one line naming the file
-        from biaslab.io import InputError
+        from biaslab.runtime.io import InputError
         if isinstance(e, InputError):
             sys.exit(f"libra_published: {e}")
         raise

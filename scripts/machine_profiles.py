@@ -1,6 +1,6 @@
 """The whole embedded default under simulated machines (issue 34 item 2): each profile is a
 fresh clone of HEAD reproduced from scratch with the environment another x86-64 CPU would
-present (``biaslab.numerics.SIMULATED_MACHINES``) and a number of worker processes; its
+present (``biaslab.runtime.numerics.SIMULATED_MACHINES``) and a number of worker processes; its
 ``dvc.lock`` must equal the committed one, out for out.
 
 usage: python scripts/machine_profiles.py --profile avx2 --workers 1 [--profile sse ...]
@@ -8,7 +8,7 @@ usage: python scripts/machine_profiles.py --profile avx2 --workers 1 [--profile 
 
 A profile is ``<machine>`` with ``--workers N`` applied to every ``workers`` parameter (they
 decide only how many processes share the work, never a result, so the comparison leaves them
-out: ``biaslab.lockcheck.compare(..., ignore_params=["workers"])``). ``--native`` runs with
+out: ``biaslab.runtime.lockcheck.compare(..., ignore_params=["workers"])``). ``--native`` runs with
 ``BIASLAB_NUMERICS=native`` (the control: the libraries' own machine-dependent paths).
 
 Each profile takes as long as ``dvc repro`` of the default (~15 min on 2 cores; more with
@@ -33,7 +33,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from biaslab import lockcheck, numerics  # noqa: E402
+from biaslab.runtime import lockcheck, numerics  # noqa: E402
 
 RESULTS = REPO / "benchmarks/results/machine_profiles.json"
 

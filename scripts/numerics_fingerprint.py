@@ -12,9 +12,9 @@ cache), ``classifier`` (``train_classifier``, stages train_classifier / train_me
 ``dcg`` (LIBRA's edit DCG training and its edits, stages dcg_train / dcg_apply),
 ``scorer`` (the LiT CLIP scorer, stage train_scorer) and ``numpy`` (NumPy ufuncs, OpenBLAS
 matmul, SciPy and scikit-learn). With ``--workers 2`` they run on forked workers
-(``biaslab.parallel.map_jobs``), as the stages do.
+(``biaslab.runtime.parallel.map_jobs``), as the stages do.
 
-Prints one JSON object: ``{"numerics": biaslab.numerics.status(), "md5": {workload: hex},
+Prints one JSON object: ``{"numerics": biaslab.runtime.numerics.status(), "md5": {workload: hex},
 "seconds": {workload: s}}``. Two runs agree on ``md5`` exactly when every workload computed
 the same bits. ``tests/test_numerics.py`` runs it under simulated machines;
 ``benchmarks/numerics.py`` times it with and without the pins.
@@ -29,7 +29,7 @@ import sys
 import time
 
 import biaslab  # noqa: F401  (pins the numeric paths first, also outside the project's .venv)
-from biaslab import numerics
+from biaslab.runtime import numerics
 
 import numpy as np
 
@@ -61,7 +61,7 @@ CAPS = [f"A {who} {act} a {obj} on the {place}."
 def features() -> str:
     from PIL import Image
 
-    from biaslab.features import load_image_encoder, load_text_encoder
+    from biaslab.models.features import load_image_encoder, load_text_encoder
     rng = np.random.default_rng(0)
     ims = [Image.fromarray(rng.integers(0, 255, (120 + 20 * i, 150, 3), dtype=np.uint8))
            for i in range(3)]
@@ -85,7 +85,7 @@ def classifier() -> str:
     import pandas as pd
 
     from biaslab import classify as C
-    from biaslab.datasets import MANIFEST_COLUMNS
+    from biaslab.data.datasets import MANIFEST_COLUMNS
     x, g, cup, tie = _toy_features()
     df = pd.DataFrame({"image_id": np.arange(len(x)),
                        "gender": np.where(g == 1, "male", "female"),
@@ -114,7 +114,7 @@ def captioner() -> str:
 
 
 def lic_lstm() -> str:
-    from biaslab import textclf
+    from biaslab.models import textclf
     texts = [c.replace("man", "[MASK]").replace("wo[MASK]", "[MASK]") for c in CAPS] * 2
     labels = [int("woman" not in c) for c in CAPS] * 2
     cfg = textclf.default_config("lstm", "ci", progress=False)
@@ -146,7 +146,7 @@ def dcg() -> str:
 
 
 def scorer() -> str:
-    from biaslab.clipscorer import train_lit
+    from biaslab.models.clipscorer import train_lit
     x, _, _, _ = _toy_features(n=64, d=32)
     rng = np.random.default_rng(1)
     t = (x @ rng.normal(0, 1, (32, 24))).astype(np.float32)
@@ -179,7 +179,7 @@ WORKLOADS = {"features": features, "classifier": classifier, "captioner": captio
 def run(only: list[str] | None = None, workers: int = 1, threads: int = 1) -> dict:
     """Run the workloads (all, or ``only``) on ``workers`` forked processes; returns the JSON
     object described in the module docstring."""
-    from biaslab.parallel import map_jobs
+    from biaslab.runtime.parallel import map_jobs
     names = list(only or WORKLOADS)
     unknown = sorted(set(names) - set(WORKLOADS))
     if unknown:

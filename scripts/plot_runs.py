@@ -6,7 +6,7 @@ usage (from the repository root): python scripts/plot_runs.py [--check]
 DVC's top-level plots name their files one by one (no globs), so the lists of
 ``classifier_loss``, ``classifier_val_mAP``, ``classifier_val_gender_acc`` and
 ``captioner_loss`` are generated: classifier ``datasets`` + ``methods`` x ``seeds`` and captioner
-``datasets`` x ``seeds`` of params.yaml, as ``biaslab.paths.live_dir`` names their DVCLive
+``datasets`` x ``seeds`` of params.yaml, as ``biaslab.runtime.paths.live_dir`` names their DVCLive
 directories. ``--check`` exits 1 when dvc.yaml differs (tests/test_params.py runs it).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab.paths import live_dir  # noqa: E402
+from biaslab.runtime.paths import live_dir  # noqa: E402
 
 #: runs that do not log a plot's file: the adversarial baseline has no gender head
 EXCLUDE = {"classifier_val_gender_acc": ("adversarial",)}

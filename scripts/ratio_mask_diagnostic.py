@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from biaslab.classify import (GenderObjectClassifier, encode_files, expected_ratio,  # noqa: E402
                               test_table, write_blackout_images)
-from biaslab.io import atomic_path, load_params, read_parquet  # noqa: E402
-from biaslab.paths import model_dir  # noqa: E402
+from biaslab.runtime.io import atomic_path, load_params, read_parquet  # noqa: E402
+from biaslab.runtime.paths import model_dir  # noqa: E402
 
 PREP = "data/prepared"
 

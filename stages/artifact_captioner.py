@@ -4,7 +4,7 @@ the captioners (the ClipCap columns; stage `artifact_test` does the classifiers)
 The captioners trained on `artifact.datasets` caption the real test images with a person and
 the same images with a random body part inpainted (stage artifact_test, data/artifact/); the
 caption-gender ratio r = #man / #woman captions (Burns et al.; `label.words`) is compared:
-Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.artifact.caption_artifact_scores). `flip_rate`: % of
+Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig (biaslab.analysis.artifact.caption_artifact_scores). `flip_rate`: % of
 images whose caption gender (man / woman / neutral) changes.
 
 params: artifact.datasets, artifact.seed, captioner.seeds, captioner.beam, captioner.max_len,
@@ -12,7 +12,7 @@ params: artifact.datasets, artifact.seed, captioner.seeds, captioner.beam, capti
         (captioners run at once on forked workers; the output does not depend on it)
 in:   data/artifact/parts.parquet + images (stage artifact_test), data/prepared/images.parquet,
       data/models/captioner/<dataset>/<dataset>-<seed>/
-Over the captioner seeds (biaslab.artifact.table3_json): Delta from the SEED-MEAN ratios, with a
+Over the captioner seeds (biaslab.analysis.artifact.table3_json): Delta from the SEED-MEAN ratios, with a
 percentile bootstrap 95 % CI over test images, beside the per-seed ratios and Deltas.
 
 out:  metrics/artifact_captioner.json ({dataset: {ratio_orig, ratio_inp: record, delta: {mean,
@@ -27,11 +27,11 @@ import sys
 import pandas as pd
 
 from biaslab import captioner as C
-from biaslab.artifact import caption_artifact_scores, caption_calls, table3_json
-from biaslab.io import InputError, json_number, load_params, read_parquet, write_json
-from biaslab.parallel import map_jobs
-from biaslab.paths import model_dir
-from biaslab.io import skip_without_captions
+from biaslab.analysis.artifact import caption_artifact_scores, caption_calls, table3_json
+from biaslab.runtime.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.paths import model_dir
+from biaslab.runtime.io import skip_without_captions
 
 
 def main() -> None:

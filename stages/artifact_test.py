@@ -1,5 +1,5 @@
 """Stage `artifact_test`: synthetic-artifact test of paper 000 sec. 3.3 / Table 3
-(biaslab.artifact; params `artifact`, `classifier.seeds`, `generate.*` for the backend).
+(biaslab.analysis.artifact; params `artifact`, `classifier.seeds`, `generate.*` for the backend).
 
 A random body part of the main person of every test image is inpainted by the generation
 backend (render: the synthetic generator re-draws the part for the person's own gender;
@@ -10,9 +10,9 @@ inpainted images (persons visible): Delta = 100 |Ratio_orig - Ratio_inp| / Ratio
 
 in:  data/models/classifier/<dataset>/<dataset>-<seed>/, data/prepared/{images,persons,captions}.parquet,
      data/labels/images.parquet, data/split.parquet, data/features/images*.npy
-Over the classifier seeds (biaslab.artifact.artifact_summary): Delta from the SEED-MEAN ratios
+Over the classifier seeds (biaslab.analysis.artifact.artifact_summary): Delta from the SEED-MEAN ratios
 (as Table 3 reports one Delta per model), with a percentile bootstrap 95 % CI over test images,
-beside the per-seed ratios and Deltas (biaslab.stats records). Gender outputs count as
+beside the per-seed ratios and Deltas (biaslab.runtime.stats records). Gender outputs count as
 predictions where they are >= their threshold (biaslab.classify.gender_thresholds; 0.5).
 
 out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: image, person, part, prompt, donor),
@@ -33,15 +33,16 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
 import sys
 import time
 
-from biaslab.artifact import (DELTA_ARTIFACT_BY_CONSTRUCTION, artifact_scores,
-                              build_inpainted_test_set, caption_prompt, classifier_calls,
-                              delta_artifact, table3_json)
+from biaslab.analysis.artifact import (DELTA_ARTIFACT_BY_CONSTRUCTION, artifact_scores,
+                                       build_inpainted_test_set, caption_prompt, classifier_calls,
+                                       delta_artifact, table3_json)
 from biaslab.counterfactual.generate import make_backend
 from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_features, test_table
-from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, json_number, load_params, read_parquet, write_json, write_parquet
-from biaslab import runstats
-from biaslab.paths import model_dir
+from biaslab.models.features import load_features, set_threads
+from biaslab.runtime.io import (InputError, json_number, load_params, read_parquet, write_json,
+                                write_parquet)
+from biaslab.runtime import runstats
+from biaslab.runtime.paths import model_dir
 
 PREP = "data/prepared"
 OUT = "data/artifact"
@@ -51,7 +52,7 @@ def inpainting_backend(a: dict, g: dict) -> str:
     """The backend that inpaints the test images' body parts: ``artifact.backend`` when set,
     else ``generate.backend``, so the test images carry the kind of artifacts the generated
     training images carry (render: none; it re-draws the part for the person's own gender,
-    ``biaslab.artifact``)."""
+    ``biaslab.analysis.artifact``)."""
     return a.get("backend") or g["backend"]
 
 

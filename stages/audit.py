@@ -1,4 +1,4 @@
-"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.audit).
+"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit).
 
 Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet and
 the `audit:` section of params.yaml; writes metrics/audit.json, the charts
@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from biaslab import audit
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.analysis import audit, audit_figures
+from biaslab.runtime.io import InputError, atomic_path, load_params, read_parquet, write_json
 
 DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
             "area": "largest", "center_norm": "unit", "distance_person": "largest",
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     result = audit.run_audit(**tables, labels=read_parquet(args.labels), **p)
 
     plots = Path(args.plots)
-    audit.plot_audit(result, plots, top_k=top_k)
+    audit_figures.plot_audit(result, plots, top_k=top_k)
     _write_csv(result.objects, plots / "objects.csv")
     _write_csv(result.words, plots / "words.csv")
     _write_csv(result.distance_table, plots / "distance.csv")

@@ -2,15 +2,15 @@
 
 D = the captions of the split == train images (at most `libra.max_train_captions`, seeded);
 D_g = F_GW(D) (Eq. 1, word list `libra.words`); f_g is trained on a balanced split of D_g over
-masked captions (biaslab.textclf: `libra.classifier.model` = minilm | lstm | a BERT name such as
+masked captions (biaslab.models.textclf: `libra.classifier.model` = minilm | lstm | a BERT name such as
 bert-base-uncased). The authenticity classifier f_a (supp. Eqs. 2-3) needs the T5 captions, so
 it is trained in stage `bcs_synthesize`.
 
 Reads  data/labels/captions.parquet, data/split.parquet, params `libra` (words, seed, threads,
        max_train_captions, classifier)
-Writes data/libra/f_g/ (biaslab.textclf.save), metrics/bcs_classifier.json
+Writes data/libra/f_g/ (biaslab.models.textclf.save), metrics/bcs_classifier.json
 Progress: a tqdm bar over the training batches on stderr (throttled lines when stderr is not a
-       terminal; BIASLAB_PROGRESS=0 turns it off; see biaslab.progress).
+       terminal; BIASLAB_PROGRESS=0 turns it off; see biaslab.runtime.progress).
 
 Usage: python stages/bcs_classifier.py [--params params.yaml] [--captions ...] [--split ...]
        [--out data/libra/f_g] [--metrics metrics/bcs_classifier.json]
@@ -21,10 +21,11 @@ import argparse
 import sys
 import time
 
-from biaslab import textclf
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
+from biaslab.models import textclf
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json)
 from biaslab.libra import bcs
-from biaslab import runstats
+from biaslab.runtime import runstats
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,11 +30,12 @@ import sys
 import time
 from pathlib import Path
 
-from biaslab import textclf
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json, write_parquet  # noqa: E501
+from biaslab.models import textclf
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, write_json,
+                                write_parquet)  # noqa: E501
 from biaslab.libra import bcs, t5
-from biaslab import runstats
-from biaslab.io import skip_without_captions
+from biaslab.runtime import runstats
+from biaslab.runtime.io import skip_without_captions
 
 
 def main(argv: list[str] | None = None) -> None:

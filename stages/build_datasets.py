@@ -5,16 +5,16 @@ manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hi
 skew; `sources`: how many train images every variant draws on; `oversample.tradeoff`: the
 smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png.
 
-The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/variants.py):
+The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/data/variants.py):
 every built-in one, then each installed plug-in variant that `classifier.datasets`,
 `captioner.datasets` or `artifact.datasets` names (issue 27 item 1)."""
 import sys
 
-from biaslab import datasets as D
+from biaslab.data import datasets as D
 from biaslab import registry
-from biaslab.figures import oversample_tradeoff, skew_by_dataset
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
-from biaslab.variants import VariantContext
+from biaslab.analysis.figures import oversample_tradeoff, skew_by_dataset
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.data.variants import VariantContext
 
 
 def variant_names(params: dict) -> list[str]:

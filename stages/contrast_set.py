@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab.io import (InputError, load_params, read_parquet, skip_without_captions,
-                        write_json, write_parquet)
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json, write_parquet)
 
 OUT = Path("data/contrast")
 METRICS = "metrics/contrast.json"
@@ -43,20 +43,20 @@ DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}, "workers": 2}
 
 def main() -> None:
     params = load_params()
-    # params.yaml is validated by load_params (biaslab.validate.check_contrast)
+    # params.yaml is validated by load_params (biaslab.runtime.validate.check_contrast)
     c = {**DEFAULTS, **(params.get("contrast") or {})}
     c["generate"] = c["generate"] or {}
-    # the directory out holds a skipped.json (biaslab.io.is_skipped reads it)
+    # the directory out holds a skipped.json (biaslab.runtime.io.is_skipped reads it)
     if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
         return
     from biaslab import captioner as C
-    from biaslab.clipscorer import load_scorer
-    from biaslab.contrast import contrast_counts, contrast_pairs
+    from biaslab.models.clipscorer import load_scorer
+    from biaslab.counterfactual.contrast import contrast_counts, contrast_pairs
     from biaslab.counterfactual import generate as gen
     from biaslab.counterfactual.generate import stable_hash
     from biaslab.counterfactual.masks import build_masks_from_params
-    from biaslab.filters import knn_filter
-    from biaslab.labels import captions_or_label_texts
+    from biaslab.counterfactual.filters import knn_filter
+    from biaslab.data.labels import captions_or_label_texts
 
     # the editor: the training counterfactuals' backend unless contrast.generate overrides it
     # (the paper tier: GenSynth's InstructPix2Pix, paper 001 sec. 4.1)

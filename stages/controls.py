@@ -1,10 +1,10 @@
 """Stage `controls`: every bias metric fed control models whose bias is known by construction
-(biaslab.controls, issue 22), with the same code that evaluates the trained models:
+(biaslab.analysis.controls, issue 22), with the same code that evaluates the trained models:
 biaslab.classify.evaluate_outputs (mAP, Ratio, Ratio_E, Error = 100 - gender accuracy,
 Leakage) plus BiasAmp / DBA_O on the classifier's objects (biaslab.metrics.biasamp), the
 captioning metrics of biaslab.captioning.evaluation.caption_metrics (Ratio, Error, LIC, BiasAmp,
 DBA_O; no quality metric: the controls' captions are not meant to be good), and the causal
-probe's pair sensitivities (biaslab.probe) on the synthetic probe pairs.
+probe's pair sensitivities (biaslab.analysis.probe) on the synthetic probe pairs.
 
 params: controls (q: the amplifier's rates, seeds: replicates, n_boot, seed), data.root (the
         planted truth and bias: annotations/synth_truth.csv, synth_params.json; absent on real
@@ -38,14 +38,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab import controls as K
-from biaslab import stats
-from biaslab import synthetic as S
+from biaslab.analysis import controls as K
+from biaslab.runtime import stats
+from biaslab.data import synthetic as S
 from biaslab.captioning import evaluation as C
 from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
-from biaslab.io import (NO_CAPTIONS, InputError, ParamsError, json_number, load_params,
-                        read_parquet, write_json)
-from biaslab.parallel import map_jobs
+from biaslab.runtime.io import (NO_CAPTIONS, InputError, ParamsError, json_number, load_params,
+                                read_parquet, write_json)
+from biaslab.runtime.parallel import map_jobs
 
 PREP = "data/prepared"
 OUT = "metrics/controls.json"
@@ -70,9 +70,9 @@ def _lambda_d(det: dict) -> dict:
 
 def check_attackers(value, lic_classifier: str) -> list[str]:
     """``controls.attackers``: a list of distinct LIC attacker kinds
-    (:data:`biaslab.textclf.CLASSIFIERS`) other than ``lic.classifier`` (whose metrics the
+    (:data:`biaslab.models.textclf.CLASSIFIERS`) other than ``lic.classifier`` (whose metrics the
     controls compute anyway). Raises ValueError "controls.attackers: <problem>"."""
-    from biaslab.textclf import CLASSIFIERS
+    from biaslab.models.textclf import CLASSIFIERS
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -231,7 +231,7 @@ def _captioner(kinds, test, human, genders, train_caps, objects, bias, stereo, s
 
 
 def _probe(pairs, bias, seeds, n_boot, seed) -> dict:
-    from biaslab import probe as P
+    from biaslab.analysis import probe as P
     out = {}
     readers = [(K.control_name("context_reader", None, (a,)), (a,)) for a in K.ATTRIBUTES]
     for name, kind, reads in [("person_oracle", "person_oracle", K.ATTRIBUTES),
@@ -261,7 +261,7 @@ def _probe(pairs, bias, seeds, n_boot, seed) -> dict:
 def _reader_swing(pairs, attribute, bias) -> float:
     """Mean over the pairs of ``attribute`` of the full context reader's output difference
     (male- minus female-associated image), from its outputs directly: the expected value the
-    probe's pairing and summary code (biaslab.probe) must reproduce."""
+    probe's pairing and summary code (biaslab.analysis.probe) must reproduce."""
     o = K.probe_outputs("context_reader", pairs, bias=bias)
     by = {(p, v): x for a, p, v, x in zip(pairs["attribute"], pairs["pair"], pairs["value"], o)
           if a == attribute}
@@ -302,7 +302,7 @@ def main() -> None:
         name, _, problem = str(err).partition(": ")
         print(f"controls: {ParamsError('params.yaml', name, problem)}", file=sys.stderr)
         raise SystemExit(2) from err
-    # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.validate)
+    # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.runtime.validate)
     seeds = [int(s) for s in c["seeds"]]
     qs = [float(q) for q in c["q"]]
     p = params["classifier"]

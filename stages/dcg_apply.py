@@ -9,7 +9,7 @@ debiased and scored against the image gender labels (caption gender wrong / neut
 
 On data with a planted truth (the synthetic default) two more stand-ins are the captioner
 controls of issue 22 that name the gender their context implies, person ignored
-(biaslab.controls.captioner_captions; the same test images as `human`): `context_reader` reads
+(biaslab.analysis.controls.captioner_captions; the same test images as `human`): `context_reader` reads
 objects, scene and cast (the Bayes decision: at b = 0.8 it is wrong on few images) and
 `context_reader[cast]` reads the colour cast alone (wrong on about (1 - b) / 2 of them).
 Every gender error of theirs comes from context, where paper 003 says LIBRA lowers Error. Each
@@ -24,7 +24,7 @@ Reads  data/libra/dcg/, data/features/images{,_ids}.npy, data/prepared/images.pa
        `libra.threads`, `libra.words`, `data.root`
 Writes data/libra/apply/ (input_<name>.json, debiased_<name>.json: COCO results format),
        metrics/dcg_apply.json
-Progress: a tqdm bar over each input's captions on stderr (biaslab.progress: throttled lines
+Progress: a tqdm bar over each input's captions on stderr (biaslab.runtime.progress: throttled lines
        when stderr is not a terminal; BIASLAB_PROGRESS=0 turns it off).
 
 Usage: python stages/dcg_apply.py [--params params.yaml] [--model data/libra/dcg] ...
@@ -40,14 +40,15 @@ import numpy as np
 
 import pandas as pd
 
-from biaslab import controls as K
-from biaslab import synthetic as S
-from biaslab.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
+from biaslab.analysis import controls as K
+from biaslab.data import synthetic as S
+from biaslab.data.gender import FEMALE, MALE, caption_gender, swap
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json)
 from biaslab.libra import dcg as D
 from biaslab.metrics.captions import error_change
 from biaslab.libra.t5 import word_spans
-from biaslab import runstats
+from biaslab.runtime import runstats
 
 
 def gender_scores(captions: dict[int, str], labels: dict[int, str], words: str) -> dict:
@@ -69,7 +70,7 @@ CONTEXT_READERS = {"context_reader": K.ATTRIBUTES, "context_reader[cast]": ("cas
 
 def context_reader_captions(root: str, ids: list[int], labels: dict[int, str], seed: int,
                             reads=K.ATTRIBUTES) -> dict[int, str] | None:
-    """The captioner control ``context_reader`` (biaslab.controls) reading ``reads`` on images
+    """The captioner control ``context_reader`` (biaslab.analysis.controls) reading ``reads`` on images
     ``ids``: one caption per image naming the gender the planted context implies (none on a
     tie). None when ``root`` has no planted truth (real data)."""
     try:

@@ -34,7 +34,7 @@ Reads  data/libra/synthesized.parquet, data/libra/f_g/ (f_g: the context gender 
        `libra.dcg_eval_max`, `libra.seed`, `libra.threads`, `libra.words`, `features.backbone`,
        `features.image_size`
 Writes data/libra/dcg/ (biaslab.libra.dcg.save), metrics/dcg.json, dvclive/dcg/; timings and
-       throughput: benchmarks/runs/dcg_train.json (biaslab.runstats)
+       throughput: benchmarks/runs/dcg_train.json (biaslab.runtime.runstats)
 
 Usage: python stages/dcg_train.py [--params params.yaml] [--synth ...] [--features ...]
        [--images ...] [--out data/libra/dcg] [--metrics metrics/dcg.json] [--live dvclive/dcg]
@@ -49,11 +49,13 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
+from biaslab.data.gender import FEMALE, MALE, caption_gender, swap
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json)
 from biaslab.libra import bcs
 from biaslab.libra import dcg as D
-from biaslab import runstats, textclf
+from biaslab.runtime import runstats
+from biaslab.models import textclf
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         pre_s, d_caps = 0.0, []
 
-    from biaslab.live import Live
+    from biaslab.runtime.live import Live
     t0 = time.perf_counter()
     with Live(dir=a.live, dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:

@@ -9,7 +9,7 @@ when one exists) rewrites every seed of its base captioner's captions (Original)
 params: captioner.archs, captioner.datasets, captioner.seeds, captioner.beam, captioner.max_len,
         captioner.no_repeat_ngram (decoding),
         eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
-        workers: captioners evaluated at once, biaslab.parallel; postprocessors; dbac: seeds,
+        workers: captioners evaluated at once, biaslab.runtime.parallel; postprocessors; dbac: seeds,
         bayes, substitution, threshold, directions),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
@@ -60,11 +60,11 @@ from biaslab.captioning import data as CD
 from biaslab.captioning import evaluation as C
 from biaslab.captioning import postprocess as PP
 from biaslab.metrics.files import jsonable
-from biaslab.io import InputError, atomic_path, load_params, read_parquet, write_json
-from biaslab.parallel import map_jobs, resolve_workers
-from biaslab.progress import bar as progress_bar
-from biaslab import runstats
-from biaslab.io import skip_without_captions
+from biaslab.runtime.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.runtime.parallel import map_jobs, resolve_workers
+from biaslab.runtime.progress import bar as progress_bar
+from biaslab.runtime import runstats
+from biaslab.runtime.io import skip_without_captions
 
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
             "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
@@ -133,7 +133,7 @@ def _write_results(path: str, ids, captions) -> None:
 
 
 def main() -> None:
-    params = load_params()      # checks eval_captioner.dbac too (biaslab.validate, exit 2)
+    params = load_params()      # checks eval_captioner.dbac too (biaslab.runtime.validate, exit 2)
     if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
                                                 "metrics/captioning.json"]):
         return
@@ -153,7 +153,7 @@ def main() -> None:
 
     scorer = None
     if Path(e["scorer"]).exists():
-        from biaslab.clipscorer import load_scorer
+        from biaslab.models.clipscorer import load_scorer
         scorer = load_scorer(e["scorer"])
     else:
         print(f"eval_captioner: no CLIP scorer at {e['scorer']}: CLIPScore skipped")

@@ -9,7 +9,7 @@ column group per backbone, paper 000 Table 1); `features.backbone` names the bas
 Leakage attackers are trained on the ORIGINAL training images (data/datasets/original.parquet,
 labelled rows: LK_D on their ground-truth objects, LK_M on each classifier's predictions for
 them) and scored on the labelled test images (paper 000 Eq. 7; Wang et al. 2019).
-Every metric is summarised over the classifier seeds with biaslab.stats (t 95 % CI, sample
+Every metric is summarised over the classifier seeds with biaslab.runtime.stats (t 95 % CI, sample
 std; a seed whose Ratio is infinite is counted in n_inf and kept, never dropped).
 
 in:  data/models/classifier/<name>/<name>-<seed>/ for every name in datasets + methods and every
@@ -41,7 +41,7 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
                 the same-group generated counterfactuals of the train sources it never trained
                 on; first backbone only),
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
-     (per-seed values as biaslab.stats.to_json: an infinite Ratio / ratio_raw is "inf", 0/0
+     (per-seed values as biaslab.runtime.stats.to_json: an infinite Ratio / ratio_raw is "inf", 0/0
      is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
      plots/classification.csv (one row per model name (and backbone, with several): mean,
      ci95, std of mAP, Ratio, Leakage)
@@ -52,15 +52,16 @@ import sys
 import numpy as np
 import pandas as pd
 
-from biaslab import stats
+from biaslab.runtime import stats
 from biaslab.classify import (GenderObjectClassifier, classifier_backbones, evaluate,
                               json_record, model_features, object_matrix, test_table,
                               write_blackout_images)
 from biaslab.classify import domain as DOM
-from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, atomic_path, json_number, load_params, read_parquet, write_json
-from biaslab.parallel import map_jobs
-from biaslab.paths import model_dir, slug
+from biaslab.models.features import load_features, set_threads
+from biaslab.runtime.io import (InputError, atomic_path, json_number, load_params, read_parquet,
+                                write_json)
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.paths import model_dir, slug
 
 PREP = "data/prepared"
 TRAIN = "data/datasets/original.parquet"

@@ -13,7 +13,7 @@ captions"):
   source of eval_captioner.gender_source, anything else undefined -- undefined images are
   ranked but count for no gender, as appendix C);
 * queries = every human caption of a test image that names one gender
-  (``caption_gender`` female/male), gender-neutralised (``biaslab.gender.neutralise``: "a man
+  (``caption_gender`` female/male), gender-neutralised (``biaslab.data.gender.neutralise``: "a man
   with his dog" -> "a person with their dog"), so the query says nothing about gender;
 * each query ranks the gallery by the model's score; K in eval_retrieval.ks;
 * TF-IDF: each gallery image's document is its own neutralised captions joined
@@ -28,7 +28,7 @@ captions"):
 * contrast set: both versions of every pair of ``data/contrast/pairs.parquet`` in a seeded
   random order, g(I) = the version's group, the kept images' queries (``_contrast``);
 * 95 % CIs on the natural gallery and the contrast set: percentile bootstrap over queries
-  (biaslab.stats.bootstrap).
+  (biaslab.runtime.stats.bootstrap).
 
 params: eval_retrieval (ks, scorer, n_boot, seed, clip_m, n_balanced, recall_ks),
         eval_captioner.gender_source, label.words, features.cache_dir, lic.num_threads
@@ -44,7 +44,7 @@ out:  metrics/retrieval.json::
      "differences": {"tfidf-random" | "clip_clip-scorer": {"Bias@K" | "MaxSkew@K":
                      {"mean", "ci95", "lo", "hi", "n"}}} (paired bootstrap over queries),
      "contrast": {the four models' keys, "differences" (also "scorer-random"), "setup",
-                  "set": biaslab.contrast.contrast_counts} or {"note": why there is none},
+                  "set": biaslab.counterfactual.contrast.contrast_counts} or {"note": why there is none},
      "setup": {"n_queries", "n_gallery", "n_female", "n_male", "n_undefined",
                "gender_source", "desired_female", "ks", "n_boot", "clip_m", "embedding_dim",
                "clip_mi_images", "clip_mi_top", "n_balanced", "recall_ks"}}
@@ -55,9 +55,10 @@ from pathlib import Path
 import numpy as np
 
 from biaslab import captioner as C
-from biaslab.clipscorer import _l2  # the scorer's own re-normalisation
-from biaslab.gender import caption_gender, neutralise
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
+from biaslab.models.clipscorer import _l2  # the scorer's own re-normalisation
+from biaslab.data.gender import caption_gender, neutralise
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json)
 from biaslab.metrics.retrieval import (balanced_gallery, clip_clip_keep, recall_at_k,
                                        retrieval_bias, retrieval_difference, tfidf_scores)
 
@@ -67,7 +68,7 @@ DEFAULTS = {"ks": [10, 25, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "s
 
 def main() -> None:
     params = load_params()
-    # params.yaml is validated by load_params (biaslab.validate.check_eval_retrieval)
+    # params.yaml is validated by load_params (biaslab.runtime.validate.check_eval_retrieval)
     e = {**DEFAULTS, **(params.get("eval_retrieval") or {})}
     if skip_without_captions("eval_retrieval", ["metrics/retrieval.json"]):
         return
@@ -101,7 +102,7 @@ def main() -> None:
     if not queries:
         raise InputError("data/prepared/captions.parquet", "no gendered test caption to "
                                                            "neutralise into a query")
-    from biaslab.clipscorer import load_scorer
+    from biaslab.models.clipscorer import load_scorer
     scorer = load_scorer(e["scorer"])
     cfg = scorer.config
     threads = (params.get("lic") or {}).get("num_threads")
@@ -131,7 +132,7 @@ def main() -> None:
               "random": rng.random((len(queries), len(ids)))}
     out = {name: retrieval_bias(sc, gallery, ks, n_boot=n_boot, seed=seed)
            for name, sc in scores.items()}
-    # paired by query: the claims of paper 001 (biaslab.validity.retrieval_checks)
+    # paired by query: the claims of paper 001 (biaslab.analysis.validity.retrieval_checks)
     out["differences"] = {f"{x}-{y}": retrieval_difference(scores[x], scores[y], gallery, ks,
                                                          n_boot=n_boot, seed=seed)
                           for x, y in (("tfidf", "random"), ("clip_clip", "scorer"))}
@@ -208,7 +209,7 @@ def _contrast(e: dict, scorer, cfg: dict, cache: str, threads, keep, docs: dict,
                     "n_source_images": len(kept), "n_female": gallery.count("female"),
                     "n_male": gallery.count("male"), "n_undefined": 0, "ks": ks}
     cands = read_parquet("data/contrast/candidates.parquet")
-    from biaslab.contrast import contrast_counts
+    from biaslab.counterfactual.contrast import contrast_counts
     out["set"] = contrast_counts(cands, cands["knn_accept"].to_numpy(), stored)
     return out
 
@@ -220,7 +221,7 @@ def _balanced(scores: dict, gallery: list, targets: list, ks: list, n: int, seed
     paper 001's "COCO Val (Balanced)"; queries of dropped images would keep the natural
     set's 2.3 : 1 mix of contexts). Mean over the resamples, their std and t-based 95 % CI
     (paper 001 Table 1 reports mean ± std over 5 runs)."""
-    from biaslab import stats
+    from biaslab.runtime import stats
     per = {name: {} for name in scores}
     t = np.asarray(targets)
     for r in range(n):

@@ -1,22 +1,22 @@
 """Stage `features`: frozen image-backbone embeddings of every prepared image (params
 `features`: backbone, image_size, batch_size, threads, cache_dir; `executor`: where the images
-missing from the cache are encoded, biaslab.executor -- the output does not depend on it).
+missing from the cache are encoded, biaslab.runtime.executor -- the output does not depend on it).
 
 in:  data/prepared/images.parquet
 out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
      data/features/images_ids.npy (int64 (n,), row i = image_id of row i),
      metrics/features.json (n, dim, backbone, image_size); run statistics (computed/cached
      rows, seconds, images_per_s) are printed and written to benchmarks/runs/features.json
-     (biaslab.runstats), not to metrics/: they describe the machine and the cache, not the result
-cache: <cache_dir>/<backbone>_<size>px_c3-<code digest>/ (persistent, see biaslab.features.encode_cached):
+     (biaslab.runtime.runstats), not to metrics/: they describe the machine and the cache, not the result
+cache: <cache_dir>/<backbone>_<size>px_c3-<code digest>/ (persistent, see biaslab.models.features.encode_cached):
      an image is encoded once, an interrupted run resumes.
 """
 import sys
 import time
 
-from biaslab.features import encode_cached, save_features
-from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab import executor, runstats
+from biaslab.models.features import encode_cached, save_features
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime import executor, runstats
 
 OUT = "data/features"
 

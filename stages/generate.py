@@ -3,14 +3,14 @@ biaslab.counterfactual.generate + the backend named by `generate.backend`).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
 captions}.parquet, data/labels/images.parquet and data/split.parquet (donor pool of copy_paste),
-the `generate:` section, `executor` (where the shards are computed: biaslab.executor; the
+the `generate:` section, `executor` (where the shards are computed: biaslab.runtime.executor; the
 output does not depend on it), `label.words` and `data.root` (backend render: the synthetic
 dataset's generator arguments and truth, <data.root>/annotations/synth_{params.json,truth.csv}) of
 params.yaml; writes data/generate/images/*.jpg (*.png for render),
 data/generate/shards/shard-XXX.parquet (one per finished shard; a re-run skips finished shards),
 data/generate/candidates.parquet and metrics/generate.json (results only: the resume counters
 RUN_COUNTERS, seconds_computing and candidates_per_s of this run are printed and written to
-benchmarks/runs/generate.json, biaslab.runstats).
+benchmarks/runs/generate.json, biaslab.runtime.runstats).
 
 Usage (from the repository root): python stages/generate.py [--params params.yaml]
     [--prepared data/prepared] [--labels data/labels/images.parquet]
@@ -23,9 +23,10 @@ import argparse
 import sys
 
 from biaslab.counterfactual import generate as gen
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
-from biaslab import executor, runstats
-from biaslab.labels import captions_or_label_texts
+# noqa: E501
+from biaslab.runtime.io import (InputError, load_params, read_parquet, write_json, write_parquet)
+from biaslab.runtime import executor, runstats
+from biaslab.data.labels import captions_or_label_texts
 
 #: Counters of what this run did (they differ between a fresh and a resumed run of the same
 #: inputs), kept out of metrics/generate.json.
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p = params["generate"]
     words = params.get("label", {}).get("words", "lic")
     masks = read_parquet(args.masks)
-    # data without captions (OpenImages): prompts from the image's labels (biaslab.labels)
+    # data without captions (OpenImages): prompts from the image's labels (biaslab.data.labels)
     caps, _ = captions_or_label_texts(read_parquet(f"{args.prepared}/captions.parquet"),
                                       args.labels, f"{args.prepared}/objects.parquet")
     prompts = gen.make_prompts(caps, masks["image_id"], words=words)

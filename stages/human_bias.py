@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab import stats
+from biaslab.runtime import stats
 from biaslab.captioner import gender_labels
-from biaslab.io import load_params, read_parquet, skip_without_captions, write_json
+from biaslab.runtime.io import load_params, read_parquet, skip_without_captions, write_json
 from biaslab.metrics.captions import error, ratio
 from biaslab.metrics.lic import lic
-from biaslab.textclf import default_config
+from biaslab.models.textclf import default_config
 
 
 def _finite(v):

@@ -5,8 +5,8 @@ agreement with perceived gender -> data/labels/, metrics/labels.json.
 the prepared perceived labels instead; the caption table is then empty."""
 import sys
 
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
-from biaslab.labels import agreement, label_captions, label_images, label_images_perceived
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.data.labels import agreement, label_captions, label_images, label_images_perceived
 
 
 def main() -> None:

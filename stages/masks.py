@@ -16,7 +16,8 @@ import os
 import sys
 
 from biaslab.counterfactual.masks import build_masks_from_params
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet  # noqa: E501
+# noqa: E501
+from biaslab.runtime.io import (InputError, load_params, read_parquet, write_json, write_parquet)
 
 
 def main(argv: list[str] | None = None) -> int:

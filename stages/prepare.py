@@ -1,16 +1,16 @@
 """Stage `prepare`: a dataset directory (params `data.root`) -> normalised parquet tables in
 data/prepared/ (schema: biaslab/schema.md), drop counts in metrics/prepare.json.
 
-`data.source` picks the reader: coco / synthetic (COCO layout, biaslab.coco) or openimages
-(OpenImages CSVs with MIAP, biaslab.openimages: its rows the protocol leaves out are counted
+`data.source` picks the reader: coco / synthetic (COCO layout, biaslab.data.coco) or openimages
+(OpenImages CSVs with MIAP, biaslab.data.openimages: its rows the protocol leaves out are counted
 under `excluded`, apart from the malformed ones under `dropped`)."""
 import sys
 
 import pandas as pd
 
-from biaslab.coco import read_coco
-from biaslab.openimages import read_openimages
-from biaslab.io import InputError, load_params, write_json, write_parquet
+from biaslab.data.coco import read_coco
+from biaslab.data.openimages import read_openimages
+from biaslab.runtime.io import InputError, load_params, write_json, write_parquet
 
 OUT = "data/prepared"
 

@@ -1,5 +1,5 @@
 """Stage `probe`: causal attribute sensitivity of every trained classifier and captioner on the
-synthetic probe pairs (biaslab.probe; paper 000 sec. 2.1: does a model still use a planted
+synthetic probe pairs (biaslab.analysis.probe; paper 000 sec. 2.1: does a model still use a planted
 context attribute -- labeled objects, scene, the unlabeled colour cast -- once the person is
 masked?).
 
@@ -19,15 +19,15 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neut
       ({"available", "backend", "n_pairs": {attribute: n}, "classifier": {dataset:
       {attribute: record}} (output P(man) - P(woman)), "classifier_logit": {...} (the same
       pairs on the logit margin logit P(man) - logit P(woman), which does not saturate:
-      biaslab.probe.classifier_logit_output), "captioner": {...} (the sampled gender word,
+      biaslab.analysis.probe.classifier_logit_output), "captioner": {...} (the sampled gender word,
       -1 / 0 / +1), "captioner_margin": {...} (the teacher-forced margin log P(male version)
       - log P(female version) of one caption pair per probe pair, scored under both images:
-      biaslab.probe.caption_margin_output; issue 23 item 5), "ci_rule", "blackout", and
+      biaslab.analysis.probe.caption_margin_output; issue 23 item 5), "ci_rule", "blackout", and
       "classifier_na": {name: why} for models without gender outputs (adversarial), which
       the probe's output P(man) - P(woman) does not exist for}, "mask_neutral": {dataset:
-      biaslab.probe.mask_neutral_record on the context-free images, with "context": the same
+      biaslab.analysis.probe.mask_neutral_record on the context-free images, with "context": the same
       on the probe pairs}; record: see
-      biaslab.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
+      biaslab.analysis.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
       says "not available (no planted truth)" and the stage exits 0.
 """
 import sys
@@ -37,13 +37,13 @@ import numpy as np
 import pandas as pd
 
 from biaslab import captioner as C
-from biaslab import probe as P
+from biaslab.analysis import probe as P
 from biaslab.classify import GenderObjectClassifier, encode_files, file_id, model_features
-from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, load_params, write_json, write_parquet
-from biaslab.synthetic import read_neutral, read_probe
-from biaslab.parallel import map_jobs
-from biaslab.paths import model_dir
+from biaslab.models.features import load_features, set_threads
+from biaslab.runtime.io import InputError, load_params, write_json, write_parquet
+from biaslab.data.synthetic import read_neutral, read_probe
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.paths import model_dir
 
 OUT = Path("data/probe")
 METRICS = "metrics/probe.json"

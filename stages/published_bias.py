@@ -1,5 +1,5 @@
 """Stage `published_bias` (published/dvc.yaml; issue 28): bias of the nine published captioners
-of the LIC paper from their released outputs (biaslab.published; params `published`).
+of the LIC paper from their released outputs (biaslab.data.published; params `published`).
 
 For every model of `published.models`: Ratio and Error (gender study, bootstrap CI over
 images), BA_label (the captions' vocabulary against the images' perceived gender), LIC_M for
@@ -35,14 +35,14 @@ import argparse
 import hashlib
 import sys
 
-from biaslab import published as P
-from biaslab.io import (InputError, ParamsError, json_number, load_params,
-                        write_json)
+from biaslab.data import published as P
+from biaslab.runtime.io import (InputError, ParamsError, json_number, load_params,
+                                write_json)
 from biaslab.metrics.lic import lic
-from biaslab.parallel import map_jobs
-from biaslab.progress import bar
-from biaslab.stats import record
-from biaslab.validate import ParamError, check_dbac
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.progress import bar
+from biaslab.runtime.stats import record
+from biaslab.runtime.validate import ParamError, check_dbac
 
 
 def check(p: dict) -> dict:
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError(a.params, "no `published` group (python scripts/compose_params.py)")
     try:
         p = check(params["published"])
-    except ParamError as e:      # as biaslab.io.load_params: one line, exit 2
+    except ParamError as e:      # as biaslab.runtime.io.load_params: one line, exit 2
         print(f"published_bias: {ParamsError(a.params, e.param, e.problem)}", file=sys.stderr)
         raise SystemExit(2) from e
     root, words, lp = str(p["root"]), str(p.get("words", "lic")), p["lic"]

@@ -16,9 +16,9 @@ import argparse
 import itertools
 from pathlib import Path
 
-from biaslab import published as P
-from biaslab.io import (InputError, atomic_path, load_params, read_json,
-                        write_json)
+from biaslab.data import published as P
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_json,
+                                write_json)
 
 #: what the released files cannot give, and what a user must add (issue 28 item 4)
 NOT_AVAILABLE = [
@@ -185,7 +185,7 @@ def render(metrics: dict, rows: list[dict], orders: list[dict]) -> str:
          "`published/paper_tables.csv`.", ""]
     if lp["preset"] != "paper":
         L += [f"The `{lp['preset']}` preset's classifier is smaller and shorter-trained than the "
-              "thesis' (`biaslab.textclf.default_config`), so its LIC_M is not the thesis' "
+              "thesis' (`biaslab.models.textclf.default_config`), so its LIC_M is not the thesis' "
               "instrument; the `paper` preset (`-S scale=full`) is.", ""]
     L += ["## Gender (thesis Tables 2.1 and 2.2)", "",
           "| model | Ratio: thesis | ours | Δ | within | Error %: thesis | ours | Δ | within |",
@@ -260,7 +260,7 @@ def render(metrics: dict, rows: list[dict], orders: list[dict]) -> str:
         "| columns | what to add |", "|---|---|"]
     L += [f"| {a} | {b} |" for a, b in _available(metrics)]
     L += ["", "BA_label: Zhao et al.'s BA (thesis Eq. 2.3) over the captions' own vocabulary with "
-          "the images' perceived gender as the reference (`biaslab.published.ba_label`): > 0 "
+          "the images' perceived gender as the reference (`biaslab.data.published.ba_label`): > 0 "
           "means that among the images a word is used for, the captions name the word's "
           "majority gender more often than the images show it; 0 for a captioner that names "
           "every gender right.", ""]

@@ -1,6 +1,6 @@
 """Stage `report`: the papers' tables (paper 000 Tables 1-4; biaslab/report/) as markdown
 with every cell mean ± 95 % CI and n, each bias metric's difference from Original with its CI,
-the causal probe, the validity verdicts (biaslab/validity.py), a headline metrics file, and bar
+the causal probe, the validity verdicts (biaslab/analysis/validity.py), a headline metrics file, and bar
 charts with CI error bars.
 
 params: report.digits, report.utility_floor, report.max_gender_word_loss, filters.names, filters.weights (Table 4's current row),
@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from biaslab.io import InputError, atomic_path, load_params, write_json
+from biaslab.runtime.io import InputError, atomic_path, load_params, write_json
 from biaslab.report import charts, document
 
 OUT = Path("plots/report")

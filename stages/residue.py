@@ -35,9 +35,9 @@ from tqdm import tqdm
 from biaslab.classify.manifest import encode_files
 from biaslab.counterfactual import residue as R
 from biaslab.counterfactual.masks import MASK_SHAPES, build_masks_from_params, load_mask
-from biaslab.features import load_features
-from biaslab.io import (InputError, atomic_dir, json_number, load_params,
-                        read_parquet, write_json)
+from biaslab.models.features import load_features
+from biaslab.runtime.io import (InputError, atomic_dir, json_number, load_params,
+                                read_parquet, write_json)
 
 PREP = "data/prepared"
 OUT = "data/residue"

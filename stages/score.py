@@ -1,10 +1,10 @@
 """Stage `score`: every filter on every candidate (paper 000 Eqs. 4-6; GenSynth KNN filter,
 paper 001 Eqs. 1-2) -> data/score/scores.parquet, metrics/score.json.
 
-The work is ``biaslab.filters.score_candidates``. Backbone features of candidates and
-originals come from the persistent feature cache (biaslab.features), so each image is decoded
+The work is ``biaslab.counterfactual.filters.score_candidates``. Backbone features of candidates and
+originals come from the persistent feature cache (biaslab.models.features), so each image is decoded
 and encoded once (the originals were encoded by stage `features`). Params `executor`
-(biaslab.executor): Ray encodes the candidates missing from the cache on worker actors (the
+(biaslab.runtime.executor): Ray encodes the candidates missing from the cache on worker actors (the
 unit of work: a few whole batches); the cheap heads, colour fidelity and KNN run here, so the
 output does not depend on the executor. `filters.clip` /
 `filters.detector` name a Hugging Face CLIP / object detector (paper tier); null means the
@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 
-from biaslab import executor
-from biaslab.clipscorer import load_scorer
-from biaslab.features import encode_cached, set_threads
-from biaslab.filters import FILTERS, score_candidates
-from biaslab.io import load_params, read_parquet, write_json, write_parquet
-from biaslab.objects import load_object_predictor
+from biaslab.runtime import executor
+from biaslab.models.clipscorer import load_scorer
+from biaslab.models.features import encode_cached, set_threads
+from biaslab.counterfactual.filters import FILTERS, score_candidates
+from biaslab.runtime.io import load_params, read_parquet, write_json, write_parquet
+from biaslab.models.objects import load_object_predictor
 
 
 def main() -> None:

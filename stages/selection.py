@@ -5,9 +5,9 @@ plots/filters/ (Fig. 4 style grid, score distributions). Only this stage and its
 re-run when `filters.weights` changes."""
 import numpy as np
 
-from biaslab.figures import filter_grid, score_distributions
-from biaslab.filters import knn_gate, select
-from biaslab.io import load_params, read_parquet, write_json, write_parquet
+from biaslab.analysis.figures import filter_grid, score_distributions
+from biaslab.counterfactual.filters import knn_gate, select
+from biaslab.runtime.io import load_params, read_parquet, write_json, write_parquet
 
 
 def main() -> None:

@@ -3,8 +3,8 @@
 generator's separate test set `synthtest` -> test) -> data/split.parquet, metrics/split.json."""
 import sys
 
-from biaslab.io import InputError, load_params, read_parquet, write_json, write_parquet
-from biaslab.labels import split_with_fixed
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.data.labels import split_with_fixed
 
 IMAGES = "data/prepared/images.parquet"
 

@@ -1,6 +1,6 @@
 """Stage `spurious`: spurious correlations between context and gender in the data, and whether
 the contrast set removes them (paper 001 appendix D; issue 32 item 4). The definitions and the
-choices where paper 001 is silent are in biaslab.spurious.
+choices where paper 001 is silent are in biaslab.analysis.spurious.
 
 * Caption clusters (app. D.1 / D.3): every image of known gender (all splits), its
   gender-neutralised captions embedded (``spurious.text_encoder``) and averaged, K-Means into
@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab.io import (InputError, atomic_path, is_skipped, json_number, load_params,
-                        read_parquet, skip_without_captions, write_json, write_parquet)
+from biaslab.runtime.io import (InputError, atomic_path, is_skipped, json_number, load_params,
+                                read_parquet, skip_without_captions, write_json, write_parquet)
 
 OUT = Path("data/spurious")
 METRICS = "metrics/spurious.json"
@@ -77,16 +77,16 @@ def _test(t: dict) -> dict:
 
 def main() -> None:
     params = load_params()
-    # params.yaml is validated by load_params (biaslab.validate.check_spurious)
+    # params.yaml is validated by load_params (biaslab.runtime.validate.check_spurious)
     s = {**DEFAULTS, **(params.get("spurious") or {})}
     if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
         return
-    from biaslab import spurious as S
+    from biaslab.analysis import spurious as S
     from biaslab.captioning.evaluation import gender_labels
     from biaslab.classify.blackout import write_blackout_images
     from biaslab.captioning.data import image_features
-    from biaslab.features import encode_texts_cached
-    from biaslab.gender import neutralise
+    from biaslab.models.features import encode_texts_cached
+    from biaslab.data.gender import neutralise
 
     fp, cp = params.get("features") or {}, params.get("classifier") or {}
     words = (params.get("label") or {}).get("words", "lic")
@@ -184,7 +184,7 @@ def main() -> None:
         # past the removed boxes (their fill is the rest's mean colour, so one pixel suffices).
         # Only lossless pairs compare (PNG both sides): a JPEG re-encoding changes every pixel,
         # and a source outside this stage's labelled set has no removed image to compare with
-        from biaslab.features import file_digest
+        from biaslab.models.features import file_digest
         src = {int(i): p for i, p in zip(masked["image_id"], masked["path"])
                if str(p).endswith(".png")}
         both = [(src[int(i)], p) for i, p in zip(con["image_id"], cmasked["path"])

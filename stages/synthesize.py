@@ -8,8 +8,8 @@ caches no dataset it never reads (issue 31 item 7)."""
 import shutil
 from pathlib import Path
 
-from biaslab.io import load_params, write_json
-from biaslab.synthetic import generate
+from biaslab.runtime.io import load_params, write_json
+from biaslab.data.synthetic import generate
 
 OUT = Path("data/raw/synthetic")
 

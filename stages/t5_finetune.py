@@ -22,9 +22,10 @@ import sys
 import time
 from collections import Counter
 
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions, write_json
+from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
+                                write_json)
 from biaslab.libra import bcs, t5
-from biaslab import runstats
+from biaslab.runtime import runstats
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         val = val.sample(n=int(max_val), random_state=seed)
     train_caps, val_caps = d["caption"].tolist(), val["caption"].tolist()
 
-    from biaslab.live import Live
+    from biaslab.runtime.live import Live
     t0 = time.perf_counter()
     with Live(dir=a.live, dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:

@@ -1,7 +1,7 @@
 """Stage `train_captioner` (foreach dataset): the captioners of `captioner.archs` (paper 000
 Table 2; biaslab/captioning/: `clipcap` = ClipCap, `transformer` = the encoder-decoder
 Transformer on the backbone's feature grid) trained on one training-set variant, one per arch x
-seed of `captioner.seeds`, on `captioner.workers` forked processes (biaslab.parallel: one torch
+seed of `captioner.seeds`, on `captioner.workers` forked processes (biaslab.runtime.parallel: one torch
 thread each; features are loaded once per arch, before the fork).
 
 usage: python stages/train_captioner.py --dataset augment [--archs clipcap transformer]
@@ -29,12 +29,12 @@ import argparse
 import sys
 import time
 
-from biaslab import runstats
+from biaslab.runtime import runstats
 from biaslab import captioning as K
-from biaslab import datasets as D
+from biaslab.data import datasets as D
 from biaslab.captioning import data as CD
-from biaslab.io import InputError, load_params, read_parquet, skip_without_captions
-from biaslab.parallel import map_jobs
+from biaslab.runtime.io import InputError, load_params, read_parquet, skip_without_captions
+from biaslab.runtime.parallel import map_jobs
 
 PREP = "data/prepared"
 
@@ -97,7 +97,7 @@ def main(argv=None) -> None:
                     arch.features(v_tab, cache, cfg, **fkw) if len(v_tab) else None)
 
     def train_seed(job: tuple[str, int]) -> str:
-        from biaslab.live import Live
+        from biaslab.runtime.live import Live
         a, seed = job
         arch, scfg = K.get_arch(a), config(a, seed)
         t_feats, v_feats = feats[a]

@@ -5,7 +5,7 @@ datasets/methods, `features.backbone`, `features.image_size`; `train_method` als
 `classifier.method_params`). One stage per training set trains every seed of
 `classifier.seeds` for every backbone of `classifier.backbones` (null: `features.backbone`; one
 Table 1 column group each, paper 000 Table 1) on `classifier.workers` forked processes
-(biaslab.parallel: one torch thread each; the features are loaded once, before the fork).
+(biaslab.runtime.parallel: one torch thread each; the features are loaded once, before the fork).
 
 usage: python stages/train_classifier.py --dataset augment            (every seed)
        python stages/train_classifier.py --method group_dro --seeds 0 1 (dataset: original)
@@ -17,21 +17,21 @@ in:  data/datasets/original.parquet (label list: objects co-occurring with each 
 out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. labels/outputs,
      method, method_params; classifier_head.safetensors, history.json),
      dvclive/classifier/<name>/<name>-<seed>/ (per-epoch train/loss, val/loss, val/mAP,
-     val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.paths);
-     backbones after the first: .../<name>-<seed>-<backbone slug>/ (biaslab.paths.slug)
+     val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.runtime.paths);
+     backbones after the first: .../<name>-<seed>-<backbone slug>/ (biaslab.runtime.paths.slug)
 """
 import argparse
 import sys
 import time
 from pathlib import Path
 
-from biaslab import runstats
+from biaslab.runtime import runstats
 from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, classifier_backbones,
                               manifest_features, select_labels, train_classifier, train_finetune)
-from biaslab.features import load_features, set_threads
-from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab.parallel import map_jobs
-from biaslab.paths import live_dir, model_dir
+from biaslab.models.features import load_features, set_threads
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.paths import live_dir, model_dir
 
 
 def main(argv=None) -> None:
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
         feat_seconds = time.perf_counter() - tf
 
     def train_seed(job: tuple[str, int]) -> str:
-        from biaslab.live import Live
+        from biaslab.runtime.live import Live
         backbone, seed = job
         variant = None if backbone == backbones[0] else backbone
         t0 = time.perf_counter()

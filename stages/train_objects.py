@@ -4,17 +4,17 @@ params `objects`, plus `features.backbone` / `features.image_size` recorded in t
 in:  data/features/images.npy, data/features/images_ids.npy, data/prepared/objects.parquet,
      data/split.parquet
 out: data/objects/ (objects_config.json + objects_head.safetensors;
-     biaslab.objects.load_object_predictor), metrics/objects.json (test macro mAP, F1 of the
+     biaslab.models.objects.load_object_predictor), metrics/objects.json (test macro mAP, F1 of the
      predicted vs labelled object sets, counts)
 """
 import sys
 
 import numpy as np
 
-from biaslab.features import load_features, set_threads, split_rows
-from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab.objects import (DEFAULTS, frequent_categories, mean_average_precision, object_f1,
-                             object_label_matrix, train_object_predictor)
+from biaslab.models.features import load_features, set_threads, split_rows
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.models.objects import (DEFAULTS, frequent_categories, mean_average_precision,
+                                    object_f1, object_label_matrix, train_object_predictor)
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     ids, feats = load_features()
     objects = read_parquet("data/prepared/objects.parquet")
     split = read_parquet("data/split.parquet")
-    if p["labelled_only"]:  # images whose object set is known (see biaslab.objects)
+    if p["labelled_only"]:  # images whose object set is known (see biaslab.models.objects)
         keep = np.isin(ids, objects["image_id"].unique())
         ids, feats = ids[keep], feats[keep]
     train, val, test = (split_rows(split, ids, s) for s in ("train", "val", "test"))

@@ -3,23 +3,23 @@
 
 in:  data/features/images.npy, data/features/images_ids.npy (stage `features`),
      data/prepared/captions.parquet, data/split.parquet
-out: data/scorer/ (lit_config.json + lit_heads.safetensors; biaslab.clipscorer.load_scorer),
+out: data/scorer/ (lit_config.json + lit_heads.safetensors; biaslab.models.clipscorer.load_scorer),
      metrics/scorer.json (test image->text / text->image R@1, R@5, chance levels, n_test,
      final loss), dvclive/scorer/ (per-epoch train loss, val R@1, temperature; one line per
      epoch on stdout); train/text-encoding seconds: benchmarks/runs/train_scorer.json
 cache: <scorer.cache_dir>/text_<encoder>/ caption embeddings (each distinct caption encoded
-     once across runs; biaslab.features.encode_texts_cached)
+     once across runs; biaslab.models.features.encode_texts_cached)
 """
 import sys
 import time
 
 import numpy as np
 
-from biaslab.clipscorer import DEFAULTS, retrieval_recall, train_lit
-from biaslab.features import encode_texts_cached, load_features, split_rows
-from biaslab.io import InputError, load_params, read_parquet, write_json
-from biaslab.labels import captions_or_label_texts
-from biaslab import runstats
+from biaslab.models.clipscorer import DEFAULTS, retrieval_recall, train_lit
+from biaslab.models.features import encode_texts_cached, load_features, split_rows
+from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.data.labels import captions_or_label_texts
+from biaslab.runtime import runstats
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     p = {**DEFAULTS, **params["scorer"]}
     fp = params.get("features", {})
     ids, feats = load_features()
-    # data without captions (OpenImages): the scorer learns from label texts (biaslab.labels)
+    # data without captions (OpenImages): the scorer learns from label texts (biaslab.data.labels)
     caps, from_labels = captions_or_label_texts(read_parquet("data/prepared/captions.parquet"),
                                                 "data/labels/images.parquet",
                                                 "data/prepared/objects.parquet")
@@ -50,7 +50,7 @@ def main() -> None:
     if len(train) < 2 or len(test) < 1:
         raise InputError("data/split.parquet", f"need >= 2 train and >= 1 test images with "
                                                f"features, got {len(train)} / {len(test)}")
-    from biaslab.live import Live
+    from biaslab.runtime.live import Live
     t0 = time.perf_counter()
     with Live(dir="dvclive/scorer", dvcyaml=False, save_dvc_exp=False) as live:
         def on_epoch(epoch: int, rec: dict) -> None:
@@ -84,7 +84,7 @@ def main() -> None:
         out.update({f"prefixed/{k}": round(v, 4) for k, v in mp.items()
                     if not k.startswith("chance")})
     if from_labels:
-        out["texts"] = "label texts (the data has no captions; biaslab.labels.label_texts)"
+        out["texts"] = "label texts (the data has no captions; biaslab.data.labels.label_texts)"
     out.update({"n_test_images": int(len(test)), "n_test_captions": int(mask.sum()),
                 "n_train_images": int(len(train)), "n_val_images": int(len(val)),
                 "final_loss": round(hist[-1]["loss"], 4), "epochs_run": len(hist),

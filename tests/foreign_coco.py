@@ -1,4 +1,4 @@
-"""A COCO-layout dataset written by the tests, independent of ``biaslab.synthetic`` (issue 31
+"""A COCO-layout dataset written by the tests, independent of ``biaslab.data.synthetic`` (issue 31
 item 8): a planted gender-context bias known by construction, a gender cue the project's
 generator never draws, and a skewed gender ratio.
 

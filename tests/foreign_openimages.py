@@ -4,7 +4,7 @@ reader must count, with the expected counts returned.
 
 The pictures are ``tests/foreign_coco.py``'s (shirt hue as the gender cue, scene and two objects
 agreeing with the gender in ``agree`` of images, ``ratio`` men per woman), independent of
-``biaslab.synthetic``. What is OpenImages here is the layout:
+``biaslab.data.synthetic``. What is OpenImages here is the layout:
 
 * ``oidv7-class-descriptions.csv`` (``LabelName,DisplayName``), real MIDs;
 * ``images/train/<ImageID>.jpg`` and ``images/validation/<ImageID>.jpg`` (16 hex digits);

@@ -95,3 +95,68 @@ def test_the_report_stage_is_thin():
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert defs == ["_read", "main"]
     assert len((ROOT / "stages" / "report.py").read_text().splitlines()) < 80
+
+
+#: issue 27 item 6: the top of biaslab/ holds only the package marker, the entry modules and
+#: two compatibility modules; everything else lives in a package named for its subject
+TOP_LEVEL = {"__init__", "_moved", "captioner", "cli", "registry"}
+PACKAGES = {"analysis", "captioning", "classify", "counterfactual", "data", "libra", "metrics",
+            "models", "report", "runtime"}
+
+
+def test_the_top_level_holds_only_the_entry_modules():
+    lib = ROOT / "biaslab"
+    assert {p.stem for p in lib.glob("*.py")} == TOP_LEVEL
+    assert {p.name for p in lib.iterdir() if (p / "__init__.py").is_file()} == PACKAGES
+
+
+def test_the_old_module_names_map_to_their_packages_by_hand():
+    from biaslab import _moved
+    assert _moved.new_name("biaslab.stats") == "biaslab.runtime.stats"
+    assert _moved.new_name("biaslab.synthetic") == "biaslab.data.synthetic"
+    assert _moved.new_name("biaslab.filters.x") == "biaslab.counterfactual.filters.x"
+    assert _moved.new_name("biaslab.registry") is None
+    assert _moved.new_name("biaslab.metrics.lic") is None
+    assert _moved.new_name("biaslab") is None
+    assert _moved.new_name("other.stats") is None
+    for old, pkg in _moved.MOVED.items():            # every target exists
+        where = ROOT / "biaslab" / pkg / old
+        assert where.with_suffix(".py").is_file() or (where / "__init__.py").is_file(), old
+
+
+def test_an_old_import_path_is_the_moved_module_with_a_warning():
+    import importlib
+    import sys
+
+    import pytest
+    new = importlib.import_module("biaslab.analysis.sweep")
+    sys.modules.pop("biaslab.sweep", None)           # only the alias, never the module itself
+    with pytest.warns(DeprecationWarning, match="biaslab.analysis.sweep"):
+        old = importlib.import_module("biaslab.sweep")
+    assert old is new
+    sys.modules.pop("biaslab.sweep", None)
+    import biaslab
+    vars(biaslab).pop("sweep", None)                 # the import above set it on the package
+    with pytest.warns(DeprecationWarning):
+        from biaslab import sweep                    # noqa: F401  (the README's old form)
+    assert sweep is new
+
+
+def test_the_repository_uses_only_the_new_module_paths():
+    """Every import in the library, the stages, tests, scripts, benchmarks and the example
+    plug-in names a module where it lives now (the old names are only for outside code)."""
+    from biaslab import _moved
+    old = []
+    for d in ("biaslab", "stages", "tests", "scripts", "benchmarks", "examples"):
+        for f in sorted((ROOT / d).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                old += [f"{f.relative_to(ROOT)}: {n}" for n in names
+                        if _moved.new_name(n) and not (f.name == "test_architecture.py"
+                                                       and n == "biaslab.sweep")]
+    assert old == []

@@ -1,4 +1,4 @@
-"""Synthetic-artifact test of paper 000 sec. 3.3 / Table 3 (biaslab.artifact): body-part masks
+"""Synthetic-artifact test of paper 000 sec. 3.3 / Table 3 (biaslab.analysis.artifact): body-part masks
 from keypoints, the seeded part choice with its box fallback, Delta against the paper's own
 numbers, Table 3 scores, and inpainting a part with the copy_paste and sd_inpaint backends."""
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from biaslab import artifact as A
+from biaslab.analysis import artifact as A
 
 
 # small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
@@ -161,9 +161,9 @@ def test_caption_prompt():
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    from biaslab.coco import read_coco
-    from biaslab.labels import label_captions, label_images
-    from biaslab.synthetic import generate
+    from biaslab.data.coco import read_coco
+    from biaslab.data.labels import label_captions, label_images
+    from biaslab.data.synthetic import generate
     root = tmp_path_factory.mktemp("art")
     generate(root / "raw", n_images=16, image_size=96, seed=2, bias=0.5)
     t, _ = read_coco(root / "raw", progress=False)
@@ -172,7 +172,7 @@ def synth(tmp_path_factory):
 
 def test_copy_paste_inpaints_only_the_part_with_a_same_group_donor(synth):
     from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
-    from biaslab.io import load_image
+    from biaslab.runtime.io import load_image
     root, t, labels = synth
     backend = CopyPasteBackend(donor_pool(t["persons"], t["images"], labels), feather_px=1.0)
     gender = dict(zip(labels["image_id"], labels["gender"]))
@@ -237,7 +237,7 @@ def test_sd_inpaint_backend_inpaints_a_part_with_the_caption(tmp_path):
 
 
 def test_caption_artifact_scores_hand_computed():
-    from biaslab.artifact import caption_artifact_scores
+    from biaslab.analysis.artifact import caption_artifact_scores
     orig = ["a man on a bike", "a man with a dog", "a woman in a kitchen", "a person outside"]
     inp = ["a man on a bike", "a woman with a dog", "a woman in a kitchen", "a man outside"]
     g = ["male", "male", "female", "unsure"]           # the unsure image is not counted

@@ -1,4 +1,4 @@
-"""Tests of biaslab.audit (REVISE person-/object-based audit, paper 004) and stages/audit.py.
+"""Tests of biaslab.analysis.audit (REVISE person-/object-based audit, paper 004) and stages/audit.py.
 
 Expected values are computed by hand in the comments."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab import audit
-from biaslab.io import InputError
+from biaslab.analysis import audit, audit_figures
+from biaslab.runtime.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -453,7 +453,7 @@ def test_stage_script(tmp_path, monkeypatch):
     assert {"n_significant", "top_female", "top_male", "significant"} <= set(m["objects"])
     assert m["objects"]["significant"] == ["handbag", "skateboard"]
     assert "area_frac_cohens_d" in m["prominence"]
-    for f in audit.PLOT_FILES:
+    for f in audit_figures.PLOT_FILES:
         data = (tmp_path / "plots/audit" / f).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n", f
     objs = pd.read_csv(tmp_path / "plots/audit/objects.csv")

@@ -5,7 +5,7 @@ No network: each architecture is a tiny randomly initialised model of the same t
 class as the real checkpoint (``ResNetModel`` / ``SwinModel`` / ``ConvNextModel``) with the
 image-processor class and resize convention of that checkpoint, saved with ``save_pretrained``
 into a temporary directory and loaded by the same code path as a hub name
-(``biaslab.features.load_image_encoder`` -> ``HFImageEncoder``; the classifier's
+(``biaslab.models.features.load_image_encoder`` -> ``HFImageEncoder``; the classifier's
 ``train_finetune`` and ``GenderObjectClassifier.save`` / ``load``). Images are real
 coco-mini photos; the classifier's labels are made up (alternating gender, ``cup`` on two
 images in three): only the plumbing is tested, not what the model learns.
@@ -20,9 +20,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import biaslab.classify as C  # noqa: E402
-from biaslab.datasets import MANIFEST_COLUMNS  # noqa: E402
-from biaslab.features import (_size_kwargs, canonical_batch, encode_cached, load_image_encoder,  # noqa: E402
-                              torch_threads)
+from biaslab.data.datasets import MANIFEST_COLUMNS  # noqa: E402
+from biaslab.models.features import (_size_kwargs, canonical_batch,  # noqa: E402
+                                     encode_cached, load_image_encoder, torch_threads)
 
 IMAGES = sorted((COCO_MINI / "images" / "train2017").glob("*.jpg"))[:8]
 pytestmark = pytest.mark.skipif(len(IMAGES) < 8, reason="../shared/coco-mini not present")
@@ -98,7 +98,7 @@ def test_frozen_backbone_encodes_real_images(backbone):
         f = enc.encode(IMAGES[:3], batch_size=2)
         assert enc.dim == WIDTH and f.shape == (3, WIDTH) and f.dtype == np.float32
         assert np.isfinite(f).all() and f.std() > 0
-        from biaslab.features import _open_rgb
+        from biaslab.models.features import _open_rgb
         px = enc._preprocess([_open_rgb(p) for p in IMAGES[:3]])
         assert tuple(px.shape) == (3, 3, 32, 32)
         with torch.inference_mode():
@@ -112,7 +112,7 @@ def test_image_size_rescales_the_processors_crop(backbone):
     """features.image_size (default 224) used to crash ResNet / ConvNeXt processors under
     transformers 5 ({"height", "width"} passed to a shortest-edge processor)."""
     _, d = backbone
-    from biaslab.features import _open_rgb
+    from biaslab.models.features import _open_rgb
     with torch_threads(1):
         native = load_image_encoder(d).encode(IMAGES[:2])
         same = load_image_encoder(d, image_size=32)       # = the processor's own crop

@@ -1,8 +1,8 @@
-"""biaslab.backends: copy_paste vs render from `dvc exp show --json` (issue 11 item 5)."""
+"""biaslab.analysis.backends: copy_paste vs render from `dvc exp show --json` (issue 11 item 5)."""
 import pytest
 
-from biaslab import backends as B
-from biaslab import stats
+from biaslab.analysis import backends as B
+from biaslab.runtime import stats
 
 
 def _rec(name, backend, deltas_syn, deltas_aug=None, source="synthetic"):

@@ -83,7 +83,7 @@ BAD_PARAM = {
     "selection": ({"filters__weights": [1, math.nan, 1]}, "filters.weights", "finite"),
     "report": ({"filters__weights": [1, 1]}, "filters.weights", "2 weight(s) for 3"),
     "score": ({"filters__names": "prompt_adherence"}, "filters.names", "list"),
-    # biaslab.validate.check_dbac, at load_params
+    # biaslab.runtime.validate.check_dbac, at load_params
     "eval_captioner": ({"eval_captioner__dbac": {"seeds": 0}}, "eval_captioner.dbac.seeds",
                        "an integer >= 1"),
     # checked by the stage itself (stages/controls.py check_attackers), before any input

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from biaslab import captioner as C
-from biaslab import runstats
-from biaslab.io import without_run_stats
+from biaslab.runtime import runstats
+from biaslab.runtime.io import without_run_stats
 from tests.conftest import REPO
 
 torch = pytest.importorskip("torch")
@@ -267,11 +267,11 @@ def _load_stage(name):
 
 def _workspace(root: Path, n_images=40, bias=0.5, size=64):
     """A pipeline working directory: synthetic COCO -> prepared/labels/split/datasets tables."""
-    from biaslab import datasets as D
-    from biaslab import synthetic
-    from biaslab.coco import read_coco
-    from biaslab.io import write_parquet
-    from biaslab.labels import label_captions, label_images, stratified_split
+    from biaslab.data import datasets as D
+    from biaslab.data import synthetic
+    from biaslab.data.coco import read_coco
+    from biaslab.runtime.io import write_parquet
+    from biaslab.data.labels import label_captions, label_images, stratified_split
     synthetic.generate(root / "data/raw/synthetic", n_images=n_images, bias=bias, seed=0,
                        image_size=size)
     tabs, _ = read_coco("data/raw/synthetic", progress=False)
@@ -368,7 +368,7 @@ def test_eval_stage_names_a_missing_model(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------------- science
 def _gender_word_share(captions, words="lic"):
-    from biaslab.gender import caption_gender
+    from biaslab.data.gender import caption_gender
     return float(np.mean([caption_gender(c, words) in ("female", "male") for c in captions]))
 
 
@@ -388,7 +388,7 @@ def test_synthetic_truth_captioner_learns_and_bias_grows(tmp_path):
     from biaslab.metrics.captions import error, ratio
     from biaslab.metrics.quality import coco_caption_scores
     torch.set_num_threads(1)
-    from biaslab.parallel import map_jobs
+    from biaslab.runtime.parallel import map_jobs
     t_start = time.perf_counter()
     # the two biases train independently: one forked worker each (2 cores, 1 thread each)
     biases = (0.0, 0.9)
@@ -431,10 +431,10 @@ _SCENE_WORDS = ("kitchen", "beach", "ocean", "field", "street", "sidewalk", "roa
 def _synthetic_run(tmp_path, bias, n_images=300, size=128):
     """Generate synthetic data with ``bias``, train a tiny captioner on its train split, caption
     its test split."""
-    from biaslab import datasets as D
-    from biaslab import synthetic
-    from biaslab.coco import read_coco
-    from biaslab.labels import label_captions, label_images, stratified_split
+    from biaslab.data import datasets as D
+    from biaslab.data import synthetic
+    from biaslab.data.coco import read_coco
+    from biaslab.data.labels import label_captions, label_images, stratified_split
     root = tmp_path / f"b{bias}"
     synthetic.generate(root, n_images=n_images, bias=bias, seed=0, image_size=size)
     tabs, _ = read_coco(root, progress=False)
@@ -457,10 +457,10 @@ def _synthetic_run(tmp_path, bias, n_images=300, size=128):
 # --------------------------------------------------------------------------------- probe margin
 def test_sequence_logprobs_agree_with_the_training_loss_and_the_margin_follows_the_image(
         toy_model):
-    """biaslab.probe.sequence_logprobs is the teacher-forced log-probability of the training
+    """biaslab.analysis.probe.sequence_logprobs is the teacher-forced log-probability of the training
     loss (sum of -log p over tokens), and the continuous captioner probe output (issue 23
     item 5) prefers "man" on a skateboard image and "woman" on an umbrella image."""
-    from biaslab import probe as P
+    from biaslab.analysis import probe as P
     model, _, feats, cluster = toy_model
     caps = ["a woman with an umbrella", "a man with a skateboard", "a blue circle"]
     f = feats[[int(np.flatnonzero(cluster == k)[0]) for k in (2, 3, 1)]]

@@ -13,7 +13,7 @@ import yaml
 from biaslab import captioning as K
 from biaslab.captioning import decoding
 from biaslab.captioning import transformer as T
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 from tests.test_captioner import TOY, _load_stage, _tiny_dcg, _toy, _workspace
 
 torch = pytest.importorskip("torch")
@@ -188,7 +188,7 @@ def _md5(d: Path) -> dict:
 def test_two_seed_training_is_deterministic_across_workers(tmp_path):
     """Seeds 0 and 1, trained sequentially and on 2 forked workers: identical bytes per seed,
     different bytes across seeds."""
-    from biaslab.parallel import map_jobs
+    from biaslab.runtime.parallel import map_jobs
     grid, caps, rows, _ = _grid_toy()
     cfg = _tcfg(epochs=3, dropout=0.1)
 
@@ -226,7 +226,7 @@ def test_grid_features_pool_to_the_pooled_feature(tmp_path):
     assert g7.shape == (2, 49, 1280) and g1.shape == (2, 1, 1280)
     np.testing.assert_allclose(g7.mean(1), pooled, atol=1e-5)
     np.testing.assert_allclose(g1[:, 0], pooled, atol=1e-5)
-    from biaslab.features import cache_key
+    from biaslab.models.features import cache_key
     assert {p.name for p in cache.iterdir()} == {cache_key("efficientnet_lite0-grid7", 224),
                                                   cache_key("efficientnet_lite0-grid1", 224),
                                                   cache_key("efficientnet_lite0", 224)}
@@ -263,7 +263,7 @@ def test_stages_train_and_eval_two_archs(tmp_path, monkeypatch):
     assert json.loads((tdir / "transformer.json").read_text())["config"]["grid"] == 2
     assert (tmp_path / "dvclive/captioner/original/original-transformer-0/metrics.json"
             ).is_file()
-    from biaslab.features import cache_key
+    from biaslab.models.features import cache_key
     assert (tmp_path / "data/cache/features" / cache_key("efficientnet_lite0-grid2", 64)).is_dir()
     _tiny_dcg(tmp_path, image_size=64)
     _load_stage("eval_captioner").main()

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from biaslab import captioning as K  # noqa: E402
-from biaslab.features import torch_threads  # noqa: E402
+from biaslab.models.features import torch_threads  # noqa: E402
 from tests.test_captioning import tiny_blip2  # noqa: E402
 
 IMAGES = sorted((COCO_MINI / "images" / "train2017").glob("*.jpg"))[:6]

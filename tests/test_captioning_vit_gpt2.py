@@ -14,8 +14,8 @@ transformers = pytest.importorskip("transformers")
 
 from biaslab import captioning as K  # noqa: E402
 from biaslab.captioning.tokens import build_tokenizer  # noqa: E402
-from biaslab.features import torch_threads  # noqa: E402
-from biaslab.io import InputError  # noqa: E402
+from biaslab.models.features import torch_threads  # noqa: E402
+from biaslab.runtime.io import InputError  # noqa: E402
 
 IMAGES = sorted((COCO_MINI / "images" / "train2017").glob("*.jpg"))[:6]
 pytestmark = pytest.mark.skipif(len(IMAGES) < 6, reason="../shared/coco-mini not present")

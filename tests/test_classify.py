@@ -13,8 +13,8 @@ import yaml
 from PIL import Image
 
 from biaslab import classify as C
-from biaslab import runstats
-from biaslab.datasets import MANIFEST_COLUMNS
+from biaslab.runtime import runstats
+from biaslab.data.datasets import MANIFEST_COLUMNS
 
 
 # small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
@@ -328,11 +328,11 @@ def test_encode_files_is_keyed_by_content(tmp_path):
 def _tiny_repo(root: Path, n=48, size=64):
     """A synthetic dataset laid out like the pipeline's data/ (prepared tables, labels, split,
     features, dataset manifests incl. counterfactual rows) under ``root``."""
-    from biaslab import datasets as D
-    from biaslab import synthetic
-    from biaslab.coco import read_coco
-    from biaslab.features import encode_cached, save_features
-    from biaslab.labels import label_captions, label_images, stratified_split
+    from biaslab.data import datasets as D
+    from biaslab.data import synthetic
+    from biaslab.data.coco import read_coco
+    from biaslab.models.features import encode_cached, save_features
+    from biaslab.data.labels import label_captions, label_images, stratified_split
     synthetic.generate(root / "raw", n_images=n, bias=0.8, seed=3, image_size=size)
     t, _ = read_coco(root / "raw", progress=False)
     for name in ("images", "persons", "objects", "captions"):
@@ -507,10 +507,10 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
 def _synthetic_world(root: Path, bias: float, n: int, enc):
     """Synthetic images with planted ``bias`` -> original manifest, test table, features of the
     training images, the test images and their persons-blacked-out versions."""
-    from biaslab import datasets as D
-    from biaslab import synthetic
-    from biaslab.coco import read_coco
-    from biaslab.labels import label_captions, label_images, stratified_split
+    from biaslab.data import datasets as D
+    from biaslab.data import synthetic
+    from biaslab.data.coco import read_coco
+    from biaslab.data.labels import label_captions, label_images, stratified_split
     synthetic.generate(root, n_images=n, bias=bias, seed=0, image_size=128)
     t, _ = read_coco(root, progress=False)
     labels = label_images(label_captions(t["captions"]))
@@ -528,7 +528,7 @@ def _synthetic_world(root: Path, bias: float, n: int, enc):
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     enc = load_image_encoder("efficientnet_lite0", image_size=128)
     root = tmp_path_factory.mktemp("planted")
     worlds = {b: _synthetic_world(root / f"bias{b}", b, 300, enc) for b in (0.0, 0.9)}
@@ -608,7 +608,7 @@ def test_finetune_trains_the_backbone_and_reloads(tmp_path):
                                  seed=0, params={"epochs": 2, "lr": 1e-4, "batch_size": 4,
                                                  "val_fraction": 0.25})
     assert len(hist) == 2 and clf.config["finetune"] and clf.config["n_val"] == 2
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     frozen = load_image_encoder("efficientnet_lite0", image_size=32)
     f_tuned, f_frozen = clf.encode(paths[:2]), frozen.encode(paths[:2])
     assert not np.allclose(f_tuned, f_frozen)                 # the backbone moved

@@ -244,7 +244,7 @@ def test_erm_is_the_default_and_unknown_methods_or_params_fail():
 def planted_methods(tmp_path_factory):
     """Original vs GroupDRO vs Adversarial on the planted-bias synthetic data (bias 0.9, 300
     images, the world of tests/test_classify.py), 3 seeds each."""
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     from tests.test_classify import _synthetic_world
     enc = load_image_encoder("efficientnet_lite0", image_size=128)
     w = _synthetic_world(tmp_path_factory.mktemp("planted_m") / "bias0.9", 0.9, 300, enc)

@@ -360,7 +360,7 @@ def test_console_script_registers_every_command_and_shows_version_and_defaults()
 def dcg_model(tmp_path_factory):
     from tests.test_libra_dcg import CAPS, TINY, _write_images
     import numpy as np
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     from biaslab.libra import dcg as D
     root = tmp_path_factory.mktemp("readme")
     _write_images(root / "shared" / "coco-mini", [1, 2, 3, 4], "coco")
@@ -479,7 +479,7 @@ def test_evaluate_defaults_ci_preset_and_auto_progress():
 
 
 def test_progress_enabled_follows_the_terminal(monkeypatch):
-    from biaslab import progress
+    from biaslab.runtime import progress
     monkeypatch.setattr(progress, "stderr_is_tty", lambda: True)
     assert cli.progress_enabled(None) is True and cli.progress_enabled(False) is False
     monkeypatch.setattr(progress, "stderr_is_tty", lambda: False)

@@ -1,10 +1,10 @@
-"""LiT-style offline CLIP scorer (biaslab.clipscorer)."""
+"""LiT-style offline CLIP scorer (biaslab.models.clipscorer)."""
 import numpy as np
 import pytest
 
-from biaslab.clipscorer import (LiTScorer, clip_loss, is_lit_dir, load_scorer, retrieval_recall,
-                                train_lit)
-from biaslab.io import InputError
+from biaslab.models.clipscorer import (LiTScorer, clip_loss, is_lit_dir, load_scorer,
+                                       retrieval_recall, train_lit)
+from biaslab.runtime.io import InputError
 
 
 # small inputs on a shared 2-core machine: one torch thread is fastest (tests/conftest.py)
@@ -135,8 +135,8 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
     import pandas as pd
     import yaml
 
-    import biaslab.features
-    monkeypatch.setattr(biaslab.features, "load_text_encoder", lambda *a, **k: FakeTextEncoder())
+    import biaslab.models.features
+    monkeypatch.setattr(biaslab.models.features, "load_text_encoder", lambda *a, **k: FakeTextEncoder())
     n = 40
     ids = np.arange(500, 500 + n)
     base = np.stack([np.random.default_rng(i).normal(size=12) for i in range(n)])
@@ -165,7 +165,7 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
     assert loss[0].split() == ["step", "loss"] and len(loss) == 26
     scorer = load_scorer(tmp_path / "data" / "scorer")
     assert scorer.config["text_encoder"] == "fake" and scorer.config["d_img"] == 20
-    from biaslab.features import cache_key
+    from biaslab.models.features import cache_key
     assert len(list((tmp_path / "data/cache/text" / f"text_{cache_key('fake', None)}"
                     ).glob("*.npy"))) >= 1
 

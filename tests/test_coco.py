@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from biaslab.coco import read_coco
-from biaslab.io import InputError
+from biaslab.data.coco import read_coco
+from biaslab.runtime.io import InputError
 from tests.conftest import COCO_MINI
 
 
@@ -217,7 +217,7 @@ def test_file_name_that_is_not_utf8_names_the_file(tiny_coco):
 
 
 def test_images_table_records_the_content_digest(tiny_coco):
-    from biaslab.features import file_digest
+    from biaslab.models.features import file_digest
     t, _ = read_coco(tiny_coco, progress=False)
     assert list(t["images"]["digest"]) == [file_digest(p) for p in t["images"]["path"]]
     assert t["images"]["digest"].nunique() == 4

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab.contrast import contrast_counts, contrast_pairs
+from biaslab.counterfactual.contrast import contrast_counts, contrast_pairs
 from tests.test_captioner import _load_stage, _workspace
 
 torch = pytest.importorskip("torch")
@@ -44,7 +44,7 @@ def test_pairs_keep_an_image_only_when_both_groups_pass():
 
 
 def test_contrast_set_and_retrieval_stages_on_a_tiny_workspace(tmp_path, monkeypatch):
-    from biaslab.clipscorer import LiTScorer, _heads
+    from biaslab.models.clipscorer import LiTScorer, _heads
     monkeypatch.chdir(tmp_path)
     _workspace(tmp_path, n_images=40)
     torch.manual_seed(0)
@@ -105,8 +105,8 @@ def test_contrast_set_and_retrieval_stages_on_a_tiny_workspace(tmp_path, monkeyp
 def test_contrast_set_rejects_bad_params_before_reading(tmp_path, monkeypatch, bad):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"contrast": bad}))
-    from biaslab.io import ParamsError
-    # load_params checks the group (biaslab.validate); run as a script, the stage exits 2
+    from biaslab.runtime.io import ParamsError
+    # load_params checks the group (biaslab.runtime.validate); run as a script, the stage exits 2
     with pytest.raises(ParamsError, match=r"params.yaml: contrast\."):
         _load_stage("contrast_set").main()
     assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]
@@ -114,7 +114,7 @@ def test_contrast_set_rejects_bad_params_before_reading(tmp_path, monkeypatch, b
 
 def test_contrast_set_writes_skip_records_without_captions(tmp_path, monkeypatch):
     """OpenImages (no captions): both DVC outs exist as skip records, so the run goes on."""
-    from biaslab.io import is_skipped, write_parquet
+    from biaslab.runtime.io import is_skipped, write_parquet
     monkeypatch.chdir(tmp_path)
     write_parquet(tmp_path / "data/prepared/captions.parquet",
                   pd.DataFrame({"image_id": pd.Series(dtype="int64"),

@@ -1,5 +1,5 @@
-"""Control models (biaslab.controls, issue 22): closed forms checked by hand on small tables
-written here (independent of biaslab.synthetic's generator), determinism, the verdict rule,
+"""Control models (biaslab.analysis.controls, issue 22): closed forms checked by hand on small tables
+written here (independent of biaslab.data.synthetic's generator), determinism, the verdict rule,
 and the validity preconditions they feed."""
 import math
 
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab import controls as K
-from biaslab import validity
+from biaslab.analysis import controls as K
+from biaslab.analysis import validity
 from biaslab.classify import evaluate_outputs, object_matrix
 
 
@@ -184,7 +184,7 @@ def test_a_claim_on_a_metric_whose_control_misses_is_not_judged():
 
 
 def _ctl_exp(name, bias, ratio, error, lic_mean, lic_ci):
-    """A `dvc exp show --json` record of a controls-only experiment (biaslab.sweep)."""
+    """A `dvc exp show --json` record of a controls-only experiment (biaslab.analysis.sweep)."""
     meas = lambda m, ci=0.0: {"mean": m, "ci95": ci, "n": 3, "n_inf": 0}  # noqa: E731
     return {"name": name, "data": {
         "params": {"params.yaml": {"data": {"synthetic": {"bias": bias},
@@ -205,7 +205,7 @@ def _ctl_exp(name, bias, ratio, error, lic_mean, lic_ci):
 
 
 def test_controls_sweep_points_response_and_section():
-    from biaslab import sweep
+    from biaslab.analysis import sweep
     show = [{"experiments": [{"revs": [_ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 1.0, 20.0),
                                        _ctl_exp("ctl-b0.9", 0.9, 1.0, 2.5, 5.0, 20.0)]}]}]
     assert sweep.sweep_points(show) == []          # controls-only runs are no trained points
@@ -272,7 +272,7 @@ def test_grammar_controls_make_no_human_like_claim_on_real_data():
 def test_control_sections_take_the_newest_controls_only_run_per_bias():
     """Two sweeps of ctl-b0 on different commits (an old one first in `exp show` order): both
     control sections read the newer, and a controls-only run beats the workspace."""
-    from biaslab import sweep
+    from biaslab.analysis import sweep
     old = _ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 1.0, 20.0)
     new = _ctl_exp("ctl-b0", 0.0, 1.0, 50.0, 7.0, 20.0)
     ws = _ctl_exp(None, 0.0, 1.0, 50.0, 3.0, 20.0)

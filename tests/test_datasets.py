@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab import datasets as D
+from biaslab.data import datasets as D
 
 
 def _d():

@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 
 
 def test_eval_retrieval_stage(tmp_path, monkeypatch):
-    from biaslab.clipscorer import LiTScorer, _heads
-    from biaslab.gender import caption_gender
+    from biaslab.models.clipscorer import LiTScorer, _heads
+    from biaslab.data.gender import caption_gender
     monkeypatch.chdir(tmp_path)
     _tabs, _li, split = _workspace(tmp_path, n_images=30)
     torch.manual_seed(0)
@@ -61,8 +61,8 @@ def test_eval_retrieval_stage(tmp_path, monkeypatch):
 def test_eval_retrieval_rejects_bad_params_before_reading(tmp_path, monkeypatch, bad):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"eval_retrieval": bad}))
-    from biaslab.io import ParamsError
-    # load_params checks the group (biaslab.validate); run as a script, the stage exits 2
+    from biaslab.runtime.io import ParamsError
+    # load_params checks the group (biaslab.runtime.validate); run as a script, the stage exits 2
     with pytest.raises(ParamsError, match=r"params.yaml: eval_retrieval\."):
         _load_stage("eval_retrieval").main()
     assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]

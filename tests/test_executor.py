@@ -1,4 +1,4 @@
-"""biaslab.executor (issue 16): params, the local executor, the clear error without ray, and a
+"""biaslab.runtime.executor (issue 16): params, the local executor, the clear error without ray, and a
 real 2-CPU Ray cluster on loopback (started once for the module) running the per-shard work of
 generate (copy_paste), features and score (the feature encoding of candidates) with the bytes
 compared against the local executor, plus a worker killed mid-shard. The cluster tests take
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab import executor as X
-from biaslab.io import InputError
+from biaslab.runtime import executor as X
+from biaslab.runtime.io import InputError
 
 RAY = {"name": "ray", "max_retries": 2}
 
@@ -154,11 +154,11 @@ def _digest_tree(root: Path) -> dict:
 def synth(tmp_path_factory):
     """16 synthetic images -> copy_paste work items in 4 shards, and the local executor's
     generate output (the reference every Ray run must reproduce byte for byte)."""
-    from biaslab.coco import read_coco
+    from biaslab.data.coco import read_coco
     from biaslab.counterfactual.generate import build_work, generate_candidates, make_prompts
     from biaslab.counterfactual.masks import build_masks
-    from biaslab.labels import label_captions, label_images
-    from biaslab.synthetic import generate as make_synthetic
+    from biaslab.data.labels import label_captions, label_images
+    from biaslab.data.synthetic import generate as make_synthetic
     root = tmp_path_factory.mktemp("exec")
     make_synthetic(root / "raw", n_images=16, image_size=96, seed=1)
     tables, _ = read_coco(root / "raw", progress=False)
@@ -312,9 +312,9 @@ def test_features_and_score_on_forked_local_workers_are_byte_identical(synth, tm
 
 
 def _features_and_score_equal(synth, tmp_path, other):
-    from biaslab.features import RAY_TASK_IMAGES, encode_cached
-    from biaslab.filters import score_candidates
-    from biaslab.io import write_parquet
+    from biaslab.models.features import RAY_TASK_IMAGES, encode_cached
+    from biaslab.counterfactual.filters import score_candidates
+    from biaslab.runtime.io import write_parquet
     table = synth["table"]
     gen = synth["root"] / "local"
     cands = table[table["image_id"].isin(sorted(table["image_id"].unique())[:3])].copy()

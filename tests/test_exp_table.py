@@ -100,7 +100,7 @@ def test_main_reads_a_saved_json(tmp_path, capsys):
 # ---- issue 25: DVC shows only the compact summary; the collectors read the rest from Git ----
 
 def test_noise_floor_hand_computed():
-    from biaslab.stats import noise_floor
+    from biaslab.runtime.stats import noise_floor
     # t_{0.975, 4} sqrt(2/3) = 2.776445 * 0.816497
     assert noise_floor(1.0, 3) == pytest.approx(2.266957, abs=1e-5)
     assert noise_floor(2.0, 5) == pytest.approx(2 * 2.306004 * (2 / 5) ** 0.5, abs=1e-5)

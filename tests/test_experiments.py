@@ -1,6 +1,6 @@
 """Issue 26 item 2: experiments that cannot corrupt each other.
 
-* ``biaslab.guard``: a second ``dvc exp run`` / ``dvc repro`` in a workspace whose run is still
+* ``biaslab.runtime.guard``: a second ``dvc exp run`` / ``dvc repro`` in a workspace whose run is still
   going is refused before anything is written (``params.yaml`` included), pointing to
   ``--queue``; isolated runs (``--queue``) can be added once the workspace is free.
 * ``${repo_path:...}``: a data root outside the repository composes to an absolute path, so
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from biaslab import guard
-from biaslab.paths import repo_path
+from biaslab.runtime import guard
+from biaslab.runtime.paths import repo_path
 from tests.conftest import REPO
 
 DVC = str(Path(sys.executable).with_name("dvc"))

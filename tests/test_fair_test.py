@@ -1,7 +1,7 @@
 """Issue 23 items 1-3: a skewed test split, a neutral mask by construction, the size-matched
 control of sub-sampling, and the mask-neutrality precondition of the Ratio claims. The split
 and the verdict rules are tested on tables written here by hand, independently of
-``biaslab.synthetic``."""
+``biaslab.data.synthetic``."""
 from __future__ import annotations
 
 import json
@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from biaslab import synthetic as S
-from biaslab import validity
-from biaslab.datasets import matched_subset
-from biaslab.io import InputError
-from biaslab.labels import split_with_fixed
-from biaslab.probe import mask_neutral_record
+from biaslab.data import synthetic as S
+from biaslab.data.synthetic import figures as SF
+from biaslab.analysis import validity
+from biaslab.data.datasets import matched_subset
+from biaslab.runtime.io import InputError
+from biaslab.data.labels import split_with_fixed
+from biaslab.analysis.probe import mask_neutral_record
 
 
 # ----------------------------------------------------------------------------- item 2: figure
@@ -32,8 +33,8 @@ def _raster(parts, H=400):
 
 def test_genders_share_the_silhouette_and_differ_only_in_stripe_direction():
     for seed in range(10):
-        f, kf = S._figure(np.random.default_rng(seed), S.FEMALE)
-        m, km = S._figure(np.random.default_rng(seed), S.MALE)
+        f, kf = SF._figure(np.random.default_rng(seed), S.FEMALE)
+        m, km = SF._figure(np.random.default_rng(seed), S.MALE)
         assert kf == km
         fa, ma = _raster(f), _raster(m)
         # the same silhouette: the box and the polygon of the person cannot tell gender
@@ -56,7 +57,7 @@ def test_stripe_patterns_have_equal_area_and_luminance():
     for name, angle in (("female", 0.0), ("male", 90.0)):
         img = Image.new("L", (800, 800), 0)
         d = ImageDraw.Draw(img)
-        for band in S._stripes(angle):
+        for band in SF._stripes(angle):
             d.polygon([(400 + x * 800, y * 800) for x, y in band], fill=1)
         areas[name] = int(np.asarray(img).sum())
     img = Image.new("L", (800, 800), 0)
@@ -68,10 +69,10 @@ def test_stripe_patterns_have_equal_area_and_luminance():
 
 def test_clip_convex_by_hand():
     square = [(0, 0), (2, 0), (2, 2), (0, 2)]
-    clipped = S._clip_convex([(1, -1), (3, -1), (3, 1), (1, 1)], square)
+    clipped = SF._clip_convex([(1, -1), (3, -1), (3, 1), (1, 1)], square)
     xs, ys = sorted({p[0] for p in clipped}), sorted({p[1] for p in clipped})
     assert xs == [1, 2] and ys == [0, 1]                     # the overlap [1,2] x [0,1]
-    assert S._clip_convex([(5, 5), (6, 5), (6, 6)], square) == []
+    assert SF._clip_convex([(5, 5), (6, 5), (6, 6)], square) == []
 
 
 # ----------------------------------------------------------------------------- item 1: test split
@@ -110,7 +111,7 @@ def test_test_split_is_a_separate_coco_split_with_the_ratio(with_test):
 
 
 def test_test_split_is_read_as_its_own_coco_split(with_test):
-    from biaslab.coco import read_coco
+    from biaslab.data.coco import read_coco
     out, _ = with_test
     tables, _ = read_coco(out)
     img = tables["images"]
@@ -143,7 +144,7 @@ def test_neutral_images_have_no_context(with_test):
 def test_person_free_images_equal_the_originals_but_for_the_person(with_test, tmp_path):
     """The mask-neutrality reference: each probe / neutral image drawn again without its
     person: identical outside the person's pixels, the background inside them."""
-    from biaslab.probe import person_free_images
+    from biaslab.analysis.probe import person_free_images
     out, _ = with_test
     for frame in (S.read_neutral(out), S.read_probe(out)):
         free = person_free_images(frame, out, tmp_path / "empty")
@@ -280,7 +281,7 @@ def _calls(man_o, woman_o, man_i, woman_i):
 
 
 def test_delta_artifact_by_hand():
-    from biaslab.artifact import delta_artifact
+    from biaslab.analysis.artifact import delta_artifact
     # 4 images, 1 seed: orig r = 2 man / 2 woman = 1. Backend: one woman call flips to man,
     # r_inp = 3 / 1 = 3, Δ = 200. Re-draw: nothing flips, Δ = 0. Δ_artifact = 200.
     orig = ([1, 1, 0, 0], [0, 0, 1, 1])
@@ -361,7 +362,7 @@ def test_mask_neutral_record_carries_a_bootstrap_interval():
 
 
 def test_split_fixed_param_is_checked():
-    from biaslab.validate import ParamError, check_split
+    from biaslab.runtime.validate import ParamError, check_split
     check_split({"fractions": {"train": 1.0}, "fixed": {"synthtest": "test"}})
     with pytest.raises(ParamError, match="split.fixed"):
         check_split({"fractions": {"train": 1.0}, "fixed": ["synthtest"]})

@@ -1,4 +1,4 @@
-"""Frozen backbones (biaslab.features) and the object predictor / Eq. 5 (biaslab.objects)."""
+"""Frozen backbones (biaslab.models.features) and the object predictor / Eq. 5 (biaslab.models.objects)."""
 from pathlib import Path
 
 import numpy as np
@@ -6,14 +6,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from biaslab.provenance import source_digest
-from biaslab.features import (CACHE_VERSION, ImageEncoder, cache_key, canonical_batch,
-                              encode_cached, encode_texts_cached,
-                              load_image_encoder, load_text_encoder)
-from biaslab.io import InputError
-from biaslab.objects import (ObjectPredictor, best_f1_thresholds, frequent_categories,
-                             load_object_predictor, mean_average_precision, object_f1,
-                             object_label_matrix, train_object_predictor)
+from biaslab.runtime.provenance import source_digest
+from biaslab.models.features import (CACHE_VERSION, ImageEncoder, cache_key, canonical_batch,
+                                     encode_cached, encode_texts_cached,
+                                     load_image_encoder, load_text_encoder)
+from biaslab.runtime.io import InputError
+from biaslab.models.objects import (ObjectPredictor, best_f1_thresholds, frequent_categories,
+                                    load_object_predictor, mean_average_precision, object_f1,
+                                    object_label_matrix, train_object_predictor)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -235,7 +235,7 @@ def test_encode_cached_rows_do_not_depend_on_history_batch_or_threads(tmp_path, 
         torch.set_num_threads(old)
     assert again.tobytes() == fresh.tobytes()
     assert canonical_batch("cpu", 32) == (1, 1) and canonical_batch("cuda:0", 32) == (32, 1)
-    code = source_digest("biaslab.features")[:12]
+    code = source_digest("biaslab.models.features")[:12]
     assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}-{code}"
     assert cache_key("fake", 8, "cuda:0", 16) == f"fake_8px_{CACHE_VERSION}-{code}_cuda0_b16"
 
@@ -275,7 +275,7 @@ def test_minilm_offline_similarity():
     np.testing.assert_allclose(enc.encode(texts[::-1])[::-1], e, atol=1e-5)
     from sentence_transformers import SentenceTransformer
 
-    from biaslab.features import minilm_path
+    from biaslab.models.features import minilm_path
     st = SentenceTransformer(str(minilm_path()), device="cpu")
     np.testing.assert_allclose(st.encode(texts, normalize_embeddings=True), e, atol=1e-4)
 
@@ -418,7 +418,7 @@ def _concurrent_writer(args):
     import time as _t
     from pathlib import Path as _P
 
-    from biaslab.features import _cached_rows
+    from biaslab.models.features import _cached_rows
     d, keys = args
 
     def compute(positions):
@@ -435,7 +435,7 @@ def test_feature_cache_is_safe_with_concurrent_writers(tmp_path):
     checkpoint. Every key must end up with its own features (no lost or mismatched rows)."""
     import multiprocessing as mp
 
-    from biaslab.features import _read_cache
+    from biaslab.models.features import _read_cache
     a = [(float(i),) for i in range(0, 30)]
     b = [(float(i),) for i in range(15, 45)]
     with mp.get_context("fork").Pool(2) as pool:

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab.filters import (color_fidelity, knn_filter, knn_gate, prompt_adherence,
-                             select)
+from biaslab.counterfactual.filters import (color_fidelity, knn_filter, knn_gate, prompt_adherence,
+                                            select)
 
 
 def test_color_fidelity_known_arrays():
@@ -151,7 +151,7 @@ def _images(tmp_path):
 
 
 def test_score_candidates_hand_computed(tmp_path):
-    from biaslab.filters import score_candidates
+    from biaslab.counterfactual.filters import score_candidates
     p = _images(tmp_path)
     # features by path: c0 -> (1, 0), c1 -> (0.6, 0.8), c2 -> (0, 1); original -> (1, 0)
     feats = {p["orig"]: [1.0, 0.0], p["c0"]: [1.0, 0.0], p["c1"]: [0.6, 0.8],
@@ -188,7 +188,7 @@ def test_score_candidates_hand_computed(tmp_path):
 
 
 def test_score_candidates_errors(tmp_path):
-    from biaslab.filters import score_candidates
+    from biaslab.counterfactual.filters import score_candidates
     p = _images(tmp_path)
     cands = pd.DataFrame({"image_id": [7], "group": ["male"], "path": [p["c0"]],
                           "prompt": ["a man"]})
@@ -204,7 +204,7 @@ def test_score_candidates_errors(tmp_path):
 
 def test_select_worst_is_the_largest_rank_sum():
     import pandas as pd
-    from biaslab.filters import select
+    from biaslab.counterfactual.filters import select
     # one (image, group), three candidates: a is best on both filters, c worst on both
     s = pd.DataFrame({"image_id": [1, 1, 1], "group": ["male"] * 3, "j": [0, 1, 2],
                       "f1": [0.9, 0.5, 0.1], "f2": [0.8, 0.6, 0.2]})

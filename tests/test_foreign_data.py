@@ -1,6 +1,6 @@
 """Issue 31 item 8: the pipeline on a COCO-layout dataset the tests write themselves
 (``tests/foreign_coco.py``: shirt hue as the gender cue, 2 men per woman, scene and objects
-agreeing with the gender in 85 % of images), independent of ``biaslab.synthetic``, run as a user
+agreeing with the gender in 85 % of images), independent of ``biaslab.data.synthetic``, run as a user
 would: ``dvc exp run -S data=coco -S data.root=<dir>`` in a clone of the working tree.
 
 The checks are the planted truth's directions and the report's honesty, not its numbers:

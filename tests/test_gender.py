@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from biaslab import gender as G
+from biaslab.data import gender as G
 
 
 def test_word_lists_follow_the_papers():

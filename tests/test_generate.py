@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab.coco import read_coco
+from biaslab.data.coco import read_coco
 from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
 from biaslab.counterfactual.generate import (build_work, candidate_seed, generate_candidates,
                                              guidance_scale_for, load_image, make_prompt,
                                              make_prompts, shard_of)
 from biaslab.counterfactual.masks import (area_scale, build_masks, load_mask, person_mask,
                                           select_persons)
-from biaslab.labels import label_captions, label_images, stratified_split
-from biaslab.synthetic import generate as make_synthetic
+from biaslab.data.labels import label_captions, label_images, stratified_split
+from biaslab.data.synthetic import generate as make_synthetic
 from tests.conftest import COCO_MINI
 
 

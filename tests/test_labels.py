@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from biaslab.labels import agreement, label_captions, label_images, stratified_split
+from biaslab.data.labels import agreement, label_captions, label_images, stratified_split
 from tests.conftest import CAPTIONS
 
 

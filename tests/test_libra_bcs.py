@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from biaslab.gender import caption_gender, gender_words, mask
+from biaslab.data.gender import caption_gender, gender_words, mask
 from biaslab.libra import bcs
 from biaslab.libra import t5 as t5lib
 

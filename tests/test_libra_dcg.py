@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from biaslab import cli
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 from biaslab.libra import dcg as D
 from biaslab.libra import debias_results
 
@@ -140,7 +140,7 @@ def test_image_files_layouts(tmp_path, tiny_coco):
 def cli_model(tmp_path_factory):
     """A tiny DCG trained on the EfficientNet features of 4 small images (the CLI recomputes
     them with the model's backbone)."""
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     root = tmp_path_factory.mktemp("imgs")
     _write_images(root / "coco", [1, 2, 3, 4], "coco")
     enc = load_image_encoder("efficientnet_lite0", num_threads=1)
@@ -260,7 +260,7 @@ def test_pretrained_tier_code_path_with_local_dirs(tmp_path):
     MiniLM for ViLT) and the ``pixels`` image input (ViLT's own patch embedding)."""
     from transformers import GPT2Config, GPT2LMHeadModel, ViltConfig, ViltModel
 
-    from biaslab.textclf import load_tokenizer
+    from biaslab.models.textclf import load_tokenizer
     bert_tok = load_tokenizer("minilm")
     enc_dir, dec_dir = tmp_path / "vilt", tmp_path / "gpt2"
     ViltModel(ViltConfig(vocab_size=len(bert_tok), hidden_size=32, num_hidden_layers=1,

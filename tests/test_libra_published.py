@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 from tests.conftest import REPO
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab.features import save_features
-from biaslab.io import write_parquet
+from biaslab.models.features import save_features
+from biaslab.runtime.io import write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def workdir(tmp_path_factory):
         imgs.append((iid, g))
         split.append((iid, "train" if iid < 40 else "val" if iid < 46 else "test", g))
     cap_df = pd.DataFrame(caps, columns=["caption_id", "image_id", "caption"])
-    from biaslab.labels import label_captions
+    from biaslab.data.labels import label_captions
     write_parquet(d / "labels" / "captions.parquet", label_captions(cap_df, "lic"))
     write_parquet(d / "labels" / "images.parquet", pd.DataFrame(
         [(i, g, 4 * (g == "female"), 4 * (g == "male"), 0, 1) for i, g in imgs],
@@ -82,7 +82,7 @@ def _args(d, *pairs):
 
 def test_libra_chain(workdir, monkeypatch):
     d = workdir
-    monkeypatch.chdir(d)    # run statistics go to ./benchmarks/runs/ (biaslab.runstats)
+    monkeypatch.chdir(d)    # run statistics go to ./benchmarks/runs/ (biaslab.runtime.runstats)
     lab = ("--captions", d / "labels" / "captions.parquet")
     spl = ("--split", d / "split.parquet")
     _stage("bcs_classifier").main(_args(d, lab, spl, ("--out", d / "f_g"),
@@ -164,7 +164,7 @@ def test_context_reader_captions_follow_the_planted_context(tmp_path):
     each side, a female scene and a male cast). The control names the context's gender, person
     ignored, and no gender where the evidence ties; no truth, no control."""
     import csv
-    from biaslab import synthetic as S
+    from biaslab.data import synthetic as S
     mod = _stage("dcg_apply")
     labels = {1: "female", 2: "male", 3: "male", 4: "female"}
     assert mod.context_reader_captions(str(tmp_path), [1, 2, 3, 4], labels, 0) is None
@@ -178,7 +178,7 @@ def test_context_reader_captions_follow_the_planted_context(tmp_path):
     (tmp_path / S.PARAMS_FILE).write_text(json.dumps(
         {"params": {"bias": 0.8}, "render_version": S.RENDER_VERSION}))
     caps = mod.context_reader_captions(str(tmp_path), [1, 2, 3, 4, 5], labels, 0)
-    from biaslab.gender import caption_gender
+    from biaslab.data.gender import caption_gender
     assert sorted(caps) == [1, 2, 3, 4]                   # 5: not in the truth
     assert [caption_gender(caps[i], "lic") for i in (1, 2, 3)] == ["male", "male", "female"]
     assert caption_gender(caps[4], "lic") not in ("female", "male")

@@ -1,4 +1,4 @@
-"""LIC (thesis Eqs. 2.7-2.11) and the masked-caption gender classifiers (biaslab.textclf)."""
+"""LIC (thesis Eqs. 2.7-2.11) and the masked-caption gender classifiers (biaslab.models.textclf)."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from biaslab import textclf
+from biaslab.models import textclf
 from biaslab.metrics import lic as L
 
 TINY = dict(embedding_dim=8, hidden_dim=8, batch_size=32, progress=False, num_threads=1)

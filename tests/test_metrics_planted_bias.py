@@ -4,14 +4,14 @@ Eq. 2.9). Ratio stays ~1 and Error 0: the generator is gender-balanced and its c
 name the wrong gender."""
 import pytest
 
-from biaslab import synthetic
-from biaslab.coco import read_coco
-from biaslab.labels import label_captions, label_images
+from biaslab.data import synthetic
+from biaslab.data.coco import read_coco
+from biaslab.data.labels import label_captions, label_images
 from biaslab.metrics.captions import error, ratio
 from biaslab.metrics.leakage import leakage
 from biaslab.metrics.lic import lic
-from biaslab.objects import object_label_matrix
-from biaslab.textclf import default_config
+from biaslab.models.objects import object_label_matrix
+from biaslab.models.textclf import default_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""biaslab.numerics (issue 34): the CPU float paths are pinned in every process whatever the
+"""biaslab.runtime.numerics (issue 34): the CPU float paths are pinned in every process whatever the
 shell or the machine sets, and the project's numeric workloads give the same bits on every
 simulated machine and with 1 or 2 workers; without the pins the same simulations differ."""
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from biaslab import numerics
+from biaslab.runtime import numerics
 from tests.conftest import REPO
 
 STATUS = ("import json, numpy, scipy, torch; from biaslab import numerics; "
@@ -70,7 +70,7 @@ def test_import_biaslab_pins_without_the_venv_hook():
 def test_numpy_loaded_before_pinning_is_named_in_a_warning():
     site = sysconfig.get_paths()["purelib"]
     code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; import numpy; "
-            "import biaslab, json; print(json.dumps(biaslab.numerics.status()['late']))")
+            "import biaslab, json; print(json.dumps(biaslab.runtime.numerics.status()['late']))")
     r = _py(code, {"OPENBLAS_CORETYPE": "SkylakeX"}, flags=("-S",))
     assert json.loads(r.stdout.strip().splitlines()[-1]) == ["numpy"]
     assert "numpy loaded before the numeric paths were pinned" in r.stderr
@@ -91,9 +91,9 @@ def test_bad_mode_is_an_error(monkeypatch):
 
 
 def test_ray_workers_get_the_pins(monkeypatch):
-    """biaslab.executor.connect hands ENV to Ray's runtime environment (local head and a
+    """biaslab.runtime.executor.connect hands ENV to Ray's runtime environment (local head and a
     cluster address alike), so a worker started from another shell is pinned too."""
-    from biaslab import executor
+    from biaslab.runtime import executor
     seen = []
 
     class FakeRay:

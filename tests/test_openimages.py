@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from biaslab.io import InputError, is_skipped, skip_without_captions, write_parquet
-from biaslab.labels import label_images_perceived, label_texts
-from biaslab.openimages import _box, read_classes, read_openimages
+from biaslab.runtime.io import InputError, is_skipped, skip_without_captions, write_parquet
+from biaslab.data.labels import label_images_perceived, label_texts
+from biaslab.data.openimages import _box, read_classes, read_openimages
 from tests.conftest import run_profile_in_clone
 from tests.foreign_openimages import MIAP_HEADER, write_foreign_openimages
 
@@ -289,7 +289,7 @@ def test_openimages_run_prints_tables_1_and_3_and_skips_captions(oi_run):
 
 
 def test_plan_counts_miap_files_and_drops_the_caption_stages(oi):
-    from biaslab.plan import CAPTION_STAGES, MIAP_IMAGES, plan, work
+    from biaslab.runtime.plan import CAPTION_STAGES, MIAP_IMAGES, plan, work
     root, truth, *_ = oi
     params = {"data": {"source": "openimages", "root": str(root)},
               "split": {"fractions": {"train": 0.5, "test": 0.25}},

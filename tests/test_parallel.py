@@ -1,10 +1,10 @@
-"""biaslab.parallel.map_jobs: same results as a loop, in order, on forked workers."""
+"""biaslab.runtime.parallel.map_jobs: same results as a loop, in order, on forked workers."""
 import os
 
 import numpy as np
 import pytest
 
-from biaslab.parallel import map_jobs, resolve_workers
+from biaslab.runtime.parallel import map_jobs, resolve_workers
 
 
 def test_results_in_argument_order_and_equal_to_a_loop():

@@ -91,7 +91,7 @@ def test_names_re_exported_by_a_package_map_to_their_defining_module(tmp_path):
 def test_every_stage_depends_on_the_modules_its_script_imports():
     """A module whose code shapes a stage's output must be a dep of that stage, or DVC serves a
     stale result after the module changes. Package ``__init__`` files (re-exports) and
-    ``biaslab/io.py`` (file plumbing, read by every stage) are exempt."""
+    ``biaslab/runtime/io.py`` (file plumbing, read by every stage) are exempt."""
     import re
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     missing = {}
@@ -100,7 +100,7 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
         script = re.search(r"python (stages/\S+\.py)", st["cmd"]).group(1)
         deps = {d if isinstance(d, str) else next(iter(d)) for d in st.get("deps", [])}
         lack = sorted(m for m in _direct_biaslab_modules(REPO / script)
-                      if not m.endswith("__init__.py") and m != "biaslab/io.py"
+                      if not m.endswith("__init__.py") and m != "biaslab/runtime/io.py"
                       and m not in deps and not any(m.startswith(d.rstrip("/") + "/")
                                                     for d in deps))
         if lack:
@@ -109,12 +109,12 @@ def test_every_stage_depends_on_the_modules_its_script_imports():
 
 
 def test_every_stage_depends_on_the_numerics_and_the_library_versions():
-    """Issue 34: the pinned float paths (biaslab/numerics.py) and the exact library versions
+    """Issue 34: the pinned float paths (biaslab/runtime/numerics.py) and the exact library versions
     (requirements.lock) decide the last bits of every out, so a change to either must re-run
     every stage; otherwise a fresh clone serves the old bits of a stage whose only outs are
     committed (human_bias, eval_retrieval, report) as if the new code had computed them."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    lack = {name: sorted({"biaslab/numerics.py", "requirements.lock"}
+    lack = {name: sorted({"biaslab/runtime/numerics.py", "requirements.lock"}
                          - {d if isinstance(d, str) else next(iter(d))
                             for d in st.get("do", st).get("deps", [])})
             for name, st in stages.items()}

@@ -130,7 +130,7 @@ def test_fresh_run_reproduces_the_committed_lock(pipeline_repo):
     directories are compared too: wall times and throughput go to ``benchmarks/runs/``, so a
     training log is a function of the inputs. Stages whose deps differ (a working tree ahead
     of its lock) are not compared; at least one stage must be."""
-    from biaslab import lockcheck
+    from biaslab.runtime import lockcheck
     repo, _, _ = pipeline_repo
     res = lockcheck.compare(lockcheck.stages(repo / "dvc.lock"), lockcheck.committed(REPO))
     assert res["compared"], "no stage of the fresh run has the committed lock's deps"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from biaslab import plan as P
-from biaslab.io import InputError
+from biaslab.runtime import plan as P
+from biaslab.runtime.io import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = P.Work(n_images=100, n_captions=500, n_train_gendered=10, n_test_gendered=4,

@@ -1,4 +1,4 @@
-"""Causal attribute-sensitivity probe (biaslab.probe) on synthetic probe pairs."""
+"""Causal attribute-sensitivity probe (biaslab.analysis.probe) on synthetic probe pairs."""
 import json
 
 import numpy as np
@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab import probe as P
-from biaslab import synthetic as S
+from biaslab.analysis import probe as P
+from biaslab.data import synthetic as S
 
 SIZE = 64
 
@@ -102,7 +102,7 @@ def test_blackout_masks_the_same_box_in_both_images(pairs, tmp_path):
     _, df = pairs
     m = P.blackout_probe(df, tmp_path, sources=("box",), dilate_px=2, fill=0)
     assert len(m) == len(df) and (m["masked_fraction"] > 0).all()
-    from biaslab.io import load_image
+    from biaslab.runtime.io import load_image
     for _, g in m.groupby(["attribute", "pair"]):
         a, b = (load_image(p) for p in g["path"])
         black_a, black_b = (a == 0).all(-1), (b == 0).all(-1)
@@ -125,7 +125,7 @@ def test_stage_without_probe_pairs_is_not_available(tiny_coco, tmp_path, monkeyp
 
 
 def test_logit_margin_does_not_saturate():
-    from biaslab import probe as P
+    from biaslab.analysis import probe as P
     # a saturated model: P(man) 0.99 vs 0.999 across a pair moves the probability difference
     # by 0.009 but the logit margin by logit(0.999) - logit(0.99) = 6.9068 - 4.5951 = 2.3116
     pw = np.array([0.5, 0.5])

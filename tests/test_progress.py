@@ -1,4 +1,4 @@
-"""Progress bars (issue 14 "silent for minutes"): ``biaslab.progress.bar`` on stderr, its
+"""Progress bars (issue 14 "silent for minutes"): ``biaslab.runtime.progress.bar`` on stderr, its
 terminal / log / off modes, and the loops that use it (leakage attackers, classifier epochs,
 textclf training behind LIBRA's f_g / f_a) -- bars never change what is returned or saved."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from biaslab import progress as P
+from biaslab.runtime import progress as P
 
 
 class _Tty(io.StringIO):
@@ -96,7 +96,7 @@ def test_classifier_epochs_bar_shows_losses_and_keeps_history(capsys):
 
 
 def test_bcs_training_bar_does_not_reach_the_saved_config(capsys):
-    from biaslab import textclf
+    from biaslab.models import textclf
     from biaslab.libra import bcs
     cfg = textclf.default_config("lstm", "ci", progress=False, epochs=1, embedding_dim=8,
                                  hidden_dim=8)

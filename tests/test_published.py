@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from biaslab import published as P
-from biaslab.io import InputError
+from biaslab.data import published as P
+from biaslab.runtime.io import InputError
 from biaslab.metrics import lic as L
 from tests.conftest import REPO, run_checked
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from biaslab import registry as R
-from biaslab import validity
+from biaslab.analysis import validity
 from biaslab.captioning import postprocess as PP
-from biaslab.variants import VariantContext, build
+from biaslab.data.variants import VariantContext, build
 from tests.conftest import REPO
 
 PLUGIN = REPO / "examples" / "biaslab-example-plugin"
@@ -122,7 +122,7 @@ def test_a_broken_plugin_names_itself(monkeypatch, ep, match):
 # ------------------------------------------------------------- each kind's contract, tiny inputs
 def _tiny_context(n=24, seed=0):
     """Original with two objects planted with gender (skewed) and one counterfactual per image
-    and group, written here (not by biaslab.synthetic)."""
+    and group, written here (not by biaslab.data.synthetic)."""
     rng = np.random.default_rng(seed)
     rows, cf = [], []
     for i in range(n):
@@ -309,7 +309,7 @@ def test_the_installed_example_adds_one_component_of_each_row_kind(plugin_site):
                          capture_output=True, text=True, cwd=REPO,
                          env={**__import__("os").environ, "PYTHONPATH": str(plugin_site)})
     assert cli.returncode == 0 and "Reweighted (plug-in)" in cli.stdout, cli.stderr
-    _py("from biaslab.validate import check_params; check_params({'classifier': {'datasets': "
+    _py("from biaslab.runtime.validate import check_params; check_params({'classifier': {'datasets': "
         "['original', 'reweighted'], 'methods': ['label_smoothing']}, 'eval_captioner': "
         "{'postprocessors': ['LIBRA', 'neutral']}})", plugin_site)
 
@@ -318,7 +318,7 @@ def test_the_example_components_work_on_tiny_inputs(plugin_site):
     out = _py(r'''
 import json, numpy as np, pandas as pd, torch
 from tests.test_registry import _tiny_context
-from biaslab.variants import build
+from biaslab.data.variants import build
 from biaslab.classify.methods import get_method
 from biaslab.captioning import postprocess as PP
 ctx = _tiny_context()

@@ -1,5 +1,5 @@
 """The oracle counterfactual backend ``render`` (biaslab.counterfactual.render) and the
-re-drawing API of the synthetic generator it rests on (biaslab.synthetic.render_scene)."""
+re-drawing API of the synthetic generator it rests on (biaslab.data.synthetic.render_scene)."""
 import os
 
 import numpy as np
@@ -8,14 +8,14 @@ import pytest
 import yaml
 from PIL import Image
 
-from biaslab import synthetic as S
-from biaslab.coco import read_coco
+from biaslab.data import synthetic as S
+from biaslab.data.coco import read_coco
 from biaslab.counterfactual.generate import (build_work, generate_candidates, load_image,
                                              make_prompts)
 from biaslab.counterfactual.masks import build_masks
 from biaslab.counterfactual.render import RenderBackend
-from biaslab.io import InputError
-from biaslab.labels import label_captions, label_images, stratified_split
+from biaslab.runtime.io import InputError
+from biaslab.data.labels import label_captions, label_images, stratified_split
 
 SEED, SIZE, N = 2, 96, 16
 
@@ -171,10 +171,10 @@ def test_generate_stage_with_render(synth, tmp_path, monkeypatch):
 
 
 def test_redraw_region_is_the_artifact_test_inpainter(synth, tmp_path):
-    """render as the synthetic-artifact test's inpainter (biaslab.artifact): only the part's
+    """render as the synthetic-artifact test's inpainter (biaslab.analysis.artifact): only the part's
     pixels change, they come from the same scene re-drawn for the person's own gender, and the
     test images are lossless PNGs like render's training candidates."""
-    from biaslab.artifact import build_inpainted_test_set, choose_part_mask
+    from biaslab.analysis.artifact import build_inpainted_test_set, choose_part_mask
     backend = RenderBackend(synth["root"] / "raw")
     persons = synth["tables"]["persons"]
     iid = int(persons["image_id"].iloc[0])

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from biaslab import report as R
-from biaslab import stats
+from biaslab.runtime import stats
 from tests.conftest import REPO
 
 
@@ -294,7 +294,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
 
 
 def test_atomic_dir_replaces_whole_or_keeps_the_old(tmp_path):
-    from biaslab.io import atomic_dir
+    from biaslab.runtime.io import atomic_dir
     target = tmp_path / "model"
     with atomic_dir(target) as tmp:
         (tmp / "a.txt").write_text("1")
@@ -309,7 +309,7 @@ def test_atomic_dir_replaces_whole_or_keeps_the_old(tmp_path):
 
 
 def test_without_run_stats_and_json_number():
-    from biaslab.io import json_number, without_run_stats
+    from biaslab.runtime.io import json_number, without_run_stats
     meta = {"seed": 0, "train_seconds": 3.2, "history": [{"loss": 1.0, "seconds": 0.1,
                                                          "tokens_per_s": 9.0}],
             "encoded_now": 4, "n_train": 10, "per_sample": 2}
@@ -447,7 +447,7 @@ def test_summary_files_carry_the_direction_measures():
            "oversample": {"per_seed": [seed(30, 0, 55.0), seed(20, 0, 57.0)]}}
     for row in cls.values():
         for k in ("masked_gender_auc", "mAP", "Leakage"):
-            from biaslab import stats
+            from biaslab.runtime import stats
             row[k] = stats.record([s[k] for s in row["per_seed"]])
     m = {"classification": cls, "captioning": {}}
     full = mod.headline(m)

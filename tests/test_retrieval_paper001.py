@@ -112,7 +112,7 @@ def _retrieval_json(diff_tfidf, diff_clip, nat_bias, bal_bias, bal_ms_tfidf, bal
 
 
 def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
-    from biaslab import validity
+    from biaslab.analysis import validity
     holds = {c["id"]: c for c in validity.retrieval_checks(
         _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09))}
     # K = 200 would hold all 200 images of known gender: the largest K judged is 100
@@ -134,7 +134,7 @@ def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
 def test_paper001_checks_skip_a_k_that_holds_every_gendered_image():
     """coco-mini at 600 images: 120 test images, 62 of known gender; at K = 100 the top K
     holds all of them and MaxSkew reads 0 whatever the model: K = 50 is judged instead."""
-    from biaslab import validity
+    from biaslab.analysis import validity
     r = _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09)
     r["setup"] = {"ks": [10, 25, 50, 100], "n_gallery": 120, "n_female": 18, "n_male": 44}
     r["differences"] = {k: {"MaxSkew@50": v["MaxSkew@100"]} for k, v in r["differences"].items()}

@@ -1,7 +1,7 @@
-"""biaslab.runstats: timings / throughput / cache counters kept out of metrics/ (issue 14)."""
+"""biaslab.runtime.runstats: timings / throughput / cache counters kept out of metrics/ (issue 14)."""
 import json
 
-from biaslab import runstats
+from biaslab.runtime import runstats
 
 
 def test_split_moves_run_keys_at_any_depth():

@@ -9,7 +9,7 @@ from PIL import Image
 
 from biaslab.counterfactual.generate import generate_candidates, load_image
 from biaslab.counterfactual.masks import box_mask, load_mask, save_mask
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 pytest.importorskip("diffusers")
 

@@ -1,4 +1,4 @@
-"""biaslab.settings: the one helper every settings class is built with (issue 27 item 5)."""
+"""biaslab.runtime.settings: the one helper every settings class is built with (issue 27 item 5)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from biaslab.settings import at_least, block_from_params, check_type, from_params
+from biaslab.runtime.settings import at_least, block_from_params, check_type, from_params
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""Spurious correlations (paper 001 appendix D; biaslab.spurious, stage spurious, the report's
+"""Spurious correlations (paper 001 appendix D; biaslab.analysis.spurious, stage spurious, the report's
 section and validity.spurious_checks): hand-computed expectations."""
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
-from biaslab import spurious as S
-from biaslab import validity
+from biaslab.analysis import spurious as S
+from biaslab.analysis import validity
 from biaslab.report.document import spurious_markdown
 
 
@@ -173,8 +173,8 @@ def test_stage_rejects_bad_params_before_reading(tmp_path, monkeypatch, bad):
     from tests.test_captioner import _load_stage
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"spurious": bad}))
-    from biaslab.io import ParamsError
-    # load_params checks the group (biaslab.validate); run as a script, the stage exits 2
+    from biaslab.runtime.io import ParamsError
+    # load_params checks the group (biaslab.runtime.validate); run as a script, the stage exits 2
     with pytest.raises(ParamsError, match=r"params.yaml: spurious\."):
         _load_stage("spurious").main()
     assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]

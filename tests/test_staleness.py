@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from biaslab.coco import read_coco
+from biaslab.data.coco import read_coco
 from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
 from biaslab.counterfactual.generate import build_work, generate_candidates, make_prompts
 from biaslab.counterfactual.masks import build_masks
-from biaslab.features import encode_cached
-from biaslab.labels import label_captions, label_images
-from biaslab.synthetic import generate as make_synthetic
+from biaslab.models.features import encode_cached
+from biaslab.data.labels import label_captions, label_images
+from biaslab.data.synthetic import generate as make_synthetic
 
 SHARDS = 3
 

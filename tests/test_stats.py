@@ -1,4 +1,4 @@
-"""biaslab.stats: hand-computed seed summaries, Welch differences, bootstrap, cells, verdicts."""
+"""biaslab.runtime.stats: hand-computed seed summaries, Welch differences, bootstrap, cells, verdicts."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from biaslab import stats
+from biaslab.runtime import stats
 
 
 def test_summarize_hand_computed():

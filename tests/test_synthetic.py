@@ -1,4 +1,4 @@
-"""Tests of the synthetic COCO-layout generator (biaslab.synthetic)."""
+"""Tests of the synthetic COCO-layout generator (biaslab.data.synthetic)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from biaslab import synthetic
-from biaslab.gender import caption_gender
-from biaslab.synthetic import (FEMALE_OBJECTS, FEMALE_SCENES, KEYPOINT_NAMES, MALE_OBJECTS,
-                               OBJECTS, P_OBJECT, generate, sample_truth)
+from biaslab.data import synthetic
+from biaslab.data.gender import caption_gender
+from biaslab.data.synthetic import (FEMALE_OBJECTS, FEMALE_SCENES, KEYPOINT_NAMES, MALE_OBJECTS,
+                                    OBJECTS, P_OBJECT, generate, sample_truth)
 
 N_SMALL = 40
 SIZE = 96
@@ -132,7 +132,7 @@ def test_cast_is_never_annotated(small):
 
 
 def test_read_by_generic_coco_reader(small):
-    coco_mod = pytest.importorskip("biaslab.coco")
+    coco_mod = pytest.importorskip("biaslab.data.coco")
     out, _ = small
     tables, drops = coco_mod.read_coco(out, progress=False)
     assert len(tables["images"]) == N_SMALL and not drops
@@ -450,7 +450,7 @@ def test_probe_rerun_smaller_removes_stale_and_zero_removes_manifest(tmp_path):
 
 
 def test_read_generator_params_rejects_real_data(tiny_coco):
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     with pytest.raises(InputError, match="not a biaslab synthetic dataset"):
         synthetic.read_generator_params(tiny_coco)
     assert synthetic.read_probe(tiny_coco) is None

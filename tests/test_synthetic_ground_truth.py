@@ -2,10 +2,10 @@
 -> REVISE audit. With bias 0 the audit finds nothing; with strong bias it finds exactly the
 planted objects."""
 
-from biaslab import synthetic
-from biaslab.audit import run_audit
-from biaslab.coco import read_coco
-from biaslab.labels import label_captions, label_images
+from biaslab.data import synthetic
+from biaslab.analysis.audit import run_audit
+from biaslab.data.coco import read_coco
+from biaslab.data.labels import label_captions, label_images
 
 
 def _audit(tmp_path, bias):

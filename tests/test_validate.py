@@ -1,4 +1,4 @@
-"""``biaslab.validate``: params that would give a traceback or a silently wrong result are
+"""``biaslab.runtime.validate``: params that would give a traceback or a silently wrong result are
 rejected naming the param (issue 13.3); ``load_params`` runs the checks; ``filters.select``
 rejects bad weights too."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab import validate as V
-from biaslab.filters import select
-from biaslab.io import InputError, ParamsError, load_params
+from biaslab.runtime import validate as V
+from biaslab.counterfactual.filters import select
+from biaslab.runtime.io import InputError, ParamsError, load_params
 
 NAMES = ["prompt_adherence", "object_consistency", "color_fidelity"]
 
@@ -86,6 +86,34 @@ BAD = [
     ({"eval_captioner": {"dbac": "on"}}, "eval_captioner.dbac", "mapping"),
     ({"artifact": {"datasets": ["synthetic", "synthetic"]}}, "artifact.datasets", "repeat"),
     ({"artifact": {"parts": []}}, "artifact.parts", "non-empty"),
+    # issue 27 item 5: the groups that had no check
+    ({"executor": {"name": "slurm"}}, "executor.name", "unknown executor 'slurm'"),
+    ({"executor": {"name": "local", "workers": 0}}, "executor.workers", ">= 1 or null"),
+    ({"executor": {"name": "ray", "address": "nowhere"}}, "executor.address", "ray://"),
+    ({"probe": {"min_seeds_t": 1}}, "probe.min_seeds_t", ">= 2"),
+    ({"probe": {"n_bootstrap": 100}}, "probe.n_bootstrap", "unknown key"),
+    ({"report": {"utility_floor": 1.5}}, "report.utility_floor", "[0, 1]"),
+    ({"report": {"digits": 11}}, "report.digits", "at most 10"),
+    ({"datasets": {"max_copies": 0}}, "datasets.max_copies", ">= 1"),
+    ({"datasets": {"same_sources": "yes"}}, "datasets.same_sources", "true or false"),
+    ({"datasets": {"min_fraction": 0}}, "datasets.min_fraction", "(0, 1]"),
+    ({"audit": {"alpha": 0}}, "audit.alpha", "(0, 1]"),
+    ({"audit": {"top_k": 0}}, "audit.top_k", ">= 1"),
+    ({"residue": {"folds": 1}}, "residue.folds", ">= 2"),
+    ({"residue": {"shapes": []}}, "residue.shapes", "non-empty"),
+    ({"masks": {"shape": "sam", "sam_model": None}}, "masks.sam_model", "SAM checkpoint"),
+    ({"masks": {"dilate_px": -1}}, "masks.dilate_px", ">= 0"),
+    ({"scale": {"name": ""}}, "scale.name", "conf/scale/"),
+    ({"models": {"nam": "tiny"}}, "models.nam", "unknown key"),
+    ({"lic": {"classifier": "svm"}}, "lic.classifier", "unknown 'svm'"),
+    ({"lic": {"preset": "fast"}}, "lic.preset", "unknown 'fast'"),
+    ({"lic": {"seeds": 0}}, "lic.seeds", ">= 1"),
+    ({"features": {"image_size": 8}}, "features.image_size", ">= 16"),
+    ({"features": {"backbone": ""}}, "features.backbone", "non-empty"),
+    ({"objects": {"threshold": 1.5}}, "objects.threshold", "val_f1 or a number"),
+    ({"objects": {"epoch": 3}}, "objects.epoch", "unknown key"),
+    ({"scorer": {"dropout": 2}}, "scorer.dropout", "[0, 1]"),
+    ({"scorer": {"lr": 0}}, "scorer.lr", "(0, inf)"),
 ]
 
 
@@ -116,7 +144,10 @@ GOOD = [
     {"generate": {"max_images": None, "m": 4, "shards": 4}},
     {"generate": {"max_images": 0}},
     {"split": {"fractions": {"train": 0.7, "val": 0.1, "test": 0.2}}},   # 0.7+0.1+0.2 != 1.0
-    {"audit": {"anything": -1}},                                   # groups without checks
+    {"libra": {"anything": -1}},           # groups checked by their stage (torch), not here
+    {"objects": {"threshold": 0.5}},
+    {"executor": {"name": "ray", "address": "auto", "workers": None}},
+    {"datasets": {"max_copies": None, "max_factor": None, "min_fraction": None}},
 ]
 
 
@@ -138,7 +169,7 @@ def test_unknown_component_names_are_refused_with_the_registered_ones():
 
 
 def test_the_label_rules_are_the_labellers():
-    from biaslab.gender import image_gender
+    from biaslab.data.gender import image_gender
     for rule in V.LABEL_RULES:
         image_gender(["a man"], rule=rule)                  # every listed rule is accepted
     with pytest.raises(Exception):
@@ -147,6 +178,45 @@ def test_the_label_rules_are_the_labellers():
 
 def test_the_committed_params_are_valid():
     load_params("params.yaml")
+
+
+def test_every_profile_composition_is_valid(tmp_path):
+    """Every combination of the conf/ profiles (data x scale x models x executor) passes every
+    check: a new check must not refuse a profile the README offers."""
+    import itertools
+
+    from dvc.utils.hydra import compose_and_dump
+
+    from tests.conftest import REPO
+    groups = {g: sorted(p.stem for p in (REPO / "conf" / g).glob("*.yaml"))
+              for g in ("data", "scale", "models", "executor")}
+    assert all(len(v) >= 2 for v in groups.values())
+    n = 0
+    for combo in itertools.product(*groups.values()):
+        out = tmp_path / f"params_{n}.yaml"
+        compose_and_dump(str(out), str(REPO / "conf"), None, "config", str(REPO),
+                         [f"{g}={v}" for g, v in zip(groups, combo)])
+        V.check_params(yaml.safe_load(out.read_text()))
+        n += 1
+    assert n == 32
+
+
+def test_every_param_group_but_the_torch_ones_has_a_check():
+    """Issue 27 item 5: validate covers every group of params.yaml except those whose rules
+    need torch or a model; those are checked by their stage before it reads any input."""
+    groups = set(yaml.safe_load(open("params.yaml")))
+    assert groups - set(V.CHECKS) == {"libra", "published"}
+
+
+def test_the_literals_read_from_source_are_the_modules_values():
+    """validate reads the attacker names and the model defaults from the source of modules that
+    import torch; each value must be what importing the module gives."""
+    from biaslab.models import clipscorer, objects, textclf
+    for mod, name in ((textclf, "CLASSIFIERS"), (textclf, "PRESETS"), (objects, "DEFAULTS"),
+                      (clipscorer, "DEFAULTS")):
+        assert V._literal(mod.__name__, name) == getattr(mod, name)
+    with pytest.raises(LookupError):
+        V._literal("biaslab.models.textclf", "NO_SUCH_NAME")
 
 
 def test_load_params_input_errors(tmp_path):

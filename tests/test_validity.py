@@ -1,7 +1,7 @@
-"""biaslab.validity and biaslab.sweep: verdicts from hand-made probe/metrics files."""
+"""biaslab.analysis.validity and biaslab.analysis.sweep: verdicts from hand-made probe/metrics files."""
 import pytest
 
-from biaslab import sweep, validity
+from biaslab.analysis import sweep, validity
 
 
 def _rec(values):
@@ -395,7 +395,7 @@ def test_table3_positive_control_decides_whether_the_test_can_move():
 def test_inconclusive_reason_says_how_many_seeds_would_decide():
     # the foreign set's S_synthetic masked-AUC difference (CI run of stop 42): -7.5 [-22.3,
     # +7.4] over 5 seeds: half-width 14.85, so 5 (14.85 / 7.5)^2 = 19.6 -> about 20 seeds
-    from biaslab import validity as V
+    from biaslab.analysis import validity as V
     c = {"id": "classifier/synthetic-original/masked_auc<0", "claim": "x", "expect": "<",
          "reference": 0.0, "mean": -7.5, "lo": -22.3, "hi": 7.4, "n": 5,
          "verdict": "inconclusive", "source": "metrics/classification.json"}

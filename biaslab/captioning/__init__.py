@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab.paths import live_dir, model_dir
+from biaslab.runtime.paths import live_dir, model_dir
 
 __all__ = ["Arch", "ARCHS", "DEFAULT_ARCH", "get_arch", "archs_from_params", "arch_model_dir",
            "arch_live_dir", "arch_name"]
@@ -148,7 +148,7 @@ def arch_name(dataset: str, arch: str) -> str:
 
 
 def arch_model_dir(dataset: str, seed: int, arch: str = DEFAULT_ARCH) -> str:
-    """Model directory: :func:`biaslab.paths.model_dir` ``("captioner", dataset, seed)`` for
+    """Model directory: :func:`biaslab.runtime.paths.model_dir` ``("captioner", dataset, seed)`` for
     ClipCap (``data/models/captioner/<dataset>/<dataset>-<seed>``); other architectures sit
     beside it with the arch in the name:
     ``data/models/captioner/<dataset>/<dataset>-<arch>-<seed>`` (inside the directory the

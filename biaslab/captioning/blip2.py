@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from biaslab.io import InputError
-from biaslab.settings import at_least, block_from_params
+from biaslab.runtime.io import InputError
+from biaslab.runtime.settings import at_least, block_from_params
 
 PAPER_MODEL = "Salesforce/blip2-opt-2.7b"
 PAPER_LR = 2e-6
@@ -293,7 +293,7 @@ class Blip2Captioner:
         """Captions of the images at ``paths`` (:func:`caption`: no prompt, beam search with
         ``beam`` beams, default ``config.beam``; at most ``max_len`` + 1 new tokens).
         ``no_repeat_ngram`` is not used (BLIP-2's captioning has none)."""
-        from biaslab.features import torch_threads
+        from biaslab.models.features import torch_threads
         with torch_threads(self.config.num_threads):
             return caption(self.model.net, self.model.processor, [str(p) for p in paths],
                            max_new_tokens=int(max_len or self.config.max_len) + 1,
@@ -304,7 +304,7 @@ class Blip2Captioner:
         ``model/`` (``save_pretrained`` of model and processor)."""
         import json
         from biaslab.captioning.training import json_default
-        from biaslab.io import atomic_dir, without_run_stats
+        from biaslab.runtime.io import atomic_dir, without_run_stats
         with atomic_dir(directory) as tmp:
             self.model.net.save_pretrained(tmp / "model")
             self.model.processor.save_pretrained(tmp / "model")

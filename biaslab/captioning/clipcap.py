@@ -8,8 +8,8 @@ Model (ClipCap, "MLP mapping network" variant)::
     p(y)   = prod_t p_LM(y_t | p_1..k, y_<t)      causal LM decoder over [prefix ; caption]
 
 ``phi`` is a frozen backbone (default EfficientNet-Lite0, 1280-d pooled features, see
-:mod:`biaslab.features`); ``mu``/``sigma`` are the training mean/std (std floored at
-0.1 x its mean over dimensions, as in :mod:`biaslab.clipscorer`). The MLP hidden size is
+:mod:`biaslab.models.features`); ``mu``/``sigma`` are the training mean/std (std floored at
+0.1 x its mean over dimensions, as in :mod:`biaslab.models.clipscorer`). The MLP hidden size is
 ``k * d / 2`` (ClipCap). The loss is the token cross-entropy of the caption and its end token
 given the prefix (prefix positions carry no loss), averaged over caption tokens. Both the
 mapping network and the decoder are trained (ClipCap's default, not its "only prefix" variant).
@@ -52,9 +52,9 @@ from biaslab.captioning.training import check_samples, check_val, train_samples,
 from biaslab.captioning.training import json_default as _json_default
 from biaslab.captioning.training import pad as _pad
 from biaslab.captioning.training import standardiser as _standardiser
-from biaslab.features import torch_threads
-from biaslab.io import InputError, atomic_dir, without_run_stats
-from biaslab.settings import at_least, from_params
+from biaslab.models.features import torch_threads
+from biaslab.runtime.io import InputError, atomic_dir, without_run_stats
+from biaslab.runtime.settings import at_least, from_params
 
 TINY = "tiny"
 CONFIG_FILE = "captioner.json"
@@ -185,7 +185,7 @@ def _build_decoder(cfg: CaptionerConfig, tokenizer):
                           pad_token_id=tokenizer.pad_token_id)
         return GPT2LMHeadModel(conf)
     from transformers import AutoModelForCausalLM
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     m = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.decoder),
                                              local_files_only=cfg.local_files_only)
     m.config.pad_token_id = tokenizer.pad_token_id
@@ -340,7 +340,7 @@ def build_captioner(config: CaptionerConfig, captions: Sequence[str] = (),
         tok = build_tokenizer(captions, config.vocab_size, config.min_count)
         dec = _build_decoder(config, tok)
     else:
-        from biaslab.textclf import resolve_model
+        from biaslab.models.textclf import resolve_model
         try:
             tok = _load_pretrained_tokenizer(resolve_model(config.decoder),
                                              config.local_files_only)

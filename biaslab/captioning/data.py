@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 __all__ = ["manifest_image_table", "manifest_samples", "image_features", "grid_features",
            "load_grid_encoder", "path_id"]
@@ -22,8 +22,8 @@ def _path_id(path: str) -> int:
 
 
 def manifest_image_table(manifest: pd.DataFrame) -> pd.DataFrame:
-    """Distinct images of a training manifest (``biaslab.datasets``) -> DataFrame
-    ``image_id, path`` for :func:`biaslab.features.encode_cached`.
+    """Distinct images of a training manifest (``biaslab.data.datasets``) -> DataFrame
+    ``image_id, path`` for :func:`biaslab.models.features.encode_cached`.
 
     A real image keeps its COCO ``image_id`` (so the ``features`` stage's cache is reused); a
     counterfactual image (``counterfactual`` True: same source id, another file) gets a stable
@@ -65,15 +65,15 @@ def image_features(table: pd.DataFrame, cache_dir: str | os.PathLike,
                    progress: bool = False, stats: dict | None = None,
                    executor: dict | None = None, workers: int = 1) -> np.ndarray:
     """(n, F) features of ``table`` (image_id, path) rows, in order, through the shared
-    per-image cache (:func:`biaslab.features.encode_cached`; ``executor``: where missing
+    per-image cache (:func:`biaslab.models.features.encode_cached`; ``executor``: where missing
     images are encoded, params ``executor``; the features do not depend on it).
 
     ``workers`` > 1 (local executor only): the rows are first encoded on that many forked
     processes, interleaved slices of the table (the cache takes concurrent writers; every
     image is encoded alone on one thread, so its row is the same bits whichever process
     wrote it), then read from the cache in order. 2 workers halve a 2-core machine's time."""
-    from biaslab.features import encode_cached
-    from biaslab.parallel import map_jobs
+    from biaslab.models.features import encode_cached
+    from biaslab.runtime.parallel import map_jobs
     rows = table[["image_id", "path"]].reset_index(drop=True)
     w = int(workers or 1)
     if w > 1 and executor is None and len(rows) >= 2 * w:
@@ -115,7 +115,7 @@ def _grid_of(x, grid: int):
 
 def load_grid_encoder(backbone: str, image_size: int | None, grid: int,
                       num_threads: int | None = None):
-    """A frozen image backbone (:func:`biaslab.features.load_image_encoder`, same weights and
+    """A frozen image backbone (:func:`biaslab.models.features.load_image_encoder`, same weights and
     preprocessing) whose ``encode(images)`` returns its last feature MAP before pooling,
     average-pooled to ``grid x grid`` cells and flattened: (n, grid*grid*C) float32
     (EfficientNet-Lite0 at 224 px has a 7 x 7 x 1280 map, so ``grid`` 7 is the map itself; HF
@@ -125,7 +125,7 @@ def load_grid_encoder(backbone: str, image_size: int | None, grid: int,
     import torch
     from PIL import Image
 
-    from biaslab.features import load_image_encoder
+    from biaslab.models.features import load_image_encoder
     if int(grid) < 1:
         raise ValueError(f"captioner.transformer.grid must be >= 1, got {grid!r}")
     enc = load_image_encoder(backbone, image_size=image_size, num_threads=num_threads)
@@ -148,11 +148,11 @@ def grid_features(table: pd.DataFrame, cache_dir: str | os.PathLike,
                   grid: int = 7, batch_size: int = 32, num_threads: int | None = 1,
                   progress: bool = False, stats: dict | None = None) -> np.ndarray:
     """(n, grid*grid, C) float32 grid features of ``table`` (image_id, path) rows, in order,
-    through the shared per-image cache (:func:`biaslab.features.encode_cached`, directory
+    through the shared per-image cache (:func:`biaslab.models.features.encode_cached`, directory
     ``<image_encoder>-grid<g>_<size>px``; 7 x 7 x 1280 float32 = 250 KB per image for
     EfficientNet-Lite0, grid 3 = 46 KB). The backbone is loaded only when an image is missing
     from the cache."""
-    from biaslab.features import _default_size, encode_cached
+    from biaslab.models.features import _default_size, encode_cached
     holder: dict = {}
     size = _default_size(image_encoder, image_size)
 

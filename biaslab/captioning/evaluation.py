@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.captioning.data import image_features
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 __all__ = ["clip_score_for", "METRICS", "GENDER_SOURCES", "caption_metrics", "seed_records",
            "gender_labels", "apply_libra"]
@@ -23,7 +23,7 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
                    image_feats: np.ndarray | None = None, prefix: str | None = None) -> float:
     """CLIPScore x100 (Hessel et al. 2021; paper 000 Table 2 "CS") of ``captions``.
 
-    With a LiT scorer (:class:`biaslab.clipscorer.LiTScorer`) whose image backbone produced
+    With a LiT scorer (:class:`biaslab.models.clipscorer.LiTScorer`) whose image backbone produced
     ``image_feats``, the cached features are projected directly (no re-encoding); otherwise
     the scorer encodes ``image_paths``. ``prefix``: None = "A photo depicts " when the LiT
     scorer was trained with ``prefix_prob > 0`` (or for any other scorer), else "" (a LiT
@@ -77,9 +77,9 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     without a scorer, DBA without ``image_objects``, BiasAmp with no word in L); plus
     ``ratio_raw`` (#man/#woman) and ``n_images``. Two degeneracy measures sit beside Ratio
     (issue 31 item 2; not in the papers): ``no_gender_word``, the % of the gender-labelled
-    images whose caption has no word of the ``words`` list (``biaslab.gender.caption_gender``
+    images whose caption has no word of the ``words`` list (``biaslab.data.gender.caption_gender``
     "none"; a captioner that drops the person reads "unbiased" on Ratio), and ``length``,
-    the mean number of tokens (``biaslab.gender.tokenize``) per caption over every
+    the mean number of tokens (``biaslab.data.gender.tokenize``) per caption over every
     prediction. ``LIC``/``LIC_M``/``LIC_D`` are the means
     over the LIC classifier seeds (``seeds``) of this one results set; their spread over LIC
     seeds is in ``details["LIC_*_std"]``.
@@ -131,7 +131,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
         det["DBA"] = {k: d[k] for k in ("DBA_G", "DBA_O", "n_images", "n_objects")}
     else:
         det["DBA"] = {"skipped": "no object annotations given"}
-    from biaslab.gender import caption_gender, tokenize
+    from biaslab.data.gender import caption_gender, tokenize
     gendered = [i for i in ids if genders.get(i) in ("female", "male")]
     no_word = (100.0 * sum(caption_gender(predictions[i], words) == "none" for i in gendered)
                / len(gendered)) if gendered else None
@@ -163,7 +163,7 @@ def _number(v):
 def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRICS,
                  seeds: Sequence[int] | None = None) -> dict:
     """One row of ``metrics/captioning.json``: every metric over captioner seeds as a
-    :func:`biaslab.stats.record`, plus the per-seed values.
+    :func:`biaslab.runtime.stats.record`, plus the per-seed values.
 
     Args:
         rows: one :func:`caption_metrics` ``flat`` dict per captioner seed.
@@ -174,7 +174,7 @@ def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRIC
         ``{key: stats.record(values over seeds) for key in keys, "per_seed": [{"seed": s,
         key: value, ...}, ...]}``. A None value (e.g. a LIC skipped for too few images) is
         counted in the record's ``n_missing``; an infinite one (a Ratio with r = 0 or inf) in
-        ``n_inf`` and never dropped (the mean is then None, see :mod:`biaslab.stats`). In
+        ``n_inf`` and never dropped (the mean is then None, see :mod:`biaslab.runtime.stats`). In
         ``per_seed`` an infinite value is written as the string ``"inf"`` (strict JSON), a
         missing one as null.
 
@@ -187,7 +187,7 @@ def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRIC
     Raises:
         ValueError: a value that is not a number; ``seeds`` of another length than ``rows``.
     """
-    from biaslab import stats
+    from biaslab.runtime import stats
     seeds = list(range(len(rows))) if seeds is None else [int(x) for x in seeds]
     if len(seeds) != len(rows):
         raise ValueError(f"{len(seeds)} seeds for {len(rows)} rows")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 

@@ -166,7 +166,7 @@ def train_samples(build: Callable, feats: np.ndarray, captions: Sequence[str],
     """
     import torch
     from biaslab.captioning.tokens import normalize_caption
-    from biaslab.features import torch_threads
+    from biaslab.models.features import torch_threads
     captions = [normalize_caption(c) for c in captions]
     cap_img = np.asarray(caption_image, np.int64)
     check_samples(feats, captions, cap_img)
@@ -276,7 +276,7 @@ def pad(seqs: Sequence[Sequence[int]], pad_id: int):
 
 def standardiser(feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-dimension mean and std (float32 (F,)) of ``feats`` (n, F); the std is floored at
-    0.1 x its mean over dimensions (and 1e-6), as in :mod:`biaslab.clipscorer`."""
+    0.1 x its mean over dimensions (and 1e-6), as in :mod:`biaslab.models.clipscorer`."""
     mu = feats.mean(0)
     sd = feats.std(0)
     floor = 0.1 * float(sd.mean()) if sd.size else 0.0

@@ -49,8 +49,8 @@ from biaslab.captioning.tokens import _tidy, build_tokenizer, normalize_caption
 from biaslab.captioning.training import json_default, standardiser, train_samples, val_loss
 from biaslab.captioning.transformer_config import (  # noqa: F401 (re-exported)
     _FORMAT, ARCH, CONFIG_FILE, SHARED, WEIGHTS_FILE, TransformerConfig, config_from_params)
-from biaslab.features import torch_threads
-from biaslab.io import InputError, atomic_dir, without_run_stats
+from biaslab.models.features import torch_threads
+from biaslab.runtime.io import InputError, atomic_dir, without_run_stats
 
 __all__ = ["TransformerConfig", "config_from_params", "GridTransformer",
            "TransformerCaptioner", "build_captioner", "train_captioner", "ARCH", "CONFIG_FILE"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from biaslab.settings import at_least, block_from_params
+from biaslab.runtime.settings import at_least, block_from_params
 
 __all__ = ["ARCH", "CONFIG_FILE", "WEIGHTS_FILE", "SHARED", "TransformerConfig",
            "config_from_params"]

@@ -44,8 +44,8 @@ import numpy as np
 
 from biaslab.captioning.tokens import _load_pretrained_tokenizer, _tidy, normalize_caption
 from biaslab.captioning.training import json_default
-from biaslab.features import torch_threads
-from biaslab.io import InputError, atomic_dir, without_run_stats
+from biaslab.models.features import torch_threads
+from biaslab.runtime.io import InputError, atomic_dir, without_run_stats
 
 IMPL = "vit_gpt2"
 #: paper 000 app. B.2 (Hugging Face): the ViT and GPT-2 checkpoints of the paper tier
@@ -99,7 +99,7 @@ class ViTGPT2(_torch_module()):
 
     def pixels(self, paths: Sequence[str]):
         """(b, 3, H, W) float pixel values of the images at ``paths`` (the ViT's processor)."""
-        from biaslab.features import _open_rgb
+        from biaslab.models.features import _open_rgb
         px = self.processor(images=[_open_rgb(p) for p in paths], return_tensors="pt")
         return px["pixel_values"].to(self.device)
 
@@ -236,7 +236,7 @@ def build_captioner(config, device: str | None = None) -> ViTGPT2Captioner:
     available. Raises ``InputError`` naming the checkpoint that cannot be loaded."""
     import torch
     from transformers import AutoConfig, AutoImageProcessor, VisionEncoderDecoderModel
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     enc, dec = resolve_model(config.encoder), resolve_model(config.decoder)
     lfo = bool(getattr(config, "local_files_only", True))
     try:

@@ -29,7 +29,7 @@ object. Paper value 100 (``> 100`` in the text; we use ``>=``); scaled down for 
 Model. The paper fine-tunes ImageNet backbones (ResNet-50, Swin-T, ConvNeXt-B) with Adam, batch
 32, lr 1e-5, early stopping on a validation split of 20 % of the training set. The offline
 default here is a head on *frozen* backbone features (``finetune: false``; EfficientNet-Lite0,
-:mod:`biaslab.features`): features standardised with the training mean/std, then ``hidden``
+:mod:`biaslab.models.features`): features standardised with the training mean/std, then ``hidden``
 ``Linear -> ReLU -> Dropout`` layers (``[]``: a linear layer, the paper's classification
 layer) and ``Linear(|O| + 2)``; one sigmoid per output, trained with binary cross-entropy,
 Adam, mini-batches of ``batch_size``, at most ``epochs`` epochs, early stopping when the
@@ -51,7 +51,7 @@ has complete labels (an image without objects is rare), so this changes little t
 Metrics (sec. 3.1):
 
 * mAP: macro mean of scikit-learn ``average_precision_score`` over the object labels with at
-  least one positive in the test images (:func:`biaslab.objects.mean_average_precision`).
+  least one positive in the test images (:func:`biaslab.models.objects.mean_average_precision`).
 * Ratio: persons are blacked out of the test images (:func:`blackout_persons`), features are
   re-extracted and the gender outputs compared: ``r = #man / #woman`` predictions
   (:func:`biaslab.metrics.captions.classification_ratio`), counted the way a multi-label
@@ -59,7 +59,7 @@ Metrics (sec. 3.1):
   threshold (:func:`gender_thresholds`: 0.5 unless the model stores validation-tuned ones);
   an image with both outputs on counts for both, one with neither for none (``n_both``,
   ``n_neither`` reported). Reported as ``max(r, 1/r)``; r = 0 or inf gives an infinite
-  Ratio, which the seed summary counts and keeps (``biaslab.stats``). The paper does not say
+  Ratio, which the seed summary counts and keeps (``biaslab.runtime.stats``). The paper does not say
   how persons are masked; the pipeline default blacks out whole person BOXES: a blacked-out
   polygon or keypoint silhouette keeps the body outline, which still shows gender (measured
   on the synthetic source, where gender is drawn only through body shape: a classifier
@@ -117,7 +117,7 @@ from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, DEFAULTS, GENDER
                                     GENDER_OUTPUTS, PAPER_BACKBONES, WEIGHTS_FILE,
                                     GenderObjectClassifier, _head, classifier_backbones)
 from biaslab.classify.train import train_classifier, train_finetune
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "validation_split",
            "test_table", "object_matrix", "save_like", "write_blackout_images", "model_features",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from biaslab.io import atomic_path
+from biaslab.runtime.io import atomic_path
 
 
 # --------------------------------------------------------------------------- persons masked
@@ -78,7 +78,7 @@ def write_blackout_images(test: pd.DataFrame, persons: pd.DataFrame,
     (images without persons are left out: nothing to mask)."""
     from tqdm import tqdm
 
-    from biaslab.io import load_image
+    from biaslab.runtime.io import load_image
     by_img = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
     rows = []
     for r in tqdm(test.to_dict("records"), disable=not progress, desc="blackout", unit="img"):

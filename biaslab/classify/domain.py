@@ -43,11 +43,11 @@ def unseen_sources(model_manifest: pd.DataFrame, universe: Sequence[int], val_fr
 
 def scores(probs: np.ndarray, objects: Sequence, genders: Sequence[str], labels: Sequence[str],
            has_gender: bool = True) -> dict:
-    """Object mAP (x100, :func:`biaslab.objects.mean_average_precision` over the rows with at
+    """Object mAP (x100, :func:`biaslab.models.objects.mean_average_precision` over the rows with at
     least one object) and gender accuracy (%; the larger of P(woman), P(man) is the true
     gender; None without gender outputs) of outputs ``probs`` (n, len(labels) + 2) for rows
     with object lists ``objects`` and genders ``genders`` ("female" / "male")."""
-    from biaslab.objects import mean_average_precision
+    from biaslab.models.objects import mean_average_precision
     p = np.asarray(probs, float)
     y = object_matrix(list(objects), labels)
     has = y.sum(1) > 0

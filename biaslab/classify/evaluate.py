@@ -173,7 +173,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
                      leakage_kwargs: dict | None = None) -> dict:
     """:func:`evaluate` on a model's outputs instead of the model: the one code path of the
     classification metrics, shared by the trained classifiers and the control models
-    (:mod:`biaslab.controls`, issue 22).
+    (:mod:`biaslab.analysis.controls`, issue 22).
 
     Args:
         probs: float (n, n_objects + 2) outputs on the unmasked test images (objects, then
@@ -188,7 +188,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
         other arguments and the result: as :func:`evaluate`.
     """
     from biaslab.metrics.leakage import leakage
-    from biaslab.objects import mean_average_precision
+    from biaslab.models.objects import mean_average_precision
     if object_pred is None:
         def object_pred(q):
             return (np.asarray(q)[:, :n_objects] >= 0.5).astype(np.float32)
@@ -275,9 +275,9 @@ def _auc(truth: np.ndarray, score: np.ndarray):
 
 
 def json_record(values: Sequence) -> dict:
-    """:func:`biaslab.stats.record` of per-seed values (None / NaN = missing, +-inf = infinite,
-    counted) with its numbers rounded by :func:`biaslab.io.json_number` for a metrics file:
+    """:func:`biaslab.runtime.stats.record` of per-seed values (None / NaN = missing, +-inf = infinite,
+    counted) with its numbers rounded by :func:`biaslab.runtime.io.json_number` for a metrics file:
     ``{"mean", "ci95", "std", "n", "n_inf", "n_missing", "sign"}``."""
-    from biaslab import stats
-    from biaslab.io import json_number
+    from biaslab.runtime import stats
+    from biaslab.runtime.io import json_number
     return {k: json_number(v) for k, v in stats.record(list(values)).items()}

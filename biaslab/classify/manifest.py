@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.classify.model import GENDER_OF, GENDER_OUTPUTS
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 
 # --------------------------------------------------------------------------- labels
@@ -86,9 +86,9 @@ def validation_split(manifest: pd.DataFrame, val_fraction: float, seed: int
 # --------------------------------------------------------------------------- features
 def file_id(path: str | os.PathLike) -> int:
     """A content id of an image file: the first 63 bits of its
-    :func:`biaslab.features.file_digest`, so identical files share one cache row.
+    :func:`biaslab.models.features.file_digest`, so identical files share one cache row.
     Raises ``InputError`` naming a missing or unreadable file."""
-    from biaslab.features import file_digest
+    from biaslab.models.features import file_digest
     return int(file_digest(path)[:16], 16) >> 1
 
 
@@ -97,11 +97,11 @@ def encode_files(paths: Sequence[str], cache_dir: str | os.PathLike, backbone: s
                  num_threads: int | None = None, encoder=None,
                  stats: dict | None = None, executor: dict | None = None) -> np.ndarray:
     """Backbone features of image files (float32 (n, d), rows in input order) through
-    :func:`biaslab.features.encode_cached`, keyed by (:func:`file_id`, path): derived images
+    :func:`biaslab.models.features.encode_cached`, keyed by (:func:`file_id`, path): derived images
     (counterfactuals, blacked-out or inpainted test images) are encoded once per content.
     ``executor``: params ``executor`` (where missing images are encoded; the features do not
     depend on it)."""
-    from biaslab.features import encode_cached
+    from biaslab.models.features import encode_cached
     paths = [str(p) for p in paths]
     if not paths:
         return np.zeros((0, encoder.dim if encoder is not None else 0), np.float32)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab.io import InputError, atomic_path, read_json, without_run_stats, write_json
+from biaslab.runtime.io import InputError, atomic_path, read_json, without_run_stats, write_json
 
 #: Output names of the protected groups (appendix B.1), in this order after the objects.
 GENDER_OUTPUTS = ("woman", "man")
@@ -35,7 +35,7 @@ def classifier_backbones(params: dict) -> list[str]:
     ``[features.backbone]`` when it is null/absent. The first is the *primary* backbone: its
     models keep the plain ``data/models/classifier/<name>/<name>-<seed>`` path and feed the
     probe, the artifact test and the headline; the others get ``-<slug>`` after the seed
-    (``biaslab.paths.model_dir(..., variant=backbone)``).
+    (``biaslab.runtime.paths.model_dir(..., variant=backbone)``).
 
     Args:
         params: the composed params (``classifier`` and ``features`` groups).
@@ -47,8 +47,8 @@ def classifier_backbones(params: dict) -> list[str]:
         InputError: ``classifier.backbones`` is not a non-empty list of distinct non-empty
             strings, or two names share a slug (their model directories would collide).
     """
-    from biaslab.io import InputError
-    from biaslab.paths import slug
+    from biaslab.runtime.io import InputError
+    from biaslab.runtime.paths import slug
     fb = (params.get("features") or {}).get("backbone", "efficientnet_lite0")
     raw = (params.get("classifier") or {}).get("backbones")
     if raw is None:
@@ -165,7 +165,7 @@ class GenderObjectClassifier:
         """Features of images (paths / PIL) with the model's backbone: the fine-tuned one, or
         the frozen ``config["backbone"]`` at ``config["image_size"]``."""
         if self.backbone is None:
-            from biaslab.features import load_image_encoder
+            from biaslab.models.features import load_image_encoder
             self.backbone = load_image_encoder(self.config["backbone"],
                                                image_size=self.config.get("image_size"))
         return self.backbone.encode(list(images), batch_size=batch_size)
@@ -204,7 +204,7 @@ class GenderObjectClassifier:
         head.load_state_dict(load_file(str(d / WEIGHTS_FILE)), strict=True)
         backbone = None
         if cfg.get("finetune"):
-            from biaslab.features import load_image_encoder
+            from biaslab.models.features import load_image_encoder
             backbone = load_image_encoder(cfg["backbone"], image_size=cfg.get("image_size"))
             backbone.model.load_state_dict(load_file(str(d / BACKBONE_FILE)), strict=True)
             backbone.model.eval()

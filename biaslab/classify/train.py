@@ -12,11 +12,11 @@ from biaslab.classify.manifest import label_targets, validation_split
 from biaslab.classify.methods import get_method
 from biaslab.classify.methods.base import masked_bce as _masked_bce
 from biaslab.classify.model import DEFAULTS, GenderObjectClassifier, _head, _thr_list
-from biaslab.progress import bar as progress_bar
+from biaslab.runtime.progress import bar as progress_bar
 
 
 def _epoch_bar(desc: str, epochs: int, progress: bool | None):
-    """tqdm bar over the epochs on stderr (``biaslab.progress``); :func:`_show_epoch` puts
+    """tqdm bar over the epochs on stderr (``biaslab.runtime.progress``); :func:`_show_epoch` puts
     each epoch's losses in its postfix."""
     return progress_bar(desc=desc, total=int(epochs), unit="epoch", progress=progress)
 
@@ -31,7 +31,7 @@ def _show_epoch(bar, rec: dict) -> None:
 
 
 def _val_map(y: np.ndarray, m: np.ndarray, p: np.ndarray, n_obj: int) -> float:
-    from biaslab.objects import mean_average_precision
+    from biaslab.models.objects import mean_average_precision
     rows = m[:, :n_obj].any(1) if n_obj else np.zeros(len(y), bool)
     if not rows.any() or n_obj == 0:
         return float("nan")
@@ -50,7 +50,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
 
     Args:
         feats: float32 (n, d) features of the manifest rows (:func:`manifest_features`).
-        manifest: the training manifest (``biaslab.datasets``), n rows.
+        manifest: the training manifest (``biaslab.data.datasets``), n rows.
         labels: object labels (:func:`select_labels` on the ORIGINAL manifest).
         seed: validation split, initialisation and batch-order seed.
         params: overrides of :data:`DEFAULTS` (epochs, lr, batch_size, patience, val_fraction,
@@ -62,7 +62,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             recorded in the config (``method``, ``method_params`` with every default).
         on_epoch: called ``on_epoch(epoch, record)`` after every epoch (DVCLive hook).
         progress: tqdm bar over the epochs on stderr with the epoch's train/val loss and val
-            mAP in its postfix; True / False / None = auto (``biaslab.progress``: drawn on a
+            mAP in its postfix; True / False / None = auto (``biaslab.runtime.progress``: drawn on a
             terminal, in a log only for a run longer than 10 s). Nothing returned depends on it.
 
     Returns:
@@ -188,7 +188,7 @@ def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
     if t is None:
         return np.full(n_obj, np.nan)
     if t == "val_f1":
-        from biaslab.objects import best_f1_thresholds
+        from biaslab.models.objects import best_f1_thresholds
         if fv is None or not len(fv):
             return np.full(n_obj, 0.5)
         rows = mv[:, :n_obj].any(1)
@@ -213,7 +213,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     B.1 / Table 1: ``microsoft/resnet-50``, ``microsoft/swin-tiny-patch4-window7-224``,
     ``facebook/convnext-base-224``, :data:`~biaslab.classify.model.PAPER_BACKBONES`) or
     ``efficientnet_lite0``; its pooled feature is the one of
-    :class:`biaslab.features.HFImageEncoder` (ResNet's ``(n, C, 1, 1)`` pooler output
+    :class:`biaslab.models.features.HFImageEncoder` (ResNet's ``(n, C, 1, 1)`` pooler output
     flattened, Swin's and ConvNeXt's ``(n, C)``). ``device``: where the backbone and head are
     trained (``None``: ``cuda`` when available, else ``cpu``); bitwise reproducibility given
     ``seed`` holds on CPU with one torch thread, not on CUDA.
@@ -235,7 +235,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         ValueError: an unknown method / method parameter.
     """
     import torch
-    from biaslab.features import _open_rgb, load_image_encoder
+    from biaslab.models.features import _open_rgb, load_image_encoder
     p = {**DEFAULTS, **(params or {})}
     meth = get_method(method, method_params)
     manifest = manifest.reset_index(drop=True)

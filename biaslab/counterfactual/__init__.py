@@ -1,7 +1,9 @@
 """Counterfactual images of paper 000 (Hirota et al., "Resampled Datasets Are Not Enough",
 EMNLP 2024) sec. 2.2: person masks omega (``masks``), prompts t^(g') and m candidates per
 (image, group) (``generate``, Eq. 1) with two backends: ``copy_paste`` (CPU, real donors) and
-``sd_inpaint`` (diffusers Stable Diffusion inpainting; imported lazily, diffusers optional).
+``sd_inpaint`` (diffusers Stable Diffusion inpainting; imported lazily, diffusers optional);
+the filters and weighted rank selection of sec. 2.3 (``filters``) and GenSynth's contrast sets
+(paper 001 sec. 4, ``contrast``).
 """
 from biaslab.counterfactual.copy_paste import (CopyPasteBackend, donor_pool, paste,
                                                remove_persons)

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.counterfactual.masks import _visible, has_polygon, keypoints_useful, person_mask
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 _METHODS = {"telea": cv2.INPAINT_TELEA, "ns": cv2.INPAINT_NS}
 DONOR_COLUMNS = ["ann_id", "image_id", "gender", "path", "width", "height", "x", "y", "w", "h",
@@ -278,7 +278,7 @@ class CopyPasteBackend:
             (below 1: tighter than the target masks, less donor background).
         extent_weight: weight of ``extent_cost`` (body-extent mismatch) in the donor ranking;
             0 ranks by shape alone.
-        load_image: function path -> RGB array (``biaslab.io.load_image``).
+        load_image: function path -> RGB array (``biaslab.runtime.io.load_image``).
         cache_size: donor cut-outs (pixels) kept in memory.
     """
     name = "copy_paste"
@@ -295,7 +295,7 @@ class CopyPasteBackend:
         miss = [c for c in DONOR_COLUMNS if c not in donors.columns]
         if miss:
             raise InputError("donor pool", f"missing column(s) {miss} (use donor_pool())")
-        from biaslab.io import load_image as _load
+        from biaslab.runtime.io import load_image as _load
         self.donors = donors.sort_values("ann_id", ignore_index=True)
         self.inpaint_radius = float(inpaint_radius)
         self.inpaint_method = inpaint_method

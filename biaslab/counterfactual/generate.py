@@ -4,15 +4,15 @@ with guidance scales cycled over ``guidance_scales`` (appendix A.1: m = 30 over 
 15.0, i.e. 10 per scale) and a deterministic per-candidate seed.
 
 Prompts t^(g') (``make_prompt``): the image's FIRST caption (in caption_id order) that contains a
-gender word of the word list, with its gender words set to g' by ``biaslab.gender.swap(caption,
-to=g')``. Under both image-level rules of ``biaslab.gender`` an image of defined gender has no
+gender word of the word list, with its gender words set to g' by ``biaslab.data.gender.swap(caption,
+to=g')``. Under both image-level rules of ``biaslab.data.gender`` an image of defined gender has no
 caption with words of the other gender, so that caption names the image's own gender. The paper
 does not say which caption it used; "first gendered caption" is our deterministic choice.
 
 Work is split into ``shards`` shards by a stable hash of image_id (``shard_of``). Each finished
 shard writes its candidate table atomically to ``<out_dir>/shards/shard-XXX.parquet`` with a
 fingerprint (params, backend settings, the shard's inputs incl. mask bytes, and the digest of
-the code that computes it: ``biaslab.provenance.source_digest`` of this module, every backend
+the code that computes it: ``biaslab.runtime.provenance.source_digest`` of this module, every backend
 it can load and the backend's own module) in the parquet metadata; a shard whose file exists with the same fingerprint and whose images all exist is
 never recomputed, so a killed run resumes at the first unfinished shard. After the last shard,
 image and shard files no candidate refers to (stale params, temporary files of a killed write)
@@ -44,10 +44,10 @@ import pyarrow.parquet as pq
 from PIL import Image
 from tqdm import tqdm
 
-from biaslab import gender as G
+from biaslab.data import gender as G
 from biaslab.counterfactual.masks import load_mask
-from biaslab.executor import run_shards
-from biaslab.io import InputError, atomic_path, load_image  # noqa: F401 (re-exported)
+from biaslab.runtime.executor import run_shards
+from biaslab.runtime.io import InputError, atomic_path, load_image  # noqa: F401 (re-exported)
 
 GROUPS = (G.FEMALE, G.MALE)
 #: bump when the candidate format or the generation code changes incompatibly.
@@ -295,10 +295,10 @@ def shard_fingerprint(items: pd.DataFrame, backend_fp: dict, settings: dict) -> 
 def code_digest(backend) -> str:
     """sha256 (hex) of the source of this module, the backends it imports and the module that
     defines ``backend``'s class (a plug-in backend outside this package included), with every
-    module of their packages they import (``biaslab.provenance.source_digest``). Part of every
+    module of their packages they import (``biaslab.runtime.provenance.source_digest``). Part of every
     shard fingerprint, so an edited backend or generate loop recomputes the shards with no
     version constant to bump (issue 26 item 1)."""
-    from biaslab.provenance import source_digest
+    from biaslab.runtime.provenance import source_digest
     try:
         return source_digest(__name__, type(backend).__module__)
     except ValueError:      # a class defined in __main__ or a notebook: no source file
@@ -411,7 +411,7 @@ def _same(x):
 def executor_is_remote(executor, n_shards: int | None = None) -> bool:
     """True when ``run_shards`` computes the shards outside this process (Ray, or forked local
     workers): the backend's counters must then be merged from the results."""
-    from biaslab.executor import in_process
+    from biaslab.runtime.executor import in_process
     return not in_process(executor, n_shards)
 
 
@@ -434,7 +434,7 @@ def compute_shard(backend, job: ShardJob, spec: ShardSpec) -> ShardResult:
     """Generate every candidate of one shard (``generate_candidates``' unit of work and of
     resumption): pure -- reads the sources and masks, writes nothing, returns the encoded
     files and the table, so the driver writes them whichever executor ran this
-    (``biaslab.executor``). ``spec.callback(shard, image_id, group, j)`` runs where the shard
+    (``biaslab.runtime.executor``). ``spec.callback(shard, image_id, group, j)`` runs where the shard
     is computed (a Ray worker for executor ray)."""
     s, rows, files = job.shard, [], []
     v0 = getattr(backend, "verified", 0)
@@ -491,7 +491,7 @@ def generate_candidates(work: pd.DataFrame, backend, out_dir: str | os.PathLike,
         callback: called as ``callback(shard, image_id, group, j)`` before each candidate is
             generated (progress hooks; an exception aborts the run like a crash would). With
             executor ray it runs in the worker (it must be picklable).
-        executor: params ``executor`` (``biaslab.executor``; None = local): where the shards
+        executor: params ``executor`` (``biaslab.runtime.executor``; None = local): where the shards
             are computed. The files written do not depend on it: workers return encoded
             images, this process writes them and each shard's table as its result arrives.
 

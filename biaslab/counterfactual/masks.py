@@ -59,7 +59,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 from tqdm import tqdm
 
-from biaslab.io import InputError, atomic_path
+from biaslab.runtime.io import InputError, atomic_path
 
 #: paper 000 appendix A.1: the second largest person is inpainted when its box exceeds this.
 AREA_THRESHOLD_PX = 55_000
@@ -451,7 +451,7 @@ def build_masks(images: pd.DataFrame, persons: pd.DataFrame, image_labels: pd.Da
         recs = sel.to_dict("records")
         seg = [None] * len(recs)
         if shape == "sam":
-            from biaslab.io import load_image
+            from biaslab.runtime.io import load_image
             seg = segmenter(load_image(im.path), [(p["x"], p["y"], p["w"], p["h"])
                                                   for p in recs])
         for p, sm in zip(recs, seg):

@@ -1,8 +1,8 @@
 """``render``: the oracle counterfactual backend (synthetic data only).
 
-The synthetic generator (``biaslab.synthetic``) draws every image from independent streams
+The synthetic generator (``biaslab.data.synthetic``) draws every image from independent streams
 (background, placement box, objects, cast, person appearance). For a work item of image i and
-a target group g', candidate j is ``biaslab.synthetic.render_scene(i, gender=g',
+a target group g', candidate j is ``biaslab.data.synthetic.render_scene(i, gender=g',
 appearance_seed=seed_j)``: the *same* scene re-drawn with a person of group g' whose colours
 and arm pose come from the candidate's own seed (``candidate_seed`` of paper 000 Eq. 1's
 ``x_i^(j,g')``). Nothing else is drawn differently, so a candidate differs from its source only
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab import synthetic as S
-from biaslab.io import InputError
+from biaslab.data import synthetic as S
+from biaslab.runtime.io import InputError
 
 
 class RenderBackend:
@@ -136,7 +136,7 @@ class RenderBackend:
 
     def redraw_region(self, item, image: np.ndarray, mask: np.ndarray, group: str,
                       seed: int) -> np.ndarray:
-        """Oracle inpainting of a region (the synthetic-artifact test, ``biaslab.artifact``):
+        """Oracle inpainting of a region (the synthetic-artifact test, ``biaslab.analysis.artifact``):
         image ``item["image_id"]`` re-drawn with a person of ``group`` whose appearance comes
         from ``seed``, copied into ``image`` inside ``mask`` only.
 

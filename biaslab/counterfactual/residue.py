@@ -21,7 +21,7 @@ new one. Two measurements, both with one gender classifier:
   counterfactuals and the probe's own AUC on the real images (its skill).
 
 AUCs are computed over the pooled cross-fitted scores with a percentile bootstrap 95 % CI
-over source images (:func:`biaslab.stats.bootstrap`; paired where two are compared).
+over source images (:func:`biaslab.runtime.stats.bootstrap`; paired where two are compared).
 """
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def auc(truth_man: np.ndarray, p_man: np.ndarray) -> float | None:
 
 
 def auc_ci(truth_man: np.ndarray, p_man: np.ndarray, seed: int = 0) -> dict:
-    """:func:`auc` with its percentile bootstrap 95 % CI over rows (:func:`biaslab.stats.bootstrap`)."""
-    from biaslab import stats
+    """:func:`auc` with its percentile bootstrap 95 % CI over rows (:func:`biaslab.runtime.stats.bootstrap`)."""
+    from biaslab.runtime import stats
     return stats.bootstrap(auc, np.asarray(truth_man, bool), np.asarray(p_man, float),
                            seed=seed)
 
@@ -109,7 +109,7 @@ def auc_ci(truth_man: np.ndarray, p_man: np.ndarray, seed: int = 0) -> dict:
 def auc_difference(truth_man: np.ndarray, p_a: np.ndarray, p_b: np.ndarray,
                    seed: int = 0) -> dict:
     """AUC(p_a) - AUC(p_b) on the same rows (x100 points), paired bootstrap 95 % CI."""
-    from biaslab import stats
+    from biaslab.runtime import stats
 
     def diff(t, a, b):
         x, y = auc(t, a), auc(t, b)

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from biaslab.counterfactual.copy_paste import feather_alpha
-from biaslab.io import InputError
+from biaslab.runtime.io import InputError
 
 
 def working_size(width: int, height: int, resolution: int, multiple: int = 8) -> tuple[int, int]:

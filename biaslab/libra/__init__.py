@@ -45,7 +45,7 @@ def debias_results(predictions: dict[int, str], images: str, model, num_beams: i
             (``dcg.image_files``).
         model: a ``dcg.DCG`` or the directory of a saved one.
         num_beams, eta, seed, batch_size: see ``dcg.debias``.
-        cache_dir: feature cache (``biaslab.features.encode_cached``) for ``features`` DCGs.
+        cache_dir: feature cache (``biaslab.models.features.encode_cached``) for ``features`` DCGs.
 
     Returns:
         {image_id: debiased caption}, same ids.

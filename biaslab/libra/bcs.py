@@ -4,7 +4,7 @@ thesis (paper 002) sec. 3.3 (Eqs. 3.1-3.8) and 3.7 (Eqs. 3.10-3.12).
 Notation (paper 003): ``D`` training captions; ``F_GW`` keeps captions with gender words of
 exactly one gender (Eq. 1, ``D_g = F_GW(D)``, word list ``libra``, supp. 5); ``mask(.)``
 replaces gender words by the classifier's mask token; ``f_g`` predicts the gender of a masked
-caption (Eq. 2); ``swap(.)`` swaps gender words (``biaslab.gender.swap``).
+caption (Eq. 2); ``swap(.)`` swaps gender words (``biaslab.data.gender.swap``).
 
 * ``F_PG`` (Eq. 3): keep ``y`` whose predicted gender differs from its gender ``g`` -> ``f_pg``.
 * ``A_CG`` (Eq. 4, "Gender-swapping", type ``swap``): ``swap(y)`` for ``y in F_PG(D_g)``.
@@ -62,9 +62,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from biaslab.gender import FEMALE, MALE, caption_gender, gender_words, mask, swap
+from biaslab.data.gender import FEMALE, MALE, caption_gender, gender_words, mask, swap
 from biaslab.libra import t5 as t5lib
-from biaslab.settings import from_params
+from biaslab.runtime.settings import from_params
 
 TYPES = ("swap", "t5", "merged")
 #: Table 1 of paper 003 (Swap : T5 : Merged).
@@ -290,7 +290,7 @@ def balanced_split(dg: pd.DataFrame, seed: int = 0, label: str = "g") -> pd.Data
 
 
 # --------------------------------------------------------------------------------------------
-# classifiers (biaslab.textclf)
+# classifiers (biaslab.models.textclf)
 
 
 def classifier_config(spec: dict | str | None = None, num_threads: int | None = None):
@@ -301,7 +301,7 @@ def classifier_config(spec: dict | str | None = None, num_threads: int | None = 
     1.1). ``preset``: textclf preset (default ``ci`` for lstm/minilm, ``paper`` otherwise).
     Other keys override config fields (``epochs``, ``lr``, ``batch_size``, ...).
     """
-    from biaslab import textclf
+    from biaslab.models import textclf
     spec = {"model": spec} if isinstance(spec, str) else dict(spec or {"model": "minilm"})
     spec.pop("val_fraction", None)
     model = spec.pop("model", "minilm")
@@ -317,18 +317,18 @@ def classifier_config(spec: dict | str | None = None, num_threads: int | None = 
 def gender_proba(model, captions: Sequence[str], words: str = "libra") -> np.ndarray:
     """``p(G = g | mask(y))`` (Eq. 2) for each caption: ``(n, 2)``, columns (female, male),
     from a ``textclf`` classifier; captions are masked here with ``words``."""
-    from biaslab import textclf
+    from biaslab.models import textclf
     tok = model.config.mask_token
     return textclf.predict_proba(model, [mask(c, words, tok) for c in captions])
 
 
 def _train_shown(texts, labels, config, seed: int, progress: bool | None):
     """``textclf.train`` with its epoch bar following ``progress`` (True / False / None =
-    auto, ``biaslab.progress``); the returned model keeps ``config`` itself, so what is saved
+    auto, ``biaslab.runtime.progress``); the returned model keeps ``config`` itself, so what is saved
     (``classifier.json``) does not depend on whether a bar was shown."""
     import dataclasses
 
-    from biaslab import textclf
+    from biaslab.models import textclf
     model = textclf.train(texts, labels, dataclasses.replace(config, progress=progress),
                           seed=seed)
     model.config = config
@@ -346,7 +346,7 @@ def train_gender_classifier(dg: pd.DataFrame, config, seed: int = 0,
         ``(model, info)``; info: ``n_dg``, ``n_female``, ``n_male``, ``n_balanced``,
         ``n_train``, ``n_val``, ``val_accuracy`` (None without validation), ``seconds``.
     """
-    from biaslab import textclf
+    from biaslab.models import textclf
     bal = balanced_split(dg, seed)
     rng = np.random.default_rng(seed + 1)
     n_val = int(round(val_fraction * len(bal))) if val_fraction else 0
@@ -385,7 +385,7 @@ def train_authenticity(synthetic: Sequence[str], authentic: Sequence[str], confi
     Returns:
         ``(p_auth (n_synthetic,), info)``; info: ``n_train`` per fold, ``train_accuracy``.
     """
-    from biaslab import textclf
+    from biaslab.models import textclf
     syn = list(synthetic)
     auth = list(authentic)
     p_auth = np.full(len(syn), np.nan)
@@ -615,7 +615,7 @@ def synthesize(d: pd.DataFrame, gender_proba_fn: Callable[[list[str]], np.ndarra
         auth_fn: ``(synthetic, authentic) -> (p_auth for synthetic, info)`` (default: none ->
             the authenticity filter keeps everything; the stage passes ``train_authenticity``).
         progress: tqdm bar over the T5 samples on stderr (True / False / None = auto;
-            ``biaslab.progress``); nothing returned depends on it.
+            ``biaslab.runtime.progress``); nothing returned depends on it.
 
     Returns:
         ``(synthesized, candidates, metrics)``: the mixed biased captions (columns image_id,

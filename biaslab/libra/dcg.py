@@ -17,7 +17,7 @@ Implementation: ``transformers.EncoderDecoderModel`` with a ``ViltModel`` encode
 * Offline tier (``encoder: tiny``, ``decoder: tiny``): the same classes built from small
   configs (``hidden`` 128, ``layers`` 2) and trained from scratch, one word-level tokenizer built
   on the captions (``t5.build_caption_tokenizer``, lower-cased) for both sides, and
-  ``image_input: features``: the frozen backbone feature of the image (``biaslab.features``,
+  ``image_input: features``: the frozen backbone feature of the image (``biaslab.models.features``,
   EfficientNet-Lite0 1280-d, cached by the ``features`` stage) is linearly projected to
   ``n_image_tokens`` tokens with a learned position embedding ("linear projection and position
   embedding", sec. 4) and given to ViLT as ``image_embeds``. Chosen because ViLT patches trained
@@ -63,11 +63,11 @@ from typing import Any
 
 import numpy as np
 
-from biaslab.io import atomic_dir, without_run_stats
+from biaslab.runtime.io import atomic_dir, without_run_stats
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet,
                               sample_positions, threads, word_spans)
-from biaslab.progress import bar as progress_bar
-from biaslab.settings import from_params
+from biaslab.runtime.progress import bar as progress_bar
+from biaslab.runtime.settings import from_params
 
 TINY = "tiny"
 GENERATE = "generate"
@@ -272,7 +272,7 @@ def build_tokenizer(captions: Sequence[str], vocab_size: int = 8000, min_count: 
 
 def _load_tokenizer(name: str, local_files_only: bool):
     from transformers import AutoTokenizer
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     tok = AutoTokenizer.from_pretrained(resolve_model(name), local_files_only=local_files_only)
     if tok.pad_token is None:            # GPT-2
         tok.pad_token = tok.eos_token
@@ -284,7 +284,7 @@ def _load_tokenizer(name: str, local_files_only: bool):
 def _build_encoder(s: DCGSettings, enc_tok):
     """The ViLT encoder: tiny from config (offline tier) or pretrained (name / local dir)."""
     from transformers import ViltConfig, ViltModel
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     if s.encoder == TINY:
         return ViltModel(ViltConfig(
             vocab_size=len(enc_tok), hidden_size=s.hidden, num_hidden_layers=s.layers,
@@ -300,7 +300,7 @@ def _build_encoder(s: DCGSettings, enc_tok):
 
 def _build_seq2seq(s: DCGSettings, enc_tok, dec_tok):
     from transformers import EncoderDecoderModel, GPT2Config, GPT2LMHeadModel
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     enc = _build_encoder(s, enc_tok)
     if s.decoder == TINY:
         dec = GPT2LMHeadModel(GPT2Config(
@@ -587,7 +587,7 @@ def train_dcg(biased: Sequence[str], originals: Sequence[str], images,
             ``seconds`` and ``val_loss``.
         model: continue training this DCG instead of building a new one.
         progress: tqdm bar over the training batches of all epochs on stderr
-            (``biaslab.progress.bar``: True / False / None = auto); the model does not depend
+            (``biaslab.runtime.progress.bar``: True / False / None = auto); the model does not depend
             on it.
 
     Returns:
@@ -731,7 +731,7 @@ def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = No
         eta: masking rate (default: the trained model's ``eta``).
         seed: masking seed.
         progress: tqdm bar over the captions on stderr (True / False / None = auto,
-            ``biaslab.progress``); the captions do not depend on it.
+            ``biaslab.runtime.progress``); the captions do not depend on it.
 
     Returns:
         debiased captions, lower case (one per input, input order).
@@ -831,7 +831,7 @@ def save(dcg: DCG, directory: str | os.PathLike) -> Path:
 def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
     """``dcg.json`` of a saved DCG, checked: ``(meta, settings)``. Raises ``InputError`` naming
     the file and the problem."""
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     if not directory.is_dir():
         what = "not a directory" if directory.exists() else "not found"
         raise InputError(directory, f"{what} (a trained DCG model directory, stage "
@@ -854,7 +854,7 @@ def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
     except (TypeError, ValueError) as e:
         raise InputError(meta_p, f"settings: {e}") from None
     if s.image_input == FEATURES:
-        from biaslab.features import ALLOWED_IMAGE_ENCODERS
+        from biaslab.models.features import ALLOWED_IMAGE_ENCODERS
         if s.backbone not in ALLOWED_IMAGE_ENCODERS:
             # the directory may come from anyone: it must not choose what gets loaded
             raise InputError(meta_p, f"settings.backbone {s.backbone!r} is not one of the "
@@ -865,7 +865,7 @@ def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
 def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
     """Load a ``save``d DCG, offline and without running code from the directory: every
     ``from_pretrained`` has ``local_files_only=True`` and reads the directory's own parts, the
-    image backbone must be one of ``biaslab.features.ALLOWED_IMAGE_ENCODERS``, and the weights
+    image backbone must be one of ``biaslab.models.features.ALLOWED_IMAGE_ENCODERS``, and the weights
     are read with ``torch.load(weights_only=True)``.
 
     Raises:
@@ -879,7 +879,7 @@ def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
     import torch
     from transformers import AutoTokenizer, EncoderDecoderModel
 
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     directory = Path(directory)
     meta, s = _meta_of(directory)
     if num_threads is not None:
@@ -943,7 +943,7 @@ def evaluate(dcg: DCG, biased: Sequence[str], originals: Sequence[str],
     original (``exact_output``) vs the input (``exact_input``), and how often DCG returned its
     input unchanged (``copied_input``). Returns ``{"overall": {...}, "<type>": {...},
     "outputs": [...]}``."""
-    from biaslab.gender import caption_gender
+    from biaslab.data.gender import caption_gender
     outs = debias(dcg, biased, images, num_beams=num_beams, seed=seed)
 
     def norm(t: str) -> str:
@@ -992,7 +992,7 @@ def image_files(images: str | os.PathLike, image_ids: Sequence[int]) -> dict[int
             how many and a few of them).
     """
     import re
-    from biaslab.io import InputError, read_json
+    from biaslab.runtime.io import InputError, read_json
     root = Path(images)
     if not root.is_dir():
         raise InputError(root, "images directory not found")
@@ -1049,16 +1049,16 @@ def image_features(image_ids: Sequence[int], settings: DCGSettings,
     ``features`` input: rows of ``<features_prefix>.npy`` (+ ``_ids.npy``, the ``features``
     stage) when the file exists and has them; the other ids are encoded with
     ``settings.backbone`` at ``settings.image_size`` from ``images_table`` (image_id, path),
-    through ``biaslab.features.encode_cached`` when ``cache_dir`` is given.
+    through ``biaslab.models.features.encode_cached`` when ``cache_dir`` is given.
 
     Raises:
         InputError: ids neither cached nor in ``images_table``.
     """
-    from biaslab.io import InputError
+    from biaslab.runtime.io import InputError
     ids = [int(i) for i in image_ids]
     have: dict[int, np.ndarray] = {}
     if features_prefix is not None and Path(f"{features_prefix}.npy").is_file():
-        from biaslab.features import load_features
+        from biaslab.models.features import load_features
         fids, feats = load_features(features_prefix)
         row = {int(i): k for k, i in enumerate(fids)}
         for i in set(ids) & set(row):
@@ -1074,7 +1074,7 @@ def image_features(image_ids: Sequence[int], settings: DCGSettings,
         if lack:
             raise InputError("images table", f"no image path for {len(lack)} id(s), e.g. "
                                              f"{lack[:5]}")
-        from biaslab import features as F
+        from biaslab.models import features as F
         if cache_dir is not None:
             fids, feats = F.encode_cached(tab[["image_id", "path"]], cache_dir,
                                           settings.backbone, image_size=settings.image_size,

@@ -10,7 +10,7 @@ become ``<extra_id_0>, <extra_id_1>, ...`` in the encoder input, and the decoder
 Choices where the paper is silent (documented, configurable, tested):
 
 * **Mask unit = word.** A "token" of supp. 1.2 / Eq. 5 is a word of the caption (regex
-  ``[A-Za-z]+|[0-9]+``, the tokens of ``biaslab.gender.tokenize``), not a sub-word piece, so that
+  ``[A-Za-z]+|[0-9]+``, the tokens of ``biaslab.data.gender.tokenize``), not a sub-word piece, so that
   a masked position is always a whole word that T5 replaces by a whole word (what Eq. 5 and the
   synonym filter of supp. 1.3 need). ``k = max(1, round(rate * n_words))`` words are masked,
   chosen uniformly without replacement; each masked word gets its own sentinel (adjacent masked
@@ -59,10 +59,10 @@ from typing import Any
 
 import numpy as np
 
-from biaslab.features import torch_threads
-from biaslab.io import atomic_dir, without_run_stats
-from biaslab.progress import bar as progress_bar
-from biaslab.settings import from_params
+from biaslab.models.features import torch_threads
+from biaslab.runtime.io import atomic_dir, without_run_stats
+from biaslab.runtime.progress import bar as progress_bar
+from biaslab.runtime.settings import from_params
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
@@ -356,7 +356,7 @@ def build_model(tokenizer, s: T5Settings):
     """A ``T5ForConditionalGeneration``: pretrained (``s.model`` a name/dir) or tiny from config."""
     from transformers import T5Config, T5ForConditionalGeneration
     if s.model != TINY:
-        from biaslab.textclf import resolve_model
+        from biaslab.models.textclf import resolve_model
         return T5ForConditionalGeneration.from_pretrained(resolve_model(s.model),
                                                           local_files_only=s.local_files_only)
     cfg = T5Config(vocab_size=len(tokenizer), d_model=s.d_model, d_ff=s.d_ff, d_kv=s.d_kv,
@@ -371,7 +371,7 @@ def load_tokenizer(s: T5Settings, captions: Sequence[str]):
     if s.model == TINY:
         return train_t5_tokenizer(captions, s.vocab_size, s.min_count)
     from transformers import AutoTokenizer
-    from biaslab.textclf import resolve_model
+    from biaslab.models.textclf import resolve_model
     return AutoTokenizer.from_pretrained(resolve_model(s.model),
                                          local_files_only=s.local_files_only)
 
@@ -505,7 +505,7 @@ def finetune(captions: Sequence[str], settings: T5Settings | None = None, seed: 
         val_captions: optional held-out captions; after each epoch their loss and ``mlm_nll``
             (Eq. 1, nats per caption, fixed masks) are added to the epoch record.
         progress: tqdm bar over the training batches of all epochs on stderr
-            (``biaslab.progress.bar``: True / False / None = auto); the model does not depend
+            (``biaslab.runtime.progress.bar``: True / False / None = auto); the model does not depend
             on it.
         on_epoch: ``fn(epoch, record)`` after each epoch; record keys ``loss`` (training loss,
             per caption), ``mlm_nll`` (Eq. 1 per caption), ``tokens_per_s`` (target pieces per
@@ -655,7 +655,7 @@ def fill_masks(t5: T5Model, sources: Sequence[str], n_masks: Sequence[int],
         max_piece_per_word: generation budget, ``n * (max_piece_per_word + 1) + 2`` new tokens.
         bad_words_ids: tokens never generated (``banned_token_ids``), e.g. to keep the fills of
             content-word slots to content words.
-        progress: tqdm bar over the inputs on stderr (``biaslab.progress.bar``; None = auto).
+        progress: tqdm bar over the inputs on stderr (``biaslab.runtime.progress.bar``; None = auto).
 
     Returns:
         per input the list of fills (one string per sentinel, lower case) or None when the
@@ -703,7 +703,7 @@ def fill_words(t5: T5Model, captions: Sequence[str], positions: Sequence[Sequenc
     the vocabulary (``▁word``; single letters only ``a``/``i``, the others are the character
     fallback of unknown words). ``banned_words`` (e.g. stop words and gender words) are never
     generated, nor pieces without letters. ``progress``: tqdm bar over the captions on stderr
-    (``biaslab.progress.bar``: True / False / None = auto); outputs do not depend on it.
+    (``biaslab.runtime.progress.bar``: True / False / None = auto); outputs do not depend on it.
 
     Returns:
         per caption the fills (lower case, one per position) or None when the model output

@@ -36,14 +36,14 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from biaslab.gender import FEMALE, MALE, caption_gender, gender_words, tokenize
+from biaslab.data.gender import FEMALE, MALE, caption_gender, gender_words, tokenize
 
 GROUPS = (FEMALE, MALE)
 
 #: Offline stand-in for the papers' part-of-speech filter ("nouns / verbs / adjectives /
 #: adverbs", thesis 2.8.2): English function words -- articles, determiners, pronouns,
 #: prepositions, conjunctions, auxiliaries / copulas / modals, quantifiers, numerals, wh-words
-#: and clitic fragments left by ``biaslab.gender.tokenize`` (``woman's`` -> ``woman s``).
+#: and clitic fragments left by ``biaslab.data.gender.tokenize`` (``woman's`` -> ``woman s``).
 #: A few of them are adverbs in a POS tagger's eyes (``very``, ``too``, ``there``); they are
 #: dropped anyway because they carry no content. Pass ``content_filter`` to use a tagger.
 STOP_WORDS: frozenset[str] = frozenset("""
@@ -568,7 +568,7 @@ def caption_objects(caption: str, categories: Sequence[str],
     """MSCOCO categories mentioned in a caption ("MSCOCO objects in the captions", thesis
     2.8.2, DBA_O).
 
-    A category is mentioned when its name's tokens (``biaslab.gender.tokenize``) occur
+    A category is mentioned when its name's tokens (``biaslab.data.gender.tokenize``) occur
     contiguously, the last one possibly in a plural form (``dogs``, ``skis``, ``knives``), or
     when a word of ``synonyms`` (default :data:`OBJECT_SYNONYMS`) mapping to it occurs
     (plural forms too). Word matching only: no sense disambiguation (``bat`` of a baseball

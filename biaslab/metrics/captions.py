@@ -3,7 +3,7 @@
 * ``caption_label`` -- Burns et al. 2018 ("Women also snowboard") as used in the thesis
   (paper 002) Table 2.1 and LIBRA (paper 003) Table 2: a caption is ``man`` if it contains a
   masculine word and no feminine word, ``woman`` the reverse, ``neutral`` otherwise (no gender
-  word, or words of both genders). The words are those of ``biaslab.gender.WORD_LISTS``
+  word, or words of both genders). The words are those of ``biaslab.data.gender.WORD_LISTS``
   (thesis appendix 2.9: the orange/olive words "used to calculate Ratio, Error, BA and DBA_G").
 * ``ratio`` -- Burns et al. 2018 / thesis Table 2.1 "Ratio" (#man / #woman captions) and the
   paper 000 (sec. 3.1, 3.2) form ``max(r, 1/r)``.
@@ -16,7 +16,7 @@
   predictions, each gender output counted where it is above its threshold (an image with both
   on counts for both); reported as ``max(r, 1/r)``.
 
-Gender values follow ``biaslab.gender``: images are ``"female"``/``"male"``; anything else
+Gender values follow ``biaslab.data.gender``: images are ``"female"``/``"male"``; anything else
 (``"undefined"``, ``None``, ``"other"``) is unlabelled and ignored where genders are used.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from biaslab.gender import BOTH, FEMALE, MALE, NONE, caption_gender
+from biaslab.data.gender import BOTH, FEMALE, MALE, NONE, caption_gender
 
 MAN = "man"
 WOMAN = "woman"
@@ -41,7 +41,7 @@ def caption_label(caption: str, words: str = "lic") -> Literal["man", "woman", "
 
     Args:
         caption: a (generated) caption; case and punctuation do not matter
-            (``biaslab.gender.tokenize``).
+            (``biaslab.data.gender.tokenize``).
         words: gender word list name (``lic``, ``libra``, ``gensynth``).
 
     Returns:
@@ -183,18 +183,18 @@ def error_change(before: Mapping, after: Mapping, genders: Mapping,
     ``100 * (wrong_after - wrong_before)`` in {-100, 0, +100}, where wrong means the caption's
     label (``caption_label``) is the other gender (neutral captions are not wrong, as in
     ``error``). The mean equals ``error(after) - error(before)`` over those images; the 95 %
-    interval is Student t over images (``biaslab.stats.summarize``), the paired test of a
+    interval is Student t over images (``biaslab.runtime.stats.summarize``), the paired test of a
     debiasing step on one captioner's output.
 
     Args:
         before, after: mapping image id -> caption.
         genders: mapping image id -> ``"female"`` / ``"male"`` (other values ignored).
-        words: gender word list (``biaslab.gender.WORD_LISTS``).
+        words: gender word list (``biaslab.data.gender.WORD_LISTS``).
 
     Returns:
         ``{"mean", "lo", "hi", "n"}`` (floats, percentage points; None without 2 images).
     """
-    from biaslab import stats
+    from biaslab.runtime import stats
     other = {FEMALE: MAN, MALE: WOMAN}
     ids = [i for i in before if genders.get(i) in other and i in after]
     diffs = [100.0 * (float(caption_label(after[i], words) == other[genders[i]])

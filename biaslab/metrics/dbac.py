@@ -15,7 +15,7 @@ category list ``L``; :func:`biaslab.metrics.biasamp.caption_objects`). An attack
 on captions with one of the two masked and predicts the masked variable from what is left:
 
 * ``T->A`` (the authors' ``mask_mode="gender"``): gender words -> ``[MASK]`` (the word list of
-  LIC, ``biaslab.gender``); the attacker predicts ``A``. The per-caption probability is the
+  LIC, ``biaslab.data.gender``); the attacker predicts ``A``. The per-caption probability is the
   attacker's probability of the true gender, ``p_i = P^(a_i | x_i)`` (``getProbs``: no
   correctness indicator, unlike LIC's Eq. 2.9).
 * ``A->T`` (``mask_mode="object"``): the words that mention a category of ``L`` (the matched
@@ -60,12 +60,12 @@ Protocol (decisions where we differ from the authors' code):
 * Vocabularies (for the substitution and the LSTM) come from the training split of the seed.
 * Human captions: as LIC_D, the k-th human caption of every image forms one dataset; lambda_D
   is the mean over the first ``max_human_captions`` indices.
-* Attackers: the LIC classifiers (:mod:`biaslab.textclf`: ``lstm``, ``bert_ft``, ``bert_pre``
+* Attackers: the LIC classifiers (:mod:`biaslab.models.textclf`: ``lstm``, ``bert_ft``, ``bert_pre``
   with their presets); for ``A->T`` the same networks with one output per category and a
   binary cross-entropy loss.
 * Trials: the authors average 10-25 trials; here ``seeds`` (each its own split and attacker
   initialisation), reported as mean, sample std and 95 % t-interval over seeds
-  (:func:`biaslab.stats.record`).
+  (:func:`biaslab.runtime.stats.record`).
 """
 from __future__ import annotations
 
@@ -78,12 +78,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from biaslab import textclf
-from biaslab.gender import GENDERS, mask, tokenize
+from biaslab.models import textclf
+from biaslab.data.gender import GENDERS, mask, tokenize
 from biaslab.metrics.biasamp import OBJECT_SYNONYMS, _plurals
-from biaslab.validate import DBAC_DIRECTIONS as DIRECTIONS
-from biaslab.validate import DBAC_SETTINGS as SETTINGS
-from biaslab.validate import check_dbac as check_settings  # checked at every stage start
+from biaslab.runtime.validate import DBAC_DIRECTIONS as DIRECTIONS
+from biaslab.runtime.validate import DBAC_SETTINGS as SETTINGS
+from biaslab.runtime.validate import check_dbac as check_settings  # checked at every stage start
 
 __all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac",
            "dbac_from_probs", "caption_probs", "mask_objects", "substitute", "word_vectors",
@@ -132,7 +132,7 @@ def mask_objects(caption: str, categories: Sequence[str],
                  token: str = OBJ_TOKEN) -> tuple[str, set[str]]:
     """Mask every mention of a category of ``categories`` (DBAC's ``A->T`` input).
 
-    A mention is the category's tokens (``biaslab.gender.tokenize``) in sequence, the last in a
+    A mention is the category's tokens (``biaslab.data.gender.tokenize``) in sequence, the last in a
     singular or plural form, or a word of ``synonyms`` (default
     :data:`biaslab.metrics.biasamp.OBJECT_SYNONYMS`) mapping to a category: the same matching
     as :func:`biaslab.metrics.biasamp.caption_objects`. Every token of a mention becomes
@@ -168,12 +168,12 @@ def word_vectors(words: Sequence[str], model: str = "minilm",
     path without a context sentence). One word per forward pass: a word's vector never
     depends on which other words shared its batch (padding and kernel blocking could move its
     last bits, and a substitution near the threshold with them). ``model``: ``"minilm"`` (packaged, offline) or a local
-    directory / cached Hugging Face name (:func:`biaslab.textclf.resolve_model`).
+    directory / cached Hugging Face name (:func:`biaslab.models.textclf.resolve_model`).
 
     Returns:
         word -> float32 vector ``(hidden_size,)``, L2-normalised (cosine = dot product).
     """
-    from biaslab.features import torch_threads
+    from biaslab.models.features import torch_threads
     words = list(dict.fromkeys(str(w) for w in words))
     memo = _VECTORS.setdefault(str(model), {})
     todo = [w for w in words if w not in memo]
@@ -322,7 +322,7 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
                       cache: textclf.PretrainedCache | None):
     """The LIC attacker network with ``|L|`` sigmoid outputs (BCE loss) for ``A->T``; returns a
     function texts -> ``(n, |L|)`` probabilities."""
-    from biaslab.features import torch_threads
+    from biaslab.models.features import torch_threads
     k = Y.shape[1]
     y = torch.as_tensor(Y, dtype=torch.float32)
     loss_fn = nn.BCEWithLogitsLoss()
@@ -442,7 +442,7 @@ def dbac(model_captions: Mapping[int, str],
         seeds: number of seeds (``0..n-1``) or the list; each is one split + attackers.
         config: :func:`biaslab.metrics.lic.resolve_config` (``"ci"``, ``"paper"``, a dict...).
         categories: the task list ``L`` (default :data:`COCO_CATEGORIES` minus ``person``).
-        words: gender word list masked for ``T->A`` (``biaslab.gender.WORD_LISTS``).
+        words: gender word list masked for ``T->A`` (``biaslab.data.gender.WORD_LISTS``).
         bayes: the authors' prior correction for ``DBAC`` (``DBAC_direct`` is always without).
         substitution: ``"contextual"`` (authors), ``"constant"`` (LIC's unknown token) or
             ``"none"``.
@@ -458,7 +458,7 @@ def dbac(model_captions: Mapping[int, str],
         "n_test_per_gender", "categories", "seeds", "classifier", "bayes", "substitution",
         "threshold", "n_substituted"}`` (``n_substituted[direction]``: human-caption tokens
         seen, and those replaced by a model-vocabulary word / by the unknown token, summed
-        over seeds and human-caption indices); each record is :func:`biaslab.stats.record` over
+        over seeds and human-caption indices); each record is :func:`biaslab.runtime.stats.record` over
         seeds (mean, ci95, std, n). ``A->T`` is skipped (``{"skipped": reason}``) when no
         caption mentions a category of ``L``.
 
@@ -466,10 +466,10 @@ def dbac(model_captions: Mapping[int, str],
         ValueError: no usable image, a gender too small for the split, unknown direction /
             substitution.
     """
-    from biaslab import stats
+    from biaslab.runtime import stats
     from biaslab.metrics.lic import _derive_seed, balanced_split, normalise_genders, \
         resolve_config
-    from biaslab.progress import bar as progress_bar
+    from biaslab.runtime.progress import bar as progress_bar
     for d in directions:
         if d not in DIRECTIONS:
             raise ValueError(f"unknown direction {d!r}; known: {DIRECTIONS}")

@@ -20,9 +20,9 @@ DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "th
 
 def _attacker_config(classifier: str, preset: str, num_threads: int | None,
                      bert_model: str | None):
-    """The sentence classifier of LIC and DBAC (``biaslab.textclf``): the preset's config with
+    """The sentence classifier of LIC and DBAC (``biaslab.models.textclf``): the preset's config with
     the run's thread count and, for BERT attackers, its model."""
-    from biaslab import textclf
+    from biaslab.models import textclf
     cfg = textclf.default_config(classifier, preset, progress=False)
     if num_threads:
         cfg = dataclasses.replace(cfg, num_threads=num_threads)

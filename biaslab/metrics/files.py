@@ -1,7 +1,7 @@
 """Readers of the files a user brings to the captioning metrics (COCO results, gender labels,
 COCO captions) and the strict-JSON conversion of their results. Every error names the file
-and the problem (``biaslab.io.InputError``). Used by the ``biaslab`` CLI, the stages and
-``biaslab.plan``; the library never imports ``biaslab.cli`` (issue 27 item 3)."""
+and the problem (``biaslab.runtime.io.InputError``). Used by the ``biaslab`` CLI, the stages and
+``biaslab.runtime.plan``; the library never imports ``biaslab.cli`` (issue 27 item 3)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from biaslab.io import InputError, check_input_file, read_json
+from biaslab.runtime.io import InputError, check_input_file, read_json
 
 __all__ = ["read_predictions", "read_gender_labels", "read_human_captions", "read_categories",
            "jsonable"]

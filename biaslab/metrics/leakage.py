@@ -40,7 +40,7 @@ Decisions (the paper gives no attacker details):
   noiseless ground truth, which a weaker model "beats" by being noisy.
 * ``rounds`` rounds with seeds derived from ``seed``; reported values are means over rounds,
   ``*_std`` the sample standard deviations over rounds (the attacker's own variability; the
-  uncertainty over model seeds is summarised by the caller with ``biaslab.stats``).
+  uncertainty over model seeds is summarised by the caller with ``biaslab.runtime.stats``).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from biaslab.progress import bar as progress_bar
+from biaslab.runtime.progress import bar as progress_bar
 
 _UNDEFINED = {None, "undefined", "other", "both", "none", ""}
 
@@ -237,7 +237,7 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
         num_threads: torch intra-op threads while training (restored afterwards; None: leave).
         progress: one tqdm bar on stderr over the attacker fits of all rounds (``2 * rounds``,
             ``rounds`` when the dataset attackers are memoised); True / False / None = auto
-            (``biaslab.progress``: drawn on a terminal, in a log only when it runs > 10 s).
+            (``biaslab.runtime.progress``: drawn on a terminal, in a log only when it runs > 10 s).
             The result does not depend on it.
 
     Returns:

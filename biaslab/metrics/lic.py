@@ -14,7 +14,7 @@ confident one 100. LIC > 0 means the model amplifies the bias of the human capti
 
 Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leakage.py``):
 
-* Masking: every word of the word list (``biaslab.gender.mask``, list ``lic`` = thesis appendix
+* Masking: every word of the word list (``biaslab.data.gender.mask``, list ``lic`` = thesis appendix
   2.9) becomes ``mask_token``; captions are then normalised to ``" ".join(tokenize(...))`` so
   LIC_M and LIC_D texts go through the same tokenisation.
 * Balanced split per seed (``balanced_split``): with ``n`` = the number of images of the
@@ -56,10 +56,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from biaslab.progress import bar as progress_bar
+from biaslab.runtime.progress import bar as progress_bar
 
-from biaslab import textclf
-from biaslab.gender import GENDERS, mask, tokenize
+from biaslab.models import textclf
+from biaslab.data.gender import GENDERS, mask, tokenize
 
 __all__ = ["lic", "lic_score", "balanced_split", "preprocess", "model_vocabulary",
            "align_vocabulary", "normalise_genders", "resolve_config"]
@@ -152,19 +152,19 @@ def _mask_form(mask_token: str) -> str:
     toks = tokenize(mask_token)
     if len(toks) != 1:
         raise ValueError(f"mask token {mask_token!r} must be a single token after "
-                         f"biaslab.gender.tokenize, got {toks}")
+                         f"biaslab.data.gender.tokenize, got {toks}")
     return toks[0]
 
 
 def preprocess(caption: str, words: str | None = "lic", mask_token: str = "[MASK]") -> str:
-    """Mask gender words (``biaslab.gender.mask``) and normalise to space-joined tokens:
+    """Mask gender words (``biaslab.data.gender.mask``) and normalise to space-joined tokens:
     ``"A man's dog."`` -> ``"a [MASK] s dog"``. ``words=None``: no masking, only the
     normalisation (thesis Table 2.3: the racial-bias study's captions "are not masked")."""
     return " ".join(tokenize(caption if words is None else mask(caption, words, mask_token)))
 
 
 def model_vocabulary(texts: Iterable[str]) -> set[str]:
-    """Token set (``biaslab.gender.tokenize``) of preprocessed model captions (V_pre)."""
+    """Token set (``biaslab.data.gender.tokenize``) of preprocessed model captions (V_pre)."""
     return {t for s in texts for t in tokenize(s)}
 
 
@@ -243,7 +243,7 @@ def lic(model_captions: Mapping[int, str],
         seeds: number of seeds (``0..n-1``) or the list of seeds. Paper: 10.
         config: see ``resolve_config`` (``None`` = paper hyper-parameters; ``"ci"`` = fast preset).
             ``mask_token`` of the config is set to ``mask_token``.
-        words: gender word list to mask (``biaslab.gender.WORD_LISTS``); ``None``: no masking
+        words: gender word list to mask (``biaslab.data.gender.WORD_LISTS``); ``None``: no masking
             (thesis Table 2.3, racial bias: "Captions are not masked").
         mask_token: replacement of gender words; must stay one token (``[MASK]``, ``<gender>``).
         test_ratio: test share of the minority count per gender (paper 0.1).
@@ -253,7 +253,7 @@ def lic(model_captions: Mapping[int, str],
         on_seed: called after each seed with that seed's record ``{seed, LIC_M, LIC_D,
             LIC_D_per_index, LIC}`` (the CLI writes it to its partial file, so a crash after
             hours keeps the seeds already computed).
-        workers: seeds computed at once on forked processes (:func:`biaslab.parallel.map_jobs`,
+        workers: seeds computed at once on forked processes (:func:`biaslab.runtime.parallel.map_jobs`,
             one torch thread each); the result is identical to ``workers=1``. With more than
             one worker the progress bar advances per finished seed and ``on_seed`` is called
             as each seed finishes (completion order, not seed order).
@@ -310,7 +310,7 @@ def lic(model_captions: Mapping[int, str],
                                for i in ids})
 
     label = {i: gs.index(g[i]) for i in ids}   # textclf.CLASSES order for (female, male)
-    from biaslab.parallel import map_jobs, resolve_workers
+    from biaslab.runtime.parallel import map_jobs, resolve_workers
     n_workers = resolve_workers(workers, len(seed_list))
     per_seed_clfs = 1 + len(human_text)
     bar = progress_bar(total=len(seed_list) * per_seed_clfs, desc=f"LIC {classifier}",

@@ -2,7 +2,7 @@
 
 Inputs are, per text query, the gender labels of the retrieved images in rank order (best
 first): ``"male"``, ``"female"``, or anything else (``"undefined"``, ``None``) for images whose
-gender is undefined (``g(I)`` of appendix C, e.g. from ``biaslab.gender.image_gender``).
+gender is undefined (``g(I)`` of appendix C, e.g. from ``biaslab.data.gender.image_gender``).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from biaslab.gender import FEMALE, MALE
+from biaslab.data.gender import FEMALE, MALE
 
 GROUPS = (FEMALE, MALE)
 
@@ -209,7 +209,7 @@ def retrieval_bias(scores, gallery_genders: Sequence, ks: Sequence[int] = (10, 5
     Each query ranks the whole gallery by ``scores`` (descending; ties keep gallery order).
     Per query ``delta_K`` (:func:`delta_at_k`) and MaxSkew@K (:func:`per_query_max_skew`);
     the reported value is their mean over queries (Eq. 3; GenSynth's tables average MaxSkew
-    over queries too), and the CI resamples queries (``biaslab.stats.bootstrap``): the
+    over queries too), and the CI resamples queries (``biaslab.runtime.stats.bootstrap``): the
     uncertainty of the query sample for this one model. Queries whose MaxSkew is undefined
     (no defined image in their top K) are left out of MaxSkew and counted.
 
@@ -234,7 +234,7 @@ def retrieval_bias(scores, gallery_genders: Sequence, ks: Sequence[int] = (10, 5
     """
     import numpy as np
 
-    from biaslab import stats
+    from biaslab.runtime import stats
     s = np.asarray(scores, dtype=np.float64)
     g = list(gallery_genders)
     if s.ndim != 2 or s.shape[1] != len(g):
@@ -343,7 +343,7 @@ def recall_at_k(scores, targets: Sequence[int], ks: Sequence[int] = (1, 5, 10),
     """
     import numpy as np
 
-    from biaslab import stats
+    from biaslab.runtime import stats
     s = np.asarray(scores, dtype=np.float64)
     t = np.asarray(targets, dtype=np.int64)
     if s.ndim != 2 or len(t) != s.shape[0]:
@@ -419,7 +419,7 @@ def retrieval_difference(scores_a, scores_b, gallery_genders: Sequence,
     """
     import numpy as np
 
-    from biaslab import stats
+    from biaslab.runtime import stats
     a, b = np.asarray(scores_a, np.float64), np.asarray(scores_b, np.float64)
     g = list(gallery_genders)
     if a.shape != b.shape or a.ndim != 2 or a.shape[1] != len(g):

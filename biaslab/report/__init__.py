@@ -6,16 +6,16 @@ Pure functions over the JSON metrics the stages write (no file-system convention
 * :func:`table2` -- captioning (paper 000 Table 2 + thesis Table 2.1): METEOR, CLIPScore, Ratio,
   LIC, plus Error, BiasAmp, DBA_G, DBA_O, BLEU-4, CIDEr; an ``original+LIBRA`` row when present.
 * :func:`table3` -- synthetic-artifact test (paper 000 Table 3): Ratio_orig, Ratio_inp, Delta.
-* :func:`probe_table` -- the causal attribute-sensitivity probe (``biaslab.probe``).
+* :func:`probe_table` -- the causal attribute-sensitivity probe (``biaslab.analysis.probe``).
 * :func:`differences` -- each row's difference from Original with its 95 % CI.
 * Table 4 -- filter ablation (paper 000 Table 4) over DVC experiments: the selected
   candidates' mean filter scores (automatic stand-ins for the paper's human ratings of object,
   colour and gender fidelity) and the CLIPScore of the captioner trained on S_synthetic.
 
-Every cell of Tables 1-3 and the probe is ``mean ± 95 % CI`` from a ``biaslab.stats.record``
+Every cell of Tables 1-3 and the probe is ``mean ± 95 % CI`` from a ``biaslab.runtime.stats.record``
 stored by the stage (t over seeds; ``n`` seeds in the table heading), an infinite seed shows
 as ``∞ (k/n seeds)`` and a seed that could not be computed as ``(k missing)``
-(``biaslab.stats.format_cell``). Ratio is paper 000's ``max(r, 1/r)`` in Tables 1-2 and the raw
+(``biaslab.runtime.stats.format_cell``). Ratio is paper 000's ``max(r, 1/r)`` in Tables 1-2 and the raw
 ``r = #man / #woman`` in Table 3 (as the paper prints it). A missing metric prints as an en
 dash, never as a number.
 """
@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from biaslab import registry, stats
+from biaslab import registry
+from biaslab.runtime import stats
 
 #: Row order and display names (paper 000 Tables 1-3, then plug-ins' rows): read from the
 #: registry of components (biaslab.registry.row_names / row_order), so an installed package's
@@ -55,7 +56,7 @@ TABLE3_CLASSIFIER_COLUMNS = TABLE3_COLUMNS + (("delta_artifact", "Δ_artifact �
 #: bias columns whose difference from Original the report prints, per table
 TABLE1_DIFF = (("Ratio", "Ratio"), ("Leakage", "Leakage"), ("Leakage_F1", "Leakage@F1"))
 TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp", "BiasAmp"))
-#: probe attributes (biaslab.probe) and their headers
+#: probe attributes (biaslab.analysis.probe) and their headers
 PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
                  ("cast", "colour cast (unlabeled)"))
 #: filter-score columns of Table 4 (metrics/select.json keys) and their headers
@@ -161,7 +162,7 @@ def direction_table(classification: Mapping[str, Any]) -> dict[str, dict[str, di
       images whose gender outputs above threshold are man only, woman only, both, neither
       (the four sum to 100 per seed).
 
-    Each cell is ``biaslab.stats.record`` over seeds (mean ± 95 % t CI). A row without gender
+    Each cell is ``biaslab.runtime.stats.record`` over seeds (mean ± 95 % t CI). A row without gender
     outputs (``ratio_na``, e.g. Adversarial) gets ``{"mean": None, "na": why}`` cells.
     """
     out: dict[str, dict[str, dict | None]] = {}
@@ -211,7 +212,7 @@ def table2(captioning: Mapping[str, Any]) -> dict:
 def table3(artifact: Mapping[str, Any]) -> dict:
     """Paper 000 Table 3 from ``metrics/artifact.json`` / ``artifact_captioner.json``: Ratio_orig
     and Ratio_inp over seeds, Delta = 100 |Ratio_orig - Ratio_inp| / Ratio_orig of the seed-mean
-    ratios (``biaslab.artifact``), and Δ_artifact where the file has it (the classifier's)."""
+    ratios (``biaslab.analysis.artifact``), and Δ_artifact where the file has it (the classifier's)."""
     cols = TABLE3_CLASSIFIER_COLUMNS if any(
         isinstance(v, Mapping) and "delta_artifact" in v for v in artifact.values()) \
         else TABLE3_COLUMNS
@@ -235,7 +236,7 @@ def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
 
 def differences(metrics: Mapping[str, Any], columns, ref: str = "original") -> dict:
     """``{row: {column: stats.difference}}``: each row's per-seed values minus the reference
-    row's (Welch 95 % CI, ``biaslab.stats.difference``); the reference row is left out."""
+    row's (Welch 95 % CI, ``biaslab.runtime.stats.difference``); the reference row is left out."""
     base = {c: seed_values(metrics, ref, c) for c, _ in columns}
     out = {}
     for r in _rows(metrics):
@@ -580,7 +581,7 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
              first: str = "Method", names: Mapping[str, str] | None = None,
              rank: bool = False, degenerate: Iterable[str] = ()) -> str:
     """A GitHub markdown table of ``tab`` ({row: {column: record}}), cells
-    ``mean ± 95 % CI`` (``biaslab.stats.format_cell``). ``rank``: the best cell of each ranked
+    ``mean ± 95 % CI`` (``biaslab.runtime.stats.format_cell``). ``rank``: the best cell of each ranked
     column in **bold**, the second best <u>underlined</u> (:func:`ranks`, paper 000 Tables 1-2);
     rows in ``degenerate`` (:func:`degenerate_rows`) are marked † and not ranked.
     """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biaslab import stats
-from biaslab.io import atomic_path
+from biaslab.runtime import stats
+from biaslab.runtime.io import atomic_path
 from biaslab.report import row_names
 
 

@@ -3,7 +3,7 @@
 :func:`build` turns the pipeline's metrics files into ``plots/report/tables.md`` (paper 000
 Tables 1-4 with every cell mean ± 95 % CI and n, each bias metric's difference from Original,
 the causal probe, retrieval bias, the validity verdicts, the metric controls and LIBRA), the
-verdicts of ``metrics/validity.json`` (:mod:`biaslab.validity`), the headline
+verdicts of ``metrics/validity.json`` (:mod:`biaslab.analysis.validity`), the headline
 ``metrics/summary_full.json`` / ``metrics/summary.json`` and the list of figures
 (:mod:`biaslab.report.charts`). Stage ``report`` reads the files and writes what it returns.
 """
@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from biaslab import report as R
-from biaslab import stats, validity
-from biaslab.io import is_skipped
+from biaslab.runtime import stats
+from biaslab.analysis import validity
+from biaslab.runtime.io import is_skipped
 
 #: the metrics files :func:`build` reads (key -> path; stage ``report`` passes them in)
 INPUTS = {"classification": "metrics/classification.json",
@@ -360,7 +361,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
            if vsum.get("mask_not_neutral") else "")
         + (f", {vsum['not_informative']} not informative (a measure without variance)"
            if vsum.get("not_informative") else "")
-        + " (verdicts from the 95 % CIs; biaslab/validity.py; each check's reason and source "
+        + " (verdicts from the 95 % CIs; biaslab/analysis/validity.py; each check's reason and source "
         "file in metrics/validity.json)."
         + (" Checks at planted bias 0 come from the sweep: `python scripts/bias_sweep.py --run "
            "--collect` (plots/report/bias_sweep.md)." if source == "synthetic" else "")
@@ -373,7 +374,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         "## Metric controls (known answers)",
         "",
-        "Control models whose bias is known by construction (biaslab/controls.py, stage "
+        "Control models whose bias is known by construction (biaslab/analysis/controls.py, stage "
         "controls: person oracle, context reader, stereotype amplifier at rate q, constant "
         "'man', a held-out human caption) through the same metric code as the trained models. "
         "A claim whose metric misses a control's known answer reads \"metric not valid on this "

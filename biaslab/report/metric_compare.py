@@ -37,7 +37,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from biaslab import stats
+from biaslab.runtime import stats
 
 #: (key in controls.json's captioner section, label): the amplification metrics compared
 AMPLIFICATION_METRICS = (("LIC", "LIC (thesis Eq. 2.11)"), ("BiasAmp", "BiasAmp"),

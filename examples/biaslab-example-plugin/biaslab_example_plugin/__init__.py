@@ -4,14 +4,14 @@ to paper 000's Tables 1-3, the causal probe and the validity verdicts.
 * ``reweighted`` (training set, entry point group ``biaslab.datasets``): Original with every
   image repeated ``round(w_i)`` times (at least once, at most ``MAX_COPIES``), ``w`` the raking
   weights under which every labelled object co-occurs equally often with each gender
-  (:func:`biaslab.datasets.balancing_weights`, paper 000 sec. 2.1's p(a | g) = p(a)): the
+  (:func:`biaslab.data.datasets.balancing_weights`, paper 000 sec. 2.1's p(a | g) = p(a)): the
   integer reweighting between Original and over-sampling.
 * ``label_smoothing`` (model-level method, ``biaslab.methods``): the binary cross-entropy of
   every output against targets smoothed towards 1/2, ``y (1 - eps) + eps / 2`` (Szegedy et al.,
   "Rethinking the Inception Architecture", CVPR 2016, sec. 7, for two classes per output).
 * ``neutral`` (caption post-processor, ``biaslab.postprocessors``): every gender word of the
   Original captioner's captions replaced by its neutral form
-  (:func:`biaslab.gender.neutralise`): the "just remove gender" baseline that LIBRA (paper
+  (:func:`biaslab.data.gender.neutralise`): the "just remove gender" baseline that LIBRA (paper
   003) argues against; Table 2 marks it degenerate (it names nobody's gender).
 
 Each entry declares the claims its author would test (``claims``); the pipeline judges them
@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from biaslab import datasets as D
+from biaslab.data import datasets as D
 from biaslab.classify.methods.base import Method, masked_bce
-from biaslab.gender import neutralise as _neutralise
+from biaslab.data.gender import neutralise as _neutralise
 from biaslab.registry import Entry
 
 #: the most copies of one image (as over-sampling's ``datasets.max_copies``)
@@ -36,7 +36,7 @@ def reweighted(ctx) -> pd.DataFrame:
     ``balancing_weights(Original)`` (mean 1). Repeated rows get sample ids ``<id>#<k>``.
 
     Args:
-        ctx: :class:`biaslab.variants.VariantContext` (``ctx.original``: Original's manifest).
+        ctx: :class:`biaslab.data.variants.VariantContext` (``ctx.original``: Original's manifest).
 
     Returns:
         the manifest, Original's columns, rows in Original's order.

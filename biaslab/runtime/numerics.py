@@ -1,0 +1,248 @@
+"""Portable numerics: the same float bits on any x86-64 CPU, under any load, with any number
+of workers -- the one place every stage, forked worker, Ray task and test inherits.
+
+Why. A float result depends on the order of its additions and on the instructions that
+compute it. Every numeric library here picks both from the machine it runs on, so a fresh
+clone on another x86-64 CPU gave other bytes for 16 of the committed ``dvc.lock``'s outs
+(issue 34). What decides the last bits, measured on this project's own workloads
+(``scripts/numerics_fingerprint.py``, results in
+``benchmarks/results/numerics_fingerprint_profiles.json``):
+
+==========================  =====================================  ===========================
+library                     what the machine chooses               pinned here
+==========================  =====================================  ===========================
+PyTorch ATen kernels        SIMD width of reductions, softmax,     ``ATEN_CPU_CAPABILITY=
+                            exp (AVX-512 / AVX2 / none)            default`` (no SIMD dispatch)
+oneDNN (conv, LSTM,         ISA *and* the cache sizes it detects   disabled
+linear)                     (blocking)                             (``torch.backends.mkldnn``)
+NNPACK (conv, batch >= 16)  its own AVX2 kernels                   disabled
+MKL (torch's BLAS)          code path per ISA and vendor           ``MKL_CBWR=COMPATIBLE`` (the
+                                                                   SSE2 path, any x86-64)
+OpenBLAS (numpy, scipy,     kernel per core type; thread count     ``OPENBLAS_CORETYPE=
+scikit-learn)               splits dot products                    Haswell``, 1 thread
+NumPy ufuncs (exp, log,     AVX-512 / AVX2 implementations         baseline (x86-64-v2) only:
+pow, arctan)                                                       ``NPY_DISABLE_CPU_FEATURES``
+OpenCV                      SSE4 / AVX2 / AVX-512 dispatch, IPP    baseline only, IPP off
+thread counts               cores detected (torch, OpenMP, MKL,    1 unless a stage sets its
+                            OpenBLAS); MKL/OpenMP "dynamic" may    own (params ``threads``);
+                            use fewer threads under load           dynamic off
+==========================  =====================================  ===========================
+
+``torch.use_deterministic_algorithms(True, warn_only=True)`` is set as well (it matters on a
+GPU; on the CPU the pins above already fix every kernel).
+
+Beyond the libraries, ``PYTHONHASHSEED=0`` fixes the order of sets of strings in every
+child process (stages, workers): no out of the default depends on it (the same machine gave
+the same lock before it was set), but nothing may start to.
+
+Why these levels. Each pinned path is one that every x86-64 CPU runs the same way: ATen's
+``default`` and MKL's ``COMPATIBLE`` need only SSE2, NumPy's baseline is what NumPy 2.4
+itself requires. OpenBLAS is the exception: its ``Haswell`` kernels need AVX2 + FMA (every
+x86-64 server CPU since 2013 / 2015). It is the value this project's machines already run with
+(the workplace sets ``OPENBLAS_CORETYPE=Haswell`` on CPUs where OpenBLAS misdetects the core),
+and a CPU without AVX2 gets a warning (:func:`pin`) since its results cannot match. AVX2 +
+FMA is the floor for one more reason: glibc's libm selects FMA builds of ``exp``, ``log``,
+``pow``, ``sin`` and ``atan`` on such CPUs (ATen's ``default`` kernels call libm), so the same
+bits also need the same glibc (the project's Debian 12 image) -- as they need the same
+library versions (``requirements.lock``).
+
+How it is inherited. :func:`pin` writes the variables into ``os.environ`` before NumPy,
+torch or OpenCV load (they read them once, at load), and installs an import hook that
+configures torch the moment it is imported. It runs
+
+* at interpreter start-up of every Python in the project's ``.venv``: ``scripts/setup.sh``
+  writes ``biaslab_numerics.pth`` into its site-packages, so ``dvc``, each stage, pytest,
+  a user's own script and a Ray worker of that venv are pinned before their first import;
+* on ``import biaslab`` (``biaslab/__init__.py``), for an installation without that file;
+* child processes inherit the environment; forked workers inherit the loaded libraries;
+  Ray's runtime environment carries :data:`ENV` (``biaslab.runtime.executor.connect``).
+
+Opting out. ``BIASLAB_NUMERICS=native`` leaves every library to its own choices (faster:
+``benchmarks/results/numerics.json``; results then match only the same CPU). The cost of the
+pins on the embedded default is recorded there and in the README ("Same bytes on any machine").
+A GPU (paper tier) is outside this guarantee: CUDA kernels differ between GPU models.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import warnings
+
+#: Environment of the portable numeric paths (see the module docstring for each).
+ENV: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "MKL_DYNAMIC": "FALSE",
+    "MKL_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "OMP_DYNAMIC": "FALSE",
+    "OPENBLAS_CORETYPE": "Haswell",
+    "OPENBLAS_NUM_THREADS": "1",
+    # everything NumPy 2.4 dispatches above its x86-64-v2 baseline
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    # oneDNN is disabled below; if a path reaches it anyway, its lowest x86 ISA
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "OPENCV_CPU_DISABLE": "SSE4_1,SSE4_2,AVX,FP16,AVX2,AVX512_SKX",
+    "OPENCV_IPP": "disabled",
+    # str hashes (set / dict order of strings) in every child process: stages, workers
+    "PYTHONHASHSEED": "0",
+    # deterministic cuBLAS workspaces (paper tier on a GPU; harmless on the CPU)
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+}
+
+#: Environments another x86-64 machine would present, for testing on one machine that the pins
+#: neutralise them (tests/test_numerics.py, scripts/machine_profiles.py). Each caps the
+#: libraries' own ISA and thread choices as such a CPU would: ``avx512`` is an AVX-512 CPU
+#: left to its defaults, ``avx2`` a CPU without AVX-512, ``sse`` one without AVX, ``manycore``
+#: an AVX-512 server whose libraries default to 4 threads and OpenBLAS's SkylakeX kernels.
+#: Under ``BIASLAB_NUMERICS=native`` they give different bytes (the control).
+SIMULATED_MACHINES: dict[str, dict[str, str]] = {
+    "avx512": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+             "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+             "OPENCV_CPU_DISABLE": "AVX512_SKX"},
+    "sse": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "Nehalem",
+            "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+            "OPENCV_CPU_DISABLE": "AVX,FP16,AVX2,AVX512_SKX"},
+    "manycore": {"ATEN_CPU_CAPABILITY": "avx512", "OPENBLAS_CORETYPE": "SkylakeX",
+                 "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "4",
+                 "MKL_DYNAMIC": "TRUE"},
+}
+
+#: ``BIASLAB_NUMERICS`` values: ``portable`` (default) pins, ``native`` leaves the libraries alone.
+MODES = ("portable", "native")
+
+#: Libraries that read :data:`ENV` once, when they load.
+_READ_AT_LOAD = ("numpy", "torch", "cv2", "scipy")
+
+_state = {"pinned": False, "late": (), "env": ENV}
+
+
+def mode() -> str:
+    """``BIASLAB_NUMERICS`` (``portable`` when unset).
+
+    Raises:
+        ValueError: a value other than :data:`MODES`."""
+    m = os.environ.get("BIASLAB_NUMERICS", "portable").strip().lower() or "portable"
+    if m not in MODES:
+        raise ValueError(f"BIASLAB_NUMERICS={m!r}: expected one of {', '.join(MODES)}")
+    return m
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def configure_torch(torch) -> None:
+    """Set torch's portable paths (oneDNN and NNPACK off, deterministic algorithms with
+    warnings). Called by the import hook right after ``import torch``; idempotent."""
+    if mode() != "portable":
+        return
+    torch.backends.mkldnn.enabled = False
+    torch.backends.nnpack.set_flags(False)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+class _TorchHook(importlib.abc.MetaPathFinder):
+    """Runs :func:`configure_torch` once ``torch`` has finished importing."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_configure(module):
+            exec_module(module)
+            configure_torch(module)
+        loader.exec_module = exec_and_configure
+        _remove_hook()
+        return spec
+
+
+def _remove_hook() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _TorchHook)]
+
+
+def pin() -> None:
+    """Pin the portable numeric paths for this process and its children (idempotent).
+
+    Writes :data:`ENV` into ``os.environ`` (overriding the shell: a machine's own settings are
+    what must not leak in) and configures torch now if it is loaded, else when it is imported.
+    Libraries already loaded before this call keep the paths they chose at load: they are
+    listed by :func:`status` (``late``) and named in a warning. With ``BIASLAB_NUMERICS=native``
+    it does nothing.
+
+    Raises:
+        ValueError: a bad ``BIASLAB_NUMERICS``.
+    """
+    if mode() != "portable":
+        return
+    if not _state["pinned"]:
+        late = tuple(m for m in _READ_AT_LOAD if m in sys.modules
+                     and any(os.environ.get(k) != v for k, v in ENV.items()))
+        _state["late"] = late
+        if late:
+            warnings.warn(f"biaslab.runtime.numerics: {', '.join(late)} loaded before the numeric paths "
+                          "were pinned; import biaslab first (or use the project's .venv, "
+                          "which pins at start-up) for results that match on any machine",
+                          RuntimeWarning, stacklevel=2)
+        flags = _cpu_flags()
+        if flags and not {"avx2", "fma"} <= flags:
+            warnings.warn("biaslab.runtime.numerics: this CPU lacks AVX2/FMA, which OpenBLAS's pinned "
+                          "Haswell kernels need; NumPy/SciPy results will not match other "
+                          "machines", RuntimeWarning, stacklevel=2)
+            # OpenBLAS keeps its own choice here (status() reports the mismatch)
+            _state["env"] = {k: v for k, v in ENV.items() if k != "OPENBLAS_CORETYPE"}
+        _state["pinned"] = True
+    os.environ.update(_state["env"])
+    if "torch" in sys.modules and hasattr(sys.modules["torch"], "backends"):
+        configure_torch(sys.modules["torch"])
+    elif not any(isinstance(f, _TorchHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchHook())
+
+
+def status() -> dict:
+    """What is in effect in this process: ``mode``, the pinned variables whose value differs
+    from :data:`ENV` (``env_mismatch``), libraries loaded before pinning (``late``) and, where
+    loaded, torch's CPU capability, oneDNN/NNPACK switches and intra-op threads, NumPy's
+    active dispatch targets and OpenBLAS's core type and threads (threadpoolctl). For logs and
+    tests; loads nothing that is not loaded yet."""
+    out: dict = {"mode": mode(), "late": list(_state["late"]),
+                 "env_mismatch": {k: os.environ.get(k) for k, v in ENV.items()
+                                  if os.environ.get(k) != v}}
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "backends"):
+        out["torch"] = {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                        "mkldnn": bool(torch.backends.mkldnn.enabled),
+                        "nnpack": bool(torch._nnpack_available() and torch._C._get_nnpack_enabled()),
+                        "deterministic": torch.are_deterministic_algorithms_enabled(),
+                        "threads": torch.get_num_threads()}
+    np_ = sys.modules.get("numpy")
+    if np_ is not None:
+        try:
+            from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+            out["numpy_dispatch"] = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
+        except ImportError:
+            pass
+        try:
+            import threadpoolctl
+            out["blas"] = [{k: i.get(k) for k in ("internal_api", "architecture", "num_threads")}
+                           for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+        except ImportError:
+            pass
+    return out
