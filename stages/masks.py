@@ -32,10 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     p = load_params(args.params)["masks"]
     png_dir = os.path.join(args.out, "png")
     segmenter = None
-    if p.get("shape") == "sam":   # paper tier: SAM inside MIAP's boxes (paper 000 app. A.1)
-        if not p.get("sam_model"):
-            raise ValueError("masks.shape sam needs masks.sam_model (a SAM checkpoint name or "
-                             "directory, e.g. facebook/sam-vit-base)")
+    # paper tier: SAM inside MIAP's boxes (paper 000 app. A.1); load_params has already
+    # refused shape sam without a sam_model (biaslab.runtime.validate.check_masks)
+    if p.get("shape") == "sam":
         from biaslab.counterfactual.sam import SamBoxSegmenter
         segmenter = SamBoxSegmenter(p["sam_model"])
     table, counts = build_masks_from_params(
