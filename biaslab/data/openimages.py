@@ -161,9 +161,13 @@ def _box(row: dict) -> tuple[str | None, tuple[float, float, float, float] | Non
     if not all(np.isfinite([x0, x1, y0, y1])):
         return "malformed_coordinates", None
     eps = 1e-6
-    if min(x0, y0) < -eps or max(x1, y1) > 1 + eps or x1 <= x0 or y1 <= y0:
+    if min(x0, y0) < -eps or max(x1, y1) > 1 + eps:
         return "box_outside_image", None
-    return None, (max(x0, 0.0), min(x1, 1.0), max(y0, 0.0), min(y1, 1.0))
+    # clip the rounding slack first: a box inside [-eps, 0] or [1, 1 + eps] has no area left
+    x0, x1, y0, y1 = max(x0, 0.0), min(x1, 1.0), max(y0, 0.0), min(y1, 1.0)
+    if x1 <= x0 or y1 <= y0:
+        return "box_outside_image", None
+    return None, (x0, x1, y0, y1)
 
 
 def _flag(v: str) -> bool:
