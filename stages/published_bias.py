@@ -42,7 +42,7 @@ from biaslab.metrics.lic import lic
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.progress import bar
 from biaslab.runtime.stats import record
-from biaslab.runtime.validate import ParamError, check_dbac
+from biaslab.runtime.validate import ParamError, check_published
 
 
 def check(p: dict) -> dict:
@@ -53,34 +53,12 @@ def check(p: dict) -> dict:
     """
     if not isinstance(p, dict):
         raise ParamError("published", "must be a mapping of parameters")
-    known = {"root", "models", "words", "lic", "ba", "n_boot", "seed", "workers",
-             "human_captions", "dbac"}
-    unknown = sorted(set(p) - known)
-    if unknown:
-        raise ParamError("published", f"unknown key(s) {unknown}; known: {sorted(known)}")
-    models = list(p.get("models") or [])
-    bad = [m for m in models if m not in P.MODELS]
-    if not models or bad:
-        raise ParamError("published.models", f"must list some of {list(P.MODELS)}, got "
-                                             f"{models}")
+    check_published(p)            # the rules live in biaslab.runtime.validate (stage start too)
     lp = dict(p.get("lic") or {})
-    seeds = lp.get("seeds", 3)
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 2:
-        raise ParamError("published.lic.seeds", f"must be an integer >= 2 (a 95 % CI needs "
-                                                f"two seeds), got {seeds!r}")
-    hc = p.get("human_captions")
-    if hc is not None and not (isinstance(hc, str) and hc) and not (
-            isinstance(hc, list) and hc and all(isinstance(f, str) and f for f in hc)):
-        raise ParamError("published.human_captions", f"must be null, a COCO captions file or "
-                                                     f"a non-empty list of them, got {hc!r}")
-    mh = lp.get("max_human_captions")
-    if mh is not None and (not isinstance(mh, int) or isinstance(mh, bool) or mh < 1):
-        raise ParamError("published.lic.max_human_captions", f"must be an integer >= 1 or "
-                                                             f"null (all), got {mh!r}")
-    check_dbac(p.get("dbac"), "published.dbac")
-    return {**p, "models": models, "lic": {"classifier": lp.get("classifier", "lstm"),
-                                           "preset": lp.get("preset", "ci"), "seeds": seeds,
-                                           "max_human_captions": mh}}
+    return {**p, "models": list(p["models"]),
+            "lic": {"classifier": lp.get("classifier", "lstm"), "preset": lp.get("preset", "ci"),
+                    "seeds": lp.get("seeds", 3),
+                    "max_human_captions": lp.get("max_human_captions")}}
 
 
 def read_captions_files(files: str | list[str]) -> dict[int, list[str]]:

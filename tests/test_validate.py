@@ -114,6 +114,33 @@ BAD = [
     ({"objects": {"epoch": 3}}, "objects.epoch", "unknown key"),
     ({"scorer": {"dropout": 2}}, "scorer.dropout", "[0, 1]"),
     ({"scorer": {"lr": 0}}, "scorer.lr", "(0, inf)"),
+    # libra: BCS / T5 / DCG by the rules their stages apply (biaslab.libra.settings)
+    ({"libra": {"anything": -1}}, "libra.anything", "unknown key"),
+    ({"libra": {"words": "xx"}}, "libra.words", "unknown word list"),
+    ({"libra": {"mix": "2:2:2"}}, "libra", "unknown mix '2:2:2'"),
+    ({"libra": {"alpha": 1.5}}, "libra.alpha", "in [0, 1]"),
+    ({"libra": {"mask_rate": 0}}, "libra.mask_rate", "in (0, 1)"),
+    ({"libra": {"pos": "spacy"}}, "libra.pos", "one of"),
+    ({"libra": {"samples_per_caption": 0}}, "libra.samples_per_caption", ">= 1"),
+    ({"libra": {"t5": {"epoch": 3}}}, "libra.t5", "unknown key(s) ['epoch']"),
+    ({"libra": {"t5": {"format": "span"}}}, "libra.t5.format", "one of"),
+    ({"libra": {"t5": {"max_val_captions": 0}}}, "libra.t5.max_val_captions", ">= 1"),
+    ({"libra": {"dcg": {"formulation": "rewrite"}}}, "libra.dcg.formulation", "'generate'"),
+    ({"libra": {"dcg": {"eta": "high"}}}, "libra.dcg.eta", "must be"),
+    ({"libra": {"classifier": {"preset": "fast"}}}, "libra.classifier.preset", "unknown"),
+    ({"libra": {"dcg_val_fraction": 1}}, "libra.dcg_val_fraction", "(0, 1)"),
+    ({"libra": {"apply": {"beams": 2}}}, "libra.apply.beams", "unknown key"),
+    ({"libra": {"apply": {"num_beams": 0}}}, "libra.apply.num_beams", ">= 1"),
+    ({"published": {"models": ["nic", "gpt4"]}}, "published.models", "must list some of"),
+    ({"published": {"models": ["nic", "nic"]}}, "published.models", "names repeat"),
+    ({"published": {"models": ["nic"], "lic": {"seeds": 1}}}, "published.lic.seeds", ">= 2"),
+    ({"published": {"models": ["nic"], "human_captions": 3}}, "published.human_captions",
+     "COCO captions file"),
+    ({"published": {"models": ["nic"], "ba": {"n_boot": 10}}}, "published.ba.n_boot", ">= 100"),
+    ({"published": {"models": ["nic"], "dbac": {"seeds": 0}}}, "published.dbac.seeds", ">= 1"),
+    ({"published": {"models": ["nic"], "root": ""}}, "published.root", "directory"),
+    ({"filters": {"names": ["prompt_adherence", "nope"]}}, "filters.names", "unknown filter"),
+    ({"eval_captioner": {"metrics": ["LIC"]}}, "eval_captioner.metrics", "built-in"),
 ]
 
 
@@ -144,7 +171,8 @@ GOOD = [
     {"generate": {"max_images": None, "m": 4, "shards": 4}},
     {"generate": {"max_images": 0}},
     {"split": {"fractions": {"train": 0.7, "val": 0.1, "test": 0.2}}},   # 0.7+0.1+0.2 != 1.0
-    {"libra": {"anything": -1}},           # groups checked by their stage (torch), not here
+    {"libra": {"mix": {"swap": 1, "t5": 0, "merged": 2}, "t5": {"model": "t5-base"}}},
+    {"published": {"models": ["nic"], "human_captions": ["a.json", "b.json"]}},
     {"objects": {"threshold": 0.5}},
     {"executor": {"name": "ray", "address": "auto", "workers": None}},
     {"datasets": {"max_copies": None, "max_factor": None, "min_fraction": None}},
@@ -201,19 +229,39 @@ def test_every_profile_composition_is_valid(tmp_path):
     assert n == 32
 
 
-def test_every_param_group_but_the_torch_ones_has_a_check():
-    """Issue 27 item 5: validate covers every group of params.yaml except those whose rules
-    need torch or a model; those are checked by their stage before it reads any input."""
+def test_every_param_group_has_a_check():
+    """Issue 27 item 5: validate covers every group of params.yaml, LIBRA's and the published
+    captioners' included (their settings rules live in the torch-free
+    biaslab.libra.settings, shared with the stages)."""
     groups = set(yaml.safe_load(open("params.yaml")))
-    assert groups - set(V.CHECKS) == {"libra", "published"}
+    assert groups - set(V.CHECKS) == set()
+
+
+def test_libra_rules_are_the_stages_rules():
+    """validate and the LIBRA stages apply the same settings functions: a value the stage's
+    settings refuse is refused at start, with the same message."""
+    from biaslab.libra import dcg, t5
+    from biaslab.libra import settings as LS
+    assert t5.T5Settings is LS.T5Settings and dcg.DCGSettings is LS.DCGSettings
+    for bad, fn in (({"epochs": 0}, t5.settings_from_dict),
+                    ({"min_edit_prob": 2.0}, dcg.settings_from_dict)):
+        with pytest.raises(ValueError) as stage_err:
+            fn(bad)
+        key = "t5" if fn is t5.settings_from_dict else "dcg"
+        with pytest.raises(V.ParamError) as start_err:
+            V.check_params({"libra": {key: bad}})
+        e = start_err.value
+        assert f"{e.param} {e.problem}" == str(stage_err.value)
+    V.check_params({"libra": yaml.safe_load(open("params.yaml"))["libra"]})
 
 
 def test_the_literals_read_from_source_are_the_modules_values():
     """validate reads the attacker names and the model defaults from the source of modules that
     import torch; each value must be what importing the module gives."""
     from biaslab.models import clipscorer, objects, textclf
+    from biaslab.data import published
     for mod, name in ((textclf, "CLASSIFIERS"), (textclf, "PRESETS"), (objects, "DEFAULTS"),
-                      (clipscorer, "DEFAULTS")):
+                      (clipscorer, "DEFAULTS"), (published, "MODELS")):
         assert V._literal(mod.__name__, name) == getattr(mod, name)
     with pytest.raises(LookupError):
         V._literal("biaslab.models.textclf", "NO_SUCH_NAME")

@@ -57,20 +57,15 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from biaslab.data.gender import FEMALE, MALE, caption_gender, gender_words, mask, swap
 from biaslab.libra import t5 as t5lib
-from biaslab.runtime.settings import from_params
+from biaslab.libra.settings import TABLE1_MIXES, BCSSettings, bcs_settings
 
 TYPES = ("swap", "t5", "merged")
-#: Table 1 of paper 003 (Swap : T5 : Merged).
-TABLE1_MIXES = {"1:1:0": {"swap": 1, "t5": 1, "merged": 0},
-                "0:1:1": {"swap": 0, "t5": 1, "merged": 1},
-                "1:2:1": {"swap": 1, "t5": 2, "merged": 1}}
 CONTENT_TAGS = ("NN", "VB", "JJ", "RB")
 OTHER = {FEMALE: MALE, MALE: FEMALE}
 
@@ -92,35 +87,7 @@ thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty fort
 seventy eighty ninety hundred thousand million dozen""".split())
 
 
-@dataclass
-class BCSSettings:
-    """Parameters of the synthesis (defaults = paper 003 where it gives them).
 
-    ``words``: gender word list (supp. 5: ``libra``). ``mask_rate``: fraction of content words
-    masked for T5 (Eq. 5: 0.15). ``alpha``: authenticity threshold (supp. Eq. 3: 0.3).
-    ``delta``: gender-filter margin (Eq. 6: 0.2). ``mix``: Table 1 ratio (paper: 0:1:1).
-    ``target_count``: captions in the mixed output (None: as many as the ratio allows).
-    ``samples_per_caption``: T5 samples ``M ~ R`` per source caption (Eq. 5).
-    ``top_k``/``temperature``: T5 sampling. ``pos``: ``auto`` | ``nltk`` | ``wordnet``.
-    ``source``: ``gendered`` (D_g) or ``all`` (D) for Eq. 5. ``auth_folds``: see module doc.
-    ``fill_content_only``: T5 may not fill a content slot with a stop word, number, punctuation
-    or gender word (see module doc).
-    """
-    words: str = "libra"
-    mask_rate: float = 0.15
-    alpha: float = 0.3
-    delta: float = 0.2
-    mix: dict = field(default_factory=lambda: dict(TABLE1_MIXES["0:1:1"]))
-    target_count: int | None = None
-    samples_per_caption: int = 2
-    top_k: int = 20
-    temperature: float = 1.0
-    batch_size: int = 128
-    pos: str = "auto"
-    source: str = "gendered"
-    auth_folds: int = 1
-    fill_content_only: bool = True
-    seed: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -827,13 +794,9 @@ def _md(s: str) -> str:
 def settings_from_params(p: dict) -> BCSSettings:
     """``BCSSettings`` from the ``libra`` params section (unknown keys ignored: the section
     also holds the classifier, T5 and DCG settings). ``mix`` may be a dict or a Table 1 name
-    (``"0:1:1"``)."""
-    kw = dict(p)
-    if isinstance(kw.get("mix"), str):
-        if kw["mix"] not in TABLE1_MIXES:
-            raise ValueError(f"unknown mix {kw['mix']!r}; Table 1 mixes: {list(TABLE1_MIXES)}")
-        kw["mix"] = dict(TABLE1_MIXES[kw["mix"]])
-    return from_params(BCSSettings, kw, "libra", unknown="ignore")
+    (``"0:1:1"``); values out of range raise ``ValueError`` naming them
+    (:func:`biaslab.libra.settings.bcs_settings`)."""
+    return bcs_settings(p)
 
 
 __all__ = ["BCSSettings", "TYPES", "TABLE1_MIXES", "content_positions", "is_synonym",

@@ -57,7 +57,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,97 +66,19 @@ from biaslab.runtime.io import atomic_dir, without_run_stats
 from biaslab.libra.t5 import (SPACE, build_caption_tokenizer, n_to_mask, quiet,
                               sample_positions, threads, word_spans)
 from biaslab.runtime.progress import bar as progress_bar
-from biaslab.runtime.settings import from_params
+from biaslab.libra.settings import (EDIT, FEATURES, GENERATE, PIXELS, TINY,  # noqa: F401
+                                    DCGSettings, dcg_settings)
 
-TINY = "tiny"
-GENERATE = "generate"
-EDIT = "edit"
 KEEP = "[KEEP]"
-FEATURES = "features"
-PIXELS = "pixels"
 _FORMAT = 2    # 2: + formulation "edit" (format-1 generate DCGs still load)
 _SPECIALS = ("[PAD]", "[UNK]", "[MASK]", "[BOS]", "[EOS]")
 
 
-@dataclass
-class DCGSettings:
-    """DCG hyper-parameters (paper: ViLT + GPT-2, eta = 0.2; the rest are our choices).
-
-    ``encoder``/``decoder``: ``tiny`` or a Hugging Face name / local dir (ViLT / GPT-2).
-    ``image_input``: ``features`` (backbone vector -> ``n_image_tokens`` tokens) or ``pixels``.
-    ``backbone``/``image_size``: the image backbone that computes the features (recorded so
-    that ``debias`` on new images uses the same one). ``pixel_size``: ViLT input size.
-    ``eta``: fraction of input words masked (Eq. 9 training and inference).
-    ``formulation``: ``generate`` (paper 003 Eq. 9: a decoder regenerates the whole caption) or
-    ``edit`` (per input word: keep it or replace it by one word; see ``EDIT`` in the module doc).
-    ``infer_eta``: masking rate at inference (None: ``eta``, as the paper).
-    ``identity_pairs``: unchanged pairs (``y -> y``, gendered training captions) added per
-    synthesized pair by stage ``dcg_train`` (0 = the paper's training set).
-    ``swap_pairs``: gender-swapped pairs (``swap(y) -> y``, the same captions as the identity
-    pairs first) added per synthesized pair: every gender word of the pair is wrong for its
-    image, so only the image can tell which of a pair and its identity twin to change.
-    ``min_pairs``: each of the identity and swap sets has at least this many pairs when its
-    rate is > 0 (a run whose BCS keeps few captions, e.g. coco-mini's first 600 images with 6,
-    still sees captions to keep and captions to fix; 0 = rate x synthesized pairs only).
-    ``min_edit_prob``: ``edit`` only; a word is replaced only when the replacement's probability
-    is at least this (0 = argmax): the gate that leaves a caption alone on weak evidence.
-    """
-    formulation: str = "generate"
-    encoder: str = TINY
-    decoder: str = TINY
-    image_input: str = FEATURES
-    backbone: str = "efficientnet_lite0"
-    image_size: int | None = 224
-    n_image_tokens: int = 4
-    pixel_size: int = 64
-    patch_size: int = 16
-    hidden: int = 128
-    layers: int = 2
-    heads: int = 4
-    dropout: float = 0.1
-    vocab_size: int = 8000
-    min_count: int = 2
-    max_length: int = 40
-    eta: float = 0.2
-    infer_eta: float | None = None
-    identity_pairs: float = 0.0
-    swap_pairs: float = 0.0
-    min_pairs: int = 0
-    min_edit_prob: float = 0.0
-    epochs: int = 8
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup: float = 0.05
-    num_beams: int = 1
-    max_new_tokens: int = 32
-    num_threads: int | None = None
-    local_files_only: bool = True
-    progress: bool = False
-
-
 def settings_from_dict(d: dict | None) -> DCGSettings:
-    """``DCGSettings`` from a params dict; unknown keys, values of the wrong type (by the
-    field's annotation) and values out of range raise ``ValueError`` naming them."""
-    s = from_params(DCGSettings, d, "libra.dcg", check_types=True)
-    if s.formulation not in (GENERATE, EDIT):
-        raise ValueError(f"libra.dcg.formulation must be {GENERATE!r} or {EDIT!r}, got "
-                         f"{s.formulation!r}")
-    for k in ("identity_pairs", "swap_pairs", "min_pairs"):
-        if getattr(s, k) < 0:
-            raise ValueError(f"libra.dcg.{k} must be >= 0, got {getattr(s, k)}")
-    if not 0.0 <= s.min_edit_prob <= 1.0:
-        raise ValueError(f"libra.dcg.min_edit_prob must be in [0, 1], got {s.min_edit_prob}")
-    if s.infer_eta is not None and not 0.0 <= s.infer_eta < 1.0:
-        raise ValueError(f"libra.dcg.infer_eta must be in [0, 1), got {s.infer_eta}")
-    if s.image_input not in (FEATURES, PIXELS):
-        raise ValueError(f"libra.dcg.image_input must be {FEATURES!r} or {PIXELS!r}, got "
-                         f"{s.image_input!r}")
-    return s
-
-
-# --------------------------------------------------------------------------------------------
-# masking
+    """``DCGSettings`` from a params dict (``libra.dcg``); unknown keys, values of the wrong
+    type and values out of range raise ``ValueError`` naming them
+    (:func:`biaslab.libra.settings.dcg_settings`)."""
+    return dcg_settings(d)
 
 
 def mask_caption(caption: str, eta: float, rng: np.random.Generator,
@@ -854,19 +775,19 @@ def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
     except (TypeError, ValueError) as e:
         raise InputError(meta_p, f"settings: {e}") from None
     if s.image_input == FEATURES:
-        from biaslab.models.features import ALLOWED_IMAGE_ENCODERS
-        if s.backbone not in ALLOWED_IMAGE_ENCODERS:
+        from biaslab.models.features import allowed_image_encoders
+        if s.backbone not in allowed_image_encoders():
             # the directory may come from anyone: it must not choose what gets loaded
             raise InputError(meta_p, f"settings.backbone {s.backbone!r} is not one of the "
-                                     f"project's image backbones {list(ALLOWED_IMAGE_ENCODERS)}")
+                                     f"project's image backbones {list(allowed_image_encoders())}")
     return meta, s
 
 
 def load(directory: str | os.PathLike, num_threads: int | None = None) -> DCG:
     """Load a ``save``d DCG, offline and without running code from the directory: every
     ``from_pretrained`` has ``local_files_only=True`` and reads the directory's own parts, the
-    image backbone must be one of ``biaslab.models.features.ALLOWED_IMAGE_ENCODERS``, and the weights
-    are read with ``torch.load(weights_only=True)``.
+    image backbone must be a registered one
+    (``biaslab.models.features.allowed_image_encoders``), and the weights are read with ``torch.load(weights_only=True)``.
 
     Raises:
         InputError: naming the file or part and the problem: no directory, ``dcg.json``

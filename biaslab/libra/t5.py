@@ -62,12 +62,11 @@ import numpy as np
 from biaslab.models.features import torch_threads
 from biaslab.runtime.io import atomic_dir, without_run_stats
 from biaslab.runtime.progress import bar as progress_bar
-from biaslab.runtime.settings import from_params
+from biaslab.libra.settings import TINY, T5Settings, t5_settings
 
 SENTINEL = "<extra_id_{}>"
 FORMATS = ("sentinel", "reconstruct")
 N_SENTINELS = 100
-TINY = "tiny"
 _FORMAT = 1
 _WORD_RE = re.compile(r"[A-Za-z]+|[0-9]+")
 _SENT_RE = re.compile(r"<extra_id_(\d+)>")
@@ -75,57 +74,10 @@ _PIECE_RE = re.compile(r"[a-z]+|[0-9]+|[^\sa-z0-9]")
 SPACE = "\u2581"   # sentencepiece word-boundary marker
 
 
-@dataclass
-class T5Settings:
-    """Hyper-parameters of T5 fine-tuning (supp. 1.2) and of the tiny offline model.
-
-    ``model``: ``"tiny"`` or a Hugging Face T5 name / local directory (paper: ``t5-base``).
-    ``mask_rate``: fraction of words masked during fine-tuning (supp. 1.2: 0.1).
-    Tiny-model fields (``d_model``, ``d_ff``, ``layers``, ``heads``, ``d_kv``, ``vocab_size``,
-    ``min_count``, ``dropout``) are ignored for a pretrained model.
-    ``optimizer``: ``adafactor`` (T5's own optimiser, with parameter-scaled updates:
-    ``scale_parameter=True, relative_step=False``; essential for a T5 from scratch, whose
-    embeddings start at std 1 and barely move under Adam's absolute steps) or ``adamw``;
-    ``lr``: peak rate, linear warm-up over ``warmup`` of the steps then linear decay to 0.
-    ``pretrain_epochs`` epochs at ``pretrain_mask_rate`` run before the ``epochs`` fine-tuning
-    epochs at ``mask_rate`` (one learning-rate schedule over both): the offline tier's stand-in
-    for T5's own pre-training (the paper fine-tunes a T5 pre-trained on C4; a tiny T5 from
-    scratch learns little from one masked word per caption). 0 for a pretrained model.
-    ``format``: ``sentinel`` (T5's span format, the paper's; the decoder emits
-    ``<extra_id_i> word``) or ``reconstruct`` (the decoder target is the whole original caption,
-    BERT/BART-style denoising, T5 paper sec. 3.3.1; Eq. 1 is the part of the loss on the masked
-    words' pieces and the rest teaches copying). A tiny T5 from scratch learns the caption
-    language much faster with ``reconstruct`` (every target piece is a training signal), and
-    fills are then read from the decoder at the masked positions (``fill_words``).
-    """
-    model: str = TINY
-    d_model: int = 128
-    d_ff: int = 512
-    layers: int = 2
-    heads: int = 4
-    d_kv: int = 32
-    dropout: float = 0.1
-    vocab_size: int = 8000
-    min_count: int = 2
-    mask_rate: float = 0.1
-    epochs: int = 10
-    pretrain_epochs: int = 0
-    pretrain_mask_rate: float = 0.3
-    format: str = "sentinel"
-    batch_size: int = 64
-    optimizer: str = "adafactor"
-    lr: float = 1e-2
-    weight_decay: float = 0.0
-    warmup: float = 0.05
-    max_length: int = 64
-    num_threads: int | None = None
-    local_files_only: bool = True
-    progress: bool = False
-
-
 def settings_from_dict(d: dict | None) -> T5Settings:
-    """``T5Settings`` from a params dict; unknown keys raise ``ValueError`` naming them."""
-    return from_params(T5Settings, d, "libra.t5")
+    """``T5Settings`` from a params dict (``libra.t5``); unknown keys and values out of range
+    raise ``ValueError`` naming them (:func:`biaslab.libra.settings.t5_settings`)."""
+    return t5_settings(d)
 
 
 # --------------------------------------------------------------------------------------------
