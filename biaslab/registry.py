@@ -1,5 +1,6 @@
 """One registry of the swappable components (issue 27 item 1): training-set variants, model-level
-methods, caption post-processors, counterfactual backends and captioner architectures.
+methods, caption post-processors, counterfactual backends, captioner architectures, the
+candidate filters of weighted rank selection, image backbones and captioning metrics.
 
 Every component is an :class:`Entry`: its ``name`` (the value in params.yaml, e.g.
 ``classifier.datasets: [..., reweighted]``), its display ``label`` and ``order`` (the row of
@@ -12,7 +13,8 @@ neither torch nor the component.
 
 A separate package adds components without editing this repository through Python entry
 points, one group per kind (``biaslab.datasets``, ``biaslab.methods``,
-``biaslab.postprocessors``, ``biaslab.backends``, ``biaslab.archs``; group names, not modules),
+``biaslab.postprocessors``, ``biaslab.backends``, ``biaslab.archs``, ``biaslab.filters``,
+``biaslab.backbones``, ``biaslab.metrics``; group names, not modules),
 each entry point naming an :class:`Entry`::
 
     [project.entry-points."biaslab.datasets"]
@@ -38,6 +40,21 @@ What each kind's ``target`` is (the contract its tests check, ``tests/test_regis
                    (:func:`biaslab.counterfactual.generate.make_backend`)
 ``archs``          a module with ``config_from_params``, ``train_captioner``, ``MODEL``,
                    ``CONFIG_FILE`` (:class:`biaslab.captioning.Arch`)
+``filters``        ``score(ctx: biaslab.counterfactual.filters.FilterContext) -> np.ndarray``
+                   (float, one per candidate, higher = better: less biased, more faithful);
+                   stage ``score`` computes the filters of ``filters.names``, stage ``select``
+                   ranks them (paper 000 Eq. 2 with weights ``filters.weights``); ``label`` is
+                   its Table 4 column, ``order`` the column's place
+``backbones``      ``make(name, device=, image_size=, num_threads=) -> biaslab.models.features.
+                   ImageEncoder`` (``params.yaml`` ``features.backbone`` /
+                   ``classifier.backbones``; a name that is not registered is read as a Hugging
+                   Face checkpoint or local directory); names may hold ``/`` and ``.``
+``metrics``        ``compute(ctx: biaslab.captioning.evaluation.MetricContext) -> float | None``
+                   (``task="captioning"``): one number per captioner seed, a column of Table 2
+                   (``label``, ``order``; ``scale`` multiplies it for display). The built-in
+                   entries document the columns the stages compute together (their ``target``
+                   is the defining function); a plug-in's ``compute`` runs in stage
+                   ``eval_captioner`` on every row and seed
 =================  ============================================================================
 
 Claims (``Entry.claims``): ``{metric: expect}`` with ``expect`` one of ``<``, ``>``, ``≤``,
@@ -55,7 +72,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: the kinds and their entry point groups
-KINDS = ("datasets", "methods", "postprocessors", "backends", "archs")
+KINDS = ("datasets", "methods", "postprocessors", "backends", "archs", "filters", "backbones",
+         "metrics")
+#: metrics entries: the table they are a column of, and the better direction (header arrow)
+METRIC_TASKS = ("captioning", "classification")
+BETTER = ("lower", "higher", "one", None)
 #: claim directions (biaslab.analysis.validity)
 EXPECT = ("<", ">", "≤", "≥")
 #: rows a plug-in gets when it gives no ``order``: after every built-in row
@@ -91,6 +112,10 @@ class Entry:
         doc: one line for listings (``biaslab components``).
         fixture: ``"module:attribute"`` of a function returning a tiny input for its tests,
             or None (the kind's shared fixture, tests/test_registry.py).
+        task: metrics: ``captioning`` (Table 2) or ``classification`` (Table 1).
+        scale: metrics: the display factor (x100 for DBAC, which lies in [-1, 1]).
+        better: metrics: ``lower``, ``higher``, ``one`` (a ratio whose ideal is 1) or None (a
+            descriptive measure without a better direction); the header's arrow.
     """
     kind: str
     name: str
@@ -103,15 +128,31 @@ class Entry:
     base: str = "original"
     doc: str = ""
     fixture: str | None = None
+    task: str | None = None
+    scale: float = 1.0
+    better: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise RegistryError(f"entry {self.name!r}: unknown kind {self.kind!r}; known: "
                                 f"{list(KINDS)}")
         ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+")
-        if not self.name or not set(self.name) <= ok:
+        extra = {"backbones": "/.", "metrics": "."}.get(self.kind, "")
+        if not self.name or not set(self.name) <= ok | set(extra) or \
+                self.name.startswith((".", "/")) or ".." in self.name:
             raise RegistryError(f"{self.kind} entry name {self.name!r}: use letters, digits, "
-                                f"'_', '-' or '+' (it names files and DVC stages)")
+                                f"'_', '-' or '+'{' or ' + repr(extra) if extra else ''} (it "
+                                f"names files, DVC stages and metrics keys)")
+        if self.kind == "metrics":
+            if self.task not in METRIC_TASKS:
+                raise RegistryError(f"metrics entry {self.name!r}: task must be one of "
+                                    f"{list(METRIC_TASKS)}, got {self.task!r}")
+            if self.better not in BETTER:
+                raise RegistryError(f"metrics entry {self.name!r}: better must be one of "
+                                    f"{list(BETTER)}, got {self.better!r}")
+            if not (isinstance(self.scale, (int, float)) and self.scale > 0):
+                raise RegistryError(f"metrics entry {self.name!r}: scale must be a number > 0, "
+                                    f"got {self.scale!r}")
         bad = {k: v for k, v in dict(self.claims).items() if v not in EXPECT}
         if bad:
             raise RegistryError(f"{self.kind} entry {self.name!r}: claims {bad}: each expect "
@@ -222,8 +263,8 @@ class Registry:
         """The entry ``name``. Raises RegistryError naming it and listing the known names."""
         self.load_plugins()
         if name not in self._entries:
-            raise RegistryError(f"unknown {self.kind[:-1] if self.kind != 'archs' else 'arch'} "
-                                f"{name!r}; known: {self.names()}")
+            what = {"archs": "arch", "metrics": "metric"}.get(self.kind, self.kind[:-1])
+            raise RegistryError(f"unknown {what} {name!r}; known: {self.names()}")
         return self._entries[name]
 
     def load(self, name: str) -> Any:
@@ -243,14 +284,23 @@ class Registry:
     def builtin(self, name: str) -> bool:
         return self.origin(name) == "biaslab"
 
+    def builtins(self) -> list[Entry]:
+        """The built-in entries, in registration order, without reading installed packages
+        (module-level constants such as the report's built-in columns)."""
+        return [e for n, e in self._entries.items() if self._origin[n] == "biaslab"]
+
 
 DATASETS = Registry("datasets")
 METHODS = Registry("methods")
 POSTPROCESSORS = Registry("postprocessors")
 BACKENDS = Registry("backends")
 ARCHS = Registry("archs")
+FILTERS = Registry("filters")
+BACKBONES = Registry("backbones")
+METRICS = Registry("metrics")
 REGISTRIES = {"datasets": DATASETS, "methods": METHODS, "postprocessors": POSTPROCESSORS,
-              "backends": BACKENDS, "archs": ARCHS}
+              "backends": BACKENDS, "archs": ARCHS, "filters": FILTERS, "backbones": BACKBONES,
+              "metrics": METRICS}
 
 
 def _builtin(kind: str, name: str, target: str, label: str, order: float = PLUGIN_ORDER,
@@ -311,6 +361,71 @@ _builtin("archs", "transformer", "biaslab.captioning.transformer", "Transformer"
          params="captioner.transformer")
 _builtin("archs", "blip2", "biaslab.captioning.blip2", "BLIP-2", 2, params="captioner.blip2")
 
+# Filters of weighted rank selection (paper 000 sec. 2.3, Eqs. 4-6; biaslab/counterfactual/
+# filters.py), in the order of the default filters.names; ``order`` is Table 4's column.
+_F = "biaslab.counterfactual.filters"
+_builtin("filters", "prompt_adherence", f"{_F}:score_prompt_adherence", "Prompt", 2,
+         params="filters", doc="CLIP similarity of candidate and prompt (Eq. 4)")
+_builtin("filters", "object_consistency", f"{_F}:score_object_consistency", "Object", 0,
+         params="filters", doc="F1 of predicted object sets, candidate vs original (Eq. 5)")
+_builtin("filters", "color_fidelity", f"{_F}:score_color_fidelity", "Color", 1,
+         doc="inverse Frobenius distance of 14 x 14 thumbnails (Eq. 6)")
+
+# Image backbones (biaslab/models/features.py): the offline default and paper 000 Table 1's
+# fine-tuned classification backbones (appendix B.1), with their Table 1 names as labels.
+_B = "biaslab.models.features"
+_builtin("backbones", "efficientnet_lite0", f"{_B}:make_efficientnet_lite0",
+         "EfficientNet-Lite0", 0, params="features",
+         doc="ImageNet EfficientNet-Lite0 from timm's weights in the repository (offline)")
+for _order, (_name, _label) in enumerate((("microsoft/resnet-50", "ResNet-50"),
+                                          ("microsoft/swin-tiny-patch4-window7-224", "Swin-T"),
+                                          ("facebook/convnext-base-224", "ConvNeXt-B"))):
+    _builtin("backbones", _name, f"{_B}:HFImageEncoder", _label, 1 + _order, params="features",
+             doc="Hugging Face checkpoint (paper tier, paper 000 appendix B.1)")
+
+# Captioning metrics: the columns of paper 000 Table 2 and thesis Table 2.1, computed together
+# by biaslab.captioning.evaluation.caption_metrics (targets: their defining functions).
+_Q = "biaslab.metrics"
+for _order, (_name, _target, _label, _better, _scale, _doc) in enumerate((
+        ("METEOR", f"{_Q}.quality:coco_caption_scores", "METEOR", "higher", 1,
+         "pycocoevalcap METEOR x100 (paper 000 Table 2)"),
+        ("CLIPScore", "biaslab.captioning.evaluation:clip_score_for", "CLIPScore", "higher", 1,
+         "Hessel et al. 2021 x100 (paper 000 Table 2 CS)"),
+        ("Ratio", f"{_Q}.captions:ratio", "Ratio", "one", 1,
+         "max(r, 1/r), r = #man / #woman captions (paper 000 Table 2)"),
+        ("no_gender_word", "biaslab.data.gender:caption_gender", "no gender word %", None, 1,
+         "% of gender-labelled images whose caption names no gender (issue 31)"),
+        ("length", "biaslab.data.gender:tokenize", "words", None, 1,
+         "mean tokens per caption (issue 31)"),
+        ("LIC", f"{_Q}.lic:lic", "LIC", "lower", 1,
+         "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
+        ("DBAC_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A", "lower", 100,
+         "DBAC, text to attribute, with the authors' prior correction"),
+        ("DBAC_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T", "lower", 100,
+         "DBAC, attribute to text, with the authors' prior correction"),
+        ("DBAC_direct_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A direct", "lower", 100,
+         "DBAC, text to attribute, without the prior correction"),
+        ("Error", f"{_Q}.captions:error", "Error", "lower", 1,
+         "% of gender-labelled images misgendered (paper 000 Table 2)"),
+        ("BiasAmp", f"{_Q}.biasamp:bias_amplification", "BiasAmp", "lower", 1,
+         "bias amplification x100 (thesis Eq. 2.11)"),
+        ("DBA_G", f"{_Q}.biasamp:caption_dba", "DBA_G", "lower", 1,
+         "directional bias amplification, gender to objects (thesis Eq. 2.13)"),
+        ("DBA_O", f"{_Q}.biasamp:caption_dba", "DBA_O", "lower", 1,
+         "directional bias amplification, objects to gender (thesis Eq. 2.14)"),
+        ("BLEU-4", f"{_Q}.quality:coco_caption_scores", "BLEU-4", "higher", 1,
+         "pycocoevalcap BLEU-4 x100"),
+        ("CIDEr", f"{_Q}.quality:coco_caption_scores", "CIDEr", "higher", 1,
+         "pycocoevalcap CIDEr-D x100"),
+        ("DBAC_direct_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T direct", "lower", 100,
+         "DBAC, attribute to text, without the prior correction (not a Table 2 column)"),
+        ("LIC_M", f"{_Q}.lic:lic", "LIC_M", "lower", 1,
+         "the attacker's leakage on the model's captions x100 (paper 002; not a column)"),
+        ("LIC_D", f"{_Q}.lic:lic", "LIC_D", "lower", 1,
+         "the attacker's leakage on human captions x100 (paper 002; not a column)"))):
+    _builtin("metrics", _name, _target, _label, _order, task="captioning", better=_better,
+             scale=_scale, doc=_doc)
+
 
 # ------------------------------------------------------------------------- rows of the tables
 def row_entries() -> list[Entry]:
@@ -336,6 +451,26 @@ def claimed_rows() -> list[Entry]:
     return [e for e in row_entries() if e.claims]
 
 
-__all__ = ["ARCHS", "BACKENDS", "DATASETS", "EXPECT", "Entry", "KINDS", "METHODS",
-           "PLUGIN_ORDER", "POSTPROCESSORS", "REGISTRIES", "Registry", "RegistryError",
-           "Skipped", "claimed_rows", "row_entries", "row_names", "row_order"]
+def metric_entries(task: str = "captioning", builtin_only: bool = False) -> list[Entry]:
+    """The metrics of ``task`` (:data:`METRIC_TASKS`) in column order (``order``, then
+    registration); ``builtin_only``: without installed packages' metrics."""
+    pool = METRICS.builtins() if builtin_only else list(METRICS)
+    return sorted((e for e in pool if e.task == task), key=lambda e: e.order)
+
+
+def plugin_metrics(task: str = "captioning") -> list[Entry]:
+    """The metrics of ``task`` that installed packages add: the stage computes these through
+    their ``compute`` target (the built-ins are computed together by the stage's own code)."""
+    return [e for e in metric_entries(task) if not METRICS.builtin(e.name)]
+
+
+def filter_labels() -> dict[str, str]:
+    """``{filter name: Table 4 column label}`` in column order (``order``)."""
+    return {e.name: e.display for e in sorted(FILTERS, key=lambda e: e.order)}
+
+
+__all__ = ["ARCHS", "BACKBONES", "BACKENDS", "BETTER", "DATASETS", "EXPECT", "Entry",
+           "FILTERS", "KINDS", "METHODS", "METRICS", "METRIC_TASKS", "PLUGIN_ORDER",
+           "POSTPROCESSORS", "REGISTRIES", "Registry", "RegistryError", "Skipped",
+           "claimed_rows", "filter_labels", "metric_entries", "plugin_metrics", "row_entries",
+           "row_names", "row_order"]

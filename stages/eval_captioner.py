@@ -10,7 +10,8 @@ params: captioner.archs, captioner.datasets, captioner.seeds, captioner.beam, ca
         captioner.no_repeat_ngram (decoding),
         eval_captioner (test_images, gender_source, biasamp_min_count, batch_size, scorer, dcg,
         workers: captioners evaluated at once, biaslab.runtime.parallel; postprocessors; dbac: seeds,
-        bayes, substitution, threshold, directions),
+        bayes, substitution, threshold, directions; metrics: plug-in captioning metrics,
+        biaslab.registry.METRICS, each a further column of every row),
         lic (classifier, preset, seeds, num_threads), label.words, features.cache_dir,
         libra.seed and libra.apply.num_beams (the +LIBRA row: DCG masking seed + captioner
         seed, beams; as stage dcg_apply)
@@ -68,7 +69,7 @@ from biaslab.runtime.io import skip_without_captions
 
 DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
             "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
-            "postprocessors": ["LIBRA"], "dbac": None}
+            "postprocessors": ["LIBRA"], "dbac": None, "metrics": []}
 
 
 def load_gender_labels(source: str) -> tuple[dict, str]:
@@ -162,7 +163,8 @@ def main() -> None:
                biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
                image_objects=objects, progress=True,   # tqdm over the LIC classifiers
                max_human_captions=lp.get("max_human_captions"),
-               dbac=(None if not e["dbac"] else {**e["dbac"], "categories": _categories()}))
+               dbac=(None if not e["dbac"] else {**e["dbac"], "categories": _categories()}),
+               extra_metrics=list(e["metrics"] or []))
     feats_by_encoder: dict = {}
 
     def feats_for(arch, model):
@@ -259,8 +261,8 @@ def main() -> None:
     order = ["original"] + [pe.row for pe in post] + [d for d in datasets if d != "original"]
 
     def arch_summary(a: str) -> dict:
-        return {r: C.seed_records(rows[(a, r)], seeds=row_seeds[(a, r)]) for r in order
-                if (a, r) in rows}
+        return {r: C.seed_records(rows[(a, r)], keys=C.metric_keys(e["metrics"] or []),
+                                  seeds=row_seeds[(a, r)]) for r in order if (a, r) in rows}
 
     # ClipCap's rows stay at the top level (the layout before captioner.archs existed)
     summary = arch_summary(K.DEFAULT_ARCH) if K.DEFAULT_ARCH in archs else {}
@@ -298,13 +300,14 @@ def main() -> None:
     write_json("metrics/captioning.json", summary)
     with atomic_path("plots/captioning.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["dataset", *[f"{k}_{x}" for k in C.METRICS for x in ("mean", "ci95")]])
+        keys = C.metric_keys(e["metrics"] or [])
+        w.writerow(["dataset", *[f"{k}_{x}" for k in keys for x in ("mean", "ci95")]])
         flat = [(r, m) for r, m in summary.items() if r not in ("test_set", "archs")]
         flat += [(f"{a}/{r}", m) for a, ms in summary.get("archs", {}).items()
                  for r, m in ms.items()]
         for r, m in flat:
             w.writerow([r, *["" if m[k][x] is None else round(m[k][x], 4)
-                             for k in C.METRICS for x in ("mean", "ci95")]])
+                             for k in keys for x in ("mean", "ci95")]])
     print(f"eval_captioner: {len(per_model)} result sets on {len(ids)} test images "
           f"({n_g['female']} female, {n_g['male']} male; labels from {g_used})")
 

@@ -8,8 +8,9 @@ and encoded once (the originals were encoded by stage `features`). Params `execu
 unit of work: a few whole batches); the cheap heads, colour fidelity and KNN run here, so the
 output does not depend on the executor. `filters.clip` /
 `filters.detector` name a Hugging Face CLIP / object detector (paper tier); null means the
-models trained here (data/scorer, data/objects). `filters.weights` is not a parameter here,
-so a weights-only experiment never re-runs this stage.
+models trained here (data/scorer, data/objects). `filters.names` picks the filters (registered
+in biaslab.registry.FILTERS: the paper's three, or a plug-in's); `filters.weights` is not a
+parameter here, so a weights-only experiment never re-runs this stage.
 """
 import time
 
@@ -18,7 +19,7 @@ import numpy as np
 from biaslab.runtime import executor
 from biaslab.models.clipscorer import load_scorer
 from biaslab.models.features import encode_cached, set_threads
-from biaslab.counterfactual.filters import FILTERS, score_candidates
+from biaslab.counterfactual.filters import score_candidates
 from biaslab.runtime.io import load_params, read_parquet, write_json, write_parquet
 from biaslab.models.objects import load_object_predictor
 
@@ -43,11 +44,11 @@ def main() -> None:
             encode=lambda table: encode_cached(table, **enc, executor=ex)[1],
             real_groups={int(k): v for k, v in labels.items()},
             knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
-            progress=True, timings=timings)
+            progress=True, timings=timings, names=list(p["names"]))
     write_parquet("data/score/scores.parquet", scores)
     secs = time.perf_counter() - t0
     m = {"candidates": len(scores), "knn_accept_fraction": float(scores["knn_accept"].mean())}
-    for f in FILTERS:
+    for f in p["names"]:
         v = scores[f].replace([np.inf], np.nan)
         m[f"{f}/mean"], m[f"{f}/std"] = float(v.mean()), float(v.std())
     write_json("metrics/score.json", m)

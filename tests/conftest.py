@@ -58,6 +58,18 @@ def plugin_overrides(params: dict) -> list[str]:
             f"{listed([*params['eval_captioner']['postprocessors'], 'neutral'])}"]
 
 
+def plugin_column_overrides(params: dict) -> list[str]:
+    """The ``-S`` overrides that name the example plug-in's column components: filter
+    ``sharpness`` (weight 1, beside ``filters.names``) and captioning metric ``types``. Apart
+    from :func:`plugin_overrides` because a filter changes which candidates are selected, so
+    every counterfactual row, not only the plug-in's."""
+    names = [*params["filters"]["names"], "sharpness"]
+    weights = [*params["filters"]["weights"], 1]
+    return [f"filters.names=[{','.join(names)}]",
+            f"filters.weights=[{','.join(str(w) for w in weights)}]",
+            "eval_captioner.metrics=[types]"]
+
+
 def install_example_plugin(tmp: Path) -> str:
     """pip-install examples/biaslab-example-plugin into ``tmp/site`` (a directory for
     PYTHONPATH beside biaslab, not this repository) and return that directory."""

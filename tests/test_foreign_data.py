@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from tests.conftest import REPO, install_example_plugin, plugin_overrides, run_profile_in_clone
+from tests.conftest import (REPO, install_example_plugin, plugin_column_overrides,
+                            plugin_overrides, run_profile_in_clone)
 from tests.foreign_coco import write_foreign_coco
 
 pytestmark = pytest.mark.slow
@@ -36,7 +37,8 @@ def foreign_run(tmp_path_factory):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     dst, out = run_profile_in_clone(
         base, "foreign", ["data=coco", f"data.root={base / 'coco'}", *CI_SCALE,
-                          *plugin_overrides(params)], extra_env={"PYTHONPATH": site})
+                          *plugin_overrides(params), *plugin_column_overrides(params)],
+        extra_env={"PYTHONPATH": site})
     return dst, truth, out
 
 
@@ -211,3 +213,27 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
                for c in declared.values())
     assert ("Original + neutral words (plug-in)'s LIC not above Original's (declared by "
             "biaslab-example-plugin)") in section("## Validity")
+
+
+def test_an_installed_plugin_adds_a_filter_and_a_metric_column(foreign_run):
+    """Issue 27 item 1 (kinds filters and metrics): the example plug-in's filter
+    ``sharpness``, named in ``filters.names`` with a weight, is scored on every candidate, ranks
+    in the selection and is a Table 4 column; its captioning metric ``types``, named in
+    ``eval_captioner.metrics``, is a Table 2 column of every row, one value per seed."""
+    repo, _, _ = foreign_run
+    import pandas as pd
+    scores = pd.read_parquet(repo / "data/score/scores.parquet")
+    assert scores["sharpness"].notna().all() and (scores["sharpness"] <= 0).all()
+    sel = pd.read_parquet(repo / "data/select/selected.parquet")
+    assert "rank_sharpness" in sel.columns
+    s = _json(repo, "metrics/select.json")
+    assert s["weights"]["sharpness"] == 1 and s["sharpness/mean_selected"] <= 0
+    cap = _json(repo, "metrics/captioning.json")
+    rows = [r for r, v in cap.items() if isinstance(v, dict) and "per_seed" in v]
+    for r in rows:
+        assert all(isinstance(x["types"], float) and x["types"] >= 1
+                   for x in cap[r]["per_seed"]), r
+    md = (repo / "plots/report/tables.md").read_text()
+    t2 = md[md.index("## Table 2:"):]
+    assert "Types (plug-in) ↑" in t2[:t2.index("\n## ", 3)]
+    assert "Sharpness (plug-in)" in md[md.index("## Table 4:"):]

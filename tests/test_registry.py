@@ -336,3 +336,31 @@ print(json.dumps({"n": len(m), "n_orig": len(ctx.original), "unique": bool(m["sa
     assert r["n"] >= r["n_orig"] and r["unique"]
     assert r["loss"] == pytest.approx(np.log(2))    # BCE at p = 1/2, whatever the targets
     assert r["caps"] == ["a person and their dog"]
+
+
+def test_the_example_filter_and_metric_work_on_tiny_inputs(plugin_site, tmp_path):
+    out = _py(r'''
+import json, sys, numpy as np, pandas as pd
+from PIL import Image
+from biaslab import registry as R
+from biaslab.counterfactual.filters import FilterContext
+from biaslab.captioning.evaluation import MetricContext
+d = sys.argv[1] if len(sys.argv) > 1 else "''' + str(tmp_path) + r'''"
+rng = np.random.default_rng(0)
+sharp = rng.integers(0, 256, (64, 64), dtype=np.uint8)
+Image.fromarray(sharp).save(f"{d}/o.png"); Image.fromarray(sharp).save(f"{d}/same.png")
+Image.fromarray(sharp).resize((8, 8)).resize((64, 64), Image.BILINEAR).save(f"{d}/blur.png")
+paths = [f"{d}/same.png", f"{d}/blur.png"]
+ctx = FilterContext(candidates=pd.DataFrame({"image_id": [1, 1], "path": paths}),
+                    candidate_paths=paths, image_ids=[1], original_paths=[f"{d}/o.png"],
+                    originals={1: f"{d}/o.png"}, scorer=None, object_predictor=None)
+s = R.FILTERS.load("sharpness")(ctx)
+m = R.METRICS.load("types")(MetricContext(predictions={1: "A man, a dog.", 2: "a DOG"},
+                                          genders={}, human={}))
+print(json.dumps({"s": [float(x) for x in s], "types": m,
+                  "origin": [R.FILTERS.origin("sharpness"), R.METRICS.origin("types")]}))
+''', plugin_site)
+    r = json.loads(out)
+    assert r["s"][0] == 0.0 and r["s"][1] < -1     # identical: 0; blurred: far below
+    assert r["types"] == 3.0                       # a, man, dog (tokenize lower-cases)
+    assert r["origin"] == ["biaslab-example-plugin"] * 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,8 @@ import pandas as pd
 from biaslab.captioning.data import image_features
 from biaslab.runtime.io import InputError
 
-__all__ = ["clip_score_for", "METRICS", "GENDER_SOURCES", "caption_metrics", "seed_records",
-           "gender_labels", "apply_libra"]
+__all__ = ["clip_score_for", "METRICS", "GENDER_SOURCES", "MetricContext", "caption_metrics",
+           "metric_keys", "seed_records", "gender_labels", "apply_libra"]
 
 
 def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] | None = None,
@@ -58,6 +59,66 @@ DBAC_KEYS = (("DBAC_T_to_A", "T->A", "DBAC"), ("DBAC_A_to_T", "A->T", "DBAC"),
 GENDER_SOURCES = ("auto", "perceived", "caption")
 
 
+@dataclass(frozen=True)
+class MetricContext:
+    """What a plug-in captioning metric (registry kind ``metrics``, ``task="captioning"``) is
+    given for one results set (one row, one captioner seed).
+
+    Attributes:
+        predictions: image id -> the model's caption (every evaluated image).
+        genders: image id -> ``female`` / ``male`` / other (the image's gender label; bias
+            metrics use the female/male ones).
+        human: image id -> its human captions (may be empty for an image).
+        words: the gender word list (``label.words``, :mod:`biaslab.data.gender`).
+        flat: the built-in metrics of this results set (:data:`METRICS`, read-only).
+        image_paths: image id -> image file, when the stage has them.
+    """
+    predictions: Mapping[int, str]
+    genders: Mapping[int, str]
+    human: Mapping[int, Sequence[str]]
+    words: str = "lic"
+    flat: Mapping[str, Any] = field(default_factory=dict)
+    image_paths: Mapping[int, str] | None = None
+
+
+def metric_keys(extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """:data:`METRICS` plus the ``extra`` metrics (param ``eval_captioner.metrics``): the keys
+    of each row of ``metrics/captioning.json``."""
+    return METRICS + tuple(n for n in extra if n not in METRICS)
+
+
+def _extra_metrics(names: Sequence[str], ctx: MetricContext) -> dict[str, Any]:
+    """Each registered captioning metric ``name``'s ``compute(ctx)`` (a plug-in's; the
+    built-ins are computed above). Errors name the metric and the package it comes from.
+
+    Raises:
+        biaslab.registry.RegistryError: an unknown name (listing the known ones).
+        ValueError: a built-in or non-captioning metric named, a metric that fails, or one
+            returning other than a number or None.
+    """
+    from biaslab import registry
+    out = {}
+    for name in names:
+        e = registry.METRICS.get(name)
+        if registry.METRICS.builtin(name) or e.task != "captioning":
+            raise ValueError(f"eval_captioner.metrics: {name!r} is a built-in or not a "
+                             f"captioning metric; name only plug-in captioning metrics")
+        try:
+            v = e.load()(ctx)
+        except registry.RegistryError:
+            raise
+        except Exception as err:
+            raise ValueError(f"captioning metric {e.name!r} (from "
+                             f"{registry.METRICS.origin(e.name)}) failed: {err}") from err
+        if v is not None and not isinstance(v, (int, float, np.integer, np.floating)) or \
+                isinstance(v, bool):
+            raise ValueError(f"captioning metric {e.name!r} (from "
+                             f"{registry.METRICS.origin(e.name)}) returned {type(v).__name__}, "
+                             f"not a number or None")
+        out[e.name] = v
+    return out
+
+
 def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
                     human: Mapping[int, Sequence[str]], *, scorer=None,
                     image_paths: Mapping[int, str] | None = None,
@@ -68,7 +129,8 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
                     progress: bool = False, train_captions: Sequence[str] | None = None,
                     image_objects: Mapping[int, Sequence[str]] | None = None,
                     max_human_captions: int | None = None,
-                    dbac: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
+                    dbac: Mapping[str, Any] | None = None,
+                    extra_metrics: Sequence[str] = ()) -> tuple[dict, dict]:
     """All captioning metrics of one results set (one captioner seed) -> ``(flat, details)``.
 
     ``flat`` has the keys of :data:`METRICS`: a float, ``inf`` for a Ratio whose model never
@@ -97,6 +159,9 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     DBA_O's reference is the objects mentioned in ``human`` captions when given.
     ``max_human_captions``: LIC_D averages over the first that many human-caption indices
     (None: all; param ``lic.max_human_captions``).
+    ``extra_metrics`` (param ``eval_captioner.metrics``): plug-in captioning metrics (registry
+    kind ``metrics``), added to ``flat`` under their names, each computed from a
+    :class:`MetricContext` of this results set.
     ``dbac``: when given (param ``eval_captioner.dbac``), DBAC in both directions
     (:mod:`biaslab.metrics.dbac`, the LIC attacker) with these settings: ``DBAC_T_to_A`` /
     ``DBAC_A_to_T`` (the authors' prior correction) and ``DBAC_direct_*`` (without it), each
@@ -147,6 +212,11 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     d = det.get("DBAC") or {}
     for key, direction, variant in DBAC_KEYS:
         flat[key] = ((d.get(direction) or {}).get(variant) or {}).get("mean")
+    if extra_metrics:
+        flat.update(_extra_metrics(list(extra_metrics), MetricContext(
+            predictions=dict(predictions), genders=dict(genders), human=dict(human),
+            words=words, flat=dict(flat),
+            image_paths=None if image_paths is None else dict(image_paths))))
     return {k: _number(v) for k, v in flat.items()}, det
 
 
@@ -160,14 +230,15 @@ def _number(v):
     return None
 
 
-def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRICS,
+def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] | None = None,
                  seeds: Sequence[int] | None = None) -> dict:
     """One row of ``metrics/captioning.json``: every metric over captioner seeds as a
     :func:`biaslab.runtime.stats.record`, plus the per-seed values.
 
     Args:
         rows: one :func:`caption_metrics` ``flat`` dict per captioner seed.
-        keys: the metrics to summarise.
+        keys: the metrics to summarise (default :data:`METRICS`; with plug-in metrics
+            :func:`metric_keys`).
         seeds: the captioner seed of each row (default 0..n-1).
 
     Returns:
@@ -188,6 +259,7 @@ def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = METRIC
         ValueError: a value that is not a number; ``seeds`` of another length than ``rows``.
     """
     from biaslab.runtime import stats
+    keys = METRICS if keys is None else keys
     seeds = list(range(len(rows))) if seeds is None else [int(x) for x in seeds]
     if len(seeds) != len(rows):
         raise ValueError(f"{len(seeds)} seeds for {len(rows)} rows")

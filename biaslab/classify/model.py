@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from biaslab import registry as _registry
 from biaslab.runtime.io import InputError, atomic_path, read_json, without_run_stats, write_json
 
 #: Output names of the protected groups (appendix B.1), in this order after the objects.
@@ -20,13 +21,12 @@ BACKBONE_FILE = "classifier_backbone.safetensors"
 #: The fine-tuned backbones of paper 000 Table 1 (appendix B.1: "ResNet-50, Swin-T, and
 #: ConvNeXt-Base ... initialized with ImageNet pre-training"), Table 1 column group -> the
 #: Hugging Face checkpoint of the paper tier (``features.backbone`` with
-#: ``classifier.finetune: true``; conf/models/paper.yaml). Tested offline with tiny random
-#: models of the same classes (tests/test_backbones.py).
-PAPER_BACKBONES = {
-    "ResNet-50": "microsoft/resnet-50",
-    "Swin-T": "microsoft/swin-tiny-patch4-window7-224",
-    "ConvNeXt-B": "facebook/convnext-base-224",
-}
+#: ``classifier.finetune: true``; conf/models/paper.yaml): the built-in Hugging Face entries of
+#: the registry of backbones (biaslab.registry.BACKBONES), label -> name. Tested offline with
+#: tiny random models of the same classes (tests/test_backbones.py).
+PAPER_BACKBONES = {e.display: e.name for e in _registry.BACKBONES.builtins()
+                   if e.target == "biaslab.models.features:HFImageEncoder"}
+
 
 def classifier_backbones(params: dict) -> list[str]:
     """The backbones of Table 1's column groups (paper 000 Table 1: one group per backbone):

@@ -7,12 +7,15 @@ order, rank 1 = best).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 
-#: Filters of paper 000 in the order `filters.weights` refers to them.
+#: Filters of paper 000 in the order of the default `filters.names` (registered in
+#: biaslab.registry.FILTERS with their Table 4 labels; plug-ins add more).
 FILTERS = ("prompt_adherence", "object_consistency", "color_fidelity")
 
 
@@ -136,13 +139,99 @@ def knn_gate(scores: pd.DataFrame, accept: str = "knn_accept", image: str = "ima
                   "candidates_accepted": int(len(acc)), "candidates_kept": int(len(kept))}
 
 
+@dataclass
+class FilterContext:
+    """What a filter (registry kind ``filters``) scores: the candidates, their originals, the
+    scorer and object predictor, and the backbone features both already went through once.
+
+    Attributes:
+        candidates: one row per candidate (``image_id``, ``group``, ``path``, ``prompt``;
+            index 0..n-1). Read-only for filters.
+        candidate_paths: ``candidates["path"]`` as strings (n,).
+        image_ids: the originals' image ids, sorted (m,).
+        original_paths: the originals' files, aligned with ``image_ids`` (m,).
+        originals: image_id -> original file.
+        scorer: a ``ClipScorer`` (Eq. 4's phi and psi).
+        object_predictor: eta of Eq. 5 (``predict_sets``).
+        candidate_features, original_features: float32 (n, d) / (m, d) backbone features, or
+            None when neither model accepts features.
+        progress: show progress bars.
+    """
+    candidates: pd.DataFrame
+    candidate_paths: list
+    image_ids: list
+    original_paths: list
+    originals: Mapping
+    scorer: Any
+    object_predictor: Any
+    candidate_features: np.ndarray | None = None
+    original_features: np.ndarray | None = None
+    progress: bool = False
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def inputs(self, model, which: str = "candidates"):
+        """``model``'s input for the candidates (or ``"originals"``): the backbone features
+        when it accepts them (``accepts_features``), else the image paths."""
+        feats, paths = ((self.candidate_features, self.candidate_paths) if which == "candidates"
+                        else (self.original_features, self.original_paths))
+        return feats if getattr(model, "accepts_features", False) else paths
+
+    def candidate_embeddings(self) -> np.ndarray:
+        """phi(candidate), (n, d) from ``scorer.encode_images``, computed once (prompt
+        adherence and the KNN filter share it)."""
+        if "img_c" not in self._cache:
+            self._cache["img_c"] = np.asarray(self.scorer.encode_images(
+                self.inputs(self.scorer)))
+        return self._cache["img_c"]
+
+
+def score_prompt_adherence(ctx: FilterContext) -> np.ndarray:
+    """Prompt adherence (paper 000 Eq. 4) of every candidate, float (n,) in [-1, 1]; a prompt
+    shared by the m candidates of one (i, g') is text-encoded once."""
+    prompts = ctx.candidates["prompt"].astype(str).to_numpy()
+    uniq, inv = np.unique(prompts, return_inverse=True)
+    text = np.asarray(ctx.scorer.encode_texts(list(uniq)))[inv]
+    return prompt_adherence(ctx.candidate_embeddings(), text)
+
+
+def score_object_consistency(ctx: FilterContext) -> np.ndarray:
+    """Object consistency (paper 000 Eq. 5): F1 of the object sets predicted on the candidate
+    and on its original, float (n,) in [0, 1]."""
+    from biaslab.models.objects import object_f1
+    op = ctx.object_predictor
+    sets_c = op.predict_sets(ctx.inputs(op))
+    sets_o = dict(zip(ctx.image_ids, op.predict_sets(ctx.inputs(op, "originals"))))
+    return np.asarray([object_f1(sc, sets_o[int(i)])
+                       for sc, i in zip(sets_c, ctx.candidates["image_id"])], dtype=np.float64)
+
+
+def score_color_fidelity(ctx: FilterContext) -> np.ndarray:
+    """Color fidelity (paper 000 Eq. 6) of every candidate against its original, float (n,) in
+    (0, inf]."""
+    from tqdm import tqdm
+
+    from biaslab.models.features import _open_rgb
+    # candidates of one image are adjacent in the generate table: keep one original decoded
+    color, last = [], (None, None)
+    for path, iid in tqdm(zip(ctx.candidate_paths, ctx.candidates["image_id"]),
+                          total=len(ctx.candidates), disable=not ctx.progress,
+                          desc="color fidelity"):
+        if last[0] != iid:
+            last = (iid, downsample14(_open_rgb(ctx.originals[int(iid)])))
+        color.append(_inverse_frobenius(downsample14(_open_rgb(path)) - last[1]))
+    return np.asarray(color, dtype=np.float64)
+
+
 def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
                      object_predictor, encode: Callable[[pd.DataFrame], np.ndarray] | None = None,
                      real_groups: Mapping[int, str] | None = None, knn: Mapping | None = None,
-                     progress: bool = False, timings: dict | None = None) -> pd.DataFrame:
-    """Every filter of paper 000 sec. 2.3 on every candidate (Eqs. 4-6), plus optionally the
-    GenSynth KNN filter (paper 001 Eqs. 1-2). The ``score`` stage and ``benchmarks/score.py``
-    both call this, so the benchmark measures exactly what the stage runs.
+                     progress: bool = False, timings: dict | None = None,
+                     names: Sequence[str] = FILTERS) -> pd.DataFrame:
+    """The filters ``names`` (default: every filter of paper 000 sec. 2.3, Eqs. 4-6) on every
+    candidate, plus optionally the GenSynth KNN filter (paper 001 Eqs. 1-2). The ``score``
+    stage and ``benchmarks/score.py`` both call this, so the benchmark measures exactly what
+    the stage runs. Each name is looked up in the registry (:data:`biaslab.registry.FILTERS`):
+    a plug-in filter is a ``score(ctx: FilterContext) -> float (n,)`` function.
 
     Each candidate runs through the image backbone once: the backbone features feed both
     prompt adherence and object consistency when the scorer / object predictor accept features
@@ -167,28 +256,31 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
         knn: ``{"k", "tau_r", "tau_g"}`` to add ``knn_P_R``, ``knn_P_G`` (in [0, 1]) and
             ``knn_accept`` (bool); ``None`` skips the KNN filter. GenSynth embeds person crops
             with CLIP; this embeds whole images with ``scorer`` (documented deviation).
-        timings: filled with seconds per part (``features``, ``prompt_adherence``,
-            ``object_consistency``, ``color_fidelity``, ``knn``) when given.
+        timings: filled with seconds per part (``features``, each filter's name, ``knn``)
+            when given.
+        names: the filters to compute (param ``filters.names``), registered names.
 
     Returns:
-        A copy of ``cands`` (same row order) plus float columns ``prompt_adherence`` in
-        [-1, 1], ``object_consistency`` in [0, 1], ``color_fidelity`` in (0, inf].
+        A copy of ``cands`` (same row order) plus one float column per filter, in ``names``'
+        order: ``prompt_adherence`` in [-1, 1], ``object_consistency`` in [0, 1],
+        ``color_fidelity`` in (0, inf], a plug-in's in its own range.
 
     Raises:
-        ValueError: missing columns, an image_id without an original, or ``encode`` missing
-        when needed. Unreadable images raise ``biaslab.runtime.io.InputError`` naming the file.
+        ValueError: missing columns, an image_id without an original, ``encode`` missing
+        when needed, or a filter returning other than one number per candidate (NaN is
+        allowed and ranks last in :func:`select`).
+        ``biaslab.registry.RegistryError``: an unknown filter name (the message lists the
+        known ones). Unreadable images raise ``biaslab.runtime.io.InputError`` naming the file.
     """
     import time
 
-    from tqdm import tqdm
-
+    from biaslab import registry
     from biaslab.counterfactual.generate import stable_hash
-    from biaslab.models.features import _open_rgb
-    from biaslab.models.objects import object_f1
 
     miss = [c for c in ("image_id", "group", "path", "prompt") if c not in cands.columns]
     if miss:
         raise ValueError(f"candidate table lacks column(s) {miss}")
+    funcs = {n: registry.FILTERS.load(n) for n in names}     # unknown names fail before work
     out = cands.reset_index(drop=True).copy()
     ids = sorted(int(i) for i in out["image_id"].unique())
     lost = [i for i in ids if i not in originals]
@@ -209,44 +301,32 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
                                   "path": cpaths}))
         fo = encode(pd.DataFrame({"image_id": ids, "path": opaths}))
     t["features"] = clock() - t0
+    ctx = FilterContext(candidates=out.copy(), candidate_paths=cpaths, image_ids=ids,
+                        original_paths=opaths, originals=originals, scorer=scorer,
+                        object_predictor=object_predictor, candidate_features=fc,
+                        original_features=fo, progress=progress)
 
-    def inputs(model, feats, paths):
-        return feats if getattr(model, "accepts_features", False) else paths
-
-    t0 = clock()
-    prompts = out["prompt"].astype(str).to_numpy()
-    uniq, inv = np.unique(prompts, return_inverse=True)
-    text = np.asarray(scorer.encode_texts(list(uniq)))[inv]
-    img_c = np.asarray(scorer.encode_images(inputs(scorer, fc, cpaths)))
-    out["prompt_adherence"] = prompt_adherence(img_c, text)
-    t["prompt_adherence"] = clock() - t0
-
-    t0 = clock()
-    sets_c = object_predictor.predict_sets(inputs(object_predictor, fc, cpaths))
-    sets_o = dict(zip(ids, object_predictor.predict_sets(inputs(object_predictor, fo, opaths))))
-    out["object_consistency"] = [object_f1(sc, sets_o[int(i)])
-                                 for sc, i in zip(sets_c, out["image_id"])]
-    t["object_consistency"] = clock() - t0
-
-    t0 = clock()
-    # candidates of one image are adjacent in the generate table: keep one original decoded
-    color, last = [], (None, None)
-    for path, iid in tqdm(zip(cpaths, out["image_id"]), total=len(out), disable=not progress,
-                          desc="color fidelity"):
-        if last[0] != iid:
-            last = (iid, downsample14(_open_rgb(originals[int(iid)])))
-        color.append(_inverse_frobenius(downsample14(_open_rgb(path)) - last[1]))
-    out["color_fidelity"] = color
-    t["color_fidelity"] = clock() - t0
+    for name, fn in funcs.items():
+        t0 = clock()
+        v = fn(ctx)
+        try:
+            v = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"filter {name!r} returned non-numbers: {e}") from e
+        if v.shape != (len(out),):      # NaN is allowed: select ranks it last
+            raise ValueError(f"filter {name!r} must return one number per candidate: shape "
+                             f"{v.shape} for {len(out)} candidates")
+        out[name] = v
+        t[name] = clock() - t0
 
     if knn is not None:
         t0 = clock()
         if real_groups is None:
             raise ValueError("the KNN filter needs real_groups")
-        img_o = np.asarray(scorer.encode_images(inputs(scorer, fo, opaths)))
-        r = knn_filter(img_o, [real_groups.get(i, "undefined") for i in ids], img_c,
-                       out["group"].tolist(), k=int(knn["k"]), tau_r=float(knn["tau_r"]),
-                       tau_g=float(knn["tau_g"]))
+        img_o = np.asarray(scorer.encode_images(ctx.inputs(scorer, "originals")))
+        r = knn_filter(img_o, [real_groups.get(i, "undefined") for i in ids],
+                       ctx.candidate_embeddings(), out["group"].tolist(), k=int(knn["k"]),
+                       tau_r=float(knn["tau_r"]), tau_g=float(knn["tau_g"]))
         out["knn_P_R"], out["knn_P_G"] = r["P_R"].to_numpy(), r["P_G"].to_numpy()
         out["knn_accept"] = r["accept"].to_numpy()
         t["knn"] = clock() - t0

@@ -68,12 +68,19 @@ from biaslab.runtime.io import InputError, atomic_path
 #: Default offline backbones.
 DEFAULT_IMAGE_ENCODER = "efficientnet_lite0"
 DEFAULT_TEXT_ENCODER = "minilm"
-#: image backbones a saved model may name (``biaslab.libra.dcg.load``): the offline default and
-#: the paper tier's classification backbones (paper 000 app. B.1). A model directory comes from
-#: anyone, so it must not choose what gets loaded; a project that trains on another backbone
-#: adds it here.
+#: the built-in image backbones (biaslab.registry.BACKBONES): the offline default and the paper
+#: tier's classification backbones (paper 000 app. B.1). A saved model (``biaslab.libra.dcg.load``)
+#: may name only a registered backbone (:func:`allowed_image_encoders`): a model directory comes
+#: from anyone, so it must not choose what gets loaded; a project that trains on another
+#: backbone registers it (entry point group ``biaslab.backbones``).
 ALLOWED_IMAGE_ENCODERS = (DEFAULT_IMAGE_ENCODER, "microsoft/resnet-50",
                           "microsoft/swin-tiny-patch4-window7-224", "facebook/convnext-base-224")
+
+
+def allowed_image_encoders() -> tuple[str, ...]:
+    """Every registered image backbone's name (built-ins and installed plug-ins)."""
+    from biaslab import registry
+    return tuple(registry.BACKBONES.names())
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
@@ -223,7 +230,7 @@ class HFImageEncoder(ImageEncoder):
         from transformers import AutoImageProcessor, AutoModel
         # a Hub name is the paper tier's: downloaded on first use where there is network (README
         # "Full COCO / paper tier"); every default names the offline efficientnet_lite0, and a
-        # saved model may only name an allowed one (ALLOWED_IMAGE_ENCODERS)
+        # saved model may only name a registered one (allowed_image_encoders)
         self.processor = AutoImageProcessor.from_pretrained(name)
         self.model = AutoModel.from_pretrained(name).eval().to(device)
         # probe the output width with one blank image (cheap; avoids guessing config fields)
@@ -295,12 +302,26 @@ def load_image_encoder(name: str = DEFAULT_IMAGE_ENCODER, device: str = "cpu",
     ``height``/``width`` for ViT / Swin); a processor that rejects it raises ``ValueError``.
     The paper's classification backbones (``microsoft/resnet-50``,
     ``microsoft/swin-tiny-patch4-window7-224``, ``facebook/convnext-base-224``) all preprocess
-    at 224, so ``image_size`` 224 and ``None`` give the same pixels for them."""
+    at 224, so ``image_size`` 224 and ``None`` give the same pixels for them.
+
+    ``name`` is looked up in the registry of backbones (:data:`biaslab.registry.BACKBONES`; a
+    plug-in's ``make`` builds its encoder); a name that is not registered is read as a
+    Hugging Face checkpoint or local directory."""
+    from biaslab import registry
     key = str(name).lower().replace("-", "_")
     if key in ("efficientnet_lite0", "efficientnet_lite_0"):
-        return EfficientNetLite0Encoder(name=DEFAULT_IMAGE_ENCODER, device=device,
-                                        image_size=image_size or 224, num_threads=num_threads)
-    return HFImageEncoder(name, device=device, image_size=image_size, num_threads=num_threads)
+        name = DEFAULT_IMAGE_ENCODER
+    make = registry.BACKBONES.load(name) if name in registry.BACKBONES else HFImageEncoder
+    return make(name, device=device, image_size=image_size, num_threads=num_threads)
+
+
+def make_efficientnet_lite0(name: str = DEFAULT_IMAGE_ENCODER, device: str = "cpu",
+                            image_size: int | None = None,
+                            num_threads: int | None = None) -> ImageEncoder:
+    """The offline EfficientNet-Lite0 encoder (registry entry ``efficientnet_lite0``;
+    ``image_size`` None means 224)."""
+    return EfficientNetLite0Encoder(name=DEFAULT_IMAGE_ENCODER, device=device,
+                                    image_size=image_size or 224, num_threads=num_threads)
 
 
 # --------------------------------------------------------------------------- caching
@@ -777,6 +798,7 @@ def throughput(n: int, seconds: float) -> float:
 
 
 __all__ = ["ImageEncoder", "EfficientNetLite0Encoder", "HFImageEncoder", "load_image_encoder",
+           "make_efficientnet_lite0", "allowed_image_encoders",
            "encode_cached", "encode_texts_cached", "cache_key", "file_digest", "TextEncoder",
            "load_text_encoder", "minilm_path",
            "set_threads", "save_safetensors", "save_features", "load_features", "split_rows",

@@ -41,14 +41,43 @@ row_order = registry.row_order
 TABLE1_COLUMNS = (("mAP", "mAP ↑"), ("Ratio", "Ratio →1"), ("Ratio_expected", "Ratio_E →1"),
                   ("Leakage", "Leakage ↓"), ("LK_M", "LK_M"), ("LK_D", "LK_D"),
                   ("Leakage_F1", "Leakage@F1"), ("F1", "F1"))
-TABLE2_COLUMNS = (("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
-                  ("no_gender_word", "no gender word %"), ("length", "words"),
-                  ("LIC", "LIC ↓"), ("DBAC_T_to_A", "DBAC T→A ×100 ↓"),
-                  ("DBAC_A_to_T", "DBAC A→T ×100 ↓"),
-                  ("DBAC_direct_T_to_A", "DBAC T→A direct ×100 ↓"),
-                  ("Error", "Error ↓"), ("BiasAmp", "BiasAmp ↓"),
-                  ("DBA_G", "DBA_G ↓"), ("DBA_O", "DBA_O ↓"), ("BLEU-4", "BLEU-4 ↑"),
-                  ("CIDEr", "CIDEr ↑"))
+#: Table 2's columns: the built-in captioning metrics of the registry (biaslab.registry.METRICS,
+#: kind ``metrics``) in column order, headers from their label, display scale and direction;
+#: the plug-ins' metrics follow them (:func:`caption_columns`).
+TABLE2_HIDDEN = ("DBAC_direct_A_to_T", "LIC_M", "LIC_D")   # in metrics/captioning.json only
+_ARROW = {"lower": " ↓", "higher": " ↑", "one": " →1", None: ""}
+
+
+def metric_header(entry: registry.Entry) -> str:
+    """A metric column's header: its label, ``×<scale>`` when not 1, and the arrow of its better
+    direction (``↓`` lower, ``↑`` higher, ``→1`` a ratio whose ideal is 1, none when the
+    metric has no better direction)."""
+    scale = "" if entry.scale == 1 else f" ×{entry.scale:g}"
+    return f"{entry.display}{scale}{_ARROW[entry.better]}"
+
+
+TABLE2_COLUMNS = tuple((e.name, metric_header(e))
+                       for e in registry.metric_entries("captioning", builtin_only=True)
+                       if e.name not in TABLE2_HIDDEN)
+
+
+def caption_columns(captioning: Mapping[str, Any] | None = None) -> tuple:
+    """:data:`TABLE2_COLUMNS`, then one column per further metric that ``captioning`` (a
+    ``metrics/captioning.json``) holds: the plug-in metrics of ``eval_captioner.metrics``.
+    A registered metric gets its header and place (``order``); one whose package is not
+    installed where the report runs, its key as header, after them (sorted)."""
+    builtin = {e.name for e in registry.metric_entries("captioning", builtin_only=True)}
+    found: set[str] = set()
+    for rows in (captioning or {}, *(((captioning or {}).get("archs") or {}).values())):
+        for r, v in rows.items():
+            if isinstance(v, Mapping) and "per_seed" in v:
+                found |= {k for k, x in v.items() if _record(x) is not None} - builtin
+    known = [e for e in registry.metric_entries("captioning") if e.name in found]
+    rest = sorted(found - {e.name for e in known})
+    return TABLE2_COLUMNS + tuple((e.name, metric_header(e)) for e in known) + \
+        tuple((k, k) for k in rest)
+
+
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
 #: the classifier's Table 3 adds Δ_artifact = Δ(backend) - Δ(generator re-draw) (issue 23 item 4)
 TABLE3_CLASSIFIER_COLUMNS = TABLE3_COLUMNS + (("delta_artifact", "Δ_artifact ↓"),
@@ -59,10 +88,26 @@ TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp
 #: probe attributes (biaslab.analysis.probe) and their headers
 PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
                  ("cast", "colour cast (unlabeled)"))
-#: filter-score columns of Table 4 (metrics/select.json keys) and their headers
-TABLE4_FILTERS = (("object_consistency/mean_selected", "Object"),
-                  ("color_fidelity/mean_selected", "Color"),
-                  ("prompt_adherence/mean_selected", "Prompt"))
+#: filter-score columns of Table 4 (metrics/select.json keys) and their headers: the built-in
+#: filters of the registry (biaslab.registry.FILTERS) in column order; plug-in filters follow
+#: (:func:`table4_filters`)
+TABLE4_FILTERS = tuple((f"{e.name}/mean_selected", e.display)
+                       for e in sorted(registry.FILTERS.builtins(), key=lambda e: e.order))
+
+
+def table4_filters(names: Iterable[str] = ()) -> tuple:
+    """Table 4's filter columns: the built-in filters, then the further filters of ``names``
+    (the experiments' ``filters.names``: a plug-in's), each ``(select.json key, header)``. A
+    registered filter gets its label and place (``order``); one whose package is not installed
+    where the report runs, its name, after them."""
+    labels = registry.filter_labels()
+    builtin = [e.name for e in registry.FILTERS.builtins()]
+    extra = [n for n in dict.fromkeys(names) if n not in builtin]
+    known = [n for n in labels if n in builtin or n in extra]
+    cols = known + [n for n in extra if n not in labels]
+    return tuple((f"{n}/mean_selected", labels.get(n, n)) for n in cols)
+
+
 DASH = "–"
 
 
@@ -106,9 +151,17 @@ def _record(v: Any) -> dict | None:
     return dict(v) if isinstance(v, Mapping) and "mean" in v else None
 
 
-#: metrics shown x100 in the tables (their headers say so): DBAC lies in [-1, 1], and the
-#: tables print one decimal, as the papers print LIC and BiasAmp x100
-SCALE_100 = ("DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
+#: built-in metrics shown x100 in the tables (their headers say so): DBAC lies in [-1, 1], and
+#: the tables print one decimal, as the papers print LIC and BiasAmp x100. Every metric's
+#: display factor is its registry entry's ``scale`` (:func:`display_scale`).
+SCALE_100 = tuple(e.name for e in registry.metric_entries("captioning", builtin_only=True)
+                  if e.scale == 100)
+
+
+def display_scale(key: str) -> float:
+    """The display factor of metrics key ``key``: its registry entry's ``scale``; 1 for a key
+    that is not a registered metric (Table 1's and Table 3's columns)."""
+    return float(registry.METRICS.get(key).scale) if key in registry.METRICS else 1.0
 
 
 def _scaled(rec: dict | None, k: float) -> dict | None:
@@ -124,10 +177,12 @@ def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | Non
     ``{row: {metric: stats.record, ..., "per_seed": [...]}, "test_set": {...}}``. A row with
     ``ratio_na`` (a model without gender outputs, paper 000 Table 1's Adversarial) gets
     ``{"mean": None, "na": why}`` in its Ratio columns, printed "n/a". Columns of
-    :data:`SCALE_100` are x100 (their headers say so)."""
+    a registered metric are multiplied by its display scale (:func:`display_scale`; DBAC x100,
+    its header says so)."""
     out = {}
+    scales = {c: display_scale(c) for c, _ in columns}
     for r in _rows(metrics):
-        out[r] = {c: (_scaled(_record(metrics[r].get(c)), 100.0) if c in SCALE_100 else
+        out[r] = {c: (_scaled(_record(metrics[r].get(c)), scales[c]) if scales[c] != 1 else
                       _record(metrics[r].get(c))) for c, _ in columns}
         if metrics[r].get("ratio_na"):        # a model without gender outputs (Adversarial)
             for c in ("ratio_raw", "Ratio", "Ratio_expected"):
@@ -205,8 +260,9 @@ def direction_note(classification: Mapping[str, Any], digits: int = 2) -> str:
 
 
 def table2(captioning: Mapping[str, Any]) -> dict:
-    """Paper 000 Table 2 (+ thesis Table 2.1) from ``metrics/captioning.json``."""
-    return table(captioning, TABLE2_COLUMNS)
+    """Paper 000 Table 2 (+ thesis Table 2.1) from ``metrics/captioning.json``; plug-in
+    captioning metrics add columns after the built-ins (:func:`caption_columns`)."""
+    return table(captioning, caption_columns(captioning))
 
 
 def table3(artifact: Mapping[str, Any]) -> dict:
@@ -286,15 +342,15 @@ def true_ratio(test_set: Mapping[str, Any] | None) -> float | None:
 
 
 def table2_columns(captioning: Mapping[str, Any], digits: int = 2) -> tuple:
-    """:data:`TABLE2_COLUMNS` with Ratio's target set to the test set's own ratio
+    """:func:`caption_columns` with Ratio's target set to the test set's own ratio
     (:func:`true_ratio`, rounded to ``digits``): captions are of unmasked images, so the
     "best" Ratio is the one closest to the truth, not to 1 (a captioner that drops gender
     words or says "woman" at random reads near 1). Unchanged when the counts are unknown."""
     gt = true_ratio(captioning.get("test_set"))
     if gt is None:
-        return TABLE2_COLUMNS
+        return caption_columns(captioning)
     return tuple((k, f"Ratio →{gt:.{digits}f}") if k == "Ratio" else (k, h)
-                 for k, h in TABLE2_COLUMNS)
+                 for k, h in caption_columns(captioning))
 
 
 def made_by(script: str, cwd: str | os.PathLike = ".") -> dict:
@@ -810,7 +866,8 @@ def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[
                "experiment": rec.get("name") or data.get("name") or rec.get("rev"),
                "CLIPScore": ((_record(cap.get("CLIPScore")) or {}).get("mean"),
                              (_record(cap.get("CLIPScore")) or {}).get("ci95"))}
-        for k, h in TABLE4_FILTERS:
+        row["names"] = list(names)
+        for k, h in table4_filters(names):
             row[h] = (_num(sel.get(k)), None)
         rows.append(row)
     return rows
@@ -818,11 +875,11 @@ def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[
 
 def table4_markdown(rows: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
     """Markdown of :func:`table4_from_experiments` rows."""
-    hdr = [h for _, h in TABLE4_FILTERS]
+    hdr = [h for _, h in table4_filters([n for r in rows for n in r.get("names") or ()])]
     lines = ["| Filters | " + " | ".join(hdr) + " | CLIPScore (S_synthetic) | data | experiment |",
              "|" + "---|" * (len(hdr) + 4)]
     for r in rows:
-        cells = [cell(*r[h], digits=digits) for h in hdr]
+        cells = [cell(*r.get(h, (None, None)), digits=digits) for h in hdr]
         lines.append(f"| {r['filters']} | " + " | ".join(cells)
                      + f" | {cell(*r['CLIPScore'], digits=1)} | {r.get('data') or ''}"
                      f" | {r.get('experiment') or ''} |")
@@ -844,6 +901,8 @@ def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | No
 __all__ = ["row_names", "row_order", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
            "TABLE3_CLASSIFIER_COLUMNS",
            "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
+           "TABLE2_HIDDEN", "SCALE_100", "caption_columns", "display_scale", "metric_header",
+           "table4_filters",
            "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",

@@ -14,13 +14,28 @@ to paper 000's Tables 1-3, the causal probe and the validity verdicts.
   (:func:`biaslab.data.gender.neutralise`): the "just remove gender" baseline that LIBRA (paper
   003) argues against; Table 2 marks it degenerate (it names nobody's gender).
 
-Each entry declares the claims its author would test (``claims``); the pipeline judges them
+And two components that add columns rather than rows:
+
+* ``sharpness`` (candidate filter, ``biaslab.filters``): ``-|log(VoL(candidate) /
+  VoL(original))|``, VoL the variance of the Laplacian of a 64 x 64 grey thumbnail (Pech-Pacheco
+  et al., "Diatom autofocusing in brightfield microscopy", ICPR 2000): 0 when the edit keeps
+  the original's sharpness, negative when inpainting blurs or over-sharpens. Named in
+  ``filters.names`` (with a weight in ``filters.weights``), it joins weighted rank selection
+  and Table 4.
+* ``types`` (captioning metric, ``biaslab.metrics``): the number of distinct word types in one
+  captioner's captions of the test set (van Miltenburg, Elliott & Vossen, "Measuring the
+  Diversity of Automatic Image Descriptions", COLING 2018). Named in
+  ``eval_captioner.metrics``, it is a Table 2 column of every row.
+
+Each row entry declares the claims its author would test (``claims``); the pipeline judges them
 against Original in ``metrics/validity.json``.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from PIL import Image
 
 from biaslab.data import datasets as D
 from biaslab.classify.methods.base import Method, masked_bce
@@ -79,6 +94,41 @@ def neutral(captions: list[str], ctx) -> list[str]:
     return [_neutralise(c, words=words) for c in captions]
 
 
+def _variance_of_laplacian(path, size: int = 64) -> float:
+    """VoL of the ``size`` x ``size`` grey thumbnail of the image at ``path`` (pixels in
+    [0, 1]); the 4-neighbour Laplacian on the interior pixels."""
+    with Image.open(path) as im:
+        a = np.asarray(im.convert("L").resize((size, size), Image.BOX), np.float64) / 255.0
+    lap = (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] - 4.0 * a[1:-1, 1:-1])
+    return float(lap.var())
+
+
+def sharpness(ctx) -> np.ndarray:
+    """``-|log(VoL(candidate) / VoL(original))|`` per candidate, float (n,) in (-inf, 0]
+    (higher = closer to the original's sharpness); flat images get a floor of 1e-12.
+
+    Args:
+        ctx: :class:`biaslab.counterfactual.filters.FilterContext`.
+    """
+    orig = {int(i): _variance_of_laplacian(ctx.originals[int(i)]) for i in ctx.image_ids}
+    cand = [_variance_of_laplacian(p) for p in ctx.candidate_paths]
+    floor = 1e-12
+    return np.asarray([-abs(np.log(max(c, floor) / max(orig[int(i)], floor)))
+                       for c, i in zip(cand, ctx.candidates["image_id"])], np.float64)
+
+
+def types(ctx) -> float | None:
+    """The number of distinct word types (``biaslab.data.gender.tokenize``) over the captions
+    of one results set; None without captions.
+
+    Args:
+        ctx: :class:`biaslab.captioning.evaluation.MetricContext`.
+    """
+    from biaslab.data.gender import tokenize
+    caps = [c for c in ctx.predictions.values() if c]
+    return float(len({w for c in caps for w in tokenize(c)})) if caps else None
+
+
 REWEIGHTED = Entry(kind="datasets", name="reweighted", target=reweighted,
                    label="Reweighted (plug-in)", order=25,
                    doc="Original, each image repeated round(balancing weight) times",
@@ -90,3 +140,9 @@ LABEL_SMOOTHING = Entry(kind="methods", name="label_smoothing", target=LabelSmoo
 NEUTRAL = Entry(kind="postprocessors", name="neutral", target=neutral,
                 label="Original + neutral words (plug-in)",
                 doc="gender words replaced by neutral ones", claims={"LIC": "≤"})
+SHARPNESS = Entry(kind="filters", name="sharpness", target=sharpness,
+                  label="Sharpness (plug-in)",
+                  doc="-|log ratio| of the variance of the Laplacian, candidate vs original")
+TYPES = Entry(kind="metrics", name="types", target=types, label="Types (plug-in)",
+              task="captioning", better="higher",
+              doc="distinct word types in a captioner's captions (van Miltenburg et al. 2018)")
