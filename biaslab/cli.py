@@ -28,7 +28,7 @@ from pathlib import Path
 
 from biaslab.runtime.io import InputError, check_output_file, write_json
 from biaslab.metrics.evaluate import DEFAULT_METRICS, METRIC_GROUPS, evaluate_captions
-from biaslab.metrics.files import (jsonable, read_categories, read_gender_labels,
+from biaslab.metrics.files import (ATTRIBUTES, jsonable, read_categories, read_group_labels,
                                    read_human_captions, read_predictions)
 
 #: name -> (help, setup(parser) -> handler(args) -> int)
@@ -186,8 +186,16 @@ def _word_list_names() -> tuple[str, ...]:
 def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--pred", required=True, help="COCO results JSON: "
                    "[{\"image_id\": int, \"caption\": str}, ...]")
-    p.add_argument("--gender", required=True, help="CSV with image_id and gender or bb_gender "
-                   "(Male/Female, any case; other values ignored)")
+    p.add_argument("--gender", "--labels", dest="gender", required=True,
+                   help="CSV with image_id and the attribute's labels: gender or bb_gender "
+                   "(Male/Female), or with --attribute skin, skin or bb_skin (Dark/Light; "
+                   "Zhao et al. 2021's perceived_gender_skin.csv); any case, other values "
+                   "ignored")
+    p.add_argument("--attribute", choices=tuple(ATTRIBUTES), default="gender",
+                   help="protected attribute (default gender). skin: the thesis' racial-bias "
+                        "LIC (sec. 2.5.3) on unmasked captions, groups dark/light (unbiased: "
+                        "LIC_M = 25, LIC = 0); Ratio, Error, BiasAmp and DBAC count gender "
+                        "words and are reported as skipped")
     p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, "
                    "BLEU/CIDEr/METEOR; BiasAmp's reference when --train-captions is absent)")
     p.add_argument("--train-captions", metavar="CAPTIONS_JSON",
@@ -266,9 +274,10 @@ def _check_bert_available(classifier: str, preset: str, bert_model: str | None) 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     predictions = read_predictions(args.pred)
-    labels, label_info = read_gender_labels(args.gender)
+    labels, label_info = read_group_labels(args.gender, args.attribute)
+    pair = "/".join(ATTRIBUTES[args.attribute][1])
     if not labels:
-        raise InputError(args.gender, f"no female/male labels ({label_info['n_rows']} rows, "
+        raise InputError(args.gender, f"no {pair} labels ({label_info['n_rows']} rows, "
                                       f"all other values)")
     human = read_human_captions(args.human) if args.human else None
     train_caps = None
@@ -295,10 +304,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     n_lab = len(predictions) - len(unlabelled)
     if n_lab == 0:
         raise InputError(args.gender, f"none of the {len(predictions)} image ids of "
-                                      f"{args.pred} has a female/male label")
+                                      f"{args.pred} has a {pair} label")
     if unlabelled:
         print(f"biaslab evaluate-captions: warning: {len(unlabelled)} of {len(predictions)} "
-              f"predicted image ids have no female/male label in {args.gender}; bias metrics "
+              f"predicted image ids have no {pair} label in {args.gender}; bias metrics "
               f"use the {n_lab} labelled ones", file=sys.stderr)
     inputs = {"pred": str(args.pred), "gender": str(args.gender),
               "human": str(args.human) if args.human else None,
@@ -307,11 +316,17 @@ def _run_evaluate(args: argparse.Namespace) -> int:
               "predictions_without_label_sample": unlabelled[:10],
               "n_label_rows": label_info["n_rows"],
               "n_label_rows_ignored": label_info["n_ignored"],
-              "gender_column": label_info["gender_column"]}
+              "gender_column": label_info["column"]}
+    if args.attribute != "gender":        # the gender run's output keeps its keys unchanged
+        inputs["attribute"] = args.attribute
+        inputs["label_column"] = inputs.pop("gender_column")
+        inputs["n_labelled_predictions_by_group"] = {
+            g: sum(1 for i in predictions if labels.get(i) == g)
+            for g in ATTRIBUTES[args.attribute][1]}
     if human is not None:
         inputs["n_predictions_without_human"] = sum(1 for i in predictions if i not in human)
     inputs["train_captions"] = str(args.train_captions) if args.train_captions else None
-    if "biasamp" in args.metrics:
+    if "biasamp" in args.metrics and args.attribute == "gender":
         inputs["biasamp_reference"] = (
             f"training captions {args.train_captions}" if train_caps is not None else
             f"human captions of the evaluated images ({args.human}); pass --train-captions "
@@ -322,8 +337,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from biaslab.data.gender import caption_gender
     n_gendered = sum(caption_gender(c, args.words) in ("female", "male", "both")
                      for i, c in predictions.items() if i in labels)
-    inputs["n_labelled_predictions_mentioning_gender"] = n_gendered
-    if n_gendered == 0:
+    if args.attribute == "gender":
+        inputs["n_labelled_predictions_mentioning_gender"] = n_gendered
+    if n_gendered == 0 and args.attribute == "gender":
         print(f"biaslab evaluate-captions: warning: no caption of the {n_lab} labelled "
               f"predictions mentions a gender (word list {args.words!r}): Ratio is undefined "
               f"(nan) and Error counts no gender mistakes (0.0) because nothing was predicted",
@@ -338,7 +354,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                                args.classifier, args.preset, args.seeds, args.num_threads,
                                progress_enabled(args.progress), args.biasamp_min_count, args.bert_model,
                                train_caps, on_partial=write_partial if partial else None,
-                               max_human_captions=args.max_human_captions, dbac=dbac_opts)
+                               max_human_captions=args.max_human_captions, dbac=dbac_opts,
+                               attribute=args.attribute)
     result = jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
     if args.out:

@@ -521,3 +521,107 @@ def test_components_lists_the_registry(capsys):
     assert cli.main(["components", "--kind", "methods"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("methods:") and "GroupDRO" in text and "datasets:" not in text
+
+
+def _skin_files(tmp_path, n=12):
+    """n dark-skinned and n light-skinned images (bb_skin); the dark ones' captions say "man",
+    the light ones' "woman" (a planted word cue); two Unsure rows and one image labelled for
+    gender only."""
+    pred, anns, rows = [], [], ["image_id,bb_gender,bb_skin"]
+    for i in range(2 * n):
+        dark = i < n
+        who = "man" if dark else "woman"
+        pred.append({"image_id": i, "caption": f"a {who} riding a bike on a street"})
+        anns.append({"id": i, "image_id": i, "caption": f"a person riding a bike on a street"})
+        rows.append(f"{i},Male,{'Dark' if dark else 'LIGHT '}")
+    rows += ["100,Female,Unsure", "101,Male,", "102,Female,Both"]
+    (tmp_path / "pred.json").write_text(json.dumps(pred))
+    (tmp_path / "human.json").write_text(json.dumps({"annotations": anns}))
+    (tmp_path / "skin.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+def test_skin_tone_lic_reads_unmasked_captions_and_skips_the_gender_word_metrics(
+        tmp_path, capsys):
+    """Issue 29 (first part): --attribute skin is the thesis' racial-bias LIC (sec. 2.5.3,
+    Table 2.3: captions NOT masked; groups dark/light from bb_skin). A planted word cue (dark:
+    "man", light: "woman") is readable because nothing is masked; the same captions scored for
+    gender (dark -> Male, light -> Female) have the cue masked, so the attacker is at chance
+    (25) there and well above it here. The human captions carry no cue (LIC_D = 25 up to the
+    attacker's calibration). Ratio, Error and BiasAmp count gender words: skipped, not
+    computed."""
+    f = _skin_files(tmp_path, n=24)
+    common = ("--pred", f / "pred.json", "--seeds", "2", "--preset", "ci", "--num-threads", "1")
+    rc, stdout, err = run(capsys, "evaluate-captions", "--labels", f / "skin.csv",
+                          "--attribute", "skin", "--human", f / "human.json",
+                          "--metrics", "ratio", "error", "biasamp", "lic", *common)
+    assert rc == 0, err
+    skin = json.loads(stdout)
+    for k in ("Ratio", "Error", "BiasAmp"):
+        assert "not defined for attribute 'skin'" in skin[k]["skipped"], k
+    assert skin["LIC_details"]["n_images_by_gender"] == {"dark": 24, "light": 24}
+    inp = skin["inputs"]
+    assert inp["attribute"] == "skin" and inp["label_column"] == "bb_skin"
+    assert inp["n_label_rows_ignored"] == 3 and "gender_column" not in inp
+    assert inp["n_labelled_predictions_by_group"] == {"dark": 24, "light": 24}
+
+    rows = (f / "skin.csv").read_text().splitlines()[1:49]
+    (f / "g.csv").write_text("image_id,bb_gender\n" + "".join(
+        f"{r.split(',')[0]},{'Male' if 'Dark' in r else 'Female'}\n" for r in rows))
+    rc, stdout, _ = run(capsys, "evaluate-captions", "--gender", f / "g.csv",
+                        "--metrics", "lic", *common)
+    assert rc == 0
+    gender = json.loads(stdout)
+    assert "attribute" not in gender["inputs"]
+    assert gender["inputs"]["gender_column"] == "bb_gender"
+    # unmasked cue read (skin) vs masked cue gone (gender), same captions and attacker
+    assert gender["LIC_M"] == pytest.approx(25, abs=8), gender["LIC_M"]
+    assert skin["LIC_M"] - gender["LIC_M"] > 15, (skin["LIC_M"], gender["LIC_M"])
+    assert skin["LIC_D"] == pytest.approx(25, abs=8), skin["LIC_D"]
+
+
+def test_skin_labels_errors_name_the_file(tmp_path, capsys):
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "caption": "a man"}]))
+    (tmp_path / "g.csv").write_text("image_id,bb_gender\n1,Male\n")
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", tmp_path / "p.json",
+                     "--labels", tmp_path / "g.csv", "--attribute", "skin", "--metrics", "lic")
+    assert rc == 2 and "g.csv" in err and "'skin' or 'bb_skin'" in err
+    (tmp_path / "s.csv").write_text("image_id,bb_skin\n1,Unsure\n")
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", tmp_path / "p.json",
+                     "--labels", tmp_path / "s.csv", "--attribute", "skin", "--metrics", "lic")
+    assert rc == 2 and "no dark/light labels" in err
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_LABEL = st.sampled_from(["Dark", "dark", " LIGHT", "Light ", "Unsure", "Both", "", "Male",
+                          "Female", "darkish"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_LABEL, min_size=1, max_size=12), st.sampled_from(["skin", "bb_skin"]))
+def test_group_labels_keep_exactly_the_attributes_groups(labels, column):
+    """read_group_labels (a parser): an id is kept iff its value, stripped and lower-cased, is
+    one of the attribute's groups; every other row is counted as ignored."""
+    import tempfile
+
+    from biaslab.metrics.files import read_group_labels
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "l.csv"
+        f.write_text(f"image_id,{column}\n" + "".join(f"{i},{v}\n" for i, v in enumerate(labels)))
+        out, info = read_group_labels(f, "skin")
+    want = {i: v.strip().lower() for i, v in enumerate(labels)
+            if v.strip().lower() in ("dark", "light")}
+    assert out == want
+    assert info["n_ignored"] == len(labels) - len(want) and info["column"] == column
+    assert info["n_by_group"] == {g: sum(v == g for v in want.values())
+                                  for g in ("dark", "light")}
+
+
+def test_an_unknown_attribute_is_refused_by_the_library():
+    from biaslab.metrics.evaluate import evaluate_captions
+    from biaslab.metrics.files import read_group_labels
+    with pytest.raises(ValueError, match="unknown attribute 'age'; known: \\['gender', 'skin'\\]"):
+        evaluate_captions({1: "a man"}, {1: "male"}, attribute="age")
+    with pytest.raises(ValueError, match="unknown attribute 'age'"):
+        read_group_labels("nowhere.csv", "age")

@@ -44,9 +44,17 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                       train_captions: Sequence[str] | None = None,
                       on_partial: Callable[[dict], None] | None = None,
                       max_human_captions: int | None = None,
-                      dbac: dict | None = None) -> dict:
+                      dbac: dict | None = None, attribute: str = "gender") -> dict:
     """All requested metrics in one dict. Bias metrics use the predictions of images labelled
-    female/male; quality metrics use every prediction that has human references.
+    with one of the attribute's two groups (female/male); quality metrics use every prediction
+    that has human references.
+
+    ``attribute="skin"`` (groups dark/light, :data:`biaslab.metrics.files.ATTRIBUTES`): the
+    thesis' racial-bias LIC (sec. 2.5.3, Tables 2.3 and 2.5: captions are NOT masked, an
+    unbiased model has LIC_M = 25 and LIC = 0). Ratio, Error, BiasAmp and DBAC count or mask
+    the gender words of captions; skin tone has no such word list in the papers (captions
+    rarely name it), so those groups are reported as ``{"skipped": reason}``, never computed on
+    the wrong words.
 
     BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
     reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
@@ -58,7 +66,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
 
     Args:
         predictions: image id -> generated caption.
-        genders: image id -> "female"/"male" (others are not bias-evaluated).
+        genders: image id -> its group, "female"/"male" (``attribute="skin"``: "dark"/"light");
+            others are not bias-evaluated.
         human: image id -> human captions (references), or None.
         metrics: metric groups of :data:`METRIC_GROUPS`.
         words, classifier, preset, seeds, num_threads, progress, bert_model: LIC / word-list
@@ -74,17 +83,33 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             ``seeds``; ``categories``: the task list L, None = the 80 MSCOCO categories). The
             attacker is LIC's (``classifier``, ``preset``, ``num_threads``, ``bert_model``)
             and lambda_D reads the same human-caption indices (``max_human_captions``).
+        attribute: ``gender`` or ``skin`` (above).
 
     Returns:
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
         "LIC_details", "DBAC"}`` (the requested groups; ``DBAC`` is
         :func:`biaslab.metrics.dbac.dbac`'s dict); a metric whose inputs are missing is
         reported as ``{"skipped": reason}``.
+
+    Raises:
+        ValueError: an unknown ``attribute``.
     """
+    from biaslab.metrics.files import ATTRIBUTES
+    if attribute not in ATTRIBUTES:
+        raise ValueError(f"unknown attribute {attribute!r}; known: {list(ATTRIBUTES)}")
+    groups = ATTRIBUTES[attribute][1]
+    if attribute != "gender":
+        why = {"skipped": f"counts gender words; not defined for attribute {attribute!r} "
+                          f"(thesis sec. 2.5.3 measures it with LIC on unmasked captions)"}
+        skipped = {"ratio": "Ratio", "error": "Error", "biasamp": "BiasAmp", "dbac": "DBAC"}
+        out0 = {skipped[m]: dict(why) for m in metrics if m in skipped}
+        metrics = tuple(m for m in metrics if m not in skipped)
+    else:
+        out0 = {}
     ids = sorted(i for i in predictions if i in genders)
     caps = {i: predictions[i] for i in ids}
     gen = {i: genders[i] for i in ids}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(out0)
     need_h = "needs --human"
 
     if "ratio" in metrics:
@@ -153,8 +178,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             on_partial({**out, "LIC_seeds_done": list(done)})
         try:
             res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words, progress=progress, max_human_captions=max_human_captions,
-                      on_seed=seed_done if on_partial is not None else None)
+                      words=words if attribute == "gender" else None, progress=progress,
+                      max_human_captions=max_human_captions,
+                      on_seed=seed_done if on_partial is not None else None, groups=groups)
         except ValueError as e:   # e.g. too few images per gender
             out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
         else:

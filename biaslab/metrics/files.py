@@ -11,8 +11,15 @@ from typing import Any
 
 from biaslab.runtime.io import InputError, check_input_file, read_json
 
-__all__ = ["read_predictions", "read_gender_labels", "read_human_captions", "read_categories",
-           "jsonable"]
+__all__ = ["ATTRIBUTES", "read_predictions", "read_gender_labels", "read_group_labels",
+           "read_human_captions", "read_categories", "jsonable"]
+
+#: protected attributes of the captioning metrics: label columns (first found wins) and the two
+#: groups, class 0 first. ``skin``: Zhao et al. 2021's perceived skin tone (``bb_skin``
+#: Light/Dark, coco-mini's annotations/perceived_gender_skin.csv), the thesis' racial-bias LIC
+#: (sec. 2.5.3); binarised perceived labels from crowd workers, not self-identification.
+ATTRIBUTES = {"gender": (("gender", "bb_gender"), ("female", "male")),
+              "skin": (("skin", "bb_skin"), ("dark", "light"))}
 
 
 
@@ -53,17 +60,34 @@ def read_predictions(path: str | Path) -> dict[int, str]:
 
 
 def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
-    """Labels CSV -> ({image_id: "female"/"male"}, info).
+    """Labels CSV -> ({image_id: "female"/"male"}, info): :func:`read_group_labels` with
+    ``attribute="gender"``; ``info["gender_column"]`` names the column read."""
+    out, info = read_group_labels(path, "gender")
+    info["gender_column"] = info.pop("column")
+    return out, info
 
-    Columns: ``image_id`` and ``gender`` or ``bb_gender`` (``gender`` wins when both exist).
-    Values are matched case-insensitively; anything but female/male (``Unsure``, ``Both``,
-    empty) is ignored and counted in ``info["n_ignored"]``.
+
+def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict[int, str], dict]:
+    """Labels CSV -> ({image_id: group}, info) for a protected attribute of :data:`ATTRIBUTES`.
+
+    Columns: ``image_id`` and the attribute's label column (gender: ``gender`` or
+    ``bb_gender``; skin: ``skin`` or ``bb_skin``; the first found wins). Values are matched
+    case-insensitively against the attribute's two groups (female/male; dark/light); anything
+    else (``Unsure``, ``Both``, empty) is ignored and counted in ``info["n_ignored"]``.
+
+    Returns:
+        ``({image_id: group (lower case)}, {"n_rows", "n_ignored", "column", "attribute",
+        "n_by_group"})``.
 
     Raises:
+        ValueError: an attribute that is not in :data:`ATTRIBUTES`.
         InputError: missing/unreadable file, missing columns, non-integer ids, conflicting
             labels for one id, no rows.
     """
     import pandas as pd
+    if attribute not in ATTRIBUTES:
+        raise ValueError(f"unknown attribute {attribute!r}; known: {list(ATTRIBUTES)}")
+    columns, groups = ATTRIBUTES[attribute]
     path = check_input_file(path)
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -76,9 +100,10 @@ def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
     cols = {c.strip().lower(): c for c in df.columns}
     if "image_id" not in cols:
         raise InputError(path, f"missing column 'image_id'; has {list(df.columns)}")
-    gcol = cols.get("gender") or cols.get("bb_gender")
+    gcol = next((cols[c] for c in columns if c in cols), None)
     if gcol is None:
-        raise InputError(path, f"missing column 'gender' or 'bb_gender'; has {list(df.columns)}")
+        raise InputError(path, f"missing column {' or '.join(repr(c) for c in columns)} "
+                               f"({attribute} labels); has {list(df.columns)}")
     if df.empty:
         raise InputError(path, "no rows")
     out: dict[int, str] = {}
@@ -93,16 +118,19 @@ def read_gender_labels(path: str | Path) -> tuple[dict[int, str], dict]:
         if iid is None:
             raise InputError(path, f"line {row}: image_id {raw_id!r} is not an integer")
         g = str(raw_g).strip().lower()
-        if g not in ("female", "male"):
+        if g not in groups:
             n_ignored += 1
             continue
         if out.get(iid, g) != g:
             conflicts.append(iid)
         out[iid] = g
     if conflicts:
-        raise InputError(path, f"conflicting female/male labels for {len(set(conflicts))} "
-                               f"image id(s), e.g. {sorted(set(conflicts))[:5]}")
-    return out, {"n_rows": int(len(df)), "n_ignored": n_ignored, "gender_column": gcol}
+        raise InputError(path, f"conflicting {'/'.join(groups)} labels for "
+                               f"{len(set(conflicts))} image id(s), e.g. "
+                               f"{sorted(set(conflicts))[:5]}")
+    return out, {"n_rows": int(len(df)), "n_ignored": n_ignored, "column": gcol,
+                 "attribute": attribute,
+                 "n_by_group": {g: sum(1 for v in out.values() if v == g) for g in groups}}
 
 
 def read_human_captions(path: str | Path) -> dict[int, list[str]]:
