@@ -327,9 +327,9 @@ def check_eval_captioner(p: Mapping) -> None:
     ``dbac`` DBAC's settings (:func:`check_dbac`)."""
     _names(p, "eval_captioner", "postprocessors", registry.POSTPROCESSORS)
     _names(p, "eval_captioner", "metrics", registry.METRICS)
+    plugins = {e.name for e in registry.plugin_metrics("captioning")}
     for n in p.get("metrics") or []:
-        e = registry.METRICS.get(n)
-        if registry.METRICS.builtin(n) or e.task != "captioning":
+        if n not in plugins:
             raise ParamError("eval_captioner.metrics", f"{n!r} is a built-in or not a "
                                                        f"captioning metric (the built-ins are "
                                                        f"always computed); name plug-in "
