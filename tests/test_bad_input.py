@@ -86,7 +86,7 @@ BAD_PARAM = {
     # biaslab.runtime.validate.check_dbac, at load_params
     "eval_captioner": ({"eval_captioner__dbac": {"seeds": 0}}, "eval_captioner.dbac.seeds",
                        "an integer >= 1"),
-    # checked by the stage itself (stages/controls.py check_attackers), before any input
+    # checked by the stage itself (biaslab.analysis.controls_eval.check_attackers, called by stages/controls.py), before any input
     "controls": ({"controls__attackers": ["gpt2"]}, "controls.attackers", "unknown name(s)"),
 }
 DEFAULT_BAD = ({"filters__weights": [1, -1, 1]}, "filters.weights", "worst candidates")

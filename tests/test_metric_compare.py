@@ -1,15 +1,12 @@
 """Issue 30 item 3: "which captioning metric sees the planted bias" from hand-built controls
 records (biaslab.report.metric_compare), and the controls stage's ``controls.attackers``."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 from scipy.stats import t
 
 from biaslab.report import metric_compare as MC
 
-ROOT = Path(__file__).resolve().parents[1]
 T2 = float(t.ppf(0.975, 2))     # 3 replicates
 
 
@@ -120,10 +117,9 @@ def test_sweep_comparison_counts_and_detection_by_hand():
 
 
 def _stage():
-    spec = importlib.util.spec_from_file_location("controls_stage", ROOT / "stages/controls.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """stage controls' checks live in the library (issue 27 item 4: a thin stage)"""
+    from biaslab.analysis import controls_eval
+    return controls_eval
 
 
 @pytest.mark.parametrize("value, words", [

@@ -176,8 +176,7 @@ def test_compare_and_ordering_by_hand():
     assert nic["diff"] == pytest.approx(1.3)
     assert rows[("nic_equalizer", "LIC_M")]["within"] is False      # 2.3 > 0.7
     assert rows[("sat", "Error")]["ours"] is None and rows[("sat", "Error")]["within"] is None
-    sys.path.insert(0, str(REPO / "stages"))
-    import published_report as R
+    from biaslab.report import published as R
     o = R.ordering(list(rows.values()), "gender", "lstm", "LIC_M")
     # 51.3 - 43.2 = 8.1 > 1.5 + 0.7: separated, and ours keeps NIC < NIC+Equalizer
     assert (o["n_separated"], o["n_agree"], o["disagree"]) == (1, 1, [])

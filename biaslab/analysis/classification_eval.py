@@ -1,0 +1,230 @@
+"""Paper 000's Table 1 from the trained classifiers (sec. 3.1; issue 27 item 4: the logic of
+stage ``eval_classifier``, which now only reads its inputs, writes the persons-masked test
+images and the files). The record's layout is in ``stages/eval_classifier.py``'s docstring.
+
+:func:`evaluate_classifiers` runs every (backbone, model, seed) through
+:func:`biaslab.classify.evaluate` (mAP, Ratio, Ratio_E, Leakage, ...) and the real-vs-generated
+domain check (:mod:`biaslab.classify.domain`) and summarises over seeds with
+:mod:`biaslab.runtime.stats` (t 95 % CI; an infinite Ratio counted in n_inf, never dropped).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from biaslab.classify import (GenderObjectClassifier, classifier_backbones, evaluate,
+                              json_record, model_features, object_matrix)
+from biaslab.classify import domain as DOM
+from biaslab.runtime import stats
+from biaslab.runtime.io import json_number, read_parquet
+from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.paths import model_dir, slug
+
+TRAIN = "data/datasets/original.parquet"
+SYNTHETIC = "data/datasets/synthetic.parquet"
+DOMAIN_KEYS = ("mAP_real", "mAP_generated", "domain_gap", "gender_acc_real",
+               "gender_acc_generated", "n_real", "n_generated")
+KEYS = ("mAP", "Ratio", "ratio_raw", "Ratio_expected", "Leakage", "LK_M", "LK_D", "gender_acc",
+        "masked_gender_acc", "masked_gender_auc", "Leakage_F1", "LK_D_F1", "F1")
+#: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
+#: (Ratio, Leakage), as metrics/captioning.json does (issue 14: one key style)
+SOURCE = {"Ratio": "ratio", "Ratio_expected": "ratio_expected", "Leakage": "leakage",
+          "Leakage_std": "leakage_std", "Leakage_F1": "leakage_F1"}
+COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
+CSV_KEYS = ("mAP", "Ratio", "Ratio_expected", "Leakage", "LK_M", "LK_D")
+
+
+def train_table(path: str = TRAIN) -> pd.DataFrame:
+    """The training images T of the Leakage attackers: the ORIGINAL manifest's real rows with a
+    female/male gender and at least one object (labelled), one per image_id.
+
+    Raises:
+        InputError: ``path`` missing or not a readable parquet file."""
+    m = read_parquet(path)
+    if "counterfactual" in m.columns:
+        m = m[~m["counterfactual"].fillna(False).astype(bool)]
+    m = m[m["gender"].isin(["female", "male"])].drop_duplicates("image_id")
+    labelled = m["objects"].apply(lambda v: v is not None and len(v) > 0)
+    return m[labelled.to_numpy()].reset_index(drop=True)
+
+
+def seed_value(r: dict, k: str):
+    """A per-seed value for stats.record: Ratio keeps +inf (counted), 0/0 is missing."""
+    v = r.get(SOURCE.get(k, k))
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def domain_row(per_seed: list[dict], seeds) -> dict:
+    """One model's domain check: a record over seeds per ``DOMAIN_KEYS`` and ``per_seed``."""
+    return {**{k: json_record([d.get(k) for d in per_seed]) for k in DOMAIN_KEYS},
+            "per_seed": [{"seed": int(s), **{k: json_number(d.get(k)) for k in DOMAIN_KEYS}}
+                         for s, d in zip(seeds, per_seed)]}
+
+
+def backbone_rows(backbone: str, names, seeds, results: dict) -> tuple[dict, list[dict]]:
+    """``({name: record per KEY, method, per_seed, ...}, csv rows)`` of one backbone's models
+    from ``results[(backbone, name, seed)]``."""
+    out, rows = {}, []
+    for dataset in names:
+        per_seed = [results[(backbone, dataset, int(s))] for s in seeds]
+        out[dataset] = {k: json_record([seed_value(s["raw"], k) for s in per_seed]) for k in KEYS}
+        out[dataset]["method"] = per_seed[0]["method"]
+        na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}
+        if na:
+            out[dataset]["ratio_na"] = sorted(na)[0]
+        out[dataset]["per_seed"] = [
+            # infinite values as "inf" (stats.to_json), so differences count them
+            {"seed": s["seed"], **{k: stats.to_json(seed_value(s["raw"], k), 4) for k in
+                                   (*KEYS, "Leakage_std")},
+             "ratio_flag": s["raw"].get("ratio_flag"),
+             "leakage_F1_clamped": s["raw"].get("leakage_F1_clamped"),
+             **{k: s["raw"].get(k) for k in COUNTS},
+             "n_labels": s["n_labels"], "n_map_labels": s["raw"].get("n_map_labels")}
+            for s in per_seed]
+        rows.append({"dataset": dataset,
+                     **{f"{k}_{f}": out[dataset][k][f] for k in CSV_KEYS
+                        for f in ("mean", "ci95", "std")},
+                     "Ratio_n_inf": out[dataset]["Ratio"]["n_inf"],
+                     "n_seeds": len(per_seed)})
+    return out, rows
+
+
+def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
+                         train: pd.DataFrame, original: pd.DataFrame,
+                         generated: pd.DataFrame, manifests: dict, ids, base: np.ndarray,
+                         cache: str) -> tuple[dict, list[dict]]:
+    """Every trained classifier of ``classifier.datasets`` + ``classifier.methods`` (each
+    seed, each backbone of ``classifier.backbones``) on the test split.
+
+    Args:
+        params: the composed params (``classifier``, ``features``, ``executor``).
+        test: :func:`biaslab.classify.test_table` of the test split (non-empty).
+        masked: the test images with every person blacked out
+            (:func:`biaslab.classify.write_blackout_images`), for Ratio.
+        train: :func:`train_table`, the Leakage attackers' training images (non-empty).
+        original, generated: ``data/datasets/original.parquet`` and
+            ``data/datasets/synthetic.parquet``.
+        manifests: {dataset: ``data/datasets/<dataset>.parquet``} for every dataset of
+            ``classifier.datasets`` (a method trained on Original uses ``original``).
+        ids, base: :func:`biaslab.models.features.load_features` (image ids, base features).
+        cache: the feature cache directory.
+
+    Returns:
+        ``(record, csv_rows)``: the record of ``metrics/classification.json`` and the rows of
+        ``plots/classification.csv``.
+    """
+    p = params["classifier"]
+    fp = params.get("features", {})
+    fbs = int(fp.get("batch_size") or 32)   # encoding batch (1: fastest on CPU, one thread)
+    base_backbone = fp.get("backbone", "efficientnet_lite0")
+    backbones = classifier_backbones(params)
+    lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0,
+          # Wang et al. 2019's accuracy-matched LK_D (issue 31 item 4); [] = off
+          "f1_flips": tuple(float(x) for x in (p.get("leakage_f1_flips") or ()))}
+    names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
+                                   if m not in p["datasets"]]
+
+    def variant(b: str) -> str | None:
+        return None if b == backbones[0] else b
+
+    # the real-vs-generated domain check (issue 31 item 4; biaslab.classify.domain): every
+    # model on the real photos and the generated counterfactuals of the sources it never
+    # trained on
+    # the same-group counterfactuals only: the same scene and the same gender, only the person
+    # re-generated, so a gap is the domain's and not the swapped gender's
+    src_gender = dict(zip(original["image_id"].astype(np.int64), original["gender"]))
+    generated = generated[[src_gender.get(int(i)) == g for i, g in
+                           zip(generated["image_id"], generated["gender"])]] \
+        .reset_index(drop=True)
+    manifests = {n: manifests[n] if n in p["datasets"] else original for n in names}
+    universe = original["image_id"].astype(np.int64).unique()
+    # derived images encoded once per backbone, before the fork (workers then read the cache);
+    # the first backbone's features of the counterfactuals also feed the domain probe
+    gen_feats = None
+    for b in backbones:
+        if not len(masked) and not len(generated):
+            break
+        clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], p["seeds"][0],
+                                                     variant(b)))
+        kw0 = dict(derived=True, batch_size=fbs, base_backbone=base_backbone,
+                   executor=params.get("executor"))
+        if len(masked):
+            model_features(clf0, masked, ids, base, cache, **kw0)
+        if len(generated):
+            f = model_features(clf0, generated, ids, base, cache, **kw0)
+            gen_feats = f if b == backbones[0] else gen_feats
+
+    def evaluate_one(job: tuple[str, str, int]) -> dict:
+        backbone, dataset, seed = job
+        clf = GenderObjectClassifier.load(model_dir("classifier", dataset, seed,
+                                                    variant(backbone)))
+        kw = dict(batch_size=fbs, base_backbone=base_backbone)
+        feats = model_features(clf, test, ids, base, cache, **kw)
+        mfeats = model_features(clf, masked, ids, base, cache, derived=True,
+                                **kw) if len(masked) else None
+        tfeats = model_features(clf, train, ids, base, cache, **kw)
+        r = evaluate(clf, feats, object_matrix(test["objects"], clf.labels),
+                     test["labelled"].to_numpy(), test["gender"].tolist(), mfeats,
+                     masked_genders=masked["gender"].tolist(),
+                     train_feats=tfeats, train_objects=object_matrix(train["objects"],
+                                                                     clf.labels),
+                     train_genders=train["gender"].tolist(), leakage_kwargs=lk)
+        dom = None
+        if backbone == backbones[0] and len(generated):
+            unseen = DOM.unseen_sources(manifests[dataset], universe,
+                                        clf.config.get("val_fraction", 0.0), seed)
+            sides = []
+            for table, derived in ((original, False), (generated, True)):
+                t = table[table["image_id"].astype(np.int64).isin(unseen)]
+                q = clf.predict_proba(model_features(clf, t, ids, base, cache, derived=derived,
+                                                     **kw)) if len(t) else \
+                    np.zeros((0, len(clf.outputs)))
+                sides.append(DOM.scores(q, t["objects"], t["gender"], clf.labels,
+                                        clf.has_gender))
+            dom = DOM.domain_gap(*sides)
+        return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
+                "labels": list(clf.labels),
+                "method": clf.config.get("method", "erm"), "domain": dom}
+
+    # one job per (backbone, model, seed) on classifier.workers processes; results in job order
+    jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]
+    results = dict(zip(jobs, map_jobs(evaluate_one, jobs, p.get("workers", 1))))
+    out, rows = backbone_rows(backbones[0], names, p["seeds"], results)
+    extra = {}
+    for b in backbones[1:]:
+        extra[slug(b)], more = backbone_rows(b, names, p["seeds"], results)
+        rows += [{"backbone": slug(b), **r} for r in more]
+    if extra:
+        rows = [r if "backbone" in r else {"backbone": slug(backbones[0]), **r} for r in rows]
+        out["backbones"] = extra
+    n_m = int((masked["gender"] == "male").sum()) if len(masked) else 0
+    n_f = int((masked["gender"] == "female").sum()) if len(masked) else 0
+    out["test_set"] = {"n_test": int(len(test)), "n_labelled": int(test["labelled"].sum()),
+                       "n_masked": int(len(masked)), "n_male": n_m, "n_female": n_f,
+                       "ratio_gt": round(n_m / n_f, 4) if n_f else None,
+                       "mean_masked_fraction": json_number(float(masked["masked_fraction"].mean())
+                                                           if len(masked) else None),
+                       "blackout": list(p.get("blackout", ["box"])),
+                       "backbone": backbones[0]}
+    if len(generated):
+        gen_ids = generated["image_id"].astype(np.int64).to_numpy()
+        known = set(universe.tolist())
+        real_rows = [k for k, i in enumerate(np.asarray(ids, np.int64)) if int(i) in known]
+        out["domain"] = {
+            "probe_auc": json_record(DOM.probe_auc(base[real_rows], np.asarray(ids)[real_rows],
+                                                   gen_feats, gen_ids)),
+            "n_real_images": len(real_rows), "n_generated_images": int(len(generated)),
+            **{n: domain_row([results[(backbones[0], n, int(s))]["domain"] or {}
+                               for s in p["seeds"]], p["seeds"]) for n in names}}
+    # paper 000 app. B.1: the attributes (objects co-occurring with woman / man) it lists
+    first = results[(backbones[0], names[0], int(p["seeds"][0]))]
+    out["attributes"] = {"model": names[0], "n": len(first["labels"]),
+                         "names": first["labels"], "min_cooccur": int(p["min_cooccur"]),
+                         "cooccur_rule": p.get("cooccur_rule", "each")}
+    out["leakage_train"] = {"n_images": int(len(train)),
+                            "n_male": int((train["gender"] == "male").sum()),
+                            "n_female": int((train["gender"] == "female").sum()),
+                            "rounds": lk["rounds"]}
+    return out, rows

@@ -1,0 +1,413 @@
+"""Running the control models through the metric code (issue 22; issue 27 item 4: the logic of
+stage ``controls``, which now only reads its inputs and writes ``metrics/controls.json``).
+
+:func:`run_controls` takes the prepared tables and the params and returns the record the stage
+writes (its layout: ``stages/controls.py``'s docstring). The controls themselves (what each
+outputs and its expected value) are :mod:`biaslab.analysis.controls`; this module feeds them
+through the same code that evaluates the trained models:
+:func:`biaslab.classify.evaluate_outputs` (mAP, Ratio, Ratio_E, Error = 100 - gender accuracy,
+Leakage), BiasAmp / DBA_O (:mod:`biaslab.metrics.biasamp`), the captioning metrics of
+:func:`biaslab.captioning.evaluation.caption_metrics` and the causal probe's pair sensitivities
+(:mod:`biaslab.analysis.probe`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from biaslab.analysis import controls as K
+from biaslab.captioning import evaluation as C
+from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
+from biaslab.data import synthetic as S
+from biaslab.runtime import stats
+from biaslab.runtime.io import NO_CAPTIONS, InputError, json_number
+from biaslab.runtime.parallel import map_jobs
+
+DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2,
+            "attackers": []}
+#: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
+#: mean probability of the true value, no prior): the dose response of the *data's* bias
+LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
+DBAC_METRICS = tuple(m for m, _, _ in C.DBAC_KEYS) + tuple(LAMBDA_D_KEYS.values())
+#: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
+#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (issue 30 item 3:
+#: the spread across encoders)
+ATTACKER_METRICS = ("LIC", "LIC_M", "LIC_D") + DBAC_METRICS
+
+
+def lambda_d(det: dict) -> dict:
+    """{DBAC_lambda_D_<dir>: mean lambda_D} from caption_metrics' details (None if absent)."""
+    d = det.get("DBAC") or {}
+    return {k: ((d.get(direction) or {}).get("lambda_D_direct") or {}).get("mean")
+            for direction, k in LAMBDA_D_KEYS.items()}
+
+
+def check_attackers(value, lic_classifier: str) -> list[str]:
+    """``controls.attackers``: a list of distinct LIC attacker kinds
+    (:data:`biaslab.models.textclf.CLASSIFIERS`) other than ``lic.classifier`` (whose metrics the
+    controls compute anyway). Raises ValueError "controls.attackers: <problem>"."""
+    from biaslab.models.textclf import CLASSIFIERS
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"controls.attackers: must be a list of attacker names, got {value!r}")
+    bad = [v for v in value if v not in CLASSIFIERS]
+    if bad:
+        raise ValueError(f"controls.attackers: unknown name(s) {bad}; known: "
+                         f"{list(CLASSIFIERS)}")
+    if len(set(value)) < len(value) or lic_classifier in value:
+        raise ValueError(f"controls.attackers: names repeat or include lic.classifier "
+                         f"({lic_classifier!r}, always computed): {value}")
+    return list(value)
+
+
+#: (t_{0.975} + t_{0.80}) * sqrt(2 / n) with df = 2n - 2: the smallest difference between two
+#: rows of n replicates each that a two-sided 5 % test detects with 80 % power
+POWER = 0.80
+
+
+def read_truth(root: str) -> tuple[dict | None, float | None]:
+    """``(truth, bias)``: the synthetic generator's planted truth ({image_id: {"scene",
+    "cast", ...}}) and bias under ``root``, or ``(None, None)`` on data without them."""
+    try:
+        truth = S.read_truth(root)
+        bias = float(S.read_generator_params(root)["bias"])
+    except InputError:
+        return None, None
+    return truth, bias
+
+
+def with_truth(df: pd.DataFrame, truth: dict | None) -> pd.DataFrame:
+    """A copy of ``df`` (column ``image_id``) with the planted ``scene`` and ``cast`` of each
+    image (None without a planted truth)."""
+    df = df.copy()
+    if truth is None:
+        df["scene"], df["cast"] = None, None
+        return df
+    df["scene"] = [truth.get(int(i), {}).get("scene") for i in df["image_id"]]
+    df["cast"] = [truth.get(int(i), {}).get("cast") for i in df["image_id"]]
+    return df
+
+
+def record(values) -> dict:
+    """:func:`biaslab.runtime.stats.record` (mean, 95 % CI, n) over the replicates."""
+    return stats.record(list(values))
+
+
+def judge(expected: dict, rec: dict) -> dict:
+    """The verdict on the unrounded record; the record rounded for the metrics file."""
+    lo = hi = None
+    if rec.get("mean") is not None and rec.get("ci95") is not None:
+        lo, hi = rec["mean"] - rec["ci95"], rec["mean"] + rec["ci95"]
+    mean = rec.get("mean")
+    if mean is None and rec.get("n_inf"):
+        mean = math.inf if rec.get("sign", 1) >= 0 else -math.inf
+    exp = {k: (stats.to_json(v, 6) if isinstance(v, float) else v) for k, v in expected.items()}
+    return {"expected": exp, "measured": {k: json_number(v) for k, v in rec.items()},
+            "verdict": K.verdict(expected, mean, lo, hi)}
+
+
+def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
+                        rounds) -> tuple[dict, dict]:
+    """The classifier controls ``kinds`` ((kind, q, reads) triples) on the test table through
+    :func:`biaslab.classify.evaluate_outputs` (Leakage attackers trained on ``train``, ``rounds``
+    rounds), BiasAmp and DBA_O, once per seed of ``seeds``.
+
+    Returns ``(judged, raw)``: {control: {metric: {"expected", "measured", "verdict"}}} and
+    {control: {metric: [value per seed]}} for the power estimate."""
+    y_test = object_matrix(list(test["objects"]), labels)
+    y_train = object_matrix(list(train["objects"]), labels)
+    A = np.column_stack([(test["gender"] == g).to_numpy() for g in (K.FEMALE, K.MALE)])
+    lab = test["labelled"].to_numpy()
+    out, raw = {}, {}
+    from biaslab.metrics.biasamp import bias_amplification_arrays, dba_o
+    for kind, q, reads in kinds:
+        name = K.control_name(kind, q, reads)
+        vals: dict[str, list] = {}
+        for s in seeds:
+            kw = dict(bias=bias, q=q or 0.0, reads=reads, stereotypes=stereo, seed=s, name=name)
+            o = K.classifier_outputs(kind, test, labels, **kw)
+            ot = K.classifier_outputs(kind, train, labels, **kw)
+            r = evaluate_outputs(o["probs"], y_test, lab, list(test["gender"]),
+                                 o["probs_masked"], n_objects=len(labels),
+                                 train_probs=ot["probs"], train_objects=y_train,
+                                 train_genders=list(train["gender"]),
+                                 leakage_kwargs={"rounds": rounds, "seed": int(s)})
+            tp = o["probs"][:, :len(labels)] >= 0.5
+            # the gender decision of evaluate_outputs: "man" iff P(man) > P(woman)
+            Ap = np.column_stack([o["probs"][:, -1] <= o["probs"][:, -2],
+                                  o["probs"][:, -1] > o["probs"][:, -2]])
+            ba = bias_amplification_arrays(A[lab], y_test[lab], tp[lab], Ap[lab])["ba"]
+            do = dba_o(A[lab], y_test[lab], tp[lab])["DBA_O"]
+            for k, v in (("mAP", r.get("mAP")), ("Ratio", r.get("ratio")),
+                         ("Ratio_E", r.get("ratio_expected")),
+                         ("masked_AUC", r.get("masked_gender_auc")),
+                         ("Error", None if r.get("gender_acc") is None
+                          else 100.0 - r["gender_acc"]),
+                         ("Leakage", r.get("leakage")), ("BiasAmp", ba), ("DBA_O", do)):
+                vals.setdefault(k, []).append(v)
+        exp = K.expected_classifier(kind, test, bias=bias, reads=reads, q=q or 0.0,
+                                    stereotypes=stereo)
+        out[name] = {k: judge(exp[k], record(v)) if k in exp else
+                     {"measured": {a: json_number(x) for a, x in record(v).items()}}
+                     for k, v in vals.items()}
+        raw[name] = vals
+    return out, raw
+
+
+def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, stereo, seeds,
+                       lp, e, words, workers, categories=None,
+                       attackers=()) -> tuple[dict, dict]:
+    """The captioner controls ``kinds`` (plus ``human``) through
+    :func:`biaslab.captioning.evaluation.caption_metrics` (Ratio, Error, LIC, BiasAmp, DBA_O,
+    DBAC when ``e["dbac"]``), one job per (control, seed) on ``workers`` processes; each
+    encoder of ``attackers`` recomputes LIC and DBAC under ``<metric>@<encoder>``.
+
+    Returns ``(judged, raw)`` as :func:`classifier_controls`."""
+    jobs = [(kind, q, reads, int(s)) for kind, q, reads in kinds for s in seeds]
+
+    def one(job):
+        kind, q, reads, s = job
+        name = K.control_name(kind, q, reads)
+        preds = K.captioner_captions(kind, test, bias=bias, q=q or 0.0, reads=reads,
+                                     stereotypes=stereo, human=human, seed=s, name=name)
+        # the human control's caption (one drawn per image and replicate) is held out of
+        # LIC_D's references
+        ref = human
+        if kind == "human":
+            ref = {i: [c for c in v if c != preds.get(i)] or list(v) for i, v in human.items()}
+        # DBAC (eval_captioner.dbac): one attacker trial per replicate, seeded as LIC's
+        dbac = None if not e.get("dbac") else {**e["dbac"], "seeds": [s],
+                                                  "categories": categories}
+        flat, det = C.caption_metrics(preds, genders, ref, words=words,
+                                    classifier=lp["classifier"], preset=lp["preset"],
+                                    seeds=[s], num_threads=lp.get("num_threads"),
+                                    biasamp_min_count=int(e["biasamp_min_count"]),
+                                    metrics=("ratio", "error", "biasamp", "lic"),
+                                    train_captions=train_caps, image_objects=objects,
+                                    max_human_captions=lp.get("max_human_captions"),
+                                    dbac=dbac)
+        flat.update(lambda_d(det))
+        for enc in attackers:   # the same captions and seeds, another attacker encoder
+            f2, d2 = C.caption_metrics(preds, genders, ref, words=words, classifier=enc,
+                                      preset=lp["preset"], seeds=[s],
+                                      num_threads=lp.get("num_threads"), metrics=("lic",),
+                                      max_human_captions=lp.get("max_human_captions"),
+                                      dbac=dbac)
+            f2.update(lambda_d(d2))
+            flat.update({f"{m}@{enc}": f2.get(m) for m in ATTACKER_METRICS})
+        return flat
+
+    results = map_jobs(one, jobs, workers)
+    out, raw = {}, {}
+    labelled = test[test["image_id"].isin(set(genders))]
+    for kind, q, reads in kinds:
+        name = K.control_name(kind, q, reads)
+        rows = [r for (k, qq, rd, _), r in zip(jobs, results) if (k, qq, rd) == (kind, q, reads)]
+        vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
+                                                     "LIC_D", "BiasAmp", "DBA_O")}
+        if e.get("dbac"):
+            vals.update({m: [r.get(m) for r in rows] for m in DBAC_METRICS})
+        for enc in attackers:
+            vals.update({f"{m}@{enc}": [r.get(f"{m}@{enc}") for r in rows]
+                         for m in ATTACKER_METRICS if m in vals})
+        exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
+                                   stereotypes=stereo, grammar_is_human=bias is not None)
+        # an extra encoder's metric has its base metric's known answer
+        exp.update({m: exp[m.split("@", 1)[0]] for m in vals
+                    if "@" in m and m.split("@", 1)[0] in exp})
+        out[name] = {m: judge(exp[m], record(v)) if m in exp else
+                     {"measured": {k: json_number(x) for k, x in record(v).items()}}
+                     for m, v in vals.items()}
+        raw[name] = vals
+    return out, raw
+
+
+def probe_controls(pairs, bias, seeds, n_boot, seed) -> dict:
+    """The causal probe's pair sensitivities of the person oracle and the context readers
+    (all attributes, and one per attribute) on the probe pairs, judged against their exact
+    expected values: {control: {attribute: {"expected", "measured", "verdict"}}}."""
+    from biaslab.analysis import probe as P
+    out = {}
+    readers = [(K.control_name("context_reader", None, (a,)), (a,)) for a in K.ATTRIBUTES]
+    for name, kind, reads in [("person_oracle", "person_oracle", K.ATTRIBUTES),
+                              ("context_reader", "context_reader", K.ATTRIBUTES)] + \
+            [(n, "context_reader", r) for n, r in readers]:
+        o = K.probe_outputs(kind, pairs, bias=bias, reads=reads)
+        sens = P.pair_sensitivities(pairs, o)
+        summ = P.summarize_sensitivity({int(s): sens for s in seeds}, n_boot=n_boot, seed=seed)
+        res = {}
+        for a in K.ATTRIBUTES:
+            if a not in summ:
+                continue
+            rec = summ[a]
+            if kind == "person_oracle":
+                exp = {"value": 0.0, "rule": "exact"}
+            elif len(reads) == 1:
+                exp = {"value": 2.0 if reads[0] == a else 0.0, "rule": "exact"}
+            else:   # the full reader: the exact mean over pairs, from the specs directly
+                exp = {"value": float(reader_swing(pairs, a, bias)), "rule": "exact"}
+            res[a] = {"expected": exp, "measured": {"mean": json_number(rec["mean"]),
+                                                    "n_pairs": rec["n_pairs"]},
+                      "verdict": K.verdict(exp, rec["mean"])}
+        out[name] = res
+    return out
+
+
+def reader_swing(pairs, attribute, bias) -> float:
+    """Mean over the pairs of ``attribute`` of the full context reader's output difference
+    (male- minus female-associated image), from its outputs directly: the expected value the
+    probe's pairing and summary code (biaslab.analysis.probe) must reproduce."""
+    o = K.probe_outputs("context_reader", pairs, bias=bias)
+    by = {(p, v): x for a, p, v, x in zip(pairs["attribute"], pairs["pair"], pairs["value"], o)
+          if a == attribute}
+    pp = sorted({p for p, _ in by})
+    return float(np.mean([by[(p, "male")] - by[(p, "female")] for p in pp])) if pp else math.nan
+
+
+def power_table(raw: dict, metrics, rule: str) -> dict:
+    """MDE of each metric from the replicate spread of the controls whose expected value is
+    a direction (the noisy ones); the largest s among them (conservative)."""
+    from scipy import stats as st
+    out = {}
+    for m in metrics:
+        best = None
+        for name, vals in raw.items():
+            v = [x for x in vals.get(m, []) if x is not None and np.isfinite(x)]
+            if len(v) < 2:
+                continue
+            s = float(np.std(v, ddof=1))
+            if best is None or s > best[1]:
+                best = (name, s, len(v))
+        if best is None:
+            continue
+        name, s, n = best
+        df = 2 * n - 2
+        mde = (st.t.ppf(0.975, df) + st.t.ppf(POWER, df)) * s * math.sqrt(2.0 / n)
+        out[m] = {"mde": json_number(mde), "s": json_number(s), "n": n, "source": name,
+                  "rule": rule}
+    return out
+
+
+def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
+                 persons: pd.DataFrame, labels_df: pd.DataFrame, split: pd.DataFrame,
+                 captions: pd.DataFrame, perceived: pd.DataFrame | None,
+                 attackers: list[str]) -> tuple[dict, dict, dict]:
+    """Every control through the metric code: the record of ``metrics/controls.json``.
+
+    Args:
+        params: the composed params (``controls``, ``classifier``, ``lic``, ``eval_captioner``,
+            ``label.words``, ``data.root``: the planted truth and bias are read from
+            ``<data.root>/annotations`` when present).
+        images, objects, persons, captions, perceived: ``data/prepared/*.parquet``
+            (``perceived`` None where the file is absent).
+        labels_df, split: ``data/labels/images.parquet``, ``data/split.parquet``.
+        attackers: ``controls.attackers`` after :func:`check_attackers`.
+
+    Returns:
+        ``(out, clf, cap)``: the record (keys ``available``, ``bias``, ``stereotypes``,
+        ``labels``, ``replicates``, ``attackers``, ``test_set``, ``classifier``,
+        ``captioner``, ``probe``, ``power``, ``summary``) and its classifier and captioner
+        parts ({control: {metric: judged}}).
+
+    Raises:
+        InputError: no labelled female / male test or training image, no object that
+            co-occurs often enough with each gender, or a degenerate training split.
+    """
+    c = {**DEFAULTS, **(params.get("controls") or {})}
+    # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.runtime.validate)
+    seeds = [int(s) for s in c["seeds"]]
+    qs = [float(q) for q in c["q"]]
+    p = params["classifier"]
+    lp = params["lic"]
+    e = {"gender_source": "auto", "biasamp_min_count": 5, **(params.get("eval_captioner") or {})}
+    words = params.get("label", {}).get("words", "lic")
+    root = params["data"]["root"]
+    truth, bias = read_truth(root)
+
+    test = with_truth(test_table(images, labels_df, split, objects, persons), truth)
+    train = with_truth(test_table(images, labels_df, split, objects, persons, "train"), truth)
+    train = train[train["labelled"]].reset_index(drop=True)
+    if test.empty or train.empty:
+        raise InputError("data/split.parquet", "no labelled female/male test or training image")
+    labels = select_labels(train, int(p.get("min_cooccur", 5)), p.get("cooccur_rule", "each"))
+    if not labels:
+        raise InputError("data/split.parquet", "no object co-occurs often enough with each "
+                                               "gender in the training split")
+    try:
+        stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
+    except ValueError as err:
+        raise InputError("data/split.parquet", f"training split: {err}") from err
+    kinds = [("person_oracle", None, K.ATTRIBUTES)]
+    if truth is not None:
+        kinds.append(("context_reader", None, K.ATTRIBUTES))
+    kinds += [("amplifier", q, K.ATTRIBUTES) for q in qs] + [("constant_man", None, K.ATTRIBUTES)]
+    clf, clf_raw = classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
+                                       int(p.get("leakage_rounds", 5)))
+
+    # captioning: the gender-labelled test images of eval_captioner
+    genders, g_used = C.gender_labels(e["gender_source"], perceived, labels_df)
+    caps = captions.sort_values(["image_id", "caption_id"])
+    test_ids = set(split.loc[split["split"] == "test", "image_id"].astype(int))
+    train_ids = set(split.loc[split["split"] == "train", "image_id"].astype(int))
+    cap_test = images[images["image_id"].isin(test_ids & set(genders))][["image_id"]] \
+        .sort_values("image_id", ignore_index=True)
+    objs = objects.drop_duplicates(["image_id", "category"]).groupby("image_id")["category"] \
+        .apply(sorted)
+    cap_test["objects"] = cap_test["image_id"].map(objs).apply(
+        lambda v: v if isinstance(v, list) else [])
+    cap_test["gender"] = cap_test["image_id"].map(genders)
+    cap_test = with_truth(cap_test, truth)
+    human = {int(i): list(g["caption"]) for i, g in caps[caps["image_id"].isin(test_ids)]
+             .groupby("image_id")}
+    train_caps = caps.loc[caps["image_id"].isin(train_ids), "caption"].astype(str).tolist()
+    image_objects = {int(i): list(v) for i, v in objs.items() if int(i) in test_ids}
+    cap_genders = {i: g for i, g in genders.items() if i in test_ids}
+    cap_kinds = kinds + [("human", None, K.ATTRIBUTES)]
+    cap, cap_raw = {}, {}
+    if len(caps):   # data without captions (OpenImages): no captioner controls
+        cap, cap_raw = captioner_controls(cap_kinds, cap_test, human, cap_genders, train_caps,
+                                          image_objects, bias, stereo, seeds, lp, e, words,
+                                          int(c.get("workers", 1)),
+                                          sorted(set(objects["category"].astype(str))) or None,
+                                          attackers)
+
+    probe = {}
+    pairs = S.read_probe(root) if truth is not None else None
+    if pairs is not None and not pairs.empty:
+        probe = probe_controls(pairs, bias, seeds, int(c["n_boot"]), int(c["seed"]))
+
+    verdicts = [m["verdict"] for task in (clf, cap) for ctl in task.values()
+                for m in ctl.values() if "verdict" in m]
+    verdicts += [a["verdict"] for ctl in probe.values() for a in ctl.values()]
+    note = "largest replicate std among the controls (t-based, two rows of n replicates)"
+    out = {
+        "available": {"planted_truth": truth is not None, "probe": bool(probe),
+                      "skipped": ([] if truth is not None else
+                                  ["context_reader (no planted truth: not a biaslab synthetic "
+                                   "dataset)", "probe (no probe pairs)"])
+                      + ([] if len(caps) else [f"captioner ({NO_CAPTIONS})"])},
+        "bias": bias, "stereotypes": stereo, "labels": labels, "replicates": seeds,
+        "attackers": [str(params["lic"]["classifier"])] + attackers,
+        "test_set": {"classifier": {"n": int(len(test)), "n_female":
+                                    int((test["gender"] == "female").sum()),
+                                    "n_male": int((test["gender"] == "male").sum()),
+                                    "n_labelled": int(test["labelled"].sum())},
+                     "captioner": {"n": int(len(cap_test)), "gender_source": g_used,
+                                   "n_female": int((cap_test["gender"] == "female").sum()),
+                                   "n_male": int((cap_test["gender"] == "male").sum())},
+                     "leakage_train": {"n": int(len(train))}},
+        "classifier": clf, "captioner": cap, "probe": probe,
+        "power": {"classifier": power_table(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
+                  "captioner": power_table(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
+                      m for m, _, _ in C.DBAC_KEYS if e.get("dbac")) + tuple(
+                      f"{m}@{a}" for a in attackers for m in ("LIC",) + tuple(
+                          k for k, _, _ in C.DBAC_KEYS if e.get("dbac"))), note)
+                  if cap_raw else {}},
+        "summary": {"matches": verdicts.count("matches"),
+                    "does_not_match": verdicts.count("does not match"),
+                    "inconclusive": verdicts.count("inconclusive"), "n": len(verdicts)},
+    }
+    return out, clf, cap
