@@ -54,7 +54,8 @@ What each kind's ``target`` is (the contract its tests check, ``tests/test_regis
                    (``label``, ``order``; ``scale`` multiplies it for display). The built-in
                    entries document the columns the stages compute together (their ``target``
                    is the defining function); a plug-in's ``compute`` runs in stage
-                   ``eval_captioner`` on every row and seed
+                   ``eval_captioner`` on every row and seed when the metric is named in
+                   ``eval_captioner.metrics`` (installed alone it adds no column)
 =================  ============================================================================
 
 Claims (``Entry.claims``): ``{metric: expect}`` with ``expect`` one of ``<``, ``>``, ``≤``,

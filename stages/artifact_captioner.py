@@ -22,23 +22,24 @@ out:  metrics/artifact_captioner.json ({dataset: {ratio_orig, ratio_inp: record,
       = {mean, ci95, std, n, n_inf, n_missing, sign}),
       data/artifact_captions/<dataset>-<seed>.json ({image_id: {orig, inp}})
 """
-import sys
 
 import pandas as pd
 
 from biaslab import captioner as C
 from biaslab.analysis.artifact import caption_artifact_scores, caption_calls, table3_json
-from biaslab.runtime.io import InputError, json_number, load_params, read_parquet, write_json
+from biaslab.runtime.io import (InputError, json_number, load_params, read_parquet, run_stage,
+                                stage_parser, write_json)
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.paths import model_dir
 from biaslab.runtime.io import skip_without_captions
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     if skip_without_captions("artifact_captioner", ["data/artifact_captions",
                                                     "metrics/artifact_captioner.json"]):
-        return
+        return 0
     a, p = params["artifact"], params["captioner"]
     words = params.get("label", {}).get("words", "lic")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
@@ -93,11 +94,9 @@ def main() -> None:
     out["test_set"] = {"n_images": len(ids), "n_male": n_m, "n_female": n_f,
                        "ratio_gt": json_number(n_m / n_f) if n_f else None}
     write_json("metrics/artifact_captioner.json", out)
+    return 0
 
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"artifact_captioner: {e}")
+    run_stage(main)

@@ -30,7 +30,6 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
         test_set: {n_images, n_male, n_female, ratio_gt, backend, parts, ...}}
      (record = {mean, ci95, std, n, n_inf, n_missing, sign})
 """
-import sys
 import time
 
 from biaslab.analysis.artifact import (DELTA_ARTIFACT_BY_CONSTRUCTION, artifact_scores,
@@ -39,8 +38,8 @@ from biaslab.analysis.artifact import (DELTA_ARTIFACT_BY_CONSTRUCTION, artifact_
 from biaslab.counterfactual.generate import make_backend
 from biaslab.classify import GenderObjectClassifier, gender_thresholds, model_features, test_table
 from biaslab.models.features import load_features, set_threads
-from biaslab.runtime.io import (InputError, json_number, load_params, read_parquet, write_json,
-                                write_parquet)
+from biaslab.runtime.io import (InputError, json_number, load_params, read_parquet, run_stage,
+                                stage_parser, write_json, write_parquet)
 from biaslab.runtime import runstats
 from biaslab.runtime.paths import model_dir
 
@@ -56,7 +55,8 @@ def inpainting_backend(a: dict, g: dict) -> str:
     return a.get("backend") or g["backend"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     a, g, c = params["artifact"], params["generate"], params["classifier"]
     fp = params.get("features", {})
@@ -174,11 +174,9 @@ def main() -> None:
         if d != "test_set":
             print(d, {"ratio_orig": v["ratio_orig"]["mean"], "ratio_inp": v["ratio_inp"]["mean"],
                       "delta": v["delta"]["mean"], "delta_ci95": v["delta"]["ci95"]})
+    return 0
 
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"artifact_test: {e}")
+    run_stage(main)

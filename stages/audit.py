@@ -10,12 +10,11 @@ Usage (from the repository root): python stages/audit.py [--params params.yaml]
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 from biaslab.analysis import audit, audit_figures
-from biaslab.runtime.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
+                                write_json)
 
 DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
             "area": "largest", "center_norm": "unit", "distance_person": "largest",
@@ -28,7 +27,7 @@ def _write_csv(df, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--prepared", default="data/prepared")
     ap.add_argument("--labels", default="data/labels/images.parquet")
@@ -64,7 +63,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as e:
-        sys.exit(f"audit: {e}")
+    run_stage(main)

@@ -17,19 +17,17 @@ Usage: python stages/bcs_classifier.py [--params params.yaml] [--captions ...] [
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 
 from biaslab.models import textclf
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json)
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
+                                stage_parser, write_json)
 from biaslab.libra import bcs
 from biaslab.runtime import runstats
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--captions", default="data/labels/captions.parquet")
     ap.add_argument("--split", default="data/split.parquet")
@@ -38,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     p = load_params(a.params)["libra"]
     if skip_without_captions("bcs_classifier", [a.out, a.metrics], a.captions):
-        return
+        return 0
     t0 = time.perf_counter()
     d = bcs.training_set(read_parquet(a.captions), read_parquet(a.split),
                          p.get("max_train_captions"), p.get("seed", 0))
@@ -56,10 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json(a.metrics, metrics)
     print(metrics)
     runstats.publish("bcs_classifier", run)  # timings: benchmarks/runs/, not metrics/
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, ValueError) as e:
-        sys.exit(f"bcs_classifier: {e}")
+    run_stage(main, errors=(ValueError,))

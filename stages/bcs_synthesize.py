@@ -24,22 +24,20 @@ Usage: python stages/bcs_synthesize.py [--params params.yaml] [--captions ...] [
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
 from biaslab.models import textclf
-from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, write_json,
-                                write_parquet)  # noqa: E501
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
+                                stage_parser, write_json, write_parquet)
 from biaslab.libra import bcs, t5
 from biaslab.runtime import runstats
 from biaslab.runtime.io import skip_without_captions
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--captions", default="data/labels/captions.parquet")
     ap.add_argument("--split", default="data/split.parquet")
@@ -53,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     if skip_without_captions("bcs_synthesize", [f"{a.out}/synthesized.parquet",
                                                 f"{a.out}/candidates.parquet", a.metrics,
                                                 a.samples], a.captions):
-        return
+        return 0
     t0 = time.perf_counter()
     seed = p.get("seed", 0)
     words = p.get("words", "libra")
@@ -100,10 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     print({k: metrics[k] for k in ("n_D", "n_Dg", "available", "selected", "removed_fraction",
                                    "d_mean")})
     runstats.publish("bcs_synthesize", run)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, ValueError) as e:
-        sys.exit(f"bcs_synthesize: {e}")
+    run_stage(main, errors=(ValueError,))

@@ -8,12 +8,12 @@ smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png.
 The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/data/variants.py):
 every built-in one, then each installed plug-in variant that `classifier.datasets`,
 `captioner.datasets` or `artifact.datasets` names (issue 27 item 1)."""
-import sys
 
 from biaslab.data import datasets as D
 from biaslab import registry
 from biaslab.analysis.figures import oversample_tradeoff, skew_by_dataset
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json, write_parquet)
 from biaslab.data.variants import VariantContext
 
 
@@ -34,7 +34,8 @@ def variant_names(params: dict) -> list[str]:
 PREP = "data/prepared"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p = params["datasets"]
     d = D.original(read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/captions.parquet"),
@@ -85,7 +86,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as e:
-        sys.exit(f"build_datasets: {e}")
+    run_stage(main)

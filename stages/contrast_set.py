@@ -27,28 +27,28 @@ out:  data/contrast/ (masks/png/*.png, images/*, shards/ (the generator's resume
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json, write_parquet)
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser, write_json, write_parquet)
 
 OUT = Path("data/contrast")
 METRICS = "metrics/contrast.json"
 DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}, "workers": 2}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_contrast)
     c = {**DEFAULTS, **(params.get("contrast") or {})}
     c["generate"] = c["generate"] or {}
     # the directory out holds a skipped.json (biaslab.runtime.io.is_skipped reads it)
     if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
-        return
+        return 0
     from biaslab import captioner as C
     from biaslab.models.clipscorer import load_scorer
     from biaslab.counterfactual.contrast import contrast_counts, contrast_pairs
@@ -123,10 +123,8 @@ def main() -> None:
     write_json(METRICS, m)
     print(f"contrast_set: {m['pairs']} of {m['source_images']} source images kept in both "
           f"groups' versions ({backend.name}, KNN accept {m['accept_fraction']:.2f})")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"contrast_set: {e}")
+    run_stage(main)

@@ -36,13 +36,15 @@ import sys
 from pathlib import Path
 
 from biaslab.analysis.controls_eval import DEFAULTS, check_attackers, run_controls
-from biaslab.runtime.io import InputError, ParamsError, load_params, read_parquet, write_json
+from biaslab.runtime.io import (ParamsError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json)
 
 PREP = "data/prepared"
 OUT = "metrics/controls.json"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     c = {**DEFAULTS, **(params.get("controls") or {})}
     try:    # before any input is read
@@ -63,10 +65,8 @@ def main() -> None:
             print(f"controls {task}/{name}: " + ", ".join(
                 f"{m}={v['measured'].get('mean')}({v.get('verdict', '-')})" for m, v in ms.items()))
     print(f"controls: {out['summary']}")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as err:
-        sys.exit(f"controls: {err}")
+    run_stage(main)

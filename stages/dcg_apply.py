@@ -31,8 +31,6 @@ Usage: python stages/dcg_apply.py [--params params.yaml] [--model data/libra/dcg
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -43,8 +41,8 @@ import pandas as pd
 from biaslab.analysis import controls as K
 from biaslab.data import synthetic as S
 from biaslab.data.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json)
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser, write_json)
 from biaslab.libra import dcg as D
 from biaslab.metrics.captions import error_change
 from biaslab.libra.t5 import word_spans
@@ -92,8 +90,8 @@ def _words(t: str) -> list[str]:
     return [w.lower() for _, _, w in word_spans(t)]
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--model", default="data/libra/dcg")
     ap.add_argument("--features", default="data/features/images")
@@ -107,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     params = load_params(a.params)
     if skip_without_captions("dcg_apply", [a.out, a.metrics], a.captions):
-        return
+        return 0
     p = params["libra"]
     ap_p = p.get("apply") or {}
     words = p.get("words", "libra")
@@ -188,10 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     runstats.publish("dcg_apply", run)
     print({k: ({kk: vv for kk, vv in v.items() if kk != "examples"} if isinstance(v, dict)
                else v) for k, v in metrics.items()})
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, ValueError) as e:
-        sys.exit(f"dcg_apply: {e}")
+    run_stage(main, errors=(ValueError,))

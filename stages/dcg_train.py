@@ -41,25 +41,23 @@ Usage: python stages/dcg_train.py [--params params.yaml] [--synth ...] [--featur
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from biaslab.data.gender import FEMALE, MALE, caption_gender, swap
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json)
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser, write_json)
 from biaslab.libra import bcs
 from biaslab.libra import dcg as D
 from biaslab.runtime import runstats
 from biaslab.models import textclf
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--synth", default="data/libra/synthesized.parquet")
     ap.add_argument("--features", default="data/features/images")
@@ -77,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if Path(a.captions).exists() and skip_without_captions("dcg_train",
                                                            [a.out, a.live, a.metrics],
                                                            a.captions):
-        return
+        return 0
     p = params["libra"]
     fp = params.get("features") or {}
     seed = p.get("seed", 0)
@@ -240,10 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json(a.metrics, metrics)
     print({k: v for k, v in metrics.items() if k != "eval"}, ev.get("overall"))
     runstats.publish("dcg_train", run)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, ValueError) as e:
-        sys.exit(f"dcg_train: {e}")
+    run_stage(main, errors=(ValueError,))

@@ -49,7 +49,6 @@ LIC per row: each captioner seed's LIC is the mean over the LIC classifier seeds
 its captions; the record is over captioner seeds (captioner.seed_records).
 """
 import csv
-import sys
 from pathlib import Path
 
 from biaslab.captioning import evaluation as C
@@ -57,8 +56,8 @@ from biaslab.captioning.table2 import (DEFAULTS, categories, csv_rows, evaluate_
                                        image_objects, test_set)
 from biaslab.metrics.files import jsonable
 from biaslab.runtime import runstats
-from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet,
-                                skip_without_captions, write_json)
+from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser, write_json)
 
 
 def load_gender_labels(source: str) -> tuple[dict, str]:
@@ -69,11 +68,12 @@ def load_gender_labels(source: str) -> tuple[dict, str]:
                            read_parquet(lab))  # label_gender always writes it
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()      # checks eval_captioner.dbac too (biaslab.runtime.validate, exit 2)
     if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
                                                 "metrics/captioning.json"]):
-        return
+        return 0
     e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
     labels, g_used = load_gender_labels(e["gender_source"])
     table, human, genders, train_caps = test_set(
@@ -113,10 +113,8 @@ def main() -> None:
     n_g = {g: sum(1 for v in genders.values() if v == g) for g in ("female", "male")}
     print(f"eval_captioner: {len(per_model)} result sets on {len(ids)} test images "
           f"({n_g['female']} female, {n_g['male']} male; labels from {g_used})")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"eval_captioner: {e}")
+    run_stage(main)

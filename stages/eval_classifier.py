@@ -46,7 +46,6 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
      plots/classification.csv (one row per model name (and backbone, with several): mean,
      ci95, std of mAP, Ratio, Leakage)
 """
-import sys
 
 import numpy as np
 import pandas as pd
@@ -55,12 +54,14 @@ from biaslab.analysis.classification_eval import (SYNTHETIC, TRAIN, evaluate_cla
                                                   train_table)
 from biaslab.classify import test_table, write_blackout_images
 from biaslab.models.features import load_features, set_threads
-from biaslab.runtime.io import InputError, atomic_path, load_params, read_parquet, write_json
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
+                                stage_parser, write_json)
 
 PREP = "data/prepared"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p = params["classifier"]
     fp = params.get("features", {})
@@ -91,10 +92,8 @@ def main() -> None:
     for r in rows:
         print({k: (round(v, 2) if isinstance(v, float) and np.isfinite(v) else v)
                for k, v in r.items()})
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"eval_classifier: {e}")
+    run_stage(main)

@@ -51,21 +51,21 @@ out:  metrics/retrieval.json::
                "gender_source", "desired_female", "ks", "n_boot", "clip_m", "embedding_dim",
                "clip_mi_images", "clip_mi_top", "n_balanced", "recall_ks"}}
 """
-import sys
 from pathlib import Path
 
 from biaslab import captioner as C
 from biaslab.analysis.retrieval_eval import DEFAULTS, evaluate_retrieval, neutral_queries
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json)
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser, write_json)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_eval_retrieval)
     e = {**DEFAULTS, **(params.get("eval_retrieval") or {})}
     if skip_without_captions("eval_retrieval", ["metrics/retrieval.json"]):
-        return
+        return 0
     words = params.get("label", {}).get("words", "lic")
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
@@ -118,10 +118,8 @@ def main() -> None:
     if max(ks) >= len(ids):
         print(f"eval_retrieval: note: K={max(ks)} >= gallery size {len(ids)}: that K ranks "
               f"the whole gallery and reads only its balance")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"eval_retrieval: {e}")
+    run_stage(main)

@@ -11,17 +11,17 @@ out: data/features/images.npy (float32 (n, d); d = 1280 for efficientnet_lite0),
 cache: <cache_dir>/<backbone>_<size>px_c3-<code digest>/ (persistent, see biaslab.models.features.encode_cached):
      an image is encoded once, an interrupted run resumes.
 """
-import sys
 import time
 
 from biaslab.models.features import encode_cached, save_features
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime.io import load_params, read_parquet, run_stage, stage_parser, write_json
 from biaslab.runtime import executor, runstats
 
 OUT = "data/features"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p = params["features"]
     images = read_parquet("data/prepared/images.parquet")
@@ -44,10 +44,8 @@ def main() -> None:
     write_json("metrics/features.json", metrics)
     runstats.publish("features", run)
     print(f"features: {feats.shape} ({stats['computed']} computed, {stats['cached']} cached)")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"features: {e}")
+    run_stage(main)

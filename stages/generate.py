@@ -19,12 +19,11 @@ Usage (from the repository root): python stages/generate.py [--params params.yam
 """
 from __future__ import annotations
 
-import argparse
-import sys
 
 from biaslab.counterfactual import generate as gen
 # noqa: E501
-from biaslab.runtime.io import (InputError, load_params, read_parquet, write_json, write_parquet)
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
+                                write_parquet)
 from biaslab.runtime import executor, runstats
 from biaslab.data.labels import captions_or_label_texts
 
@@ -35,7 +34,7 @@ RUN_COUNTERS = ("candidates_computed", "shards_computed", "shards_skipped",
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--prepared", default="data/prepared")
     ap.add_argument("--labels", default="data/labels/images.parquet")
@@ -88,7 +87,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (InputError, KeyError, ValueError) as e:
-        sys.exit(f"generate: {e}")
+    run_stage(main, errors=(KeyError, ValueError))

@@ -23,7 +23,8 @@ import numpy as np
 
 from biaslab.runtime import stats
 from biaslab.captioner import gender_labels
-from biaslab.runtime.io import load_params, read_parquet, skip_without_captions, write_json
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
+                                stage_parser, write_json)
 from biaslab.metrics.captions import error, ratio
 from biaslab.metrics.lic import lic
 from biaslab.models.textclf import default_config
@@ -33,10 +34,11 @@ def _finite(v):
     return None if isinstance(v, float) and not np.isfinite(v) else v
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     if skip_without_captions("human_bias", ["metrics/human_bias.json"]):
-        return
+        return 0
     p, words = params["lic"], params["label"]["words"]
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     per = Path("data/prepared/perceived_gender.parquet")
@@ -70,7 +72,8 @@ def main() -> None:
     out["lic_classifier"] = f"{p['classifier']}/{p['preset']}"
     write_json("metrics/human_bias.json", out)
     print(out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

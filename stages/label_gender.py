@@ -3,13 +3,14 @@ agreement with perceived gender -> data/labels/, metrics/labels.json.
 
 `label.source: perceived` (data without captions, OpenImages with MIAP) takes image gender from
 the prepared perceived labels instead; the caption table is then empty."""
-import sys
 
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json, write_parquet
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json, write_parquet)
 from biaslab.data.labels import agreement, label_captions, label_images, label_images_perceived
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     p = load_params()["label"]
     caps = label_captions(read_parquet("data/prepared/captions.parquet"), words=p["words"])
     perceived = read_parquet("data/prepared/perceived_gender.parquet")
@@ -37,10 +38,8 @@ def main() -> None:
     }
     write_json("metrics/labels.json", metrics)
     print(metrics)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, KeyError, ValueError) as e:
-        sys.exit(f"label_gender: {e}")
+    run_stage(main, errors=(KeyError, ValueError))

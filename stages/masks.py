@@ -11,17 +11,16 @@ Usage (from the repository root): python stages/masks.py [--params params.yaml]
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from biaslab.counterfactual.masks import build_masks_from_params
 # noqa: E501
-from biaslab.runtime.io import (InputError, load_params, read_parquet, write_json, write_parquet)
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
+                                write_parquet)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--prepared", default="data/prepared")
     ap.add_argument("--labels", default="data/labels/images.parquet")
@@ -59,7 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (InputError, KeyError, ValueError) as e:
-        sys.exit(f"masks: {e}")
+    run_stage(main, errors=(KeyError, ValueError))

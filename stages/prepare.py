@@ -4,18 +4,18 @@ data/prepared/ (schema: biaslab/schema.md), drop counts in metrics/prepare.json.
 `data.source` picks the reader: coco / synthetic (COCO layout, biaslab.data.coco) or openimages
 (OpenImages CSVs with MIAP, biaslab.data.openimages: its rows the protocol leaves out are counted
 under `excluded`, apart from the malformed ones under `dropped`)."""
-import sys
 
 import pandas as pd
 
 from biaslab.data.coco import read_coco
 from biaslab.data.openimages import read_openimages
-from biaslab.runtime.io import InputError, load_params, write_json, write_parquet
+from biaslab.runtime.io import load_params, run_stage, stage_parser, write_json, write_parquet
 
 OUT = "data/prepared"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     p = load_params()["data"]
     excluded = None
     if p["source"] == "openimages":
@@ -46,10 +46,8 @@ def main() -> None:
         **({"excluded": excluded} if excluded is not None else {}),
     })
     print(pd.Series({k: len(v) for k, v in tables.items()}).to_string(), "\ndropped:", drops)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"prepare: {e}")
+    run_stage(main)

@@ -30,7 +30,6 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neut
       biaslab.analysis.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
       says "not available (no planted truth)" and the stage exits 0.
 """
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,8 @@ import pandas as pd
 from biaslab.analysis import probe as P
 from biaslab.analysis.probe_eval import run_probe
 from biaslab.data.synthetic import read_neutral, read_probe
-from biaslab.runtime.io import InputError, load_params, write_json, write_parquet
+from biaslab.runtime.io import (InputError, load_params, run_stage, stage_parser, write_json,
+                                write_parquet)
 
 OUT = Path("data/probe")
 METRICS = "metrics/probe.json"
@@ -62,7 +62,8 @@ def _not_available(root: str, backend: str) -> None:
     print(f"probe: no probe pairs under {root}: not available (no planted truth)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     root = params["data"]["root"]
     if not Path(root).is_dir():
@@ -71,7 +72,7 @@ def main() -> None:
     pairs = read_probe(root)
     if pairs is None or pairs.empty:
         _not_available(root, backend)
-        return
+        return 0
     c = params["classifier"]
     out, rows, masked = run_probe(params, root, pairs, read_neutral(root), OUT)
     for d, r in (out.get("mask_neutral") or {}).items():
@@ -93,10 +94,8 @@ def main() -> None:
             print(f"probe {model} {d}: " + ", ".join(
                 f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
                 for a, r in recs.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"probe: {e}")
+    run_stage(main)

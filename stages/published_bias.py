@@ -31,13 +31,12 @@ Usage: python stages/published_bias.py [--params params.yaml] [--out metrics/pub
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 
 from biaslab.data import published as P
-from biaslab.runtime.io import (InputError, ParamsError, json_number, load_params,
-                                write_json)
+from biaslab.runtime.io import (InputError, ParamsError, json_number, load_params, run_stage,
+                                stage_parser, write_json)
 from biaslab.metrics.lic import lic
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.progress import bar
@@ -126,8 +125,8 @@ def _rounded(o):
     return json_number(o, 6)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default="metrics/published.json")
     a = ap.parse_args(argv)
@@ -194,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{d['gender']['Error']['mean']:.1f}  LIC_M {d['gender']['LIC_M']['mean']:.1f} "
               f"± {d['gender']['LIC_M']['ci95']:.1f}  race LIC_M {d['race']['LIC_M']['mean']:.1f}"
               f" ± {d['race']['LIC_M']['ci95']:.1f}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

@@ -12,16 +12,16 @@ Usage: python stages/published_report.py [--metrics ...] [--paper ...] [--out ..
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from biaslab.data import published as P
 from biaslab.report.published import compare_published, plot_lic_m, render
-from biaslab.runtime.io import InputError, atomic_path, load_params, read_json, write_json
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_json, run_stage,
+                                stage_parser, write_json)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")   # validated (no param is read)
     ap.add_argument("--metrics", default="metrics/published.json")
     ap.add_argument("--paper", default="published/paper_tables.csv")
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_path(a.out, ".md") as tmp:
         tmp.write_text(text, encoding="utf-8")
     print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

@@ -27,10 +27,10 @@ plots/report/table4.md from `dvc exp show --json`. The dose-response sweep (and 
 planted bias 0) is `python scripts/bias_sweep.py --run --collect` (plots/report/bias_sweep.md).
 """
 import json
-import sys
 from pathlib import Path
 
-from biaslab.runtime.io import InputError, atomic_path, load_params, write_json
+from biaslab.runtime.io import (InputError, atomic_path, load_params, run_stage, stage_parser,
+                                write_json)
 from biaslab.report import charts, document
 
 OUT = Path("plots/report")
@@ -46,7 +46,8 @@ def _read(path: str) -> dict:
         raise InputError(path, f"invalid JSON ({e})") from e
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     rep = document.build({k: _read(v) for k, v in document.INPUTS.items()}, params)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -62,7 +63,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as e:
-        sys.exit(f"report: {e}")
+    run_stage(main)

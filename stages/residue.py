@@ -25,7 +25,6 @@ out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 
 import numpy as np
@@ -36,8 +35,8 @@ from biaslab.classify.manifest import encode_files
 from biaslab.counterfactual import residue as R
 from biaslab.counterfactual.masks import MASK_SHAPES, build_masks_from_params, load_mask
 from biaslab.models.features import load_features
-from biaslab.runtime.io import (InputError, atomic_dir, json_number, load_params,
-                                read_parquet, write_json)
+from biaslab.runtime.io import (InputError, atomic_dir, json_number, load_params, read_parquet,
+                                run_stage, stage_parser, write_json)
 
 PREP = "data/prepared"
 OUT = "data/residue"
@@ -64,7 +63,8 @@ def _rounded(v):
     return v
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     shapes, folds = _check(params.get("residue") or {})
     mp, fp = params["masks"], params.get("features", {})
@@ -144,10 +144,8 @@ def main() -> None:
     show = {k: (v.get("mean") if isinstance(v, dict) and "mean" in v else v)
             for k, v in out.items()}
     print(show)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"residue: {e}")
+    run_stage(main)

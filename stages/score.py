@@ -20,11 +20,13 @@ from biaslab.runtime import executor
 from biaslab.models.clipscorer import load_scorer
 from biaslab.models.features import encode_cached, set_threads
 from biaslab.counterfactual.filters import score_candidates
-from biaslab.runtime.io import load_params, read_parquet, write_json, write_parquet
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
+                                write_parquet)
 from biaslab.models.objects import load_object_predictor
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     fp, p = params["features"], params["filters"]
     set_threads(fp.get("threads"))
@@ -53,7 +55,8 @@ def main() -> None:
         m[f"{f}/mean"], m[f"{f}/std"] = float(v.mean()), float(v.std())
     write_json("metrics/score.json", m)
     print(m, {k: round(v, 1) for k, v in timings.items()}, f"total {secs:.1f}s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

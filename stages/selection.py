@@ -7,10 +7,12 @@ import numpy as np
 
 from biaslab.analysis.figures import filter_grid, score_distributions
 from biaslab.counterfactual.filters import knn_gate, select
-from biaslab.runtime.io import load_params, read_parquet, write_json, write_parquet
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
+                                write_parquet)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     p = load_params()["filters"]
     scores = read_parquet("data/score/scores.parquet")
     names, weights = list(p["names"]), list(p["weights"])
@@ -37,7 +39,8 @@ def main() -> None:
                 n_rows=p.get("grid_rows", 6))
     score_distributions(scores, names, "plots/filters/distributions.png")
     print(metrics)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

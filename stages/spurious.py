@@ -45,24 +45,25 @@ Data without captions (OpenImages) writes skip records, as the other retrieval s
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from biaslab.analysis.spurious_eval import DEFAULTS, run_spurious
 from biaslab.runtime.io import (InputError, atomic_path, is_skipped, load_params, read_parquet,
-                                skip_without_captions, write_json, write_parquet)
+                                run_stage, skip_without_captions, stage_parser, write_json,
+                                write_parquet)
 
 OUT = Path("data/spurious")
 METRICS = "metrics/spurious.json"
 PLOT = "plots/spurious_clusters.csv"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_spurious)
     s = {**DEFAULTS, **(params.get("spurious") or {})}
     if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
-        return
+        return 0
     from biaslab.captioning.evaluation import gender_labels
 
     fp, cp = params.get("features") or {}, params.get("classifier") or {}
@@ -98,10 +99,8 @@ def main() -> None:
     b = out["classifiers"]["background"]
     print(f"spurious: chi-square p = {out['clusters']['test']['p']}; background-only AUC "
           f"natural {b['natural']['mean']}, contrast {(b['contrast'] or {}).get('mean')}")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"spurious: {e}")
+    run_stage(main)

@@ -8,13 +8,14 @@ caches no dataset it never reads (issue 31 item 7)."""
 import shutil
 from pathlib import Path
 
-from biaslab.runtime.io import load_params, write_json
+from biaslab.runtime.io import load_params, run_stage, stage_parser, write_json
 from biaslab.data.synthetic import generate
 
 OUT = Path("data/raw/synthetic")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p, source = params["synthetic"], params["data"]["source"]
     # Generate into a temporary sibling and rename, so a killed run leaves no partial dataset.
@@ -32,7 +33,8 @@ def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     tmp.rename(OUT)
     write_json("metrics/synthetic.json", summary)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_stage(main)

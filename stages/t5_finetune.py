@@ -17,19 +17,17 @@ Usage: python stages/t5_finetune.py [--params params.yaml] [--captions ...] [--s
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections import Counter
 
-from biaslab.runtime.io import (InputError, load_params, read_parquet, skip_without_captions,
-                                write_json)
+from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
+                                stage_parser, write_json)
 from biaslab.libra import bcs, t5
 from biaslab.runtime import runstats
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--captions", default="data/labels/captions.parquet")
     ap.add_argument("--split", default="data/split.parquet")
@@ -39,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     p = load_params(a.params)["libra"]
     if skip_without_captions("t5_finetune", [a.out, a.live, a.metrics], a.captions):
-        return
+        return 0
     tp = dict(p.get("t5") or {})
     max_val = tp.pop("max_val_captions", 1000)
     s = t5.settings_from_dict({"num_threads": p.get("threads"), **tp})
@@ -111,10 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json(a.metrics, metrics)
     print(metrics)
     runstats.publish("t5_finetune", run)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (InputError, ValueError) as e:
-        sys.exit(f"t5_finetune: {e}")
+    run_stage(main, errors=(ValueError,))

@@ -25,22 +25,21 @@ cache: <features.cache_dir>/<backbone>_<size>px_c3-<code digest>/ (pooled, clipc
       <backbone>-grid<g>_<size>px_c3-<code digest>/ (grid, transformer): each image encoded once; counterfactual
       images are keyed by their path
 """
-import argparse
-import sys
 import time
 
 from biaslab.runtime import runstats
 from biaslab import captioning as K
 from biaslab.data import datasets as D
 from biaslab.captioning import data as CD
-from biaslab.runtime.io import InputError, load_params, read_parquet, skip_without_captions
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
+                                skip_without_captions, stage_parser)
 from biaslab.runtime.parallel import map_jobs
 
 PREP = "data/prepared"
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--dataset", required=True, help="training-set variant "
                     "(data/datasets/<dataset>.parquet)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -55,7 +54,7 @@ def main(argv=None) -> None:
     params = load_params()
     if skip_without_captions("train_captioner", [f"data/models/captioner/{args.dataset}",
                                                  f"dvclive/captioner/{args.dataset}"]):
-        return
+        return 0
     p, fp = params["captioner"], params.get("features", {})
     seeds = ([args.seed] if args.seed is not None else args.seeds) or \
         [int(s) for s in p.get("seeds", [0])]
@@ -131,9 +130,7 @@ def main(argv=None) -> None:
         print(line)
     print(f"train_captioner {args.dataset}: {len(archs)} arch(s) x {len(seeds)} seeds on "
           f"{workers} workers, {time.perf_counter() - t0:.1f} s")
+    return 0
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"train_captioner: {e}")
+    run_stage(main)

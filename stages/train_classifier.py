@@ -20,8 +20,6 @@ out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. 
      val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.runtime.paths);
      backbones after the first: .../<name>-<seed>-<backbone slug>/ (biaslab.runtime.paths.slug)
 """
-import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -29,13 +27,14 @@ from biaslab.runtime import runstats
 from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, classifier_backbones,
                               manifest_features, select_labels, train_classifier, train_finetune)
 from biaslab.models.features import load_features, set_threads
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json)
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.paths import live_dir, model_dir
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = stage_parser(__doc__)
     ap.add_argument("--dataset", default="original")
     ap.add_argument("--method", default="erm", choices=sorted(METHODS))
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -131,10 +130,8 @@ def main(argv=None) -> None:
     print(f"train_classifier {name}: {len(seeds)} seeds x {len(backbones)} backbone(s) on "
           f"{workers} workers, "
           f"{time.perf_counter() - t0:.1f} s (features {feat_seconds:.1f} s)")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"train_classifier: {e}")
+    run_stage(main)

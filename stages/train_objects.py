@@ -7,17 +7,18 @@ out: data/objects/ (objects_config.json + objects_head.safetensors;
      biaslab.models.objects.load_object_predictor), metrics/objects.json (test macro mAP, F1 of the
      predicted vs labelled object sets, counts)
 """
-import sys
 
 import numpy as np
 
 from biaslab.models.features import load_features, set_threads, split_rows
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json)
 from biaslab.models.objects import (DEFAULTS, frequent_categories, mean_average_precision,
                                     object_f1, object_label_matrix, train_object_predictor)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p = {**DEFAULTS, **params["objects"]}
     fp = params.get("features", {})
@@ -56,10 +57,8 @@ def main() -> None:
         "n_categories": len(cats), "n_train": int(len(train)), "n_val": int(len(val)),
         "n_test": int(len(test)), "final_loss": round(hist[-1]["loss"], 4)})
     print(f"objects: {len(cats)} categories, test mAP {m:.3f}, set F1 {np.mean(f1):.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"train_objects: {e}")
+    run_stage(main)

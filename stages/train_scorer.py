@@ -10,19 +10,20 @@ out: data/scorer/ (lit_config.json + lit_heads.safetensors; biaslab.models.clips
 cache: <scorer.cache_dir>/text_<encoder>/ caption embeddings (each distinct caption encoded
      once across runs; biaslab.models.features.encode_texts_cached)
 """
-import sys
 import time
 
 import numpy as np
 
 from biaslab.models.clipscorer import DEFAULTS, retrieval_recall, train_lit
 from biaslab.models.features import encode_texts_cached, load_features, split_rows
-from biaslab.runtime.io import InputError, load_params, read_parquet, write_json
+from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
+                                write_json)
 from biaslab.data.labels import captions_or_label_texts
 from biaslab.runtime import runstats
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     p = {**DEFAULTS, **params["scorer"]}
     fp = params.get("features", {})
@@ -97,10 +98,8 @@ def main() -> None:
     write_json("metrics/scorer.json", out)
     runstats.publish("train_scorer", run)
     print({k: out[k] for k in ("i2t_R@1", "t2i_R@1", "chance_t2i_R@1", "i2t_R@5", "t2i_R@5")})
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:
-        sys.exit(f"train_scorer: {e}")
+    run_stage(main)

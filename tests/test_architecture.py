@@ -167,15 +167,63 @@ def test_the_repository_uses_only_the_new_module_paths():
 STAGE_MAX_LINES = 260
 
 
-def test_stages_are_thin():
+def test_stages_are_thin_and_share_one_skeleton():
     """No stage script holds an analysis of its own: each stays within STAGE_MAX_LINES (the
     seven evaluation stages that held their logic now call biaslab.analysis.*_eval,
-    biaslab.captioning.table2 and biaslab.report.published), and none patches sys.path."""
-    long, patched = [], []
+    biaslab.captioning.table2 and biaslab.report.published), none patches sys.path, and every
+    one has the same skeleton: ``def main(argv: list[str] | None = None) -> int`` whose
+    arguments come from ``stage_parser(__doc__)`` (``--help`` prints the docstring), run by
+    ``run_stage(main)`` (biaslab.runtime.io: the expected errors as one line, exit 1)."""
+    long, patched, skeleton = [], [], []
     for f in sorted((ROOT / "stages").glob("*.py")):
         text = f.read_text(encoding="utf-8")
         if len(text.splitlines()) > STAGE_MAX_LINES:
             long.append(f"{f.name}: {len(text.splitlines())} lines")
         if "sys.path.insert" in text or "sys.path.append" in text:
             patched.append(f.name)
-    assert long == [] and patched == [], (long, patched)
+        tree = ast.parse(text)
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        tail = tree.body[-1]
+        ok = (len(mains) == 1 and ast.unparse(mains[0].args) == "argv: list[str] | None=None"
+              and ast.unparse(mains[0].returns) == "int"
+              and "stage_parser(__doc__)" in ast.unparse(mains[0])
+              and isinstance(tail, ast.If) and ast.unparse(tail.test) == "__name__ == '__main__'"
+              and len(tail.body) == 1 and ast.unparse(tail.body[0]).startswith("run_stage(main"))
+        if not ok:
+            skeleton.append(f.name)
+    assert long == [] and patched == [] and skeleton == [], (long, patched, skeleton)
+
+
+def test_run_stage_prints_an_expected_error_as_one_line(tmp_path):
+    """The shared entry point: exit 0 on success, the main's code otherwise, and an
+    InputError (or a listed error) as ``<stage>: <message>`` with exit 1, no traceback;
+    an unexpected error keeps its traceback."""
+    import subprocess
+    import sys
+    script = tmp_path / "stages" / "demo.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import sys\n"
+        "from biaslab.runtime.io import InputError, run_stage\n"
+        "def main(argv=None):\n"
+        "    kind = argv[0]\n"
+        "    if kind == 'input':\n"
+        "        raise InputError('x.csv', 'no rows')\n"
+        "    if kind == 'value':\n"
+        "        raise ValueError('bad value')\n"
+        "    if kind == 'key':\n"
+        "        raise KeyError('k')\n"
+        "    return int(kind)\n"
+        "if __name__ == '__main__':\n"
+        "    run_stage(main, errors=(ValueError,))\n")
+
+    def run(arg):
+        return subprocess.run([sys.executable, str(script), arg], capture_output=True,
+                              text=True, cwd=tmp_path)
+    assert run("0").returncode == 0 and run("3").returncode == 3
+    r = run("input")
+    assert (r.returncode, r.stderr.strip()) == (1, "demo: x.csv: no rows")
+    r = run("value")
+    assert (r.returncode, r.stderr.strip()) == (1, "demo: bad value")
+    r = run("key")
+    assert r.returncode == 1 and "Traceback" in r.stderr and "KeyError" in r.stderr

@@ -56,6 +56,8 @@ def test_happy_path_with_human(files, capsys):
     assert json.loads(stdout) == res
     for k in ("LIC", "LIC_M", "LIC_D"):
         assert isinstance(res[k], float) and isinstance(res[f"{k}_std"], float)
+        # one LIC seed: no interval, and n says so
+        assert res[f"{k}_n"] == 1 and res[f"{k}_ci95"] is None, k
     assert res["LIC"] == pytest.approx(res["LIC_M"] - res["LIC_D"])
     assert res["LIC_details"]["n_images"] == 2 * N
     assert res["LIC_details"]["n_images_by_gender"] == {"female": N, "male": N}
@@ -578,6 +580,11 @@ def test_skin_tone_lic_reads_unmasked_captions_and_skips_the_gender_word_metrics
     assert gender["LIC_M"] == pytest.approx(25, abs=8), gender["LIC_M"]
     assert skin["LIC_M"] - gender["LIC_M"] > 15, (skin["LIC_M"], gender["LIC_M"])
     assert skin["LIC_D"] == pytest.approx(25, abs=8), skin["LIC_D"]
+    # every LIC number with its 95 % CI over the 2 LIC seeds: t(0.975, 1) * std / sqrt(2)
+    from scipy.stats import t
+    for k in ("LIC", "LIC_M", "LIC_D"):
+        assert skin[f"{k}_n"] == 2
+        assert skin[f"{k}_ci95"] == pytest.approx(t.ppf(0.975, 1) * skin[f"{k}_std"] / 2 ** 0.5)
 
 
 def test_skin_labels_errors_name_the_file(tmp_path, capsys):

@@ -155,8 +155,9 @@ def test_train_scorer_stage(tmp_path, monkeypatch):
         "scorer": {"proj_dim": 8, "epochs": 25, "lr": 0.02, "batch_size": 8, "dropout": 0.0,
                    "patience": 25, "text_encoder": "fake"}}))
     monkeypatch.chdir(tmp_path)
-    runpy.run_path(str(Path(__file__).resolve().parents[1] / "stages" / "train_scorer.py"),
-                   run_name="__main__")
+    script = str(Path(__file__).resolve().parents[1] / "stages" / "train_scorer.py")
+    monkeypatch.setattr("sys.argv", [script])       # the script's own argv, not pytest's
+    runpy.run_path(script, run_name="__main__")
     m = json.loads((tmp_path / "metrics/scorer.json").read_text())
     assert m["n_test_images"] == 10 and m["n_test_captions"] == 20
     assert m["chance_t2i_R@1"] == 0.1 and m["t2i_R@1"] >= 0.5 and m["i2t_R@5"] >= m["i2t_R@1"]

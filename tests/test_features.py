@@ -364,6 +364,7 @@ def test_hf_detector_tiny_random(tmp_path):
 def _run_stage(script, cwd, monkeypatch):
     import runpy
     monkeypatch.chdir(cwd)
+    monkeypatch.setattr("sys.argv", [str(REPO / "stages" / script)])   # not pytest's argv
     runpy.run_path(str(REPO / "stages" / script), run_name="__main__")
 
 

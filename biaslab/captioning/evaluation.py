@@ -98,9 +98,10 @@ def _extra_metrics(names: Sequence[str], ctx: MetricContext) -> dict[str, Any]:
     """
     from biaslab import registry
     out = {}
+    plugins = {e.name for e in registry.plugin_metrics("captioning")}
     for name in names:
         e = registry.METRICS.get(name)
-        if registry.METRICS.builtin(name) or e.task != "captioning":
+        if name not in plugins:
             raise ValueError(f"eval_captioner.metrics: {name!r} is a built-in or not a "
                              f"captioning metric; name only plug-in captioning metrics")
         try:

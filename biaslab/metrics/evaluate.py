@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from biaslab.runtime import stats
+
 __all__ = ["METRIC_GROUPS", "DEFAULT_METRICS", "DBAC_DEFAULTS", "evaluate_captions"]
 
 METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality", "dbac")
@@ -87,6 +89,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
 
     Returns:
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
+        "LIC_*_ci95" (t 95 % CI half-width over the LIC seeds, None for one seed), "LIC_*_n",
         "LIC_details", "DBAC"}`` (the requested groups; ``DBAC`` is
         :func:`biaslab.metrics.dbac.dbac`'s dict); a metric whose inputs are missing is
         reported as ``{"skipped": reason}``.
@@ -190,6 +193,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                 else:
                     out[k] = res[k]
                     out[f"{k}_std"] = res[f"{k}_std"]
+                    # the t 95 % CI over the LIC seeds and their number (None with one seed)
+                    rec = stats.record([r[k] for r in res["per_seed"]])
+                    out[f"{k}_ci95"], out[f"{k}_n"] = rec["ci95"], rec["n"]
             out["LIC_details"] = {k: v for k, v in res.items()
                                   if k not in ("LIC_M", "LIC_M_std", "LIC_D", "LIC_D_std",
                                                "LIC", "LIC_std")}

@@ -5,6 +5,7 @@ Every writer writes to a temporary file in the destination directory and renames
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -347,3 +348,33 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
                 raise SystemExit(2) from err
             raise err from e
     return params
+
+
+def stage_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The argument parser of a stage script (issue 27 item 4: one skeleton): ``--help`` prints
+    the script's docstring (what it reads, writes and which params), and an argument the stage
+    does not define is refused with the usage line (exit 2) instead of being ignored. A stage
+    with path or selection arguments adds them to this parser."""
+    return argparse.ArgumentParser(description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run_stage(main, errors: tuple[type[BaseException], ...] = ()) -> None:
+    """The entry point of every stage script: ``main(sys.argv[1:])``, exiting with its code.
+
+    ``main(argv) -> int`` returns the exit code (0: done). An :class:`InputError` (a bad input
+    file or param: the message names the file and the problem), or one of ``errors`` (the
+    stage's own expected failures, e.g. ``ValueError`` from a library check on its data),
+    prints one line ``<stage>: <message>`` on stderr and exits 1, instead of a traceback; any
+    other exception keeps its traceback (a bug, not an input).
+
+    Raises:
+        SystemExit: a non-zero exit code of ``main``, or 1 on an expected error.
+    """
+    stage = _stage_name() or Path(sys.argv[0]).stem
+    try:
+        code = main(sys.argv[1:])
+    except (InputError, *errors) as e:
+        sys.exit(f"{stage}: {e}")
+    if code:        # 0: return as a script that ends normally (runpy callers see no exit)
+        sys.exit(code)
