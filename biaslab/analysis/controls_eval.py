@@ -19,7 +19,8 @@ import pandas as pd
 
 from biaslab.analysis import controls as K
 from biaslab.captioning import evaluation as C
-from biaslab.classify import evaluate_outputs, object_matrix, select_labels, test_table
+from biaslab.classify import (evaluate_outputs, json_record, object_matrix, select_labels,
+                              test_table)
 from biaslab.data import synthetic as S
 from biaslab.runtime import stats
 from biaslab.runtime.io import NO_CAPTIONS, InputError, json_number
@@ -91,11 +92,6 @@ def with_truth(df: pd.DataFrame, truth: dict | None) -> pd.DataFrame:
     return df
 
 
-def record(values) -> dict:
-    """:func:`biaslab.runtime.stats.record` (mean, 95 % CI, n) over the replicates."""
-    return stats.record(list(values))
-
-
 def judge(expected: dict, rec: dict) -> dict:
     """The verdict on the unrounded record; the record rounded for the metrics file."""
     lo = hi = None
@@ -150,9 +146,8 @@ def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
                 vals.setdefault(k, []).append(v)
         exp = K.expected_classifier(kind, test, bias=bias, reads=reads, q=q or 0.0,
                                     stereotypes=stereo)
-        out[name] = {k: judge(exp[k], record(v)) if k in exp else
-                     {"measured": {a: json_number(x) for a, x in record(v).items()}}
-                     for k, v in vals.items()}
+        out[name] = {k: judge(exp[k], stats.record(list(v))) if k in exp else
+                     {"measured": json_record(v)} for k, v in vals.items()}
         raw[name] = vals
     return out, raw
 
@@ -218,9 +213,8 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
         # an extra encoder's metric has its base metric's known answer
         exp.update({m: exp[m.split("@", 1)[0]] for m in vals
                     if "@" in m and m.split("@", 1)[0] in exp})
-        out[name] = {m: judge(exp[m], record(v)) if m in exp else
-                     {"measured": {k: json_number(x) for k, x in record(v).items()}}
-                     for m, v in vals.items()}
+        out[name] = {m: judge(exp[m], stats.record(list(v))) if m in exp else
+                     {"measured": json_record(v)} for m, v in vals.items()}
         raw[name] = vals
     return out, raw
 
