@@ -142,3 +142,13 @@ def test_workloads_give_the_same_bits_on_every_simulated_machine_and_worker_coun
                   for n in ("avx2", "sse")}
         assert native["avx2"] != native["sse"], "the simulated machines did not differ " \
             "without the pins: the test would not see a machine dependence"
+
+
+def test_pinning_sets_the_deterministic_flag_without_importing_dynamo():
+    """configure_torch sets torch's deterministic flag (warn only) itself: through
+    torch.use_deterministic_algorithms it would import torch._inductor and torch._dynamo, 1.2 s
+    of every stage's start-up, for a config nothing here compiles with."""
+    code = ("import sys, json, torch; print(json.dumps([torch.are_deterministic_algorithms_enabled(), "
+            "torch.is_deterministic_algorithms_warn_only_enabled(), "
+            "'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules]))")
+    assert json.loads(_py(code).stdout) == [True, True, False, False]

@@ -28,8 +28,12 @@ thread counts               cores detected (torch, OpenMP, MKL,    1 unless a st
                             use fewer threads under load           dynamic off
 ==========================  =====================================  ===========================
 
-``torch.use_deterministic_algorithms(True, warn_only=True)`` is set as well (it matters on a
-GPU; on the CPU the pins above already fix every kernel).
+torch's deterministic-algorithms flag is set as well, with warnings only (it matters on a
+GPU; on the CPU the pins above already fix every kernel). It is set through the flag itself
+(``torch._C._set_deterministic_algorithms``), not ``torch.use_deterministic_algorithms``: that
+function imports ``torch._inductor.config`` and with it ``torch._dynamo`` (1.2 s of a 2.6 s
+``import torch`` here, in every stage and worker process) only to copy the flag into
+inductor's config, which nothing compiles with (no ``torch.compile`` in this project).
 
 Beyond the libraries, ``PYTHONHASHSEED=0`` fixes the order of sets of strings in every
 child process (stages, workers): no out of the default depends on it (the same machine gave
@@ -151,7 +155,12 @@ def configure_torch(torch) -> None:
         return
     torch.backends.mkldnn.enabled = False
     torch.backends.nnpack.set_flags(False)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    # the flag use_deterministic_algorithms sets, without its import of torch._inductor (module
+    # docstring); inductor's copy is set too where something has already imported it
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = True
 
 
 class _TorchHook(importlib.abc.MetaPathFinder):

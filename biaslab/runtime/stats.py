@@ -29,12 +29,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 #: Confidence level of every interval in the project.
 LEVEL = 0.95
 #: Bootstrap resamples used by default (percentile method).
 N_BOOT = 2000
+
+
+def _t():
+    """scipy's Student t, imported on first use: ``scipy.stats`` takes 0.5-0.7 s to import and
+    this module is imported by every stage, most of which never build an interval."""
+    from scipy.stats import t
+    return t
 
 
 def _floats(values: Sequence[Any]) -> tuple[np.ndarray, int, int, int]:
@@ -85,7 +91,7 @@ def t_halfwidth(std: float | None, n: int, level: float = LEVEL) -> float | None
     """
     if std is None or n < 2 or not math.isfinite(std):
         return None
-    return float(_st.t.ppf((1.0 + level) / 2.0, n - 1) * std / math.sqrt(n))
+    return float(_t().ppf((1.0 + level) / 2.0, n - 1) * std / math.sqrt(n))
 
 
 def noise_floor(std: float | None, n: int, level: float = LEVEL) -> float | None:
@@ -100,7 +106,7 @@ def noise_floor(std: float | None, n: int, level: float = LEVEL) -> float | None
     """
     if std is None or n < 2 or not math.isfinite(std):
         return None
-    return float(_st.t.ppf((1.0 + level) / 2.0, 2 * n - 2) * std * math.sqrt(2.0 / n))
+    return float(_t().ppf((1.0 + level) / 2.0, 2 * n - 2) * std * math.sqrt(2.0 / n))
 
 
 def _clean(v: float | None) -> float | None:
@@ -221,9 +227,9 @@ def _welch(ma: float | None, sa: float | None, na: int, mb: float | None, sb: fl
         return out
     df = (va + vb) ** 2 / ((va ** 2 / (na - 1) if va else 0.0)
                            + (vb ** 2 / (nb - 1) if vb else 0.0))
-    hw = float(_st.t.ppf((1.0 + level) / 2.0, df) * se)
+    hw = float(_t().ppf((1.0 + level) / 2.0, df) * se)
     out.update({"ci95": hw, "lo": d - hw, "hi": d + hw,
-                "p": float(2.0 * _st.t.sf(abs(d) / se, df))})
+                "p": float(2.0 * _t().sf(abs(d) / se, df))})
     return out
 
 
