@@ -189,13 +189,15 @@ def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--gender", "--labels", dest="gender", required=True,
                    help="CSV with image_id and the attribute's labels: gender or bb_gender "
                    "(Male/Female), or with --attribute skin, skin or bb_skin (Dark/Light; "
-                   "Zhao et al. 2021's perceived_gender_skin.csv); any case, other values "
-                   "ignored")
+                   "Zhao et al. 2021's perceived_gender_skin.csv), with --attribute "
+                   "gender_skin both; any case, other values ignored")
     p.add_argument("--attribute", choices=tuple(ATTRIBUTES), default="gender",
                    help="protected attribute (default gender). skin: the thesis' racial-bias "
                         "LIC (sec. 2.5.3) on unmasked captions, groups dark/light (unbiased: "
-                        "LIC_M = 25, LIC = 0); Ratio, Error, BiasAmp and DBAC count gender "
-                        "words and are reported as skipped")
+                        "LIC_M = 25, LIC = 0). gender_skin: the four gender x skin groups, "
+                        "LIC with a 4-way classifier on gender-masked captions (chance: "
+                        "LIC_M about 6.25). Ratio, Error, BiasAmp and DBAC count gender words "
+                        "and are reported as skipped for both")
     p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, "
                    "BLEU/CIDEr/METEOR; BiasAmp's reference when --train-captions is absent)")
     p.add_argument("--train-captions", metavar="CAPTIONS_JSON",

@@ -625,10 +625,76 @@ def test_group_labels_keep_exactly_the_attributes_groups(labels, column):
                                   for g in ("dark", "light")}
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_LABEL, _LABEL), min_size=1, max_size=12))
+def test_gender_skin_labels_are_the_intersection_of_both_parsers(rows):
+    """read_group_labels(..., "gender_skin"): an id has group <gender>_<skin> iff both its
+    gender and its skin value parse (each as the one-attribute parser does); every other row
+    is ignored."""
+    import tempfile
+
+    from biaslab.metrics.files import read_group_labels
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "l.csv"
+        f.write_text("image_id,bb_gender,bb_skin\n" + "".join(
+            f"{i},{g},{s}\n" for i, (g, s) in enumerate(rows)))
+        out, info = read_group_labels(f, "gender_skin")
+    want = {i: f"{g.strip().lower()}_{s.strip().lower()}" for i, (g, s) in enumerate(rows)
+            if g.strip().lower() in ("female", "male") and s.strip().lower() in ("dark", "light")}
+    assert out == want
+    assert info["n_ignored"] == len(rows) - len(want)
+    assert info["column"] == "bb_gender+bb_skin"
+    assert sum(info["n_by_group"].values()) == len(want)
+
+
 def test_an_unknown_attribute_is_refused_by_the_library():
     from biaslab.metrics.evaluate import evaluate_captions
     from biaslab.metrics.files import read_group_labels
-    with pytest.raises(ValueError, match="unknown attribute 'age'; known: \\['gender', 'skin'\\]"):
+    with pytest.raises(ValueError, match="unknown attribute 'age'; known: \\['gender', 'skin', 'gender_skin'\\]"):
         evaluate_captions({1: "a man"}, {1: "male"}, attribute="age")
     with pytest.raises(ValueError, match="unknown attribute 'age'"):
         read_group_labels("nowhere.csv", "age")
+
+
+def _gender_skin_files(tmp_path, n, coat: bool):
+    pred, anns, rows = [], [], ["image_id,bb_gender,bb_skin"]
+    for i in range(4 * n):
+        g, s = ("Female", "Male")[i // (2 * n)], ("Dark", "Light")[(i // n) % 2]
+        who = "woman" if g == "Female" else "man"
+        cue = (" in a black coat" if s == "Dark" else " in a white coat") if coat else ""
+        pred.append({"image_id": i, "caption": f"a {who}{cue} riding a bike"})
+        anns.append({"id": i, "image_id": i, "caption": "a person riding a bike"})
+        rows.append(f"{i},{g},{s}")
+    rows += ["500,Female,Unsure", "501,,Dark"]
+    (tmp_path / "pred.json").write_text(json.dumps(pred))
+    (tmp_path / "human.json").write_text(json.dumps({"annotations": anns}))
+    (tmp_path / "gs.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path
+
+
+def test_gender_x_skin_lic_has_four_groups_and_masks_gender_words(tmp_path, capsys):
+    """Issue 29: --attribute gender_skin reads bb_gender and bb_skin; an image's group is
+    <gender>_<skin> where both are valid (2 rows ignored). LIC trains a 4-way attacker on
+    gender-masked captions. Captions whose only cue is the gender word read as chance
+    (about 100 / 16 = 6.25: the word is masked); adding a skin cue (coat colour) lifts LIC_M
+    above the cue-free human captions' LIC_D."""
+    groups = ("female_dark", "female_light", "male_dark", "male_light")
+    common = ("--attribute", "gender_skin", "--metrics", "ratio", "lic", "--seeds", "2",
+              "--preset", "ci", "--num-threads", "1")
+    res = {}
+    for coat in (False, True):
+        d = tmp_path / ("coat" if coat else "words")
+        d.mkdir()
+        f = _gender_skin_files(d, 60, coat)
+        rc, stdout, err = run(capsys, "evaluate-captions", "--pred", f / "pred.json",
+                              "--labels", f / "gs.csv", "--human", f / "human.json", *common)
+        assert rc == 0, err
+        res[coat] = json.loads(stdout)
+    out = res[True]
+    assert out["LIC_details"]["n_images_by_gender"] == {k: 60 for k in groups}
+    assert out["inputs"]["label_column"] == "bb_gender+bb_skin"
+    assert out["inputs"]["n_label_rows_ignored"] == 2
+    assert "not defined for attribute 'gender_skin'" in out["Ratio"]["skipped"]
+    assert out["LIC_details"]["words"] == "lic"          # the gender words are masked
+    assert res[False]["LIC_M"] == pytest.approx(6.25, abs=4), res[False]["LIC_M"]
+    assert out["LIC_M"] > out["LIC_D"] + 3, (out["LIC_M"], out["LIC_D"])

@@ -118,7 +118,7 @@ def test_lic_aligns_human_captions_and_shares_splits(monkeypatch):
     genders = {i: ("female" if i < 10 else "male") for i in range(20)}
     calls = []
 
-    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None):
+    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None, n_classes=2):
         calls.append((tr_x, tr_y, te_x, te_y, seed))
         return 50.0
 
@@ -147,7 +147,7 @@ def test_lic_model_vocabulary_comes_from_the_training_split_only(monkeypatch):
     genders = {i: ("female" if i < 10 else "male") for i in range(20)}
     calls = []
 
-    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None):
+    def fake_score(cfg, tr_x, tr_y, te_x, te_y, seed, cache=None, n_classes=2):
         calls.append((tr_x, te_x))
         return 50.0
 
@@ -345,3 +345,96 @@ def test_lic_seeds_on_two_workers_equal_one_process(capsys):
     assert sorted(s for s, _ in got) == [0, 1, 2] and {p for _, p in got} == {os.getpid()}
     n_clf = 3 * (1 + len(next(iter(human.values()))))      # LIC_M + one LIC_D per index
     assert f"{n_clf}/{n_clf}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- K groups
+
+
+def test_lic_score_four_groups_hand_computed():
+    """Eqs. 2.9-2.10 over K = 4 groups (issue 29): the confidence of the true class where it
+    is the argmax, else 0."""
+    probs = np.array([[0.7, 0.1, 0.1, 0.1],    # class 0, right: 0.7
+                      [0.1, 0.4, 0.3, 0.2],    # class 1, right: 0.4
+                      [0.5, 0.1, 0.3, 0.1],    # class 2, wrong: 0
+                      [0.1, 0.1, 0.1, 0.7]])   # class 3, right: 0.7
+    assert L.lic_score(probs, np.array([0, 1, 2, 3])) == pytest.approx(100 * 1.8 / 4)
+    # a uniform guess: argmax ties go to class 0, so only class 0 counts, with 1/4
+    labels = np.arange(4).repeat(25)
+    assert L.lic_score(np.full((100, 4), 0.25), labels) == pytest.approx(100 / 16)
+
+
+def test_balanced_split_four_groups():
+    g = {i: ("a", "b", "c", "d")[i % 4] for i in range(4 * 20)}
+    g.update({1000 + i: "a" for i in range(30)})          # "a" is the majority: 50 images
+    train, test = L.balanced_split(g, 0, 0.1, ("a", "b", "c", "d"))
+    # n = 20 (the smallest group), round(0.1 * 20) = 2 test and 18 train per group
+    assert len(test) == 8 and len(train) == 72 and not set(train) & set(test)
+    for k in "abcd":
+        assert sum(g[i] == k for i in test) == 2 and sum(g[i] == k for i in train) == 18
+    with pytest.raises(ValueError, match="two or more distinct"):
+        L.balanced_split(g, 0, 0.1, ("a", "a"))
+    with pytest.raises(ValueError, match="2 d"):
+        L.balanced_split({**{i: "a" for i in range(40)}, 99: "d", 98: "d", 97: "b", 96: "c"},
+                         0, 0.1, ("a", "b", "c", "d"))
+
+
+def _four_group_captions(n: int, cue: bool, seed: int = 0):
+    """n images per gender x skin group; with ``cue`` each group's captions carry its own
+    word (skin: "dark"/"pale" coat; gender: the gender word, masked by LIC's word list)."""
+    rng = np.random.default_rng(seed)
+    model, human, groups = {}, {}, {}
+    names = ("female_dark", "female_light", "male_dark", "male_light")
+    for k, grp in enumerate(names):
+        for j in range(n):
+            i = k * n + j
+            who = "woman" if grp.startswith("female") else "man"
+            coat = ("a black coat" if grp.endswith("dark") else "a white coat")
+
+            def cap(with_cue):
+                obj, place = OBJECTS[rng.integers(4)], PLACES[rng.integers(3)]
+                extra = f" in {coat}" if with_cue else ""
+                tie = (" and a tie" if who == "man" else " and a dress") if with_cue else ""
+                return f"A {who}{extra}{tie} with a {obj} in the {place}."
+            model[i], human[i], groups[i] = cap(cue), [cap(False)], grp
+    return model, human, groups
+
+
+def test_lic_four_groups_chance_and_planted_cues():
+    """LIC with a 4-way classifier: captions with no group cue score near the chance level
+    100 / 16; captions that name each group's coat colour and clothing score far above it,
+    and above the cue-free human captions (LIC > 0)."""
+    names = ("female_dark", "female_light", "male_dark", "male_light")
+    model, human, groups = _four_group_captions(150, cue=False)
+    res = L.lic(model, None, groups, seeds=2, config=tiny_lstm(epochs=3, lr=1e-2),
+                groups=names)
+    assert res["n_images_by_gender"] == {k: 150 for k in names}
+    assert res["n_test_per_gender"] == 15 and res["n_train_per_gender"] == 135
+    assert abs(res["LIC_M"] - 6.25) < 5.0, res["per_seed"]
+    model, human, groups = _four_group_captions(100, cue=True)
+    res = L.lic(model, human, groups, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2),
+                groups=names)
+    assert res["LIC_M"] > 60.0 and res["LIC"] > 40.0, res["per_seed"]
+
+
+def test_textclf_k_classes_train_predict_save_load(tmp_path):
+    texts = ["a [MASK] in red", "a [MASK] in blue", "a [MASK] in green"] * 12
+    labels = [0, 1, 2] * 12
+    m = textclf.train(texts, labels, tiny_lstm(epochs=20, lr=5e-2), seed=0, n_classes=3)
+    p = textclf.predict_proba(m, texts[:3])
+    assert p.shape == (3, 3) and np.allclose(p.sum(1), 1.0)
+    assert (p.argmax(1) == [0, 1, 2]).all()
+    assert m.n_classes == 3 and m.meta["n_classes"] == 3
+    textclf.save(m, tmp_path / "k3")
+    again = textclf.load(tmp_path / "k3")
+    assert again.n_classes == 3
+    assert np.array_equal(textclf.predict_proba(again, texts[:3]), p)
+    with pytest.raises(ValueError, match="0..2"):
+        textclf.train(texts, [0, 1, 3] * 12, tiny_lstm(), n_classes=3)
+    with pytest.raises(ValueError, match="class indices"):
+        textclf.train(texts, ["female", "male", 0] * 12, tiny_lstm(), n_classes=3)
+    # the default two classes: no n_classes in the saved meta, female/male classes
+    two = textclf.train(texts, [0, 1, 0] * 12, tiny_lstm(epochs=1), seed=0)
+    textclf.save(two, tmp_path / "k2")
+    import json
+    meta = json.loads((tmp_path / "k2" / "classifier.json").read_text())
+    assert meta["classes"] == ["female", "male"] and "n_classes" not in meta["meta"]

@@ -133,7 +133,7 @@ def test_lic_groups_split_and_no_masking():
                                                              for i in train[18:])
     assert L.preprocess("A Man's dog.", words=None) == "a man s dog"
     assert L.preprocess("A Man's dog.") == "a [MASK] s dog"
-    with pytest.raises(ValueError, match="two groups"):
+    with pytest.raises(ValueError, match="two or more distinct groups"):
         L.balanced_split(skin, 0, groups=("dark",))
 
 

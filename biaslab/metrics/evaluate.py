@@ -58,6 +58,13 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     rarely name it), so those groups are reported as ``{"skipped": reason}``, never computed on
     the wrong words.
 
+    ``attribute="gender_skin"`` (the four groups female_dark, female_light, male_dark,
+    male_light; issue 29): LIC with a 4-way classifier (:mod:`biaslab.metrics.lic`, unbiased
+    about 100 / 16 = 6.25). Decision: the captions' gender words ARE masked, as in the gender
+    LIC (otherwise the gender half of every group is read off the words in both LIC_M and
+    LIC_D, and LIC would mostly measure how often captions name a gender); skin tone has no
+    word list, as above. Ratio, Error, BiasAmp and DBAC are skipped as for skin.
+
     BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
     reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
     D) is ``train_captions`` when given -- the human captions of the captioner's TRAINING set,
@@ -85,7 +92,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             ``seeds``; ``categories``: the task list L, None = the 80 MSCOCO categories). The
             attacker is LIC's (``classifier``, ``preset``, ``num_threads``, ``bert_model``)
             and lambda_D reads the same human-caption indices (``max_human_captions``).
-        attribute: ``gender`` or ``skin`` (above).
+        attribute: ``gender``, ``skin`` or ``gender_skin`` (above).
 
     Returns:
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
@@ -102,8 +109,11 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         raise ValueError(f"unknown attribute {attribute!r}; known: {list(ATTRIBUTES)}")
     groups = ATTRIBUTES[attribute][1]
     if attribute != "gender":
+        how = ("thesis sec. 2.5.3 measures it with LIC on unmasked captions"
+               if attribute == "skin" else
+               "defined for two groups; run --attribute gender for the gender half")
         why = {"skipped": f"counts gender words; not defined for attribute {attribute!r} "
-                          f"(thesis sec. 2.5.3 measures it with LIC on unmasked captions)"}
+                          f"({how})"}
         skipped = {"ratio": "Ratio", "error": "Error", "biasamp": "BiasAmp", "dbac": "DBAC"}
         out0 = {skipped[m]: dict(why) for m in metrics if m in skipped}
         metrics = tuple(m for m in metrics if m not in skipped)
@@ -181,7 +191,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             on_partial({**out, "LIC_seeds_done": list(done)})
         try:
             res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words if attribute == "gender" else None, progress=progress,
+                      words=words if attribute in ("gender", "gender_skin") else None,
+                      progress=progress,
                       max_human_captions=max_human_captions,
                       on_seed=seed_done if on_partial is not None else None, groups=groups)
         except ValueError as e:   # e.g. too few images per gender

@@ -11,15 +11,20 @@ from typing import Any
 
 from biaslab.runtime.io import InputError, check_input_file, read_json
 
-__all__ = ["ATTRIBUTES", "read_predictions", "read_gender_labels", "read_group_labels",
-           "read_human_captions", "read_categories", "jsonable"]
+__all__ = ["ATTRIBUTES", "INTERSECTIONS", "read_predictions", "read_gender_labels",
+           "read_group_labels", "read_human_captions", "read_categories", "jsonable"]
 
-#: protected attributes of the captioning metrics: label columns (first found wins) and the two
+#: protected attributes of the captioning metrics: label columns (first found wins) and the
 #: groups, class 0 first. ``skin``: Zhao et al. 2021's perceived skin tone (``bb_skin``
 #: Light/Dark, coco-mini's annotations/perceived_gender_skin.csv), the thesis' racial-bias LIC
 #: (sec. 2.5.3); binarised perceived labels from crowd workers, not self-identification.
 ATTRIBUTES = {"gender": (("gender", "bb_gender"), ("female", "male")),
-              "skin": (("skin", "bb_skin"), ("dark", "light"))}
+              "skin": (("skin", "bb_skin"), ("dark", "light")),
+              "gender_skin": (("gender", "bb_gender", "skin", "bb_skin"),
+                              ("female_dark", "female_light", "male_dark", "male_light"))}
+#: intersectional attributes: their parts (attributes above); a group is ``<part1>_<part2>``,
+#: defined where every part's label is (issue 29, paper 000 sec. 7's four gender x skin groups)
+INTERSECTIONS = {"gender_skin": ("gender", "skin")}
 
 
 
@@ -74,6 +79,9 @@ def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict
     ``bb_gender``; skin: ``skin`` or ``bb_skin``; the first found wins). Values are matched
     case-insensitively against the attribute's two groups (female/male; dark/light); anything
     else (``Unsure``, ``Both``, empty) is ignored and counted in ``info["n_ignored"]``.
+    ``gender_skin`` (:data:`INTERSECTIONS`) reads both columns: an image's group is
+    ``<gender>_<skin>`` (``female_dark``, ...) where both labels are valid, else it is
+    ignored; ``info["column"]`` names both columns joined by ``+``.
 
     Returns:
         ``({image_id: group (lower case)}, {"n_rows", "n_ignored", "column", "attribute",
@@ -87,6 +95,8 @@ def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict
     import pandas as pd
     if attribute not in ATTRIBUTES:
         raise ValueError(f"unknown attribute {attribute!r}; known: {list(ATTRIBUTES)}")
+    if attribute in INTERSECTIONS:
+        return _read_intersection(path, attribute)
     columns, groups = ATTRIBUTES[attribute]
     path = check_input_file(path)
     try:
@@ -130,6 +140,19 @@ def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict
                                f"{sorted(set(conflicts))[:5]}")
     return out, {"n_rows": int(len(df)), "n_ignored": n_ignored, "column": gcol,
                  "attribute": attribute,
+                 "n_by_group": {g: sum(1 for v in out.values() if v == g) for g in groups}}
+
+
+def _read_intersection(path: str | Path, attribute: str) -> tuple[dict[int, str], dict]:
+    """:func:`read_group_labels` of an intersectional attribute: its parts read one by one,
+    an image's group the parts' groups joined by ``_`` where every part has one."""
+    parts = [read_group_labels(path, a) for a in INTERSECTIONS[attribute]]
+    first, rest = parts[0][0], [p[0] for p in parts[1:]]
+    out = {i: "_".join([g] + [r[i] for r in rest]) for i, g in first.items()
+           if all(i in r for r in rest)}
+    groups = ATTRIBUTES[attribute][1]
+    return out, {"n_rows": parts[0][1]["n_rows"], "n_ignored": parts[0][1]["n_rows"] - len(out),
+                 "column": "+".join(p[1]["column"] for p in parts), "attribute": attribute,
                  "n_by_group": {g: sum(1 for v in out.values() if v == g) for g in groups}}
 
 

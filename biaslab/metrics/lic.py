@@ -49,6 +49,14 @@ Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leak
   (paired by seed, because both use the same split).
 * Classifier seeds: the seed-``s`` LIC_M classifier and the LIC_D classifier of index ``k``
   are initialised with distinct seeds derived from ``(s, role, k)`` by ``numpy.SeedSequence``.
+* More than two groups (issue 29: gender x skin tone's four, ``groups`` of length K > 2).
+  The thesis defines LIC for two groups; Eqs. 2.9-2.10 carry over unchanged with a K-way
+  classifier (softmax over K, ``textclf.train(n_classes=K)``) and the balanced split takes
+  ``round(test_ratio * n)`` test images of EACH of the K groups (n = the smallest group).
+  Decision: what an unbiased model scores is then the chance level of a K-way guess,
+  about 100 / K^2 (6.25 for four groups; 25 for two, the thesis' racial-bias reference),
+  and LIC = LIC_M - LIC_D is read as for two groups. The K = 2 path is the thesis' own
+  (identical classifiers and splits).
 """
 from __future__ import annotations
 
@@ -105,10 +113,10 @@ def normalise_genders(genders: Mapping[int, str],
     return out
 
 
-def _groups(groups: Sequence[str]) -> tuple[str, str]:
+def _groups(groups: Sequence[str]) -> tuple[str, ...]:
     gs = tuple(str(k).lower() for k in groups)
-    if len(gs) != 2 or gs[0] == gs[1]:
-        raise ValueError(f"LIC compares two groups, got {groups!r}")
+    if len(gs) < 2 or len(set(gs)) != len(gs):
+        raise ValueError(f"LIC compares two or more distinct groups, got {groups!r}")
     return gs
 
 
@@ -122,7 +130,8 @@ def balanced_split(genders: Mapping[int, str], seed: int,
     ``n - n_test`` training images, sampled without replacement by
     ``numpy.random.default_rng(seed)`` from its sorted ids. Returns ``(train_ids, test_ids)``,
     each female ids first then male ids (with ``groups``: in the order of ``groups``, e.g.
-    ``("dark", "light")`` for the thesis' racial-bias study, sec. 2.5.3).
+    ``("dark", "light")`` for the thesis' racial-bias study, sec. 2.5.3; K > 2 groups, e.g.
+    gender x skin tone's four, each give ``n_test`` and ``n - n_test``, n the smallest).
 
     Raises:
         ValueError: a gender has no images, or too few for a non-empty train and test split.
@@ -136,9 +145,10 @@ def balanced_split(genders: Mapping[int, str], seed: int,
     n_test = round(test_ratio * n)
     n_train = n - n_test
     if n_test < 1 or n_train < 1:
+        counts = ", ".join(f"{len(by[k])} {k}" for k in gs)
         raise ValueError(f"LIC needs enough images of each group for a balanced split: "
-                         f"{len(by[gs[0]])} {gs[0]}, {len(by[gs[1]])} {gs[1]} gives {n_train} "
-                         f"train / {n_test} test per group (test_ratio={test_ratio})")
+                         f"{counts} gives {n_train} train / {n_test} test per group "
+                         f"(test_ratio={test_ratio})")
     rng = np.random.default_rng(seed)
     train, test = [], []
     for k in gs:
@@ -212,9 +222,9 @@ def _std(x: Sequence[float]) -> float:
 
 
 def _score(cfg: textclf.Config, train_x, train_y, test_x, test_y, seed: int,
-           cache: textclf.PretrainedCache | None = None) -> float:
+           cache: textclf.PretrainedCache | None = None, n_classes: int = 2) -> float:
     """Train on (train_x, train_y), score the test set by ``lic_score``."""
-    model = textclf.train(train_x, train_y, cfg, seed=seed, cache=cache)
+    model = textclf.train(train_x, train_y, cfg, seed=seed, cache=cache, n_classes=n_classes)
     return lic_score(textclf.predict_proba(model, test_x, cache=cache), np.asarray(test_y))
 
 
@@ -257,10 +267,12 @@ def lic(model_captions: Mapping[int, str],
             one torch thread each); the result is identical to ``workers=1``. With more than
             one worker the progress bar advances per finished seed and ``on_seed`` is called
             as each seed finishes (completion order, not seed order).
-        groups: the two groups the classifier tells apart, class 0 first (default
+        groups: the groups the classifier tells apart, class 0 first (default
             ``("female", "male")``; thesis sec. 2.5.3's racial-bias LIC: ``("dark", "light")``,
-            Zhao et al. 2021's ``bb_skin``). Unbiased is LIC_M = 25 for any two groups, as the
-            split is balanced. ``n_images_by_gender`` is keyed by these groups.
+            Zhao et al. 2021's ``bb_skin``; K > 2 groups, e.g. gender x skin tone's four: a
+            K-way classifier, module docstring). Unbiased is LIC_M = 25 for any two groups,
+            as the split is balanced (about 100 / K^2 for K). ``n_images_by_gender`` is keyed
+            by these groups.
 
     Returns:
         dict with ``LIC_M``, ``LIC_M_std``, ``LIC_D``, ``LIC_D_std``, ``LIC``, ``LIC_std`` (the
@@ -289,7 +301,7 @@ def lic(model_captions: Mapping[int, str],
         n_dropped = len(g) - len(with_h)
         g = with_h
     if not g:
-        raise ValueError("LIC: no image has both a female/male label and a model caption"
+        raise ValueError(f"LIC: no image has both a label of {'/'.join(gs)} and a model caption"
                          + (" and human captions" if human_captions is not None else ""))
     ids = sorted(g)
     model_text = {i: preprocess(model_captions[i], words, mask_token) for i in ids}
@@ -323,19 +335,19 @@ def lic(model_captions: Mapping[int, str],
         ytr = [label[i] for i in train_ids]
         yte = [label[i] for i in test_ids]
         m = _score(cfg, [model_text[i] for i in train_ids], ytr,
-                   [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache)
+                   [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache, len(gs))
         tick(1)
         d_k = []
         v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
         for k, texts in enumerate(human_text):
             tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
             te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
-            d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache))
+            d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache, len(gs)))
             tick(1)
         d = float(np.mean(d_k)) if d_k else None
         rec = {"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,
                "LIC": (m - d) if d is not None else None}
-        return {**rec, "_n": (len(train_ids) // 2, len(test_ids) // 2)}
+        return {**rec, "_n": (len(train_ids) // len(gs), len(test_ids) // len(gs))}
 
     def done(i: int, r: dict) -> None:   # in this process, as each seed finishes
         if n_workers > 1:

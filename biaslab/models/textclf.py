@@ -7,6 +7,10 @@ does not mask.
 
 Classes (index order of every probability array): ``CLASSES = ("female", "male")``, i.e.
 column 0 is p(female), column 1 is p(male). Labels may be given as 0/1 or as the strings.
+``train(..., n_classes=k)`` trains a k-way classifier instead (labels 0..k-1, probabilities
+``(n, k)``): LIC over more than two groups, e.g. gender x skin tone's four (issue 29); the
+saved ``classifier.json`` then records ``n_classes``. With the default 2 the networks, their
+initialisation and the saved files are those of the two-class model.
 
 Classifiers (``CLASSIFIERS``), hyper-parameters in the config dataclasses, defaults = paper:
 
@@ -267,14 +271,14 @@ def _load_encoder(name_or_dir: str, local_files_only: bool):
 
 
 class _LSTMNet(nn.Module):
-    def __init__(self, vocab_size: int, cfg: LSTMConfig):
+    def __init__(self, vocab_size: int, cfg: LSTMConfig, n_classes: int = len(CLASSES)):
         super().__init__()
         self.bidirectional = cfg.bidirectional
         self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim, padding_idx=0)
         self.rnn = nn.LSTM(cfg.embedding_dim, cfg.hidden_dim, num_layers=cfg.n_layers,
                            bidirectional=cfg.bidirectional, batch_first=True,
                            dropout=cfg.dropout if cfg.n_layers > 1 else 0.0)
-        self.fc = nn.Linear(cfg.hidden_dim * (2 if cfg.bidirectional else 1), len(CLASSES))
+        self.fc = nn.Linear(cfg.hidden_dim * (2 if cfg.bidirectional else 1), n_classes)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -287,7 +291,8 @@ class _LSTMNet(nn.Module):
 
 
 class _Head(nn.Module):
-    def __init__(self, in_dim: int, hidden_dim: int, batchnorm: bool):
+    def __init__(self, in_dim: int, hidden_dim: int, batchnorm: bool,
+                 n_classes: int = len(CLASSES)):
         super().__init__()
         layers: list[nn.Module] = []
         if batchnorm:
@@ -295,7 +300,7 @@ class _Head(nn.Module):
         layers.append(nn.Linear(in_dim, hidden_dim))
         if batchnorm:
             layers.append(nn.BatchNorm1d(hidden_dim))
-        layers += [nn.LeakyReLU(), nn.Linear(hidden_dim, len(CLASSES))]
+        layers += [nn.LeakyReLU(), nn.Linear(hidden_dim, n_classes)]
         self.mlp = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -303,10 +308,11 @@ class _Head(nn.Module):
 
 
 class _BertNet(nn.Module):
-    def __init__(self, encoder: nn.Module, cfg: BERTConfig):
+    def __init__(self, encoder: nn.Module, cfg: BERTConfig, n_classes: int = len(CLASSES)):
         super().__init__()
         self.encoder = encoder
-        self.head = _Head(encoder.config.hidden_size, cfg.hidden_dim, cfg.head_batchnorm)
+        self.head = _Head(encoder.config.hidden_size, cfg.hidden_dim, cfg.head_batchnorm,
+                          n_classes)
 
     def features(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.encoder(**enc).last_hidden_state[:, 0, :]
@@ -330,6 +336,11 @@ class TextClassifier:
         return self.config.kind
 
     @property
+    def n_classes(self) -> int:
+        """Number of classes (columns of :func:`predict_proba`): 2 unless trained with more."""
+        return int(self.meta.get("n_classes", len(CLASSES)))
+
+    @property
     def unk_token(self) -> str:
         return unk_token(self.config, self.tokenizer)
 
@@ -348,18 +359,29 @@ def unk_token(config: Config, tokenizer=None) -> str:
 # helpers
 
 
-def encode_labels(labels: Sequence) -> np.ndarray:
-    """0/1 ints or ``"female"``/``"male"`` strings (any case) -> int64 array (0 = female)."""
+def encode_labels(labels: Sequence, n_classes: int = len(CLASSES)) -> np.ndarray:
+    """0/1 ints or ``"female"``/``"male"`` strings (any case) -> int64 array (0 = female);
+    with ``n_classes`` k > 2: ints 0..k-1 only (the strings name the two gender classes).
+
+    Raises:
+        ValueError: a label outside the classes, ``n_classes`` < 2."""
+    if int(n_classes) < 2:
+        raise ValueError(f"n_classes must be >= 2, got {n_classes!r}")
     out = np.empty(len(labels), dtype=np.int64)
     for i, lab in enumerate(labels):
         if isinstance(lab, str):
+            if n_classes != len(CLASSES):
+                raise ValueError(f"label {lab!r}: a {n_classes}-class classifier takes class "
+                                 f"indices 0..{n_classes - 1}")
             low = lab.strip().lower()
             if low not in CLASSES:
                 raise ValueError(f"label {lab!r} is not one of {CLASSES}")
             out[i] = CLASSES.index(low)
         else:
             v = int(lab)
-            if v not in (0, 1):
+            if n_classes != len(CLASSES) and not 0 <= v < n_classes:
+                raise ValueError(f"label {lab!r} is not a class index 0..{n_classes - 1}")
+            if n_classes == len(CLASSES) and v not in (0, 1):
                 raise ValueError(f"label {lab!r} is not 0 (female) or 1 (male)")
             out[i] = v
     return out
@@ -454,7 +476,8 @@ def _bucket_batches(lengths: torch.Tensor, batch_size: int, gen: torch.Generator
 
 
 def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
-          seed: int = 0, cache: PretrainedCache | None = None) -> TextClassifier:
+          seed: int = 0, cache: PretrainedCache | None = None,
+          n_classes: int = len(CLASSES)) -> TextClassifier:
     """Train a gender classifier on masked captions.
 
     Args:
@@ -465,6 +488,8 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         cache: BERT only: a ``PretrainedCache`` shared by several ``train`` calls so that the
             pretrained model is read from disk once and frozen-encoder features are computed
             once per caption (``None``: load for this call only).
+        n_classes: classes of the output layer (default 2, female/male); k > 2 takes labels
+            0..k-1 (module docstring).
 
     Returns:
         a ``TextClassifier`` in eval mode.
@@ -473,7 +498,8 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         ValueError: no texts, length mismatch, bad labels.
     """
     cfg = config if config is not None else LSTMConfig()
-    y = torch.from_numpy(encode_labels(labels))
+    k = int(n_classes)
+    y = torch.from_numpy(encode_labels(labels, k))
     if len(texts) == 0:
         raise ValueError("cannot train a classifier on zero captions")
     if len(texts) != len(y):
@@ -486,10 +512,12 @@ def train(texts: Sequence[str], labels: Sequence, config: Config | None = None,
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(int(seed))
         if isinstance(cfg, LSTMConfig):
-            model = _train_lstm(list(texts), y, cfg, gen)
+            model = _train_lstm(list(texts), y, cfg, gen, k)
         else:
-            model = _train_bert(list(texts), y, cfg, gen, cache, own)
+            model = _train_bert(list(texts), y, cfg, gen, cache, own, k)
     model.meta.update(seed=int(seed), n_train=len(texts))
+    if k != len(CLASSES):
+        model.meta["n_classes"] = k
     model.net.eval()
     return model
 
@@ -500,11 +528,11 @@ def _epoch_bar(cfg: Config, n_batches: int, desc: str):
 
 
 def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
-                gen: torch.Generator) -> TextClassifier:
+                gen: torch.Generator, n_classes: int = len(CLASSES)) -> TextClassifier:
     vocab = build_vocab(texts, _mask_tok(cfg), cfg.max_vocab_size)
     stoi = {t: i for i, t in enumerate(vocab)}
     ids, lengths = _encode_lstm(texts, stoi)
-    net = _LSTMNet(len(vocab), cfg)
+    net = _LSTMNet(len(vocab), cfg, n_classes)
     with torch.no_grad():  # authors' code: <unk> and <pad> embeddings start at zero
         net.embedding.weight[0].zero_()
         net.embedding.weight[1].zero_()
@@ -528,14 +556,15 @@ def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
 
 
 def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig, gen: torch.Generator,
-                cache: PretrainedCache, own_cache: bool) -> TextClassifier:
+                cache: PretrainedCache, own_cache: bool,
+                n_classes: int = len(CLASSES)) -> TextClassifier:
     tokenizer, pristine = cache.load(cfg)
     if cfg.freeze:
         encoder = pristine            # never updated: shared by the models of this cache
     else:
         encoder = pristine if own_cache else copy.deepcopy(pristine)
         encoder.requires_grad_(True)
-    net = _BertNet(encoder, cfg)   # head initialised under the seeded RNG
+    net = _BertNet(encoder, cfg, n_classes)   # head initialised under the seeded RNG
     opt = _optimizer(net.parameters(), cfg)
     loss_fn = nn.CrossEntropyLoss()
     min_size = 2 if cfg.head_batchnorm else 1
@@ -617,7 +646,8 @@ class PretrainedCache:
 def predict_proba(model: TextClassifier, texts: Sequence[str],
                   batch_size: int | None = None,
                   cache: PretrainedCache | None = None) -> np.ndarray:
-    """Class probabilities ``(n, 2)``, columns ``CLASSES`` (p(female), p(male)); rows sum to 1.
+    """Class probabilities ``(n, k)``, columns ``CLASSES`` (p(female), p(male)) for the
+    default two classes, class indices 0..k-1 for a k-class model; rows sum to 1.
 
     Texts are tokenised once and evaluated in batches (eval mode, no dropout). With ``cache``
     a ``bert_pre`` model with ``cache_features`` reads the cached frozen-encoder features."""
@@ -625,14 +655,14 @@ def predict_proba(model: TextClassifier, texts: Sequence[str],
     bs = batch_size or cfg.eval_batch_size
     n = len(texts)
     if n == 0:
-        return np.zeros((0, len(CLASSES)), dtype=np.float64)
+        return np.zeros((0, model.n_classes), dtype=np.float64)
     model.net.eval()
     out = []
     with torch_threads(cfg.num_threads):
         if model.kind == "lstm":
             ids, lengths = _encode_lstm(list(texts), {t: i for i, t in enumerate(model.vocab)})
             order = torch.sort(lengths, stable=True).indices   # similar lengths per batch
-            probs = torch.empty((n, len(CLASSES)))
+            probs = torch.empty((n, model.n_classes))
             for s in range(0, n, bs):
                 idx = order[s:s + bs]
                 lb = lengths[idx]
@@ -667,7 +697,10 @@ def save(model: TextClassifier, directory: str | os.PathLike) -> Path:
             model.tokenizer.save_pretrained(tmp / "encoder")
             torch.save(model.net.head.state_dict(), tmp / "head.pt")
             cfg_d["source_model"] = cfg_d["model"]
-        meta = {"format": _FORMAT, "classes": list(CLASSES), "config": cfg_d,
+        # a k-class model's classes are its indices (its meta holds n_classes)
+        classes = (list(CLASSES) if model.n_classes == len(CLASSES)
+                   else list(range(model.n_classes)))
+        meta = {"format": _FORMAT, "classes": classes, "config": cfg_d,
                 "meta": without_run_stats(model.meta)}
         (tmp / "classifier.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return Path(directory)
@@ -687,14 +720,15 @@ def load(directory: str | os.PathLike) -> TextClassifier:
     cfg = config_from_dict(cfg_d)
     if isinstance(cfg, LSTMConfig):
         vocab = json.loads((directory / "vocab.json").read_text())
-        net = _LSTMNet(len(vocab), cfg)
+        net = _LSTMNet(len(vocab), cfg, int(meta.get("meta", {}).get("n_classes", len(CLASSES))))
         net.load_state_dict(torch.load(directory / "weights.pt", weights_only=True))
         model = TextClassifier(config=cfg, net=net, vocab=vocab, meta=meta.get("meta", {}))
     else:
         enc_dir = str(directory / "encoder")
         cfg = dataclasses.replace(cfg, local_files_only=True)
         tokenizer = load_tokenizer(enc_dir, True)
-        net = _BertNet(_load_encoder(enc_dir, True), cfg)
+        net = _BertNet(_load_encoder(enc_dir, True), cfg,
+                       int(meta.get("meta", {}).get("n_classes", len(CLASSES))))
         net.head.load_state_dict(torch.load(directory / "head.pt", weights_only=True))
         model = TextClassifier(config=cfg, net=net, tokenizer=tokenizer,
                                meta=meta.get("meta", {}))
