@@ -679,7 +679,7 @@ def test_gender_x_skin_lic_has_four_groups_and_masks_gender_words(tmp_path, caps
     (about 100 / 16 = 6.25: the word is masked); adding a skin cue (coat colour) lifts LIC_M
     above the cue-free human captions' LIC_D."""
     groups = ("female_dark", "female_light", "male_dark", "male_light")
-    common = ("--attribute", "gender_skin", "--metrics", "ratio", "lic", "--seeds", "2",
+    common = ("--attribute", "gender_skin", "--metrics", "ratio", "error", "lic", "--seeds", "2",
               "--preset", "ci", "--num-threads", "1")
     res = {}
     for coat in (False, True):
@@ -695,6 +695,10 @@ def test_gender_x_skin_lic_has_four_groups_and_masks_gender_words(tmp_path, caps
     assert out["inputs"]["label_column"] == "bb_gender+bb_skin"
     assert out["inputs"]["n_label_rows_ignored"] == 2
     assert "not defined for attribute 'gender_skin'" in out["Ratio"]["skipped"]
+    # Error per group: every caption names the image's own gender, so 0 in every group
+    assert {g: v["Error"] for g, v in out["Error"]["per_group"].items()} == {k: 0.0
+                                                                         for k in groups}
+    assert out["Error"]["pooled"] == 0.0 and out["Error"]["worst_group_gap"]["gap"] == 0.0
     assert out["LIC_details"]["words"] == "lic"          # the gender words are masked
     assert res[False]["LIC_M"] == pytest.approx(6.25, abs=4), res[False]["LIC_M"]
     assert out["LIC_M"] > out["LIC_D"] + 3, (out["LIC_M"], out["LIC_D"])

@@ -79,6 +79,35 @@ def test_error_neutral_is_not_an_error():
         captions.error(["a woman"], None)
 
 
+def test_error_by_group_hand_computed():
+    """Issue 29 item 4: Error within each gender x skin group (the gender half is the image's
+    gender) and the worst-group gap with Welch's interval between the two extreme groups."""
+    caps = {1: "a man on a bike", 2: "a woman on a bike", 3: "a man on a bike",    # female_dark
+            4: "a woman cooking", 5: "a person cooking",                          # female_light
+            6: "a woman in a car", 7: "a man in a car",                           # male_dark
+            8: "a man surfing", 9: "a man surfing", 10: "a boy surfing",          # male_light
+            11: "a woman"}                                                        # unlabelled
+    groups = {1: "female_dark", 2: "female_dark", 3: "female_dark", 4: "female_light",
+              5: "female_light", 6: "male_dark", 7: "male_dark", 8: "male_light",
+              9: "male_light", 10: "male_light", 11: None, 12: "male_dark"}   # 12: no caption
+    r = captions.error_by_group(caps, groups)
+    # errors: female_dark 2 of 3 ("man"), female_light 0 of 2 (neutral is no error),
+    # male_dark 1 of 2, male_light 0 of 3; pooled 3 of 10
+    per = {g: (v["Error"], v["n"]) for g, v in r["per_group"].items()}
+    assert per == {"female_dark": (pytest.approx(200 / 3), 3), "female_light": (0.0, 2),
+                   "male_dark": (50.0, 2), "male_light": (0.0, 3)}
+    assert r["pooled"] == pytest.approx(30.0)
+    gap = r["worst_group_gap"]
+    assert gap["max_group"] == "female_dark" and gap["min_group"] == "female_light"
+    assert gap["gap"] == pytest.approx(200 / 3)
+    # female_light has no variance: Welch's interval is the t interval of female_dark alone
+    from scipy.stats import t
+    sd = np.std([100.0, 0.0, 100.0], ddof=1)
+    assert gap["hi"] - gap["gap"] == pytest.approx(t.ppf(0.975, 2) * sd / np.sqrt(3))
+    with pytest.raises(ValueError, match="gender half"):
+        captions.error_by_group({1: "a man"}, {1: "other_dark"})
+
+
 def test_classification_ratio_binary():
     man = [1, 1, 0, 1, 0, 1]
     woman = [0, 0, 1, 1, 0, 0]

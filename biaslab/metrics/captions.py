@@ -11,6 +11,9 @@
   generated captions, in percent.
 * ``error_change`` -- the per-image paired change of Error between two captions of the same
   images (e.g. before / after LIBRA's DCG, paper 003 Table 2's Error columns), with its CI.
+* ``error_by_group`` -- Error within each group of an intersectional attribute (gender x
+  skin tone: is a dark-skinned woman misgendered more often than a light-skinned man?), with
+  the worst-group gap (issue 29 item 4).
 * ``classification_ratio`` -- paper 000 sec. 3.1 "Ratio" for multi-label classifiers that also
   predict {woman, man}: persons are masked out of the test images and r = #man / #woman
   predictions, each gender output counted where it is above its threshold (an image with both
@@ -172,6 +175,57 @@ def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
         if (g == FEMALE and lab == MAN) or (g == MALE and lab == WOMAN):
             wrong += 1
     return 100.0 * wrong / n if n else math.nan
+
+
+def error_by_group(captions: Mapping, groups: Mapping, words: str = "lic") -> dict:
+    """Burns et al.'s Error (:func:`error`) within each group of an intersectional attribute
+    whose groups are ``<gender>_<other>`` (``female_dark``, ``male_light``, ...: the gender
+    half is the image's gender), and the worst-group gap.
+
+    Args:
+        captions: image id -> generated caption.
+        groups: image id -> group (``<female|male>_<...>``); other values are ignored.
+        words: gender word list name.
+
+    Returns:
+        ``{"pooled": Error over every grouped image, "per_group": {group: {"Error", "lo",
+        "hi", "n"}}, "worst_group_gap": {"gap", "lo", "hi", "max_group", "min_group"}}``:
+        Error in percent; each group's 95 % interval is Student t over its images' 0/100
+        indicators (as :func:`error_change`), the gap (largest minus smallest group Error)
+        has Welch's interval between those two groups (:func:`biaslab.runtime.stats.
+        difference`); None entries where a group has fewer than 2 images. Decision: the gap
+        names its groups after the fact (the largest and smallest observed), so its interval
+        is optimistic for the claim "some group differs"; it is reported, not tested.
+
+    Raises:
+        ValueError: a group whose gender half is not female/male.
+    """
+    from biaslab.runtime import stats
+    other = {FEMALE: MAN, MALE: WOMAN}
+    ind: dict[str, list[float]] = {}
+    for i, grp in groups.items():
+        if i not in captions or not isinstance(grp, str):
+            continue
+        gender = grp.split("_", 1)[0]
+        if gender not in other:
+            raise ValueError(f"group {grp!r} of image {i}: its gender half must be "
+                             f"female or male")
+        ind.setdefault(grp, []).append(100.0 * float(caption_label(captions[i], words)
+                                                     == other[gender]))
+    per = {}
+    for grp in sorted(ind):
+        r = stats.summarize(ind[grp])
+        per[grp] = {"Error": r["mean"], "lo": r["lo"], "hi": r["hi"], "n": r["n"]}
+    pooled = [v for vs in ind.values() for v in vs]
+    gap = {"gap": None, "lo": None, "hi": None, "max_group": None, "min_group": None}
+    if len(per) >= 2:
+        hi_g = max(per, key=lambda g: per[g]["Error"])
+        lo_g = min(per, key=lambda g: per[g]["Error"])
+        d = stats.difference(ind[hi_g], ind[lo_g])
+        gap = {"gap": d["diff"], "lo": d["lo"], "hi": d["hi"], "max_group": hi_g,
+               "min_group": lo_g}
+    return {"pooled": float(np.mean(pooled)) if pooled else math.nan, "per_group": per,
+            "worst_group_gap": gap}
 
 
 def error_change(before: Mapping, after: Mapping, genders: Mapping,

@@ -63,7 +63,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     about 100 / 16 = 6.25). Decision: the captions' gender words ARE masked, as in the gender
     LIC (otherwise the gender half of every group is read off the words in both LIC_M and
     LIC_D, and LIC would mostly measure how often captions name a gender); skin tone has no
-    word list, as above. Ratio, Error, BiasAmp and DBAC are skipped as for skin.
+    word list, as above. Error is Burns et al.'s per group (the group's gender half is the
+    image's gender) with the worst-group gap (:func:`biaslab.metrics.captions.error_by_group`);
+    Ratio, BiasAmp and DBAC are skipped as for skin.
 
     BiasAmp (thesis Eqs. 2.2-2.3, :func:`biaslab.metrics.biasamp.bias_amplification`): the
     reference ``D`` (vocabulary = top 1,000 words of D, ``b`` from D, ``min_count`` filter in
@@ -115,6 +117,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         why = {"skipped": f"counts gender words; not defined for attribute {attribute!r} "
                           f"({how})"}
         skipped = {"ratio": "Ratio", "error": "Error", "biasamp": "BiasAmp", "dbac": "DBAC"}
+        if attribute == "gender_skin":
+            skipped.pop("error")    # Error per group: its gender half (error_by_group)
         out0 = {skipped[m]: dict(why) for m in metrics if m in skipped}
         metrics = tuple(m for m in metrics if m not in skipped)
     else:
@@ -131,7 +135,10 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             out["Ratio"] = ratio(caps, gen, words)
         except ImportError as e:
             out["Ratio"] = _unavailable("biaslab.metrics.captions", e)
-    if "error" in metrics:
+    if "error" in metrics and attribute == "gender_skin":
+        from biaslab.metrics.captions import error_by_group
+        out["Error"] = error_by_group(caps, gen, words)
+    elif "error" in metrics:
         try:
             from biaslab.metrics.captions import error
             out["Error"] = error(caps, gen, words)
