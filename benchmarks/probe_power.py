@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from biaslab.runtime import stats  # noqa: E402
 from biaslab.runtime.io import write_json  # noqa: E402
 
 COLUMN = {"classifier": ("classifier", "sensitivity"), "captioner": ("captioner", "sensitivity"),
@@ -64,14 +64,15 @@ def _var(c: dict, pairs_x: int) -> float:
 
 
 def half_width(a: dict, b: dict | None, pairs_x: int, seeds: int) -> tuple[float, float]:
-    """(effect, 95 % half-width): t over ``seeds`` seeds for one row, Welch for a difference."""
+    """(effect, 95 % half-width): the t interval over ``seeds`` seeds for one row, Welch's for
+    a difference (:mod:`biaslab.runtime.stats`, the intervals the checks use)."""
     if b is None:
-        return a["mean"], float(student_t.ppf(0.975, seeds - 1) * np.sqrt(_var(a, pairs_x) / seeds))
-    va, vb = _var(a, pairs_x) / seeds, _var(b, pairs_x) / seeds
-    if va + vb == 0:
-        return a["mean"] - b["mean"], 0.0
-    df = (va + vb) ** 2 / (va ** 2 / (seeds - 1) + vb ** 2 / (seeds - 1))
-    return a["mean"] - b["mean"], float(student_t.ppf(0.975, df) * np.sqrt(va + vb))
+        hw = stats.t_halfwidth(float(np.sqrt(_var(a, pairs_x))), seeds)
+        return a["mean"], float(hw or 0.0)
+    d = stats.difference_of_records(
+        {"mean": a["mean"], "std": float(np.sqrt(_var(a, pairs_x))), "n": seeds},
+        {"mean": b["mean"], "std": float(np.sqrt(_var(b, pairs_x))), "n": seeds})
+    return d["diff"], float(d["ci95"] or 0.0)
 
 
 def main() -> int:

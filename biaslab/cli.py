@@ -196,8 +196,9 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                         "LIC (sec. 2.5.3) on unmasked captions, groups dark/light (unbiased: "
                         "LIC_M = 25, LIC = 0). gender_skin: the four gender x skin groups, "
                         "LIC with a 4-way classifier on gender-masked captions (chance: "
-                        "LIC_M about 6.25). Ratio, Error, BiasAmp and DBAC count gender words "
-                        "and are reported as skipped for both")
+                        "LIC_M about 6.25) and Error per group with the worst-group gap. "
+                        "Ratio, BiasAmp and DBAC count gender words over two groups and are "
+                        "reported as skipped for both (Error too for skin)")
     p.add_argument("--human", help="COCO captions JSON (needed for LIC_D, LIC, "
                    "BLEU/CIDEr/METEOR; BiasAmp's reference when --train-captions is absent)")
     p.add_argument("--train-captions", metavar="CAPTIONS_JSON",
