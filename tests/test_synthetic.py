@@ -119,7 +119,7 @@ def test_truth_matches_annotations(small):
         assert drawn == objs
         assert labels["labels"][str(iid)] == sorted(objs + ["person"])
         assert pg[iid]["bb_gender"] == {"female": "Female", "male": "Male"}[row["gender"]]
-        assert pg[iid]["bb_skin"] == ""
+        assert pg[iid]["bb_skin"] == {"light": "Light", "dark": "Dark"}[row["skin"]]
         assert row["cast"] in ("warm", "cool")
     assert summary["gender"] == {"female": N_SMALL // 2, "male": N_SMALL // 2}
 

@@ -260,8 +260,9 @@ def test_the_literals_read_from_source_are_the_modules_values():
     import torch; each value must be what importing the module gives."""
     from biaslab.models import clipscorer, objects, textclf
     from biaslab.data import published
+    from biaslab.metrics import files
     for mod, name in ((textclf, "CLASSIFIERS"), (textclf, "PRESETS"), (objects, "DEFAULTS"),
-                      (clipscorer, "DEFAULTS"), (published, "MODELS")):
+                      (clipscorer, "DEFAULTS"), (published, "MODELS"), (files, "ATTRIBUTES")):
         assert V._literal(mod.__name__, name) == getattr(mod, name)
     with pytest.raises(LookupError):
         V._literal("biaslab.models.textclf", "NO_SUCH_NAME")
@@ -293,3 +294,13 @@ def test_select_rejects_bad_weights(weights, problem):
     assert problem in str(e.value)
     # the weight check is what failed: with a valid weight the best candidate (j=0) wins
     assert select(t, NAMES, [1, 0, 0]).iloc[0]["j"] == 0
+
+
+@pytest.mark.parametrize("bad", ["race", None, ["skin"], "Skin"])
+def test_attribute_is_one_of_the_known_attributes(bad):
+    """Issue 29: ``attribute`` is a scalar param (gender | skin | gender_skin)."""
+    with pytest.raises(V.ParamError, match=r"^attribute: must be one of \['gender', 'skin', "
+                                           r"'gender_skin'\]"):
+        V.check_params({"attribute": bad})
+    for ok in ("gender", "skin", "gender_skin"):
+        V.check_params({"attribute": ok})

@@ -245,6 +245,7 @@ def check_synthetic(p: Mapping) -> None:
     """Group ``synthetic``: probabilities in [0, 1], counts and sizes in range."""
     _prob(p, "synthetic", "bias")
     _prob(p, "synthetic", "p_no_gender_word")
+    _prob(p, "synthetic", "skin_bias")
     _int_at_least(p, "synthetic", "n_images", 2, allow_null=False)
     _int_at_least(p, "synthetic", "image_size", 64, allow_null=False)
     _int_at_least(p, "synthetic", "captions_per_image", 1, allow_null=False)
@@ -857,6 +858,14 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
 }
 
 
+def check_attribute(v: Any) -> None:
+    """Param ``attribute`` (issue 29): the protected attribute of the run, one of
+    ``biaslab.metrics.files.ATTRIBUTES`` (gender, skin, gender_skin)."""
+    known = list(_literal("biaslab.metrics.files", "ATTRIBUTES"))
+    if v not in known:
+        raise ParamError("attribute", f"must be one of {known}, got {v!r}")
+
+
 def check_params(params: Mapping) -> None:
     """Run ``CHECKS`` for every group present in ``params`` (a loaded params.yaml).
 
@@ -864,6 +873,8 @@ def check_params(params: Mapping) -> None:
         ParamError: the first bad value (its ``param`` is the dotted name), or a group that
             is not a mapping.
     """
+    if "attribute" in params:    # a scalar, not a group (issue 29)
+        check_attribute(params["attribute"])
     for group, check in CHECKS.items():
         if group not in params or params[group] is None:
             continue

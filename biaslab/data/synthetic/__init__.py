@@ -44,6 +44,16 @@ associated with ``g``, ``-1`` if with the other gender, ``0`` if neutral):
     Datasets Are Not Enough", EMNLP 2024 -- paper 000 -- sec. 2.1). It is recorded only in the
     returned summary and in ``annotations/synth_truth.csv``.
 
+(d) **Skin tone** (issue 29, the second protected attribute): the person's skin colour is drawn
+    from a shared palette (``N_LIGHT`` light tones, as many dark ones) by the first draw of
+    the ``appearance`` stream, so it is light or dark with probability 1/2, independently of
+    gender (:func:`appearance_skin`); ``bb_skin`` carries it (Light / Dark). The planted
+    skin-tone bias ``b_t`` (``skin_bias``, default 0) acts on the gender-neutral objects only
+    (``SKIN_OBJECT_ASSOCIATION``: bicycle with light, dog with dark skin):
+    ``P(present | t) = P_OBJECT * (1 + s_t * b_t)``, so the gender bias and the skin-tone bias
+    act on disjoint objects and each keeps its own ground truth. With ``b_t = 0`` every draw is
+    the one made before skin tone was planted.
+
 With ``b = 0`` all three are independent of gender. All draws are independent Bernoulli /
 categorical draws given gender, so e.g. the expected difference
 ``P(female-associated object | female) - P(... | male)`` is ``2 * P_OBJECT * b`` and the scene-
@@ -61,9 +71,9 @@ Output layout (``out_dir``), readable by ``biaslab.data.coco.read_coco`` (split 
     annotations/captions_synth.json          COCO captions
     annotations/instances_synth.json         COCO instances (person + objects, polygons)
     annotations/person_keypoints_synth.json  COCO keypoints (17, from the drawn figure)
-    annotations/perceived_gender_skin.csv    image_id,bb_gender,bb_skin (Male/Female, skin empty)
+    annotations/perceived_gender_skin.csv    image_id,bb_gender,bb_skin (Male/Female, Light/Dark)
     annotations/image_labels.json            {"description", "labels": {id: [category names]}}
-    annotations/synth_truth.csv              image_id,gender,scene,cast,objects (';'-joined)
+    annotations/synth_truth.csv              image_id,gender,scene,cast,objects (';'-joined),skin
     annotations/image_attributes.csv         image_id,scene,cast (read by biaslab.data.coco)
     annotations/synth_params.json            generator arguments + renderer version
     images/synth/<12-digit id>.png           the images (ids start at 1)
@@ -109,20 +119,25 @@ Modules (issue 27 item 6; this package re-exports their public names):
 from __future__ import annotations
 
 from biaslab.data.synthetic.world import (CASTS, CAST_ASSOCIATION, CAST_STRENGTH, COCO_CATEGORY_IDS,
-                                          FEMALE, FEMALE_OBJECTS, FEMALE_SCENES, KEYPOINT_NAMES,
+                                          DARK, FEMALE, FEMALE_OBJECTS, FEMALE_SCENES, KEYPOINT_NAMES,
                                           MALE, MALE_OBJECTS, MALE_SCENES, MIN_IMAGE_SIZE,
                                           NEUTRAL_OBJECTS, OBJECTS, OBJECT_ASSOCIATION, PARAMS_FILE,
                                           PLAIN, P_OBJECT, RENDER_VERSION, SCENES,
-                                          SCENE_ASSOCIATION, SKELETON, SPLIT, TEST_SPLIT)
-from biaslab.data.synthetic.figures import (ENVELOPE_HALF_WIDTH, STRIPE_PERIOD, TORSO)
+                                          SCENE_ASSOCIATION, SKELETON, SKIN_OBJECT_ASSOCIATION,
+                                          SKIN_TONES, LIGHT, SPLIT, TEST_SPLIT)
+from biaslab.data.synthetic.figures import (ENVELOPE_HALF_WIDTH, N_LIGHT, STRIPE_PERIOD, TORSO,
+                                            skin_tone_of)
 from biaslab.data.synthetic.render import (NEUTRAL_MANIFEST, PROBE_ATTRIBUTES, PROBE_COLUMNS,
-                                           PROBE_MANIFEST, PROBE_OBJECTS, Rendering, probe_specs,
+                                           PROBE_MANIFEST, PROBE_OBJECTS, Rendering,
+                                           appearance_skin, probe_specs,
                                            render_neutral, render_probe, render_scene, sample_truth)
 from biaslab.data.synthetic.writers import (generate, test_gender_counts)
 from biaslab.data.synthetic.readers import (read_generator_params, read_neutral, read_probe,
                                             read_truth)
 
-__all__ = ["CASTS", "CAST_ASSOCIATION", "CAST_STRENGTH", "COCO_CATEGORY_IDS", "FEMALE",
+__all__ = ["CASTS", "CAST_ASSOCIATION", "CAST_STRENGTH", "COCO_CATEGORY_IDS", "DARK", "FEMALE",
+           "LIGHT", "N_LIGHT", "SKIN_OBJECT_ASSOCIATION", "SKIN_TONES", "appearance_skin",
+           "skin_tone_of",
            "FEMALE_OBJECTS", "FEMALE_SCENES", "KEYPOINT_NAMES", "MALE", "MALE_OBJECTS",
            "MALE_SCENES", "MIN_IMAGE_SIZE", "NEUTRAL_OBJECTS", "OBJECTS", "OBJECT_ASSOCIATION",
            "PARAMS_FILE", "PLAIN", "P_OBJECT", "RENDER_VERSION", "SCENES", "SCENE_ASSOCIATION",

@@ -6,11 +6,13 @@ import math
 
 import numpy as np
 
-from biaslab.data.synthetic.world import FEMALE, KEYPOINT_NAMES
+from biaslab.data.synthetic.world import DARK, FEMALE, KEYPOINT_NAMES, LIGHT, SKIN_TONES
 
-# Same palettes for both genders.
+# Same palettes for both genders. The first N_LIGHT skin colours are the "light" tones
+# (Fitzpatrick I-III, roughly), the rest "dark" (IV-VI); both halves have N_LIGHT colours.
 _SKIN = [(255, 224, 189), (241, 194, 125), (224, 172, 105), (198, 134, 66), (141, 85, 36),
          (92, 58, 30)]
+N_LIGHT = 3
 _HAIR = [(30, 25, 20), (70, 45, 25), (120, 80, 40), (200, 160, 90), (150, 60, 30),
          (150, 150, 150)]
 #: Accent (stripe) colours: light tones, so the stripes show on every cloth colour.
@@ -128,7 +130,21 @@ def _stripes(angle_deg: float, period: float = None):
     return bands
 
 
-def _figure(rng, gender):
+def skin_tone_of(index: int) -> str:
+    """Skin tone (``LIGHT`` / ``DARK``) of palette colour ``index`` (0 <= index < 6)."""
+    if not 0 <= int(index) < len(_SKIN):
+        raise ValueError(f"skin palette index must be in [0, {len(_SKIN)}), got {index!r}")
+    return LIGHT if int(index) < N_LIGHT else DARK
+
+
+def skin_draw(rng) -> int:
+    """The person's skin palette index: the first draw of the appearance stream (so
+    :func:`biaslab.data.synthetic.render.appearance_skin` can read the tone without drawing
+    the figure)."""
+    return int(rng.integers(len(_SKIN)))
+
+
+def _figure(rng, gender, skin: str | None = None):
     """Person parts in unit coordinates (head top y=0, feet y=1, centre x=0; x to the image
     right is the person's left, the figure faces the viewer).
 
@@ -152,10 +168,20 @@ def _figure(rng, gender):
     vertical edges and still leans "vertical", which the pipeline's mask-neutrality
     precondition measures and reports (stage ``probe``, ``metrics/validity.json``).
 
+    ``skin`` (``LIGHT`` / ``DARK``, issue 29) moves the drawn skin colour into that half of the
+    palette (index i -> i mod N_LIGHT in the light half, + N_LIGHT in the dark half); None keeps
+    the drawn colour. Every other draw is the same either way.
+
     Returns (parts, keypoints): parts = [(polygon, colour)] in drawing order,
     keypoints = 17 (x, y) in COCO order.
     """
-    skin = _jitter(rng, _SKIN[rng.integers(len(_SKIN))], 8)
+    i = skin_draw(rng)
+    if skin is not None:
+        # Same draw, moved into the requested half: the other colours are drawn unchanged.
+        if skin not in SKIN_TONES:
+            raise ValueError(f"skin must be one of {SKIN_TONES}, got {skin!r}")
+        i = i % N_LIGHT + (N_LIGHT if skin == DARK else 0)
+    skin = _jitter(rng, _SKIN[i], 8)
     hair = _jitter(rng, _HAIR[rng.integers(len(_HAIR))], 10)
     top = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
     bottom = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)

@@ -43,7 +43,9 @@ def read_generator_params(root: str | Path) -> dict:
 
 def read_truth(root: str | Path) -> dict[int, dict]:
     """``annotations/synth_truth.csv`` of ``root`` as ``{image_id: {"gender", "scene", "cast",
-    "objects": [names]}}``. Raises ``InputError`` when the file is missing or malformed."""
+    "objects": [names], "skin": "light"/"dark" or None}}`` (``skin`` is None for a dataset
+    written before issue 29, whose file has no skin column). Raises ``InputError`` when the
+    file is missing or malformed."""
     path = Path(root) / "annotations" / "synth_truth.csv"
     if not path.is_file():
         raise InputError(path, "not found: the data root is not a biaslab synthetic dataset")
@@ -53,7 +55,8 @@ def read_truth(root: str | Path) -> dict[int, dict]:
             try:
                 out[int(r["image_id"])] = {"gender": r["gender"], "scene": r["scene"],
                                            "cast": r["cast"],
-                                           "objects": [o for o in r["objects"].split(";") if o]}
+                                           "objects": [o for o in r["objects"].split(";") if o],
+                                           "skin": r.get("skin") or None}
             except (KeyError, ValueError) as e:
                 raise InputError(path, f"malformed row {r} ({e})") from e
     return out

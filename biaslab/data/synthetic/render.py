@@ -10,10 +10,12 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from biaslab.data.synthetic.world import (CASTS, CAST_STRENGTH, FEMALE, FEMALE_OBJECTS,
-                                          FEMALE_SCENES, MALE, MALE_OBJECTS, MALE_SCENES, OBJECTS,
-                                          OBJECT_ASSOCIATION, PLAIN, P_OBJECT, SCENES, _CAST_TINT)
-from biaslab.data.synthetic.figures import _figure, _fit_figure, _placement, _round_poly
+from biaslab.data.synthetic.world import (CASTS, CAST_STRENGTH, DARK, FEMALE, FEMALE_OBJECTS,
+                                          FEMALE_SCENES, LIGHT, MALE, MALE_OBJECTS, MALE_SCENES,
+                                          OBJECTS, OBJECT_ASSOCIATION, PLAIN, P_OBJECT, SCENES,
+                                          SKIN_OBJECT_ASSOCIATION, SKIN_TONES, _CAST_TINT)
+from biaslab.data.synthetic.figures import (_figure, _fit_figure, _placement, _round_poly,
+                                            skin_draw, skin_tone_of)
 from biaslab.data.synthetic.scenes import _OBJ_SIZE, _object_shapes, _place_box, _scene
 
 # --------------------------------------------------------------------------- validation
@@ -45,29 +47,48 @@ def _as_prob(name, value):
 
 # --------------------------------------------------------------------------- main entry
 
+def appearance_skin(seed: int, image_id: int) -> str:
+    """Skin tone (``"light"`` / ``"dark"``) of dataset image ``image_id``'s person: the class of
+    the first draw of the image's ``appearance`` stream, so it is independent of gender and of
+    every other planted attribute, and :func:`render_scene` draws exactly that tone."""
+    return skin_tone_of(skin_draw(_stream(seed, _image_key(image_id), "appearance")))
+
+
 def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = None,
-                 stream: int = 0) -> dict[str, np.ndarray]:
+                 stream: int = 0, skin_bias: float = 0.0, first_id: int = 1
+                 ) -> dict[str, np.ndarray]:
     """Draw the planted ground truth (no rendering).
 
     Args:
         n_images: number of images n (>= 2).
-        bias: planted bias b in [0, 1].
+        bias: planted gender bias b in [0, 1].
         seed: non-negative integer seed.
         n_female: female images among the n (0..n); None = ``ceil(n / 2)`` (balanced).
         stream: 0 = ``default_rng(seed)`` (the training pool), k > 0 = ``default_rng([seed,
             k])`` (the test split: an independent draw of the same distribution).
+        skin_bias: planted skin-tone bias b_t in [0, 1] (issue 29): ``P(object | t) =
+            P_OBJECT * (1 + s_t * b_t)`` for the objects of ``SKIN_OBJECT_ASSOCIATION``
+            (``s_t = +1`` for the associated tone, -1 for the other). They are the
+            gender-neutral objects, so both biases keep their own ground truth and the same
+            uniform draws give the same objects when ``b_t = 0``.
+        first_id: image id of row 0 (the skin tone is read from each image's own
+            ``appearance`` stream: :func:`appearance_skin`).
 
     Returns:
-        ``{"gender": (n,) str "female"/"male", "scene": (n,) str, "cast": (n,) str
-        "warm"/"cool", "objects": (n, len(OBJECTS)) bool presence matrix (columns in
-        ``OBJECTS`` order)}``; row i is image id i + 1. Probabilities: see module docstring.
+        ``{"gender": (n,) str "female"/"male", "skin": (n,) str "light"/"dark", "scene": (n,)
+        str, "cast": (n,) str "warm"/"cool", "objects": (n, len(OBJECTS)) bool presence
+        matrix (columns in ``OBJECTS`` order)}``; row i is image id ``first_id + i``.
+        Probabilities: see module docstring. Skin tone is about 50/50 (a Bernoulli(1/2) per
+        image) and independent of gender.
 
     Raises:
         ValueError: bad arguments.
     """
     n = _as_int("n_images", n_images, 2)
     b = _as_prob("bias", bias)
+    bt = _as_prob("skin_bias", skin_bias)
     seed = _as_int("seed", seed, 0)
+    first_id = _as_int("first_id", first_id, 1)
     rng = np.random.default_rng(seed if not stream else [seed, int(stream)])
     n_f = (n + 1) // 2 if n_female is None else int(n_female)
     if not 0 <= n_f <= n:
@@ -76,7 +97,13 @@ def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = N
     sign = np.where(gender == FEMALE, 1.0, -1.0)
     assoc = np.array([{FEMALE: 1.0, MALE: -1.0}.get(OBJECT_ASSOCIATION[o], 0.0)
                       for o in OBJECTS])
-    p_obj = P_OBJECT * (1.0 + b * sign[:, None] * assoc[None, :])
+    skin = np.array([appearance_skin(seed, first_id + i) for i in range(n)])
+    sign_t = np.where(skin == LIGHT, 1.0, -1.0)
+    assoc_t = np.array([{LIGHT: 1.0, DARK: -1.0}.get(SKIN_OBJECT_ASSOCIATION.get(o), 0.0)
+                        for o in OBJECTS])
+    # b_t = 0 adds exactly 0.0: the same thresholds, hence the same objects, as before issue 29
+    p_obj = P_OBJECT * (1.0 + b * sign[:, None] * assoc[None, :]
+                        + bt * sign_t[:, None] * assoc_t[None, :])
     objects = rng.random((n, len(OBJECTS))) < p_obj
     female_group = rng.random(n) < (1.0 + sign * b) / 2.0
     within = rng.integers(0, 2, n)
@@ -84,7 +111,7 @@ def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = N
                      np.array(MALE_SCENES)[within])
     warm = rng.random(n) < (1.0 + sign * b) / 2.0
     cast = np.where(warm, "warm", "cool")
-    return {"gender": gender, "scene": scene, "cast": cast, "objects": objects}
+    return {"gender": gender, "skin": skin, "scene": scene, "cast": cast, "objects": objects}
 
 
 # --------------------------------------------------------------------------- randomness
@@ -123,7 +150,7 @@ class Rendering(NamedTuple):
 
 
 def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
-          draw_person: bool = True) -> Rendering:
+          draw_person: bool = True, skin=None) -> Rendering:
     """Draw one image from its streams: background (``scene`` stream), placement box
     (``placement``), person (``appearance`` stream or ``default_rng(appearance_seed)``),
     objects in the given order (object k from stream ``object``/slot k; boxes avoid the
@@ -136,7 +163,7 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
     box = _placement(_stream(seed, key, "placement"), size, horizon)
     arng = (_stream(seed, key, "appearance") if appearance_seed is None
             else np.random.default_rng(int(appearance_seed)))
-    parts, kps = _figure(arng, gender)
+    parts, kps = _figure(arng, gender, skin)
     parts, kps, scale = _fit_figure(parts, kps, box)
     pm = Image.new("L", (size, size), 0)
     dm = ImageDraw.Draw(pm)
@@ -182,8 +209,8 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
 
 
 def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scene: str,
-                 cast: str, objects: Sequence[str] = (), appearance_seed: int | None = None
-                 ) -> Rendering:
+                 cast: str, objects: Sequence[str] = (), appearance_seed: int | None = None,
+                 skin: str | None = None) -> Rendering:
     """Draw image ``image_id`` of the dataset ``generate(..., seed, image_size)``, optionally
     with another person: the oracle counterfactual of ``biaslab.counterfactual.render``.
 
@@ -201,14 +228,20 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
             any order, drawn in the image's own order).
         appearance_seed: None = the original person's appearance (colours, arm pose); an int
             draws them from ``numpy.random.default_rng(appearance_seed)`` instead.
+        skin: None = the drawn skin colour; ``"light"`` / ``"dark"`` = the same draw moved into
+            that half of the palette (issue 29: the counterfactual of the other skin tone;
+            every other colour and the pose are unchanged).
 
     Returns:
         :class:`Rendering`. With the image's true gender and ``appearance_seed=None`` the
-        image equals ``images/synth/<id>.png`` pixel for pixel.
+        image equals ``images/synth/<id>.png`` pixel for pixel (also with ``skin`` = its true
+        tone).
 
     Raises:
-        ValueError: unknown gender, scene, cast or object.
+        ValueError: unknown gender, skin tone, scene, cast or object.
     """
+    if skin is not None and skin not in SKIN_TONES:
+        raise ValueError(f"skin must be one of {SKIN_TONES} or None, got {skin!r}")
     if gender not in (FEMALE, MALE):
         raise ValueError(f"gender must be 'female' or 'male', got {gender!r}")
     if scene not in SCENES:
@@ -222,7 +255,7 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
     present = sorted(set(objects), key=OBJECTS.index)
     order = _stream(seed, key, "order").permutation(len(present))
     return _draw(seed, key, int(image_size), gender, scene, cast,
-                 [present[k] for k in order], appearance_seed)
+                 [present[k] for k in order], appearance_seed, skin=skin)
 
 
 # --------------------------------------------------------------------------- probe pairs

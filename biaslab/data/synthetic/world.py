@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 
 FEMALE, MALE = "female", "male"
+#: Perceived skin tone, binarised as in Zhao et al. 2021's ``bb_skin`` (Light / Dark).
+LIGHT, DARK = "light", "dark"
+SKIN_TONES = (LIGHT, DARK)
 
 #: Base presence probability of every object (``p`` in the module docstring).
 P_OBJECT = 0.35
@@ -28,6 +31,10 @@ _SUPERCATEGORY = {
 FEMALE_OBJECTS = ("handbag", "umbrella", "cup", "cell phone")
 MALE_OBJECTS = ("tie", "sports ball", "skateboard", "baseball bat")
 NEUTRAL_OBJECTS = ("bicycle", "dog")
+#: The second protected attribute's planted context (issue 29): the gender-neutral objects are
+#: associated with a skin tone, so the skin-tone bias and the gender bias act on disjoint
+#: objects and each keeps its own ground truth.
+SKIN_OBJECT_ASSOCIATION = {"bicycle": LIGHT, "dog": DARK}
 #: Object names in COCO-id order (the column order of the presence matrix).
 OBJECTS = tuple(sorted(FEMALE_OBJECTS + MALE_OBJECTS + NEUTRAL_OBJECTS,
                        key=COCO_CATEGORY_IDS.__getitem__))

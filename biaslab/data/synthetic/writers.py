@@ -15,11 +15,12 @@ from tqdm import tqdm
 
 from biaslab.runtime.io import atomic_path, write_json
 from biaslab.data.synthetic.world import (CASTS, CAST_ASSOCIATION, CAST_STRENGTH, COCO_CATEGORY_IDS,
-                                          FEMALE, FEMALE_OBJECTS, FEMALE_SCENES, KEYPOINT_NAMES,
-                                          MALE, MALE_OBJECTS, MALE_SCENES, MIN_IMAGE_SIZE,
+                                          DARK, FEMALE, FEMALE_OBJECTS, FEMALE_SCENES,
+                                          KEYPOINT_NAMES, LIGHT, MALE, MALE_OBJECTS, MALE_SCENES, MIN_IMAGE_SIZE,
                                           NEUTRAL_OBJECTS, OBJECTS, OBJECT_ASSOCIATION, PARAMS_FILE,
                                           PLAIN, P_OBJECT, RENDER_VERSION, SCENES,
-                                          SCENE_ASSOCIATION, SKELETON, SPLIT, TEST_SPLIT, _FILE_RE,
+                                          SCENE_ASSOCIATION, SKELETON, SKIN_OBJECT_ASSOCIATION,
+                                          SPLIT, TEST_SPLIT, _FILE_RE,
                                           _PROBE_RE, _SUPERCATEGORY)
 from biaslab.data.synthetic.figures import _flat
 from biaslab.data.synthetic.captions import _caption
@@ -138,7 +139,7 @@ def test_gender_counts(n_test: int, ratio: float) -> tuple[int, int]:
 def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: int = 0,
              image_size: int = 160, captions_per_image: int = 5,
              p_no_gender_word: float = 0.2, probe_pairs: int = 0, test_images: int = 0,
-             test_gender_ratio: float = 1.0) -> dict:
+             test_gender_ratio: float = 1.0, skin_bias: float = 0.0) -> dict:
     """Write the synthetic COCO-layout dataset (see the module docstring) into ``out_dir``.
 
     Args:
@@ -161,6 +162,10 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
             Ratio needs a test set with COCO's gender imbalance, while training stays
             balanced). The ``split`` stage assigns it whole to ``test`` (``split.fixed``).
         test_gender_ratio: men per woman in the test split (> 0; COCO's test set: 2.3).
+        skin_bias: planted skin-tone bias b_t in [0, 1] (issue 29; :func:`sample_truth`):
+            the gender-neutral objects (``SKIN_OBJECT_ASSOCIATION``) follow the person's skin
+            tone. Skin tone is written as ``bb_skin`` Light / Dark in
+            ``perceived_gender_skin.csv`` (Zhao et al. 2021's labels) at every ``b_t``.
 
     Returns:
         JSON-serialisable summary: ``params``; ``n_images``; ``gender`` {female, male: int};
@@ -170,7 +175,9 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         ``scene_association``, ``cast_association`` {name: "female"/"male"/"neutral"};
         ``expected`` {probability name: value}; ``files`` {role: path relative to out_dir};
         ``probe_pairs`` {attribute: pairs} (empty without probe pairs); ``test`` (the test
-        split's own ``n_images``, ``gender``, ``scenes``, ``casts``; absent without one).
+        split's own ``n_images``, ``gender``, ``skin``, ``scenes``, ``casts``; absent without
+        one); ``skin`` {light, dark: int}; ``skin_objects`` {name: {light, dark: int images
+        containing it}} for the skin-associated objects.
 
     Raises:
         ValueError: an argument out of range or of the wrong type, or ``out_dir`` is a file.
@@ -185,6 +192,7 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
         raise ValueError(f"image_size must be <= 4096, got {size}")
     cpi = _as_int("captions_per_image", captions_per_image, 1)
     p_neutral = _as_prob("p_no_gender_word", p_no_gender_word)
+    bt = _as_prob("skin_bias", skin_bias)
     n_probe = _as_int("probe_pairs", probe_pairs, 0)
     n_test = _as_int("test_images", test_images, 0)
     n_test_f, n_test_m = test_gender_counts(n_test, test_gender_ratio)
@@ -192,13 +200,14 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
 
-    truth = sample_truth(n, b, seed)
+    truth = sample_truth(n, b, seed, skin_bias=bt)
     splits = [(SPLIT, 1, truth)]
     test_truth = None
     if n_test:
         if n_test < 2:
             raise ValueError(f"test_images must be 0 or >= 2, got {n_test}")
-        test_truth = sample_truth(n_test, b, seed, n_female=n_test_f, stream=1)
+        test_truth = sample_truth(n_test, b, seed, n_female=n_test_f, stream=1, skin_bias=bt,
+                                  first_id=n + 1)
         splits.append((TEST_SPLIT, n + 1, test_truth))
     ann_dir = out / "annotations"
     ann_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +236,7 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
             fname = f"{iid:012d}.png"
             wanted.add(fname)
             gender, scene, cast = str(tr["gender"][i]), str(tr["scene"][i]), str(tr["cast"][i])
+            skin = str(tr["skin"][i])
             present = [o for o, p in zip(OBJECTS, tr["objects"][i]) if p]
             r = render_scene(iid, seed=seed, image_size=size, gender=gender, scene=scene,
                              cast=cast, objects=present)
@@ -259,8 +269,9 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
                                   "category_id": COCO_CATEGORY_IDS[o["name"]], "bbox": bbox,
                                   "area": round(area, 2), "segmentation": seg, "iscrowd": 0})
             labels[str(iid)] = sorted(["person"] + present)
-            truth_rows.append([iid, gender, scene, cast, ";".join(present)])
-            gender_rows.append([iid, "Female" if gender == FEMALE else "Male", ""])
+            truth_rows.append([iid, gender, scene, cast, ";".join(present), skin])
+            gender_rows.append([iid, "Female" if gender == FEMALE else "Male",
+                                "Light" if skin == LIGHT else "Dark"])
         for stale in img_dir.iterdir():
             if _FILE_RE.match(stale.name) and stale.name not in wanted:
                 stale.unlink()
@@ -288,8 +299,8 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
                                "ids.", "labels": labels})
     _write_csv(ann_dir / "perceived_gender_skin.csv", ["image_id", "bb_gender", "bb_skin"],
                gender_rows)
-    _write_csv(ann_dir / "synth_truth.csv", ["image_id", "gender", "scene", "cast", "objects"],
-               truth_rows)
+    _write_csv(ann_dir / "synth_truth.csv",
+               ["image_id", "gender", "scene", "cast", "objects", "skin"], truth_rows)
     # Generic per-image attribute table read by biaslab.data.coco (hidden context attributes that
     # label-based resampling cannot see; used to report what each dataset variant balances).
     _write_csv(ann_dir / "image_attributes.csv", ["image_id", "scene", "cast"],
@@ -297,15 +308,15 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
 
     probe = _write_probe(out, n_probe, seed, size)
     n_neutral = _write_neutral(out, n_probe, seed, size)
-    summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe)
+    summary = _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe, bt)
     summary["params"].update(test_images=n_test, test_gender_ratio=float(test_gender_ratio))
     summary["probe_pairs"] = probe if n_probe else {}
     summary["neutral_images"] = n_neutral
     if n_neutral:
         summary["files"]["neutral"] = NEUTRAL_MANIFEST
     if test_truth is not None:
-        t = _summary(test_truth, n_test, b, seed, size, cpi, p_neutral, cap_counts)
-        summary["test"] = {k: t[k] for k in ("n_images", "gender", "scenes", "casts")}
+        t = _summary(test_truth, n_test, b, seed, size, cpi, p_neutral, cap_counts, 0, bt)
+        summary["test"] = {k: t[k] for k in ("n_images", "gender", "skin", "scenes", "casts")}
         summary["files"]["test_captions"] = f"annotations/captions_{TEST_SPLIT}.json"
         summary["files"]["test_images"] = f"images/{TEST_SPLIT}"
     write_json(out / PARAMS_FILE, {"generator": "biaslab.data.synthetic",
@@ -316,20 +327,28 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
     return summary
 
 
-def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe=0):
+def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe=0, bt=0.0):
     g = truth["gender"]
     is_f, is_m = g == FEMALE, g == MALE
+    is_l, is_d = truth["skin"] == LIGHT, truth["skin"] == DARK
 
     def by_gender(mask):
         return {FEMALE: int((mask & is_f).sum()), MALE: int((mask & is_m).sum())}
+
+    def by_skin(mask):
+        return {LIGHT: int((mask & is_l).sum()), DARK: int((mask & is_d).sum())}
 
     return {
         "params": {"n_images": n, "bias": b, "seed": seed, "image_size": size,
                    "captions_per_image": cpi, "p_no_gender_word": p_neutral,
                    "probe_pairs": n_probe, "p_object": P_OBJECT,
-                   "cast_strength": CAST_STRENGTH},
+                   "cast_strength": CAST_STRENGTH, "skin_bias": bt},
         "n_images": n,
         "gender": {FEMALE: int(is_f.sum()), MALE: int(is_m.sum())},
+        "skin": {LIGHT: int(is_l.sum()), DARK: int(is_d.sum())},
+        "skin_objects": {o: by_skin(truth["objects"][:, OBJECTS.index(o)])
+                         for o in SKIN_OBJECT_ASSOCIATION},
+        "skin_object_association": dict(SKIN_OBJECT_ASSOCIATION),
         "objects": {o: by_gender(truth["objects"][:, k]) for k, o in enumerate(OBJECTS)},
         "scenes": {s: by_gender(truth["scene"] == s) for s in SCENES},
         "casts": {c: by_gender(truth["cast"] == c) for c in CASTS},
@@ -344,6 +363,8 @@ def _summary(truth, n, b, seed, size, cpi, p_neutral, cap_counts, n_probe=0):
             "p_associated_scene_group_given_gender": (1 + b) / 2,
             "p_associated_cast_given_gender": (1 + b) / 2,
             "p_neutral_caption": p_neutral,
+            "p_associated_object_given_skin": P_OBJECT * (1 + bt),
+            "p_other_skin_object_given_skin": P_OBJECT * (1 - bt),
         },
         "files": {
             "captions": f"annotations/captions_{SPLIT}.json",
@@ -389,6 +410,13 @@ def _readme(s):
         "`annotations/synth_truth.csv` only.",
         f"- Captions: {p['captions_per_image']} per image; a caption is gender-neutral with "
         f"probability {p['p_no_gender_word']}, otherwise it uses words of the true gender only.",
+        f"- Skin tone (issue 29): drawn 50/50 from the shared palette, independent of gender; "
+        f"written as `bb_skin` Light / Dark. Planted skin-tone bias b_t = {p['skin_bias']}: "
+        f"P(present | associated tone) = {P_OBJECT} * (1 + b_t) = "
+        f"{P_OBJECT * (1 + p['skin_bias']):.3f}, P(present | other tone) = "
+        f"{P_OBJECT * (1 - p['skin_bias']):.3f} for "
+        + ", ".join(f"{o} ({t})" for o, t in SKIN_OBJECT_ASSOCIATION.items())
+        + " (the gender-neutral objects).",
         f"- Causal probe: {p['probe_pairs']} pairs per attribute ({', '.join(PROBE_ATTRIBUTES)})"
         f" in `{PROBE_MANIFEST}`: two images identical except for the attribute (not part of "
         "the COCO annotations).",
@@ -411,6 +439,10 @@ def _readme(s):
         lines.append(f"| scene: {sc} | {SCENE_ASSOCIATION[sc]} | {c[FEMALE]} | {c[MALE]} |")
     for ca, c in s["casts"].items():
         lines.append(f"| cast: {ca} | {CAST_ASSOCIATION[ca]} | {c[FEMALE]} | {c[MALE]} |")
+    lines += ["", "| skin-associated object | tone | light | dark |", "|---|---|---|---|"]
+    for o, c in s["skin_objects"].items():
+        lines.append(f"| {o} | {SKIN_OBJECT_ASSOCIATION[o]} | {c[LIGHT]} | {c[DARK]} |")
+    lines += ["", f"Skin tone: {s['skin'][LIGHT]} light / {s['skin'][DARK]} dark.", ""]
     lines += ["", "Caption-level gender counts: "
               + ", ".join(f"{k} {v}" for k, v in s["captions"].items()), ""]
     return "\n".join(lines)
