@@ -218,10 +218,27 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                         "counterfactual": {"backend": "render",
                                            "target_auc_other": {"mean": 87.2, "ci95": 4.2},
                                            "target_auc_same": {"mean": 100.0, "ci95": 0.0}}}
+    # issue 29: the protected attribute's section (stage eval_attribute)
+    per = {"female_dark": 5, "female_light": 30, "male_dark": 8, "male_light": 40}
+    files["attribute"] = {
+        "attribute": "gender_skin", "metrics": "computed here",
+        "test_images": {"n": 83, "per_group": per, "smallest_pair": ["female_dark", "male_dark"],
+                        "min_detectable_difference_pp": 80.0, "alpha": 0.05, "power": 0.8},
+        "rows": {"original": {"LIC_M": _r([10.0, 12.0]), "LIC_D": _r([6.0, 6.0]),
+                              "LIC": _r([4.0, 6.0]), "Error_pooled": _r([3.0, 3.0]),
+                              "Error_worst_group_gap": _r([20.0, 20.0]),
+                              **{f"Error_{g}": _r([1.0, 1.0]) for g in per}}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
+    assert "## Protected attribute: gender_skin (issue 29; stage eval_attribute)" in md
+    assert ("female_dark 5, female_light 30, male_dark 8, male_light 40 (n = 83). The two "
+            "smallest groups (female_dark, male_dark) detect a difference of a per-image rate "
+            "(e.g. Error) of 80.0 percentage points") in md
+    assert ("| Training set | LIC_M | LIC_D | LIC ↓ | Error (pooled) | Error female_dark | "
+            "Error female_light | Error male_dark | Error male_light | worst-group gap ↓ |") in md
+    assert "| Original | 11.0 ± 12.7 | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
     assert ("S_synthetic 60.5 ± 6.4 real / 67.5 ± 19.1 generated (gap 7.0 ± 12.7)" in md
             and "AUC 55.0 ± 38.1 (50 = alike)" in md), md
     assert ("at polygon 90.8 ± 3.7 (erasing 14 % of the image), box 95.4 ± 2.6 (erasing 24 % "

@@ -27,7 +27,7 @@ INPUTS = {"classification": "metrics/classification.json",
           "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
           "spurious": "metrics/spurious.json",
           "controls": "metrics/controls.json", "datasets": "metrics/datasets.json",
-          "residue": "metrics/residue.json"}
+          "residue": "metrics/residue.json", "attribute": "metrics/attribute.json"}
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
             ("classification", "Ratio", "Ratio (classifier)"),
@@ -350,6 +350,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
                R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
+    lines += attribute_markdown(m.get("attribute") or {})
     lines += retrieval_markdown(m["retrieval"])
     lines += spurious_markdown(m.get("spurious") or {})
     lines += [
@@ -625,4 +626,46 @@ def retrieval_markdown(ret: Mapping) -> list[str]:
     if big:
         lines += [f"Not shown: K = {', '.join(map(str, big))} >= the gallery's {n_gallery} "
                   f"images (the whole gallery: the gallery's own balance, not the model's).", ""]
+    return lines
+
+
+#: columns of the protected-attribute table (metrics/attribute.json, stage eval_attribute)
+ATTRIBUTE_COLUMNS = (("LIC_M", "LIC_M"), ("LIC_D", "LIC_D"), ("LIC", "LIC ↓"))
+
+
+def attribute_markdown(att: Mapping) -> list[str]:
+    """The protected attribute's section (issue 29; stage ``eval_attribute``): the captioned
+    test images per group, the smallest difference the two smallest groups detect, and for
+    skin / gender_skin the captioners' LIC (and Error per group with the worst-group gap for
+    gender_skin), mean ± 95 % CI over captioner seeds. Empty without the file."""
+    if not att or is_skipped(att) or "attribute" not in att:
+        return []
+    a = att["attribute"]
+    ti = att.get("test_images") or {}
+    per = ti.get("per_group") or {}
+    mdd = ti.get("min_detectable_difference_pp")
+    pair = ti.get("smallest_pair") or []
+    lines = [f"## Protected attribute: {a} (issue 29; stage eval_attribute)", "",
+             "Captioned test images per group: " + ", ".join(f"{g} {n}" for g, n in per.items())
+             + f" (n = {ti.get('n', '?')}). "
+             + (f"The two smallest groups ({', '.join(pair)}) detect a difference of a per-image "
+                f"rate (e.g. Error) of {mdd:.1f} percentage points or more (two-sided α = "
+                f"{ti.get('alpha', 0.05)}, power {ti.get('power', 0.8)}, at a rate of 50 %)."
+                if mdd is not None else "A group has fewer than 2 images: no difference between "
+                                        "groups is detectable."), ""]
+    rows = att.get("rows") or {}
+    if att.get("metrics") != "computed here":
+        lines += [f"The {a} metrics are Table 2's (metrics/captioning.json).", ""]
+        return lines
+    cols = ATTRIBUTE_COLUMNS
+    if a == "gender_skin":
+        cols += (("Error_pooled", "Error (pooled)"),
+                 *((f"Error_{g}", f"Error {g}") for g in per),
+                 ("Error_worst_group_gap", "worst-group gap ↓"))
+    tab = {r: {c: rec.get(c) for c, _ in cols} for r, rec in rows.items()}
+    how = ("captions not masked, thesis sec. 2.5.3" if a == "skin" else
+           "a 4-way attacker, gender words masked; Error in %, Burns et al., per group")
+    lines += [f"Captioners by {a} ({how}). LIC = LIC_M - LIC_D: 0 = the captions tell the "
+              "group no better than the human captions do. Cell: mean ± 95 % CI over captioner "
+              "seeds.", "", R.markdown(tab, cols, 1, first="Training set"), ""]
     return lines
