@@ -239,6 +239,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert ("| Training set | LIC_M | LIC_D | LIC ↓ | Error (pooled) | Error female_dark | "
             "Error female_light | Error male_dark | Error male_light | worst-group gap ↓ |") in md
     assert "| Original | 11.0 ± 12.7 | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
+    summary = json.loads((tmp_path / "metrics/summary.json").read_text())
+    assert summary["attribute"] == {"name": "gender_skin", "original": {"LIC": "5.0±12.7"}}
     assert ("S_synthetic 60.5 ± 6.4 real / 67.5 ± 19.1 generated (gap 7.0 ± 12.7)" in md
             and "AUC 55.0 ± 38.1 (50 = alike)" in md), md
     assert ("at polygon 90.8 ± 3.7 (erasing 14 % of the image), box 95.4 ± 2.6 (erasing 24 % "

@@ -102,6 +102,9 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
       (``stats.noise_floor``): a change between two experiments below it is seed noise.
     * ``validity.{holds, fails, inconclusive, not_informative, n}``: metrics/validity.json's
       counts.
+    * ``attribute.name`` and ``attribute.<row>.LIC`` (issue 29): with ``attribute`` skin or
+      gender_skin, that attribute's LIC of every captioner row, ``"mean±h"`` (absolute: 0 =
+      no more than the human captions); absent for gender (Table 2 has it).
 
     Everything else (CIs' bounds, n, Ratio, per-seed values) stays in
     metrics/summary_full.json and the stages' metrics/*.json (plain outs, committed), read by
@@ -139,6 +142,16 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
             else:
                 txt = "n/a"
             out.setdefault(row, {})["log r"] = txt
+    # the protected attribute's LIC (issue 29; stage eval_attribute), absolute on every row:
+    # only when that stage computed it (skin, gender_skin), so the gender default is unchanged
+    att = m.get("attribute") or {}
+    if att.get("metrics") == "computed here" and att.get("rows"):
+        block: dict = {"name": att.get("attribute")}
+        for row, rec in att["rows"].items():
+            r = rec.get("LIC") or {}
+            if r.get("n"):
+                block[row] = {"LIC": _cell(r.get("mean"), r.get("ci95"), digits)}
+        out["attribute"] = block
     out["noise"] = noise
     out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive",
                                                          "not_informative", "n")}
