@@ -40,7 +40,13 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
                 (biaslab.classify.domain, issue 31 item 4: every model on the real photos and
                 the same-group generated counterfactuals of the train sources it never trained
                 on; first backbone only),
-        leakage_train: {n_images, n_labelled, n_male, n_female, rounds}}
+        leakage_train: {n_images, n_labelled, n_male, n_female, rounds},
+        [attribute: {name, groups, n_test_labelled_by_group, n_train_by_group,
+                     <name>: {Leakage, LK_M, LK_D: record over seeds, per_seed}} -- only
+         when param `attribute` is skin or gender_skin (issue 29): that attribute's Leakage
+         (paper 000 appendix B: from the object predictions, a K-way attacker for K groups;
+         groups from the perceived skin tone of data/prepared/perceived_gender.parquet and
+         the caption-derived gender; first backbone)]}
      (per-seed values as biaslab.runtime.stats.to_json: an infinite Ratio / ratio_raw is "inf", 0/0
      is null; ratio_flag says why: "r=inf", "r=0" -- both an infinite Ratio -- or "0/0"),
      plots/classification.csv (one row per model name (and backbone, with several): mean,
@@ -82,10 +88,17 @@ def main(argv: list[str] | None = None) -> int:
                                    sources=tuple(p.get("blackout", ["box"])),
                                    dilate_px=int(p.get("blackout_dilate_px", 0)),
                                    fill=p.get("blackout_fill", 0), progress=True)
+    attribute = params.get("attribute", "gender")
+    groups = None
+    if attribute != "gender":
+        from biaslab.analysis.attribute_eval import PERCEIVED, group_labels
+        lab = read_parquet("data/labels/images.parquet")
+        groups = group_labels(attribute, dict(zip(lab["image_id"].astype(int), lab["gender"])),
+                              read_parquet(PERCEIVED))
     out, rows = evaluate_classifiers(
         params, test, masked, train, read_parquet(TRAIN), read_parquet(SYNTHETIC),
         {n: read_parquet(f"data/datasets/{n}.parquet") for n in p["datasets"]},
-        *load_features(), cache)
+        *load_features(), cache, attribute=attribute, groups=groups)
     write_json("metrics/classification.json", out)
     with atomic_path("plots/classification.csv") as tmp:
         pd.DataFrame(rows).to_csv(tmp, index=False)

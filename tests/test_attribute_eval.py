@@ -171,14 +171,63 @@ def test_stage_refuses_an_unknown_attribute(tmp_path, monkeypatch):
 
 def test_only_eval_attribute_reads_the_attribute_param():
     """`dvc exp run -S attribute=skin` re-runs the stages whose params list ``attribute`` and
-    then only what reads their outputs (DVC compares the outs' hashes): eval_attribute, whose
-    metrics/attribute.json the report reads."""
+    then only what reads their outputs (DVC compares the outs' hashes): eval_attribute and
+    eval_classifier (its attribute Leakage), whose metrics files the report reads."""
     from pathlib import Path
     stages = yaml.safe_load((Path(__file__).parent.parent / "dvc.yaml").read_text())["stages"]
     readers = {name for name, st in stages.items()
                if any(p == "attribute" or (isinstance(p, str) and p.startswith("attribute."))
                       for p in st.get("params", []))}
-    assert readers == {"eval_attribute"}
+    assert readers == {"eval_attribute", "eval_classifier"}
     consumers = {name for name, st in stages.items()
                  if "metrics/attribute.json" in st.get("deps", [])}
     assert consumers == {"report"}
+
+
+# ----------------------------------------------------------------------------- classifiers
+
+def _objects(n, rng):
+    import numpy as np
+    return (rng.random((n, 6)) < 0.4).astype("float32")
+
+
+def test_attribute_leakage_zero_for_ground_truth_and_high_for_a_planted_cue():
+    """Paper 000 Eq. 7 with skin-tone groups: a model that predicts the ground truth leaks
+    exactly what the data leaks (LK_M = LK_D, same rows and attacker seeds: Leakage 0.0); a
+    model whose object 0 fires for dark skin leaks the group (Leakage far above 0)."""
+    import numpy as np
+    from biaslab.classify import attribute_leakage
+    rng = np.random.default_rng(0)
+    n_tr, n_te = 200, 120
+    tr_y, te_y = _objects(n_tr, rng), _objects(n_te, rng)
+    tr_g = ["dark" if i % 2 else "light" for i in range(n_tr)]
+    te_g = ["dark" if i % 2 else "light" for i in range(n_te)]
+    te_g[0] = None                                  # no group: ignored
+    lab = np.ones(n_te, bool)
+    kw = {"rounds": 2, "seed": 0, "epochs": 20}
+    same = attribute_leakage(te_y, te_y, lab, te_g, tr_y, tr_y, tr_g, ("dark", "light"), kw)
+    assert same["leakage"] == 0.0 and same["LK_M"] == same["LK_D"]
+    cue = lambda y, g: np.column_stack([[1.0 if x == "dark" else 0.0 for x in g], y[:, 1:]])
+    leak = attribute_leakage(cue(te_y, te_g), te_y, lab, te_g, cue(tr_y, tr_g), tr_y, tr_g,
+                             ("dark", "light"), kw)
+    assert leak["LK_M"] > 80 and leak["leakage"] > 20, leak
+    few = attribute_leakage(te_y, te_y, np.zeros(n_te, bool), te_g, tr_y, tr_y, tr_g,
+                            ("dark", "light"), kw)
+    assert few["leakage"] is None and few["leakage_error"]
+
+
+def test_attribute_rows_summarise_over_seeds():
+    from biaslab.analysis.classification_eval import attribute_rows
+    test = pd.DataFrame({"image_id": [1, 2, 3, 4], "labelled": [True, True, False, True]})
+    per_job = [{"attribute": {"leakage": 2.0, "LK_M": 60.0, "LK_D": 58.0}},
+               {"attribute": {"leakage": 4.0, "LK_M": 62.0, "LK_D": 58.0}},
+               {"attribute": {"leakage": None, "leakage_error": "too few"}},
+               {"attribute": {"leakage": 1.0, "LK_M": 51.0, "LK_D": 50.0}}]
+    out = attribute_rows("skin", ("dark", "light"), ["original", "augment"], [0, 1], per_job,
+                         test, ["dark", "light", "dark", None], ["dark", "dark", "light"])
+    assert out["n_test_labelled_by_group"] == {"dark": 1, "light": 1}
+    assert out["n_train_by_group"] == {"dark": 2, "light": 1}
+    assert out["original"]["Leakage"]["mean"] == 3.0 and out["original"]["Leakage"]["n"] == 2
+    assert out["augment"]["Leakage"]["n"] == 1 and out["augment"]["Leakage"]["n_missing"] == 1
+    assert out["augment"]["per_seed"][0] == {"seed": 0, "Leakage": None, "LK_M": None,
+                                             "LK_D": None, "leakage_error": "too few"}

@@ -14,8 +14,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from biaslab.classify import (GenderObjectClassifier, classifier_backbones, evaluate,
-                              json_record, model_features, object_matrix)
+from biaslab.classify import (GenderObjectClassifier, attribute_leakage, classifier_backbones,
+                              evaluate, json_record, model_features, object_matrix,
+                              object_predictions)
 from biaslab.classify import domain as DOM
 from biaslab.runtime import stats
 from biaslab.runtime.io import json_number, read_parquet
@@ -91,10 +92,46 @@ def backbone_rows(backbone: str, names, seeds, results: dict) -> tuple[dict, lis
     return out, rows
 
 
+ATTRIBUTE_KEYS = (("Leakage", "leakage"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
+
+
+def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict],
+                   test: pd.DataFrame, test_groups, train_groups) -> dict:
+    """The ``attribute`` block of ``metrics/classification.json`` (issue 29): every model's
+    Leakage, LK_M, LK_D of the attribute as a record over seeds with ``per_seed``, and the
+    labelled test / attacker-training images per group.
+
+    Args:
+        per_job: evaluate_one's results in ``names`` x ``seeds`` order (each with an
+            ``"attribute"`` dict from :func:`biaslab.classify.attribute_leakage`)."""
+    lab = test["labelled"].to_numpy(bool)
+    count = {g: 0 for g in group_names}
+    for g, ok in zip(test_groups, lab):
+        if ok and g in count:
+            count[g] += 1
+    train_count = {g: sum(1 for x in train_groups if x == g) for g in group_names}
+    out: dict = {"name": attribute, "groups": list(group_names),
+                 "n_test_labelled_by_group": count, "n_train_by_group": train_count}
+    k = 0
+    for n in names:
+        rows = []
+        for s in seeds:
+            rows.append((int(s), per_job[k]["attribute"] or {}))
+            k += 1
+        rec = {key: json_record([r.get(src) for _, r in rows]) for key, src in ATTRIBUTE_KEYS}
+        rec["per_seed"] = [{"seed": s, **{key: json_number(r.get(src))
+                                          for key, src in ATTRIBUTE_KEYS},
+                            **({"leakage_error": r["leakage_error"]}
+                               if r.get("leakage_error") else {})} for s, r in rows]
+        out[n] = rec
+    return out
+
+
 def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
                          train: pd.DataFrame, original: pd.DataFrame,
                          generated: pd.DataFrame, manifests: dict, ids, base: np.ndarray,
-                         cache: str) -> tuple[dict, list[dict]]:
+                         cache: str, attribute: str = "gender",
+                         groups: dict | None = None) -> tuple[dict, list[dict]]:
     """Every trained classifier of ``classifier.datasets`` + ``classifier.methods`` (each
     seed, each backbone of ``classifier.backbones``) on the test split.
 
@@ -110,6 +147,11 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
             ``classifier.datasets`` (a method trained on Original uses ``original``).
         ids, base: :func:`biaslab.models.features.load_features` (image ids, base features).
         cache: the feature cache directory.
+        attribute, groups: the run's protected attribute (param ``attribute``, issue 29) and
+            ``{image_id: group}`` (:func:`biaslab.analysis.attribute_eval.group_labels`); for
+            an attribute other than gender every model of the first backbone also gets that
+            attribute's Leakage (:func:`biaslab.classify.attribute_leakage`, paper 000
+            appendix B), in the record's ``attribute`` block. None / gender: nothing added.
 
     Returns:
         ``(record, csv_rows)``: the record of ``metrics/classification.json`` and the rows of
@@ -125,6 +167,12 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
           "f1_flips": tuple(float(x) for x in (p.get("leakage_f1_flips") or ()))}
     names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
                                    if m not in p["datasets"]]
+    other = groups if attribute != "gender" and groups is not None else None
+    if other is not None:
+        from biaslab.analysis.attribute_eval import attribute_groups
+        group_names = attribute_groups(attribute)
+        test_g = [other.get(int(i)) for i in test["image_id"]]
+        train_g = [other.get(int(i)) for i in train["image_id"]]
 
     def variant(b: str) -> str | None:
         return None if b == backbones[0] else b
@@ -171,6 +219,13 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
                      train_feats=tfeats, train_objects=object_matrix(train["objects"],
                                                                      clf.labels),
                      train_genders=train["gender"].tolist(), leakage_kwargs=lk)
+        att = None
+        if other is not None and backbone == backbones[0]:
+            att = attribute_leakage(
+                object_predictions(clf, clf.predict_proba(feats)),
+                object_matrix(test["objects"], clf.labels), test["labelled"].to_numpy(), test_g,
+                object_predictions(clf, clf.predict_proba(tfeats)),
+                object_matrix(train["objects"], clf.labels), train_g, group_names, lk)
         dom = None
         if backbone == backbones[0] and len(generated):
             unseen = DOM.unseen_sources(manifests[dataset], universe,
@@ -186,7 +241,7 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
             dom = DOM.domain_gap(*sides)
         return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
                 "labels": list(clf.labels),
-                "method": clf.config.get("method", "erm"), "domain": dom}
+                "method": clf.config.get("method", "erm"), "domain": dom, "attribute": att}
 
     # one job per (backbone, model, seed) on classifier.workers processes; results in job order
     jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]
@@ -218,6 +273,11 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
             "n_real_images": len(real_rows), "n_generated_images": int(len(generated)),
             **{n: domain_row([results[(backbones[0], n, int(s))]["domain"] or {}
                                for s in p["seeds"]], p["seeds"]) for n in names}}
+    if other is not None:
+        out["attribute"] = attribute_rows(attribute, group_names, names, p["seeds"],
+                                          [results[(backbones[0], n, int(s))]
+                                           for n in names for s in p["seeds"]], test,
+                                          test_g, train_g)
     # paper 000 app. B.1: the attributes (objects co-occurring with woman / man) it lists
     first = results[(backbones[0], names[0], int(p["seeds"][0]))]
     out["attributes"] = {"model": names[0], "n": len(first["labels"]),

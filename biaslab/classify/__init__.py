@@ -106,7 +106,8 @@ the trained weights are bitwise reproducible on CPU.
 from __future__ import annotations
 
 from biaslab.classify.blackout import blackout_persons, save_like, write_blackout_images
-from biaslab.classify.evaluate import (evaluate, evaluate_outputs, gender_thresholds, json_record,
+from biaslab.classify.evaluate import (attribute_leakage, evaluate, evaluate_outputs,
+                                       gender_thresholds, json_record,
                                        object_predictions, ratio_flag, ratio_of,
                                        expected_ratio)
 from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, label_targets,
@@ -124,6 +125,6 @@ __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "vali
            "file_id", "encode_files", "manifest_features", "GenderObjectClassifier",
            "train_classifier", "train_finetune", "blackout_persons", "gender_thresholds",
            "ratio_of", "expected_ratio", "ratio_flag", "object_predictions", "evaluate",
-           "evaluate_outputs",
+           "evaluate_outputs", "attribute_leakage",
            "json_record",
            "METHODS", "get_method", "PAPER_BACKBONES", "classifier_backbones"]

@@ -281,3 +281,46 @@ def json_record(values: Sequence) -> dict:
     from biaslab.runtime import stats
     from biaslab.runtime.io import json_number
     return {k: json_number(v) for k, v in stats.record(list(values)).items()}
+
+
+def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled: np.ndarray,
+                      test_groups: Sequence, train_pred: np.ndarray, train_objects: np.ndarray,
+                      train_groups: Sequence, groups: Sequence[str],
+                      leakage_kwargs: dict | None = None) -> dict:
+    """Leakage of another protected attribute (issue 29; paper 000 appendix B: skin tone,
+    where "the classifiers predict objects only") from a model's object predictions: paper 000
+    Eq. 7 with the attribute's groups in place of gender, the same protocol as the gender
+    Leakage of :func:`evaluate` (attackers trained on the training images' ground truth /
+    predictions, scored on the test images', group-balanced rounds; a K-way attacker for K
+    groups, :func:`biaslab.metrics.leakage.leakage`).
+
+    Args:
+        test_pred: float32 (n, |O|) the model's object predictions the attacker sees
+            (:func:`object_predictions`) on the test images.
+        test_objects: (n, |O|) 0/1 ground truth of the same images.
+        labelled: (n,) bool, images with an object annotation (the only ones used).
+        test_groups: (n,) each test image's group, None where it has none (ignored).
+        train_pred, train_objects, train_groups: the same for the attackers' training images.
+        groups: the attribute's groups (e.g. ``("dark", "light")``).
+        leakage_kwargs: :func:`biaslab.metrics.leakage.leakage` settings (``rounds``,
+            ``seed``, ...; ``f1_flips`` is ignored here).
+
+    Returns:
+        ``{"leakage", "LK_M", "LK_D", "leakage_std"}`` (x100), or ``{"leakage": None,
+        "leakage_error": reason}`` when a group has too few labelled images.
+    """
+    from biaslab.metrics.leakage import leakage
+    kw = {"threshold": None, **(leakage_kwargs or {})}
+    kw.pop("f1_flips", None)
+    lab = np.asarray(labelled, bool)
+    tg = np.asarray(list(test_groups), object)
+    try:
+        lk = leakage(np.asarray(test_objects, np.float32)[lab],
+                     np.asarray(test_pred, np.float32)[lab], list(tg[lab]),
+                     train_gt=np.asarray(train_objects, np.float32),
+                     train_pred=np.asarray(train_pred, np.float32),
+                     train_genders=list(train_groups), groups=list(groups), **kw)
+    except ValueError as e:
+        return {"leakage": None, "leakage_error": str(e)}
+    return {"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],
+            "leakage_std": lk["leakage_std"]}

@@ -102,9 +102,10 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
       (``stats.noise_floor``): a change between two experiments below it is seed noise.
     * ``validity.{holds, fails, inconclusive, not_informative, n}``: metrics/validity.json's
       counts.
-    * ``attribute.name`` and ``attribute.<row>.LIC`` (issue 29): with ``attribute`` skin or
-      gender_skin, that attribute's LIC of every captioner row, ``"mean±h"`` (absolute: 0 =
-      no more than the human captions); absent for gender (Table 2 has it).
+    * ``attribute.name``, ``attribute.<row>.LIC`` and ``attribute.<row>.Leakage`` (issue 29):
+      with ``attribute`` skin or gender_skin, that attribute's LIC of every captioner row and
+      Leakage of every classifier row, ``"mean±h"`` (absolute: 0 = no more than the human
+      captions / the ground truth); absent for gender (Tables 1 and 2 have them).
 
     Everything else (CIs' bounds, n, Ratio, per-seed values) stays in
     metrics/summary_full.json and the stages' metrics/*.json (plain outs, committed), read by
@@ -151,6 +152,13 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
             r = rec.get("LIC") or {}
             if r.get("n"):
                 block[row] = {"LIC": _cell(r.get("mean"), r.get("ci95"), digits)}
+        cls_att = (m.get("classification") or {}).get("attribute") or {}
+        if cls_att.get("name") == block["name"]:
+            for row, rec in cls_att.items():
+                r = (rec.get("Leakage") or {}) if isinstance(rec, Mapping) else {}
+                if r.get("n"):
+                    block.setdefault(row, {})["Leakage"] = _cell(r.get("mean"), r.get("ci95"),
+                                                                 digits)
         out["attribute"] = block
     out["noise"] = noise
     out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive",
@@ -363,7 +371,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
                R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
-    lines += attribute_markdown(m.get("attribute") or {})
+    lines += attribute_markdown(m.get("attribute") or {},
+                                (m.get("classification") or {}).get("attribute"))
     lines += retrieval_markdown(m["retrieval"])
     lines += spurious_markdown(m.get("spurious") or {})
     lines += [
@@ -646,11 +655,13 @@ def retrieval_markdown(ret: Mapping) -> list[str]:
 ATTRIBUTE_COLUMNS = (("LIC_M", "LIC_M"), ("LIC_D", "LIC_D"), ("LIC", "LIC ↓"))
 
 
-def attribute_markdown(att: Mapping) -> list[str]:
+def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list[str]:
     """The protected attribute's section (issue 29; stage ``eval_attribute``): the captioned
     test images per group, the smallest difference the two smallest groups detect, and for
     skin / gender_skin the captioners' LIC (and Error per group with the worst-group gap for
-    gender_skin), mean ± 95 % CI over captioner seeds. Empty without the file."""
+    gender_skin), mean ± 95 % CI over captioner seeds; with ``classifiers`` (the
+    ``attribute`` block of metrics/classification.json) the classifiers' Leakage of the
+    attribute too. Empty without the file."""
     if not att or is_skipped(att) or "attribute" not in att:
         return []
     a = att["attribute"]
@@ -681,4 +692,19 @@ def attribute_markdown(att: Mapping) -> list[str]:
     lines += [f"Captioners by {a} ({how}). LIC = LIC_M - LIC_D: 0 = the captions tell the "
               "group no better than the human captions do. Cell: mean ± 95 % CI over captioner "
               "seeds.", "", R.markdown(tab, cols, 1, first="Training set"), ""]
+    if classifiers and classifiers.get("name") == a:
+        groups = classifiers.get("groups") or []
+        ctab = {r: {c: rec.get(c) for c in ("Leakage", "LK_M", "LK_D")}
+                for r, rec in classifiers.items() if r not in ("name", "groups",
+                                                               "n_test_labelled_by_group",
+                                                               "n_train_by_group")
+                and isinstance(rec, Mapping)}
+        nt = classifiers.get("n_test_labelled_by_group") or {}
+        lines += [f"Classifiers: Leakage of {a} from their object predictions (paper 000 Eq. 7 "
+                  f"and appendix B; a {len(groups)}-way attacker, group-balanced rounds). "
+                  "Labelled test images per group: "
+                  + ", ".join(f"{g} {n}" for g, n in nt.items()) + ". Cell: mean ± 95 % CI "
+                  "over classifier seeds.", "",
+                  R.markdown(ctab, (("Leakage", "Leakage ↓"), ("LK_M", "LK_M"),
+                                    ("LK_D", "LK_D")), 1), ""]
     return lines
