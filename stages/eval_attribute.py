@@ -64,11 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params()
     if skip_without_captions("eval_attribute", OUTS):
         return 0
-    attribute = params.get("attribute", "gender")
-    try:
-        groups_of = A.attribute_groups(attribute)
-    except ValueError as e:
-        raise InputError("params.yaml", f"attribute: {e}") from None
+    attribute = params.get("attribute", "gender")    # load_params has checked it
+    groups_of = A.attribute_groups(attribute)
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     per = Path(A.PERCEIVED)
     perceived = read_parquet(per) if per.exists() else None

@@ -42,7 +42,7 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
                 on; first backbone only),
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds},
         [attribute: {name, groups, n_test_labelled_by_group, n_train_by_group,
-                     <name>: {Leakage, LK_M, LK_D: record over seeds, per_seed}} -- only
+                     rows: {<name>: {Leakage, LK_M, LK_D: record over seeds, per_seed}}} -- only
          when param `attribute` is skin or gender_skin (issue 29): that attribute's Leakage
          (paper 000 appendix B: from the object predictions, a K-way attacker for K groups;
          groups from the perceived skin tone of data/prepared/perceived_gender.parquet and

@@ -227,7 +227,8 @@ def test_attribute_rows_summarise_over_seeds():
                          test, ["dark", "light", "dark", None], ["dark", "dark", "light"])
     assert out["n_test_labelled_by_group"] == {"dark": 1, "light": 1}
     assert out["n_train_by_group"] == {"dark": 2, "light": 1}
-    assert out["original"]["Leakage"]["mean"] == 3.0 and out["original"]["Leakage"]["n"] == 2
-    assert out["augment"]["Leakage"]["n"] == 1 and out["augment"]["Leakage"]["n_missing"] == 1
-    assert out["augment"]["per_seed"][0] == {"seed": 0, "Leakage": None, "LK_M": None,
+    rows = out["rows"]
+    assert rows["original"]["Leakage"]["mean"] == 3.0 and rows["original"]["Leakage"]["n"] == 2
+    assert rows["augment"]["Leakage"]["n"] == 1 and rows["augment"]["Leakage"]["n_missing"] == 1
+    assert rows["augment"]["per_seed"][0] == {"seed": 0, "Leakage": None, "LK_M": None,
                                              "LK_D": None, "leakage_error": "too few"}

@@ -230,8 +230,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                               **{f"Error_{g}": _r([1.0, 1.0]) for g in per}}}}
     cls["attribute"] = {"name": "gender_skin", "groups": list(per),
                         "n_test_labelled_by_group": per, "n_train_by_group": per,
-                        "original": {"Leakage": _r([2.0, 4.0]), "LK_M": _r([30.0, 32.0]),
-                                     "LK_D": _r([28.0, 28.0])}}
+                        "rows": {"original": {"Leakage": _r([2.0, 4.0]),
+                                              "LK_M": _r([30.0, 32.0]),
+                                              "LK_D": _r([28.0, 28.0])}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
@@ -249,6 +250,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert ("Classifiers: Leakage of gender_skin from their object predictions (paper 000 Eq. 7 "
             "and appendix B; a 4-way attacker") in md
     assert "| Original | 3.0 ± 12.7 | 31.0 ± 12.7 | 28.0 ± 0.0 |" in md
+    assert "Cell: mean ± 95 % CI over n = 2 captioner seeds." in md
+    assert "Cell: mean ± 95 % CI over n = 2 classifier seeds." in md
     assert ("S_synthetic 60.5 ± 6.4 real / 67.5 ± 19.1 generated (gap 7.0 ± 12.7)" in md
             and "AUC 55.0 ± 38.1 (50 = alike)" in md), md
     assert ("at polygon 90.8 ± 3.7 (erasing 14 % of the image), box 95.4 ± 2.6 (erasing 24 % "

@@ -28,8 +28,6 @@ import pandas as pd
 
 from biaslab.runtime.io import InputError
 
-#: ``{"light": "light", "dark": "dark"}`` of the accepted ``bb_skin`` spellings (lower-cased)
-SKIN_VALUES = {"light": "light", "dark": "dark"}
 PERCEIVED = "data/prepared/perceived_gender.parquet"
 
 
@@ -46,7 +44,8 @@ def attribute_groups(attribute: str) -> tuple[str, ...]:
 
 def skin_labels(perceived: pd.DataFrame | None, where: str = PERCEIVED) -> dict[int, str]:
     """``{image_id: "dark"/"light"}`` from the prepared perceived table's ``skin`` column
-    (``Light`` / ``Dark``, any case); other values have no group.
+    (``Light`` / ``Dark``, any case, spaces stripped: the rule of
+    :func:`biaslab.metrics.files.read_group_labels` for a CSV); other values have no group.
 
     Raises:
         InputError: no table, no ``skin`` column, or not one Light/Dark label (``where``
@@ -54,10 +53,11 @@ def skin_labels(perceived: pd.DataFrame | None, where: str = PERCEIVED) -> dict[
     if perceived is None or "skin" not in getattr(perceived, "columns", ()):
         raise InputError(where, "has no perceived skin-tone column (bb_skin): attribute skin "
                                 "needs perceived_gender_skin.csv with bb_skin Light/Dark")
+    tones = attribute_groups("skin")
     out = {}
     for i, s in zip(perceived["image_id"], perceived["skin"]):
-        v = SKIN_VALUES.get(str(s).strip().lower()) if isinstance(s, str) else None
-        if v is not None:
+        v = s.strip().lower() if isinstance(s, str) else None
+        if v in tones:
             out[int(i)] = v
     if not out:
         raise InputError(where, "no image has a Light or Dark skin-tone label (bb_skin): "

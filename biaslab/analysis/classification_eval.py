@@ -97,9 +97,10 @@ ATTRIBUTE_KEYS = (("Leakage", "leakage"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
 
 def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict],
                    test: pd.DataFrame, test_groups, train_groups) -> dict:
-    """The ``attribute`` block of ``metrics/classification.json`` (issue 29): every model's
-    Leakage, LK_M, LK_D of the attribute as a record over seeds with ``per_seed``, and the
-    labelled test / attacker-training images per group.
+    """The ``attribute`` block of ``metrics/classification.json`` (issue 29): ``{"name",
+    "groups", "n_test_labelled_by_group", "n_train_by_group", "rows": {model: {"Leakage",
+    "LK_M", "LK_D": record over seeds, "per_seed"}}}`` (x100; Leakage = LK_M - LK_D, paper 000
+    Eq. 7).
 
     Args:
         per_job: evaluate_one's results in ``names`` x ``seeds`` order (each with an
@@ -111,7 +112,8 @@ def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict
             count[g] += 1
     train_count = {g: sum(1 for x in train_groups if x == g) for g in group_names}
     out: dict = {"name": attribute, "groups": list(group_names),
-                 "n_test_labelled_by_group": count, "n_train_by_group": train_count}
+                 "n_test_labelled_by_group": count, "n_train_by_group": train_count,
+                 "rows": {}}
     k = 0
     for n in names:
         rows = []
@@ -123,7 +125,7 @@ def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict
                                           for key, src in ATTRIBUTE_KEYS},
                             **({"leakage_error": r["leakage_error"]}
                                if r.get("leakage_error") else {})} for s, r in rows]
-        out[n] = rec
+        out["rows"][n] = rec
     return out
 
 

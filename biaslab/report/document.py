@@ -154,8 +154,8 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
                 block[row] = {"LIC": _cell(r.get("mean"), r.get("ci95"), digits)}
         cls_att = (m.get("classification") or {}).get("attribute") or {}
         if cls_att.get("name") == block["name"]:
-            for row, rec in cls_att.items():
-                r = (rec.get("Leakage") or {}) if isinstance(rec, Mapping) else {}
+            for row, rec in (cls_att.get("rows") or {}).items():
+                r = rec.get("Leakage") or {}
                 if r.get("n"):
                     block.setdefault(row, {})["Leakage"] = _cell(r.get("mean"), r.get("ci95"),
                                                                  digits)
@@ -687,24 +687,26 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
                  *((f"Error_{g}", f"Error {g}") for g in per),
                  ("Error_worst_group_gap", "worst-group gap ↓"))
     tab = {r: {c: rec.get(c) for c, _ in cols} for r, rec in rows.items()}
+    n = max((int((v or {}).get("n") or 0) for rec in rows.values() for v in
+             (rec.get("LIC"), rec.get("LIC_M"))), default=0)
     how = ("captions not masked, thesis sec. 2.5.3" if a == "skin" else
            "a 4-way attacker, gender words masked; Error in %, Burns et al., per group")
     lines += [f"Captioners by {a} ({how}). LIC = LIC_M - LIC_D: 0 = the captions tell the "
-              "group no better than the human captions do. Cell: mean ± 95 % CI over captioner "
-              "seeds.", "", R.markdown(tab, cols, 1, first="Training set"), ""]
+              f"group no better than the human captions do. Cell: mean ± 95 % CI over n = {n} "
+              "captioner seeds.", "", R.markdown(tab, cols, 1, first="Training set"), ""]
     if classifiers and classifiers.get("name") == a:
         groups = classifiers.get("groups") or []
+        crows = classifiers.get("rows") or {}
         ctab = {r: {c: rec.get(c) for c in ("Leakage", "LK_M", "LK_D")}
-                for r, rec in classifiers.items() if r not in ("name", "groups",
-                                                               "n_test_labelled_by_group",
-                                                               "n_train_by_group")
-                and isinstance(rec, Mapping)}
+                for r, rec in crows.items()}
+        cn = max((int((rec.get("Leakage") or {}).get("n") or 0) for rec in crows.values()),
+                 default=0)
         nt = classifiers.get("n_test_labelled_by_group") or {}
         lines += [f"Classifiers: Leakage of {a} from their object predictions (paper 000 Eq. 7 "
                   f"and appendix B; a {len(groups)}-way attacker, group-balanced rounds). "
                   "Labelled test images per group: "
-                  + ", ".join(f"{g} {n}" for g, n in nt.items()) + ". Cell: mean ± 95 % CI "
-                  "over classifier seeds.", "",
+                  + ", ".join(f"{g} {k}" for g, k in nt.items()) + ". Cell: mean ± 95 % CI "
+                  f"over n = {cn} classifier seeds.", "",
                   R.markdown(ctab, (("Leakage", "Leakage ↓"), ("LK_M", "LK_M"),
                                     ("LK_D", "LK_D")), 1), ""]
     return lines
