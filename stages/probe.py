@@ -8,7 +8,9 @@ params: data.root (the synthetic dataset with probe/pairs.csv), classifier.datas
         classifier.blackout_fill (the Ratio protocol's person masking), captioner.datasets,
         captioner.seeds, captioner.beam, captioner.max_len, captioner.no_repeat_ngram,
         label.words, generate.backend (recorded: which counterfactuals the models saw), probe
-        (min_seeds_t, n_boot, seed); features.cache_dir only locates the feature cache
+        (min_seeds_t, n_boot, seed, flip_images), attribute (the person attributes the
+        attribute-flip probe flips: biaslab.analysis.probe.FLIP_DIMS); features.cache_dir only
+        locates the feature cache
 in:   <data.root>/probe/ (written by stage synthesize), data/models/classifier/<dataset>/<dataset>-<seed>/,
       data/models/captioner/<dataset>/<dataset>-<seed>/, data/features/images*.npy
 out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neutral/*.png (the
@@ -27,7 +29,13 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neut
       the probe's output P(man) - P(woman) does not exist for}, "mask_neutral": {dataset:
       biaslab.analysis.probe.mask_neutral_record on the context-free images, with "context": the same
       on the probe pairs}; record: see
-      biaslab.analysis.probe.summarize_sensitivity). Without probe pairs (real data) metrics/probe.json
+      biaslab.analysis.probe.summarize_sensitivity), "flip": the attribute-flip probe
+      ({"available", "attribute", "dims", "n_pairs": {dim: n}, "objects": {dim: {value:
+      [associated objects]}}, "classifier" / "captioner": {dataset:
+      biaslab.analysis.probe.summarize_flip}}, or {"available": false, "reason"});
+      data/probe/flip/*.png (the test images drawn with each value) and data/probe/flip.parquet
+      (one row per model x seed x pair: out_a, out_b, sensitivity, the pair's gender and
+      skin). Without probe pairs (real data) metrics/probe.json
       says "not available (no planted truth)" and the stage exits 0.
 """
 from pathlib import Path
@@ -49,8 +57,13 @@ CI_RULE = (f"ci95/lo/hi: t interval over training seeds when there are >= "
            f"hold both")
 
 
+FLIP_COLUMNS = ["model", "dataset", "seed", "attribute", "pair", "out_a", "out_b",
+                "sensitivity", "gender", "skin"]
+
+
 def _not_available(root: str, backend: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    write_parquet(OUT / "flip.parquet", pd.DataFrame(columns=FLIP_COLUMNS))
     write_parquet(OUT / "pairs.parquet", pd.DataFrame(
         columns=["model", "dataset", "seed", "attribute", "pair", "out_female", "out_male",
                  "sensitivity"]))
@@ -83,17 +96,28 @@ def main(argv: list[str] | None = None) -> int:
     n_pairs = {a: int(n) for a, n in
                pairs.drop_duplicates(["attribute", "pair"])["attribute"].value_counts()
                .sort_index().items()}
-    write_parquet(OUT / "pairs.parquet", pd.concat(rows, ignore_index=True))
+    is_flip = [str(r["model"].iloc[0]).endswith("_flip") if len(r) else False for r in rows]
+    write_parquet(OUT / "pairs.parquet",
+                  pd.concat([r for r, f in zip(rows, is_flip) if not f], ignore_index=True))
+    flips = [r for r, f in zip(rows, is_flip) if f]
+    write_parquet(OUT / "flip.parquet", pd.concat(flips, ignore_index=True) if flips else
+                  pd.DataFrame(columns=FLIP_COLUMNS))
     write_json(METRICS, {"available": True, "backend": backend, "n_pairs": n_pairs,
                          **out, "ci_rule": CI_RULE,
                          "blackout": list(c.get("blackout", ["box"])),
                          "mean_masked_fraction": float(np.mean(masked["masked_fraction"]))})
     for model, by_d in ((k, v) for k, v in out.items()
-                        if k not in ("classifier_na", "mask_neutral")):
+                        if k not in ("classifier_na", "mask_neutral", "flip")):
         for d, recs in by_d.items():
             print(f"probe {model} {d}: " + ", ".join(
                 f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
                 for a, r in recs.items()))
+    fl = out.get("flip") or {}
+    for model in ("classifier", "captioner"):
+        for d, recs in (fl.get(model) or {}).items():
+            print(f"flip probe {model} {d}: " + ", ".join(
+                f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
+                for a, r in recs.items() if "mean" in r))
     return 0
 
 

@@ -77,7 +77,7 @@ def test_pair_sensitivity_hand_computed():
     assert s["out_male"].tolist() == pytest.approx([0.4, -0.2])
     with pytest.raises(ValueError, match="outputs"):
         P.pair_sensitivities(df, [0.1])
-    with pytest.raises(ValueError, match="male-associated"):
+    with pytest.raises(ValueError, match="without a (fe)?male image"):
         P.pair_sensitivities(df.iloc[:3], [0.1, 0.2, 0.3])
 
 

@@ -556,3 +556,31 @@ def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
     assert title == "# Dose-response" and blank == ""
     assert line.startswith("_Made by `scripts/bias_sweep.py` on data `coco` at commit `")
     assert text.endswith("body\n")
+
+
+def test_flip_probe_section_columns_cells_and_not_run_reason():
+    from biaslab.report.document import flip_markdown
+    rec = {"mean": 0.25, "ci95": 0.05, "lo": 0.2, "hi": 0.3, "n": 3}
+    flip = {"available": True, "attribute": "gender_skin", "dims": ["gender", "skin"],
+            "n_pairs": {"gender": 100, "skin": 100},
+            "objects": {"skin": {"dark": ["dog"], "light": ["bicycle"]}},
+            "classifier": {"original": {"skin": rec, "skin|female": rec,
+                                        "skin|gap": {**rec, "mean": -0.1, "groups": ["f", "m"]}}},
+            "captioner": {}}
+    cols = R.flip_columns(flip)
+    assert [c for c, _ in cols] == ["gender", "gender|dark", "gender|light", "gender|gap",
+                                    "skin", "skin|female", "skin|male", "skin|gap"]
+    text = "\n".join(flip_markdown(flip))
+    assert "dark → dog vs light → bicycle" in text and "skin 100" in text
+    row = next(line for line in text.splitlines() if line.startswith("| Original")
+               or line.startswith("| original"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # gender columns are empty (–), skin cells mean ± CI, the gap is signed
+    assert cells[1:5] == ["–"] * 4
+    assert cells[5:] == ["0.250 ± 0.050", "0.250 ± 0.050", "–", "-0.100 ± 0.050"]
+    assert "Captioners" not in text                        # no captioner rows: no table
+    assert R.flip_columns({"attribute": "skin", "dims": ["skin"]}) == (
+        ("skin", "skin tone (D→L)"),)
+    off = flip_markdown({"available": False, "reason": "probe.flip_images = 0"})
+    assert "Not run: probe.flip_images = 0." in off
+    assert flip_markdown({}) == []

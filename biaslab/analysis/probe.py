@@ -33,6 +33,7 @@ the interval verdicts should use -- is the t interval over seeds when there are 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -315,34 +316,39 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
     return out
 
 
-def pair_sensitivities(pairs: pd.DataFrame, outputs: Sequence[float]) -> pd.DataFrame:
-    """Pair sensitivities ``s_k = o(male-associated image) - o(female-associated image)``.
+def pair_sensitivities(pairs: pd.DataFrame, outputs: Sequence[float],
+                       values: tuple[str, str] = ("female", "male")) -> pd.DataFrame:
+    """Pair sensitivities ``s_k = o(values[1] image) - o(values[0] image)``; by default
+    ``o(male-associated image) - o(female-associated image)``.
 
     Args:
-        pairs: rows with ``attribute``, ``pair``, ``value`` (``"female"``/``"male"``), one
-            female and one male row per (attribute, pair).
+        pairs: rows with ``attribute``, ``pair``, ``value`` (one of ``values``), one row of
+            each value per (attribute, pair).
         outputs: (len(pairs),) model output o per row, in row order.
+        values: the two values ``(a, b)``; the sensitivity is o(b) - o(a) (the attribute-flip
+            probe passes ``biaslab.data.synthetic.FLIP_VALUES[dim]``).
 
     Returns:
-        DataFrame ``attribute, pair, out_female, out_male, sensitivity`` sorted by
+        DataFrame ``attribute, pair, out_<a>, out_<b>, sensitivity`` sorted by
         (attribute, pair).
 
     Raises:
-        ValueError: lengths differ, or a pair lacks its female or male image.
+        ValueError: lengths differ, or a pair lacks one of its two images.
     """
+    a, b = values
     o = np.asarray(outputs, np.float64)
     if len(o) != len(pairs):
         raise ValueError(f"{len(o)} outputs for {len(pairs)} probe images")
     df = pairs[list(PAIR_COLUMNS)].assign(out=o)
     wide = df.pivot_table(index=["attribute", "pair"], columns="value", values="out",
                           aggfunc="first")
-    for v in ("female", "male"):
+    for v in values:
         if v not in wide.columns or wide[v].isna().any():
-            raise ValueError(f"probe pairs without a {v}-associated image")
-    wide = wide.reset_index().rename(columns={"female": "out_female", "male": "out_male"})
-    wide["sensitivity"] = wide["out_male"] - wide["out_female"]
+            raise ValueError(f"probe pairs without a {v} image")
+    wide = wide.reset_index().rename(columns={a: f"out_{a}", b: f"out_{b}"})
+    wide["sensitivity"] = wide[f"out_{b}"] - wide[f"out_{a}"]
     wide.columns.name = None
-    return wide[["attribute", "pair", "out_female", "out_male", "sensitivity"]] \
+    return wide[["attribute", "pair", f"out_{a}", f"out_{b}", "sensitivity"]] \
         .sort_values(["attribute", "pair"], ignore_index=True)
 
 
@@ -363,7 +369,8 @@ def summarize_sensitivity(per_seed: Mapping[int, pd.DataFrame], *,
         "pair_bootstrap"), "seeds": stats.record of the per-seed means, "pooled":
         stats.bootstrap over pairs of the seed-averaged pair sensitivities ({"mean", "ci95",
         "lo", "hi", "n", "n_boot", "n_undefined"}), "per_seed": [{"seed", "mean"}],
-        "mean_output": {"female", "male"} (mean o on each side), "n_pairs", "n_seeds"}}``.
+        "mean_output": {value: mean o} (each side, from the ``out_<value>`` columns),
+        "n_pairs", "n_seeds"}}``.
         ``mean`` is the mean over seeds and pairs (equal in both intervals' centres).
 
     Raises:
@@ -400,12 +407,224 @@ def summarize_sensitivity(per_seed: Mapping[int, pd.DataFrame], *,
                   "per_seed": [{"seed": int(s), "mean": float(m)}
                                for s, m in zip(seeds, seed_means)],
                   "mean_output": {
-                      "female": float(np.mean([r["out_female"].mean() for r in rows])),
-                      "male": float(np.mean([r["out_male"].mean() for r in rows]))},
+                      c[4:]: float(np.mean([r[c].mean() for r in rows]))
+                      for c in rows[0].columns if c.startswith("out_")},
                   "n_pairs": int(sens.shape[1]), "n_seeds": len(seeds)}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The attribute-flip probe (issue 29 item 6)
+# --------------------------------------------------------------------------------------------
+
+#: the person attributes each value of param ``attribute`` flips
+FLIP_DIMS = {"gender": ("gender",), "skin": ("skin",), "gender_skin": ("gender", "skin")}
+
+
+def flip_objects(dim: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The objects the synthetic generator associates with each value ``(a, b)`` of
+    ``biaslab.data.synthetic.FLIP_VALUES[dim]``: gender (female, male) -> (FEMALE_OBJECTS,
+    MALE_OBJECTS); skin (dark, light) -> (("dog",), ("bicycle",))
+    (``SKIN_OBJECT_ASSOCIATION``). Raises ValueError for another ``dim``."""
+    from biaslab.data import synthetic as S
+    if dim not in S.FLIP_VALUES:
+        raise ValueError(f"unknown flip dimension {dim!r}; known: {tuple(S.FLIP_VALUES)}")
+    assoc = S.OBJECT_ASSOCIATION if dim == "gender" else S.SKIN_OBJECT_ASSOCIATION
+    return tuple(tuple(o for o in S.OBJECTS if assoc.get(o) == v) for v in S.FLIP_VALUES[dim])
+
+
+def flip_table(root: str | os.PathLike, dims: Sequence[str], n_images: int,
+               out_dir: str | os.PathLike, *, progress: bool = False) -> pd.DataFrame:
+    """The attribute-flip pairs: the first ``n_images`` images (by id) of the synthetic test
+    split, each drawn with both values of each person attribute in ``dims``
+    (``biaslab.data.synthetic.render_flip``; only the person's pixels differ within a pair,
+    and one image of each pair is the test image itself). The person is NOT masked: the
+    attribute is the person's.
+
+    Args:
+        root: the synthetic dataset (``annotations/synth_params.json`` with ``test_images``
+            > 0, ``annotations/synth_truth.csv`` with a skin column for ``"skin"``).
+        dims: keys of ``biaslab.data.synthetic.FLIP_VALUES``.
+        n_images: pairs per dimension (>= 1; fewer when the test split is smaller).
+        out_dir: where ``<dim>_<image id>_<value>.png`` are written (atomically).
+
+    Returns:
+        DataFrame ``path, attribute (= dim), pair (= image id), value, gender, skin`` (the
+        test image's true gender and skin tone), two rows per pair.
+
+    Raises:
+        InputError: ``root`` is not a synthetic dataset of this renderer, has no test split, or
+            its truth has no skin tone and ``"skin"`` is asked for.
+        ValueError: ``n_images`` < 1 or an unknown dimension.
+    """
+    from tqdm import tqdm
+
+    from biaslab.classify import save_like
+    from biaslab.data import synthetic as S
+    if int(n_images) < 1:
+        raise ValueError(f"n_images must be >= 1, got {n_images}")
+    bad = [d for d in dims if d not in S.FLIP_VALUES]
+    if bad:
+        raise ValueError(f"unknown flip dimension(s) {bad}; known: {tuple(S.FLIP_VALUES)}")
+    g = S.read_generator_params(root)
+    n_train, n_test = int(g["n_images"]), int(g.get("test_images") or 0)
+    if n_test < 1:
+        raise InputError(Path(root) / S.PARAMS_FILE,
+                         "no test split (synthetic.test_images = 0): the attribute-flip "
+                         "probe draws test images")
+    truth = S.read_truth(root)
+    ids = list(range(n_train + 1, n_train + n_test + 1))[:int(n_images)]
+    if "skin" in dims and any(truth[i].get("skin") is None for i in ids):
+        raise InputError(Path(root) / "annotations" / "synth_truth.csv",
+                         "no skin column (written before issue 29): re-run stage synthesize")
+    rows = []
+    todo = [(d, i, v) for d in dims for i in ids for v in S.FLIP_VALUES[d]]
+    for d, i, v in tqdm(todo, disable=not progress, desc="flip pairs", unit="img"):
+        t = truth[i]
+        r = S.render_flip(i, t, seed=int(g["seed"]), image_size=int(g["image_size"]), dim=d,
+                          value=v)
+        stem = os.path.join(str(out_dir), f"{d}_{i:012d}_{v}")
+        rows.append({"path": save_like(".png", r.image, stem), "attribute": d, "pair": i,
+                     "value": v, "gender": t["gender"], "skin": t.get("skin")})
+    return pd.DataFrame(rows, columns=["path", "attribute", "pair", "value", "gender", "skin"])
+
+
+def object_output(probs: np.ndarray, labels: Sequence[str], dim: str) -> np.ndarray:
+    """Classifier output of the attribute-flip probe: ``mean P(objects of b) - mean P(objects
+    of a)`` per image, float64 (n,) in [-1, 1], for ``(a, b) = FLIP_VALUES[dim]`` and the
+    objects of :func:`flip_objects` (gender: mean P(male-associated) - mean P(female-associated)
+    objects; skin: P(bicycle) - P(dog)).
+
+    Args:
+        probs: (n, len(labels)) sigmoid object outputs.
+        labels: the classifier's object labels.
+        dim: the flipped attribute.
+
+    Raises:
+        ValueError: an associated object is not among ``labels``.
+    """
+    p = np.asarray(probs, np.float64)
+    objs_a, objs_b = flip_objects(dim)
+    miss = [o for o in objs_a + objs_b if o not in labels]
+    if miss:
+        raise ValueError(f"the classifier has no output for {miss}")
+    col = {o: k for k, o in enumerate(labels)}
+    return p[:, [col[o] for o in objs_b]].mean(1) - p[:, [col[o] for o in objs_a]].mean(1)
+
+
+def caption_object_output(captions: Sequence[str], dim: str) -> np.ndarray:
+    """Captioner output of the attribute-flip probe: the share of ``b``'s associated objects
+    the caption names minus the share of ``a``'s (``biaslab.metrics.biasamp.caption_objects``
+    with its synonyms and the generator's nouns), float64 (n,) in [-1, 1]; ``(a, b) = FLIP_VALUES[dim]``."""
+    from biaslab.data.synthetic.captions import _NOUN
+    from biaslab.metrics.biasamp import OBJECT_SYNONYMS, caption_objects
+    objs_a, objs_b = flip_objects(dim)
+    cats = objs_a + objs_b
+    # the generator's own one-word nouns ("purse" for handbag) beside the COCO synonyms: the
+    # flip probe exists on synthetic data only, whose captions use exactly these words
+    syn = {**OBJECT_SYNONYMS, **{w: o for o, ws in _NOUN.items() for w in ws
+                                 if " " not in w and w != o}}
+    out = np.zeros(len(captions), np.float64)
+    for k, c in enumerate(captions):
+        named = caption_objects(c, cats, syn)
+        out[k] = (sum(o in named for o in objs_b) / len(objs_b)
+                  - sum(o in named for o in objs_a) / len(objs_a))
+    return out
+
+
+def flip_output(table: pd.DataFrame, *, probs: np.ndarray | None = None,
+                labels: Sequence[str] | None = None,
+                captions: Sequence[str] | None = None) -> np.ndarray:
+    """The flip probe's output per row of ``table`` (:func:`flip_table`), each row by its own
+    dimension (``attribute`` column): :func:`object_output` of ``probs`` (n, len(labels)) for a
+    classifier, or :func:`caption_object_output` of ``captions`` (n,) for a captioner;
+    float64 (n,)."""
+    if (probs is None) == (captions is None):
+        raise ValueError("give either probs (with labels) or captions")
+    out = np.zeros(len(table), np.float64)
+    dims = table["attribute"].to_numpy()
+    for d in dict.fromkeys(dims):
+        m = dims == d
+        out[m] = (object_output(np.asarray(probs)[m], labels, d) if probs is not None
+                  else caption_object_output([c for c, k in zip(captions, m) if k], d))
+    return out
+
+
+def flip_sensitivities(table: pd.DataFrame, outputs: Sequence[float]) -> pd.DataFrame:
+    """Pair sensitivities of the attribute-flip probe, ``s_k = o(x_k^b) - o(x_k^a)`` with
+    ``(a, b) = FLIP_VALUES[dim]`` per dimension (:func:`pair_sensitivities` on each), and the
+    pair's true ``gender`` / ``skin`` kept for the per-group summaries.
+
+    A model whose object outputs ignore the person's attribute has ``s_k = 0`` for every pair
+    (ground truth: the two images differ in the person's pixels only, and the objects are
+    the same); a model that learned the planted attribute-object association has ``S > 0``.
+    Our definition (paper 000 measures attribute-to-object bias observationally, with Ratio
+    and Leakage; this is its counterfactual form on the oracle renderer).
+
+    Args:
+        table: :func:`flip_table` rows (attribute = dim, pair, value, gender, skin).
+        outputs: (len(table),) :func:`object_output` / :func:`caption_object_output` per row.
+
+    Returns:
+        DataFrame ``attribute, pair, out_a, out_b, sensitivity, gender, skin`` (``out_a`` /
+        ``out_b``: the outputs on the two images, whatever the dimension's values).
+    """
+    from biaslab.data import synthetic as S
+    o = np.asarray(outputs, np.float64)
+    if len(o) != len(table):
+        raise ValueError(f"{len(o)} outputs for {len(table)} flip images")
+    parts = []
+    keys = table.drop_duplicates(["attribute", "pair"]).set_index(["attribute", "pair"])
+    for d in dict.fromkeys(table["attribute"]):
+        m = (table["attribute"] == d).to_numpy()
+        a, b = S.FLIP_VALUES[d]
+        w = pair_sensitivities(table[m], o[m], values=(a, b)).rename(
+            columns={f"out_{a}": "out_a", f"out_{b}": "out_b"})
+        k = keys.loc[list(zip(w["attribute"], w["pair"]))]
+        parts.append(w.assign(gender=k["gender"].to_numpy(), skin=k["skin"].to_numpy()))
+    return pd.concat(parts, ignore_index=True)
+
+
+def summarize_flip(per_seed: Mapping[int, pd.DataFrame], attribute: str, *,
+                   min_seeds_t: int = MIN_SEEDS_T, n_boot: int = stats.N_BOOT,
+                   seed: int = 0) -> dict:
+    """Flip-probe records of one model family over seeds (:func:`summarize_sensitivity`):
+    ``{dim: record}`` for each flipped dimension, and for ``attribute == "gender_skin"`` also
+    ``{"<dim>|<group>": record}`` for each value of the other dimension (the skin-tone flip
+    among women and among men, the gender flip among light- and dark-skinned persons: the
+    per-group sensitivities of the intersectional groups) and ``{"<dim>|gap": {"groups",
+    "mean", "ci95", "lo", "hi", "n", "n_ref", "p"}}``: the second group's sensitivity minus the
+    first's, with the Welch interval over seeds (``biaslab.runtime.stats.difference``).
+
+    Args:
+        per_seed: ``{seed: flip_sensitivities(...)}``.
+        attribute: the param ``attribute`` (``gender``, ``skin``, ``gender_skin``).
+    """
+    from biaslab.data import synthetic as S
+    kw = dict(min_seeds_t=min_seeds_t, n_boot=n_boot, seed=seed)
+    out = summarize_sensitivity(per_seed, **kw)
+    if attribute != "gender_skin":
+        return out
+    for d in list(out):
+        other = "skin" if d == "gender" else "gender"
+        recs = {}
+        for v in S.FLIP_VALUES[other]:
+            sub = {s: f[(f["attribute"] == d) & (f[other] == v)].assign(
+                attribute=f"{d}|{v}") for s, f in per_seed.items()}
+            if len(next(iter(sub.values()))):
+                recs[v] = summarize_sensitivity(sub, **kw)[f"{d}|{v}"]
+                out[f"{d}|{v}"] = recs[v]
+        if len(recs) == 2:
+            g0, g1 = S.FLIP_VALUES[other]
+            diff = stats.difference([p["mean"] for p in recs[g1]["per_seed"]],
+                                    [p["mean"] for p in recs[g0]["per_seed"]])
+            out[f"{d}|gap"] = {"groups": [g0, g1], "mean": diff.pop("diff"), **diff}
     return out
 
 
 __all__ = ["MIN_SEEDS_T", "blackout_probe", "classifier_output", "caption_output",
            "gendered_versions", "sequence_logprobs", "caption_margin_output",
-           "pair_sensitivities", "summarize_sensitivity"]
+           "pair_sensitivities", "summarize_sensitivity", "FLIP_DIMS", "flip_objects",
+           "flip_table", "object_output", "caption_object_output", "flip_output",
+           "flip_sensitivities",
+           "summarize_flip"]

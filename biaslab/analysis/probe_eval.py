@@ -11,6 +11,7 @@ import pandas as pd
 
 from biaslab import captioner as C
 from biaslab.analysis import probe as P
+from biaslab.data.synthetic import FLIP_VALUES as S_FLIP, read_generator_params
 from biaslab.classify import GenderObjectClassifier, encode_files, file_id, model_features
 from biaslab.models.features import load_features, set_threads
 from biaslab.runtime.io import InputError
@@ -56,6 +57,19 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                               fill=c.get("blackout_fill", 0), progress=True)
     table = masked[["path"]].assign(image_id=[file_id(p) for p in masked["path"]])
     rows, out = [], {"classifier": {}, "classifier_logit": {}, "captioner": {}}
+    # the attribute-flip probe (issue 29 item 6): test images with the person's gender / skin
+    # tone flipped, person visible; object outputs, not gender
+    attribute = params.get("attribute") or "gender"
+    flip, flip_note = None, None
+    if not int(pp.get("flip_images") or 0):
+        flip_note = "probe.flip_images = 0"
+    elif not int(read_generator_params(root).get("test_images") or 0):
+        flip_note = "no synthetic test split (synthetic.test_images = 0)"
+    else:
+        flip = P.flip_table(root, P.FLIP_DIMS[attribute], int(pp["flip_images"]),
+                            out_dir / "flip", progress=True)
+        ftable = flip[["path"]].assign(image_id=[file_id(p) for p in flip["path"]])
+        fout = {"classifier": {}, "captioner": {}}
 
     if neutral is not None and not neutral.empty:
         # the mask-neutrality test (issue 23 item 2): masked images and the same images drawn
@@ -75,11 +89,19 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                                     if m not in c["datasets"]]:
         per_seed, per_seed_logit, sums = {}, {}, {"masked": [], "empty": [], "ctx": [],
                                                    "empty_ctx": []}
+        per_seed_flip = {}
         for s in c["seeds"]:
             clf = GenderObjectClassifier.load(model_dir("classifier", d, s))
+            if flip is not None:
+                # object outputs exist for every model, the adversarial one included
+                fp = clf.objects_proba(model_features(clf, ftable, ids, base, cache, derived=True,
+                                                      batch_size=fbs,
+                                                      executor=params.get("executor")))
+                per_seed_flip[int(s)] = P.flip_sensitivities(
+                    flip, P.flip_output(flip, probs=fp, labels=clf.labels))
             if not clf.has_gender:
                 out.setdefault("classifier_na", {})[d] = "no gender outputs"
-                break
+                continue
             feats = model_features(clf, table, ids, base, cache, derived=True, batch_size=fbs,
                                    executor=params.get("executor"))
             probs = clf.gender_proba(feats)
@@ -97,6 +119,10 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                     sums[k].append(clf.gender_proba(model_features(
                         clf, t, ids, base, cache, derived=True, batch_size=fbs,
                         executor=params.get("executor"))))
+        if per_seed_flip:
+            fout["classifier"][d] = P.summarize_flip(per_seed_flip, attribute, **kw)
+            rows += [f.assign(model="classifier_flip", dataset=d, seed=k)
+                     for k, f in per_seed_flip.items()]
         if per_seed:
             out["classifier"][d] = P.summarize_sensitivity(per_seed, **kw)
             out["classifier_logit"][d] = P.summarize_sensitivity(per_seed_logit, **kw)
@@ -122,6 +148,12 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                                           image_size=key0[1], batch_size=fbs,
                                           num_threads=first.config.num_threads,
                                           executor=params.get("executor"))
+    flip_feats: dict = {}
+    if flip is not None:
+        flip_feats[key0] = encode_files(flip["path"].tolist(), cache, key0[0],
+                                        image_size=key0[1], batch_size=fbs,
+                                        num_threads=first.config.num_threads,
+                                        executor=params.get("executor"))
 
     def caption_pairs(job: tuple[str, int]):
         d, s = job
@@ -143,7 +175,17 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                  for a, k in zip(masked["attribute"], masked["pair"])]
         margin = P.pair_sensitivities(masked, P.caption_margin_output(
             model, feats_by_encoder[key], texts))
-        return sens.assign(
+        flipped = None
+        if flip is not None:
+            if key not in flip_feats:
+                flip_feats[key] = encode_files(
+                    flip["path"].tolist(), cache, key[0], image_size=key[1],
+                    batch_size=fbs, num_threads=model.config.num_threads)
+            fcaps = model.generate(flip_feats[key], beam=cap.get("beam"),
+                                   max_len=cap.get("max_len"),
+                                   no_repeat_ngram=cap.get("no_repeat_ngram"))
+            flipped = P.flip_sensitivities(flip, P.flip_output(flip, captions=fcaps))
+        return flipped, sens.assign(
             caption_female=[by[(a, k, "female")] for a, k in zip(sens["attribute"],
                                                                   sens["pair"])],
             caption_male=[by[(a, k, "male")] for a, k in zip(sens["attribute"],
@@ -157,9 +199,12 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
     by_job = dict(zip(jobs, map_jobs(caption_pairs, jobs, cap.get("workers", 1))))
     out["captioner_margin"] = {}
     for d in cap["datasets"]:
-        per_seed, per_seed_margin = {}, {}
+        per_seed, per_seed_margin, per_seed_flip = {}, {}, {}
         for s in cap["seeds"]:
-            sens = by_job[(d, int(s))]
+            flipped, sens = by_job[(d, int(s))]
+            if flipped is not None:
+                per_seed_flip[int(s)] = flipped
+                rows.append(flipped.assign(model="captioner_flip", dataset=d, seed=int(s)))
             mcols = ["margin_out_female", "margin_out_male", "margin_sensitivity"]
             per_seed[int(s)] = sens.drop(columns=mcols)
             per_seed_margin[int(s)] = sens[["attribute", "pair"]].assign(
@@ -168,5 +213,17 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
             rows.append(sens.assign(model="captioner", dataset=d, seed=int(s)))
         out["captioner"][d] = P.summarize_sensitivity(per_seed, **kw)
         out["captioner_margin"][d] = P.summarize_sensitivity(per_seed_margin, **kw)
+        if per_seed_flip:
+            fout["captioner"][d] = P.summarize_flip(per_seed_flip, attribute, **kw)
+    if flip is None:
+        out["flip"] = {"available": False, "reason": flip_note}
+    else:
+        out["flip"] = {"available": True, "attribute": attribute, "dims": list(P.FLIP_DIMS[attribute]),
+                       "n_pairs": {k: int(n) for k, n in flip.drop_duplicates(
+                           ["attribute", "pair"])["attribute"].value_counts().sort_index()
+                           .items()},
+                       "objects": {dm: dict(zip(S_FLIP[dm], P.flip_objects(dm)))
+                                   for dm in P.FLIP_DIMS[attribute]},
+                       **fout}
 
     return out, rows, masked

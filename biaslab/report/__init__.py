@@ -282,6 +282,29 @@ def probe_table(probe: Mapping[str, Any], model: str) -> dict:
             for r in _in_order(fam)}
 
 
+def flip_columns(flip: Mapping[str, Any]) -> tuple:
+    """The attribute-flip probe's columns ``(key, header)`` of ``metrics/probe.json``'s
+    ``flip`` block: each flipped dimension, then (for ``gender_skin``) the dimension within each
+    group of the other one (``skin|female``: the skin-tone flip among women)."""
+    heads = {"gender": "gender (F→M)", "skin": "skin tone (D→L)"}
+    cols = []
+    for d in flip.get("dims") or ():
+        cols.append((d, heads.get(d, d)))
+        other = {"gender": ("dark", "light"), "skin": ("female", "male")}.get(d, ())
+        if flip.get("attribute") == "gender_skin":
+            cols += [(f"{d}|{g}", f"{heads.get(d, d)}, {g}") for g in other]
+            cols.append((f"{d}|gap", f"gap ({other[1]} − {other[0]})"))
+    return tuple(cols)
+
+
+def flip_table(flip: Mapping[str, Any], model: str) -> dict:
+    """``{row: {column: record}}`` of the flip block's ``model`` family (``classifier`` /
+    ``captioner``), columns of :func:`flip_columns`."""
+    fam = flip.get(model) or {}
+    cols = flip_columns(flip)
+    return {r: {c: _record((fam.get(r) or {}).get(c)) for c, _ in cols} for r in _in_order(fam)}
+
+
 def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
     """Per-seed values of ``key`` in ``metrics[row]["per_seed"]`` (numbers, ``"inf"``, None)."""
     per = (metrics.get(row) or {}).get("per_seed")
@@ -903,7 +926,8 @@ __all__ = ["row_names", "row_order", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3
            "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
            "TABLE2_HIDDEN", "SCALE_100", "caption_columns", "display_scale", "metric_header",
            "table4_filters",
-           "cell", "table", "table1", "table2", "table3", "probe_table", "seed_values",
+           "cell", "table", "table1", "table2", "table3", "probe_table", "flip_table",
+           "flip_columns", "seed_values",
            "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
            "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",
            "caption_degenerate_note", "MAX_GENDER_WORD_LOSS", "ratio_reference_note",

@@ -371,6 +371,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
                R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
+    lines += flip_markdown(m["probe"].get("flip") or {})
     lines += attribute_markdown(m.get("attribute") or {},
                                 (m.get("classification") or {}).get("attribute"))
     lines += retrieval_markdown(m["retrieval"])
@@ -653,6 +654,36 @@ def retrieval_markdown(ret: Mapping) -> list[str]:
 
 #: columns of the protected-attribute table (metrics/attribute.json, stage eval_attribute)
 ATTRIBUTE_COLUMNS = (("LIC_M", "LIC_M"), ("LIC_D", "LIC_D"), ("LIC", "LIC ↓"))
+
+
+def flip_markdown(flip: Mapping[str, Any]) -> list[str]:
+    """The attribute-flip probe's section (``metrics/probe.json``'s ``flip`` block;
+    ``biaslab.analysis.probe.flip_sensitivities``), or nothing when the probe did not run it."""
+    if not flip:
+        return []
+    head = ["### Attribute-flip probe (the person's own attribute)", ""]
+    if not flip.get("available"):
+        return head + [f"Not run: {flip.get('reason')}.", ""]
+    cols = R.flip_columns(flip)
+    objs = flip.get("objects") or {}
+    assoc = "; ".join(f"{d}: " + " vs ".join(f"{v} → {', '.join(o)}" for v, o in
+                                              objs[d].items()) for d in objs)
+    n = ", ".join(f"{k} {v}" for k, v in (flip.get("n_pairs") or {}).items())
+    lines = head + [
+        "Each test image drawn twice by the generator, with the person's "
+        + " / ".join(flip.get("dims") or []) + " flipped and nothing else (person visible). "
+        "Cell: mean change of the model's output for the objects associated with the second "
+        "value minus those of the first (" + assoc + "), second image minus first, "
+        "± 95 % CI over seeds. The objects in the two images are the same, so a model that "
+        "does not use the person's attribute to predict objects scores 0; a model that learned "
+        f"the planted association scores > 0. Pairs: {n}.", "",
+        "Classifiers (mean object probability):", "",
+        R.markdown(R.flip_table(flip, "classifier"), cols, 3), ""]
+    cap = R.flip_table(flip, "captioner")
+    if cap:
+        lines += ["Captioners (share of the associated objects the caption names):", "",
+                  R.markdown(cap, cols, 3), ""]
+    return lines
 
 
 def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list[str]:

@@ -506,8 +506,10 @@ def check_executor(p: Mapping) -> None:
 
 def check_probe(p: Mapping) -> None:
     """Group ``probe``: ``min_seeds_t`` >= 2 (a t interval needs two seeds), ``n_boot`` >= 1,
-    ``seed`` >= 0."""
-    _known_keys(p, "probe", ("min_seeds_t", "n_boot", "seed"))
+    ``seed`` >= 0, ``flip_images`` >= 0 (0 = no attribute-flip probe)."""
+    _known_keys(p, "probe", ("min_seeds_t", "n_boot", "seed", "flip_images"))
+    if "flip_images" in p:
+        _int_at_least(p, "probe", "flip_images", 0, allow_null=False)
     _int_at_least(p, "probe", "min_seeds_t", 2, allow_null=False)
     _int_at_least(p, "probe", "n_boot", 1, allow_null=False)
     _int_at_least(p, "probe", "seed", 0, allow_null=False)

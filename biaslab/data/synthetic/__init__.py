@@ -127,9 +127,9 @@ from biaslab.data.synthetic.world import (CASTS, CAST_ASSOCIATION, CAST_STRENGTH
                                           SKIN_TONES, LIGHT, SPLIT, TEST_SPLIT)
 from biaslab.data.synthetic.figures import (ENVELOPE_HALF_WIDTH, N_LIGHT, STRIPE_PERIOD, TORSO,
                                             skin_tone_of)
-from biaslab.data.synthetic.render import (NEUTRAL_MANIFEST, PROBE_ATTRIBUTES, PROBE_COLUMNS,
-                                           PROBE_MANIFEST, PROBE_OBJECTS, Rendering,
-                                           appearance_skin, probe_specs,
+from biaslab.data.synthetic.render import (FLIP_VALUES, NEUTRAL_MANIFEST, PROBE_ATTRIBUTES,
+                                           PROBE_COLUMNS, PROBE_MANIFEST, PROBE_OBJECTS,
+                                           Rendering, appearance_skin, probe_specs, render_flip,
                                            render_neutral, render_probe, render_scene, sample_truth)
 from biaslab.data.synthetic.writers import (generate, test_gender_counts)
 from biaslab.data.synthetic.readers import (read_generator_params, read_neutral, read_probe,
@@ -144,5 +144,6 @@ __all__ = ["CASTS", "CAST_ASSOCIATION", "CAST_STRENGTH", "COCO_CATEGORY_IDS", "D
            "SKELETON", "SPLIT", "TEST_SPLIT", "ENVELOPE_HALF_WIDTH", "STRIPE_PERIOD", "TORSO",
            "NEUTRAL_MANIFEST", "PROBE_ATTRIBUTES", "PROBE_COLUMNS", "PROBE_MANIFEST",
            "PROBE_OBJECTS", "Rendering", "probe_specs", "render_neutral", "render_probe",
-           "render_scene", "sample_truth", "generate", "test_gender_counts",
+           "render_scene", "render_flip", "FLIP_VALUES", "sample_truth", "generate",
+           "test_gender_counts",
            "read_generator_params", "read_neutral", "read_probe", "read_truth"]

@@ -4,7 +4,7 @@ causal probe's pairs and the context-free images of the mask-neutrality check.""
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -256,6 +256,40 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
     order = _stream(seed, key, "order").permutation(len(present))
     return _draw(seed, key, int(image_size), gender, scene, cast,
                  [present[k] for k in order], appearance_seed, skin=skin)
+
+
+#: The person attributes the attribute-flip probe changes (issue 29 item 6), each with its two
+#: values in the order (a, b) of :func:`biaslab.analysis.probe.flip_sensitivities`: the
+#: sensitivity is o(b) - o(a), positive when a model follows the planted association.
+FLIP_VALUES = {"gender": (FEMALE, MALE), "skin": (DARK, LIGHT)}
+
+
+def render_flip(image_id: int, truth: Mapping, *, seed: int, image_size: int, dim: str,
+                value: str) -> Rendering:
+    """Image ``image_id`` with its person's ``dim`` (``"gender"``: body shape; ``"skin"``:
+    skin tone) set to ``value`` and everything else -- background, objects, cast, the person's
+    placement, clothes and pose -- as drawn (:func:`render_scene`). One of the two values
+    reproduces the dataset image pixel for pixel; the other is its oracle counterfactual.
+
+    Args:
+        image_id: dataset image id (>= 1).
+        truth: the image's row of ``read_truth`` (gender, scene, cast, objects, skin).
+        seed, image_size: the dataset's generator arguments.
+        dim: a key of :data:`FLIP_VALUES`.
+        value: one of ``FLIP_VALUES[dim]``.
+
+    Raises:
+        ValueError: unknown ``dim`` or ``value`` (and as :func:`render_scene`).
+    """
+    if dim not in FLIP_VALUES:
+        raise ValueError(f"unknown flip dimension {dim!r}; known: {tuple(FLIP_VALUES)}")
+    if value not in FLIP_VALUES[dim]:
+        raise ValueError(f"{dim} must be one of {FLIP_VALUES[dim]}, got {value!r}")
+    gender = value if dim == "gender" else truth["gender"]
+    skin = value if dim == "skin" else truth.get("skin")
+    return render_scene(int(image_id), seed=int(seed), image_size=int(image_size), gender=gender,
+                        scene=truth["scene"], cast=truth["cast"], objects=truth["objects"],
+                        skin=skin)
 
 
 # --------------------------------------------------------------------------- probe pairs
