@@ -178,7 +178,7 @@ def test_only_eval_attribute_reads_the_attribute_param():
     readers = {name for name, st in stages.items()
                if any(p == "attribute" or (isinstance(p, str) and p.startswith("attribute."))
                       for p in st.get("params", []))}
-    assert readers == {"eval_attribute", "eval_classifier"}
+    assert readers == {"eval_attribute", "eval_classifier", "probe"}
     consumers = {name for name, st in stages.items()
                  if "metrics/attribute.json" in st.get("deps", [])}
     assert consumers == {"report"}
