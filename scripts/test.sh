@@ -11,9 +11,4 @@ if [ "$(cat "$ray_stamp" 2>/dev/null)" != "$ray_pin" ]; then
   .venv/bin/pip install -q "$ray_pin" -c requirements.lock
   echo "$ray_pin" > "$ray_stamp"
 fi
-# one pytest worker per core (pytest-xdist), a test module per worker at a time (its module
-# fixtures, e.g. a whole `dvc repro`, run once): every stage pins its numerics to one thread
-# (biaslab/runtime/numerics.py), so one process uses one core and a serial run leaves the other
-# idle. The slowest modules go first (tests/conftest.py). BIASLAB_TEST_WORKERS=0: serial.
-workers=${BIASLAB_TEST_WORKERS:-$(nproc)}
-python -m pytest -q --durations=15 -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
+python -m pytest -q --durations=15 "$@"

@@ -8,23 +8,6 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Modules that take longest (CI's ``--durations``: a whole ``dvc repro`` or model training in
-#: their module fixtures), slowest first. Under pytest-xdist's ``--dist loadfile`` (scripts/test.sh)
-#: a worker takes the next module in collection order when it runs dry, so these go first and
-#: the many short modules fill in behind them: the run ends when the slowest module does.
-SLOW_FIRST = ("test_pipeline.py", "test_foreign_data.py", "test_openimages.py",
-              "test_captioner.py", "test_classify.py", "test_classify_methods.py",
-              "test_executor.py", "test_dbac.py", "test_numerics.py",
-              "test_metrics_planted_bias.py", "test_contrast.py", "test_published.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Run :data:`SLOW_FIRST`'s modules first, in its order; the rest keep pytest's order (the
-    sort is stable, so the tests of a module keep theirs). Deterministic, so every xdist worker
-    collects the same list."""
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
-
 
 def run_checked(args, cwd, env) -> str:
     """Run a command; fail the test with its output's tail unless it exits 0. Returns
