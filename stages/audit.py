@@ -1,8 +1,14 @@
-"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit).
+"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit),
+and the same person- and object-based measures for the run's protected attribute
+(biaslab.analysis.audit_attribute; issue 29 item 8).
 
-Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet and
-the `audit:` section of params.yaml; writes metrics/audit.json, the charts
-plots/audit/*.png and the full tables plots/audit/{objects,words,distance}.csv.
+Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet,
+data/prepared/perceived_gender.parquet (skin tone, for attribute skin / gender_skin), the
+`audit:` section and `attribute` of params.yaml; writes metrics/audit.json (its "attribute"
+block: biaslab.analysis.audit_attribute.attribute_audit's summary), the charts
+plots/audit/*.png and the full tables plots/audit/{objects,words,distance}.csv and
+plots/audit/attribute_{objects,words}.csv (per group of the attribute). Gender is the
+caption-derived label of data/labels/images.parquet, as in the gender audit.
 
 Usage (from the repository root): python stages/audit.py [--params params.yaml]
     [--prepared data/prepared] [--labels data/labels/images.parquet]
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biaslab.analysis import audit, audit_figures
+from biaslab.analysis import attribute_eval, audit, audit_attribute, audit_figures
 from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
 
@@ -35,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plots", default="plots/audit")
     args = ap.parse_args(argv)
 
-    given = load_params(args.params).get("audit") or {}
+    params = load_params(args.params)
+    given = params.get("audit") or {}
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
         raise SystemExit(f"{args.params}: unknown key(s) in section audit: {unknown}; "
@@ -54,11 +61,29 @@ def main(argv: list[str] | None = None) -> int:
     _write_csv(result.words, plots / "words.csv")
     _write_csv(result.distance_table, plots / "distance.csv")
     metrics = audit.audit_metrics(result, top_k=top_k)
+
+    # the run's protected attribute (gender: the same images as above, in the per-group form)
+    attribute = params.get("attribute", "gender")
+    labels = read_parquet(args.labels)
+    perceived = prep / "perceived_gender.parquet"
+    groups = attribute_eval.group_labels(
+        attribute, dict(zip(labels["image_id"].astype(int), labels["gender"])),
+        read_parquet(perceived) if perceived.exists() else None)
+    summary, a_obj, a_words = audit_attribute.attribute_audit(
+        tables["images"], tables["captions"], tables["persons"], tables["objects"], groups,
+        attribute, attribute_eval.attribute_groups(attribute), top_k=top_k,
+        min_count=p["min_count"], alpha=p["alpha"], correction=p["correction"],
+        area=p["area"], center_norm=p["center_norm"], min_person_px=p["min_person_px"])
+    metrics["attribute"] = summary
+    _write_csv(a_obj, plots / "attribute_objects.csv")
+    _write_csv(a_words, plots / "attribute_words.csv")
     write_json(args.metrics, metrics)
     o, w = metrics["objects"], metrics["words"]
+    ao = summary["objects"]
     print(f"audit: {metrics['images']['total']} images; objects {o['n_significant']}/"
           f"{o['n_tested']} significant, words {w['n_significant']}/{w['n_tested']}; "
-          f"wrote {args.metrics} and {plots}/")
+          f"attribute {attribute} {summary['images']}: objects {ao['n_significant']}/"
+          f"{ao['n_tested']} significant; wrote {args.metrics} and {plots}/")
     return 0
 
 

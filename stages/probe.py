@@ -31,7 +31,8 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neut
       on the probe pairs}; record: see
       biaslab.analysis.probe.summarize_sensitivity), "flip": the attribute-flip probe
       ({"available", "attribute", "dims", "n_pairs": {dim: n}, "objects": {dim: {value:
-      [associated objects]}}, "classifier" / "captioner": {dataset:
+      [associated objects]}}, "reference": biaslab.analysis.probe.flip_reference (the
+      training images' own association), "classifier" / "captioner": {dataset:
       biaslab.analysis.probe.summarize_flip}}, or {"available": false, "reason"});
       data/probe/flip/*.png (the test images drawn with each value) and data/probe/flip.parquet
       (one row per model x seed x pair: out_a, out_b, sensitivity, the pair's gender and
@@ -118,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"flip probe {model} {d}: " + ", ".join(
                 f"{a}={r['mean']:+.3f}±{r['ci95'] if r['ci95'] is not None else float('nan'):.3f}"
                 for a, r in recs.items() if "mean" in r))
+    for d, r in (fl.get("reference") or {}).items():
+        print(f"flip probe reference (training images' association) {d}: {r['mean']:+.3f} "
+              f"[{r['lo']}, {r['hi']}], n = {r['n']}")
     return 0
 
 

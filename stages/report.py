@@ -11,7 +11,7 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
       metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval),
       metrics/controls.json (controls), metrics/datasets.json (build_datasets),
-      metrics/attribute.json (eval_attribute)
+      metrics/attribute.json (eval_attribute), metrics/audit.json (audit: its attribute block)
 out:  plots/report/tables.md,
       metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its

@@ -172,13 +172,14 @@ def test_stage_refuses_an_unknown_attribute(tmp_path, monkeypatch):
 def test_only_eval_attribute_reads_the_attribute_param():
     """`dvc exp run -S attribute=skin` re-runs the stages whose params list ``attribute`` and
     then only what reads their outputs (DVC compares the outs' hashes): eval_attribute and
-    eval_classifier (its attribute Leakage), whose metrics files the report reads."""
+    eval_classifier (its attribute Leakage), probe (its attribute-flip pairs) and audit (the
+    per-group audit), whose metrics files the report reads."""
     from pathlib import Path
     stages = yaml.safe_load((Path(__file__).parent.parent / "dvc.yaml").read_text())["stages"]
     readers = {name for name, st in stages.items()
                if any(p == "attribute" or (isinstance(p, str) and p.startswith("attribute."))
                       for p in st.get("params", []))}
-    assert readers == {"eval_attribute", "eval_classifier", "probe"}
+    assert readers == {"eval_attribute", "eval_classifier", "probe", "audit"}
     consumers = {name for name, st in stages.items()
                  if "metrics/attribute.json" in st.get("deps", [])}
     assert consumers == {"report"}
@@ -216,6 +217,41 @@ def test_attribute_leakage_zero_for_ground_truth_and_high_for_a_planted_cue():
     assert few["leakage"] is None and few["leakage_error"]
 
 
+def test_attribute_leakage_at_f1_matches_a_noisy_copy_of_the_ground_truth():
+    """Wang et al. 2019's accuracy-matched leakage for the attribute: the ground truth itself
+    has F1 100 and LK_D@F1 = LK_D (Leakage@F1 exactly 0); a model that is the ground truth
+    with every label flipped at p = 0.3 leaks less than the data by Eq. 7 (noise, not
+    fairness); Leakage@F1, which compares it with ground truth as noisy, is much nearer 0
+    (here -13.8 against Eq. 7's -49.0: what is left is one noise draw's own spread, LK 41-47
+    over three draws at this p)."""
+    import numpy as np
+    from biaslab.classify import attribute_leakage
+    rng = np.random.default_rng(1)
+    n_tr, n_te = 400, 300
+
+    def data(n):
+        g = ["dark" if i % 2 else "light" for i in range(n)]
+        y = (rng.random((n, 6)) < 0.4).astype("float32")
+        y[:, 0] = [float(rng.random() < (0.9 if x == "dark" else 0.1)) for x in g]
+        return y, g
+
+    (tr_y, tr_g), (te_y, te_g) = data(n_tr), data(n_te)
+    noisy = lambda y: np.where(rng.random(y.shape) < 0.3, 1.0 - y, y).astype("float32")
+    lab = np.ones(n_te, bool)
+    kw = {"rounds": 2, "seed": 0, "epochs": 20, "f1_flips": [0.0, 0.1, 0.2, 0.3, 0.4]}
+    groups = ("dark", "light")
+    same = attribute_leakage(te_y, te_y, lab, te_g, tr_y, tr_y, tr_g, groups, kw)
+    assert same["F1"] == 100.0 and same["LK_D_F1"] == same["LK_D"]
+    assert same["leakage_F1"] == 0.0 and not same["leakage_F1_clamped"]
+    m = attribute_leakage(noisy(te_y), te_y, lab, te_g, noisy(tr_y), tr_y, tr_g, groups, kw)
+    assert m["leakage"] < -10, m                   # Eq. 7: the noise looks like less bias
+    assert abs(m["leakage_F1"]) < abs(m["leakage"]) / 2, m
+    assert m["LK_D_F1"] < m["LK_D"]
+    plain = attribute_leakage(te_y, te_y, lab, te_g, tr_y, tr_y, tr_g, groups,
+                              {k: v for k, v in kw.items() if k != "f1_flips"})
+    assert "leakage_F1" not in plain
+
+
 def test_attribute_rows_summarise_over_seeds():
     from biaslab.analysis.classification_eval import attribute_rows
     test = pd.DataFrame({"image_id": [1, 2, 3, 4], "labelled": [True, True, False, True]})
@@ -231,4 +267,6 @@ def test_attribute_rows_summarise_over_seeds():
     assert rows["original"]["Leakage"]["mean"] == 3.0 and rows["original"]["Leakage"]["n"] == 2
     assert rows["augment"]["Leakage"]["n"] == 1 and rows["augment"]["Leakage"]["n_missing"] == 1
     assert rows["augment"]["per_seed"][0] == {"seed": 0, "Leakage": None, "LK_M": None,
-                                             "LK_D": None, "leakage_error": "too few"}
+                                             "LK_D": None, "Leakage_F1": None,
+                                             "LK_D_F1": None, "F1": None,
+                                             "leakage_error": "too few"}

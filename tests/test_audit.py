@@ -448,7 +448,13 @@ def test_stage_script(tmp_path, monkeypatch):
     spec.loader.exec_module(stage)
     assert stage.main([]) == 0
     m = json.loads((tmp_path / "metrics/audit.json").read_text())
-    assert set(m) == {"images", "prominence", "objects", "words", "distance", "config"}
+    assert set(m) == {"images", "prominence", "objects", "words", "distance", "config",
+                      "attribute"}
+    # the per-group audit of the run's attribute (no `attribute` param: gender), the same
+    # objects as the gender audit's
+    assert m["attribute"]["attribute"] == "gender"
+    assert m["attribute"]["objects"]["n_significant"] == m["objects"]["n_significant"]
+    assert (tmp_path / "plots/audit/attribute_objects.csv").is_file()
     assert m["config"]["correction"] == "bonferroni" and m["config"]["top_k"] == 4
     assert {"n_significant", "top_female", "top_male", "significant"} <= set(m["objects"])
     assert m["objects"]["significant"] == ["handbag", "skateboard"]

@@ -653,6 +653,18 @@ def test_gender_skin_labels_are_the_intersection_of_both_parsers(rows):
     assert sum(info["n_by_group"].values()) == len(want)
 
 
+def test_a_repeated_row_of_a_grouped_image_is_not_counted_as_ignored(tmp_path):
+    """As the one-attribute parser: a second identical row of an image is read, not ignored
+    (the intersection counted rows minus groups, so a duplicate looked ignored)."""
+    from biaslab.metrics.files import read_group_labels
+    f = tmp_path / "l.csv"
+    f.write_text("image_id,bb_gender,bb_skin\n1,Female,Dark\n1,Female,Dark\n2,Male,Unsure\n")
+    out, info = read_group_labels(f, "gender_skin")
+    assert out == {1: "female_dark"} and info["n_ignored"] == 1 and info["n_rows"] == 3
+    _, one = read_group_labels(f, "skin")
+    assert one["n_ignored"] == 1
+
+
 def test_an_unknown_attribute_is_refused_by_the_library():
     from biaslab.metrics.evaluate import evaluate_captions
     from biaslab.metrics.files import read_group_labels

@@ -334,7 +334,8 @@ def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_r
 
 def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     """Issue 29: `dvc exp run -S attribute=skin` on the default re-runs the stages whose params
-    list ``attribute`` (eval_attribute, eval_classifier, probe: its attribute-flip pairs) and
+    list ``attribute`` (eval_attribute, eval_classifier, probe: its attribute-flip pairs;
+    audit: its per-group audit) and
     then what reads their outs (the
     report, once they differ): DVC's own change detection after the param is set (nothing
     runs here; the skin-tone results are measured in docs/attributes.md)."""
@@ -346,6 +347,7 @@ def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     assert not _reproduced(out, "synthesize"), out
     st = subprocess.run(["dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
                         text=True, check=True)
-    assert set(json.loads(st.stdout)) == {"eval_attribute", "eval_classifier", "probe"}, \
+    assert set(json.loads(st.stdout)) == {"eval_attribute", "eval_classifier", "probe",
+                                          "audit"}, \
         st.stdout
     _run(["git", "checkout", "-q", "--", "."], repo, env)

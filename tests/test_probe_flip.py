@@ -146,3 +146,30 @@ def test_flip_table_errors(data, tmp_path):
     with pytest.raises(ValueError, match="skin must be one of"):
         S.render_flip(1, S.read_truth(no_test)[1], seed=0, image_size=SIZE, dim="skin",
                       value="female")
+
+
+def test_association_sensitivity_hand_computed():
+    # dark: P(bicycle) 1/2, P(dog) 2/2 -> -0.5; light: P(bicycle) 1/2, P(dog) 0 -> +0.5
+    vals = ["dark", "dark", "light", "light", "unknown"]
+    objs = [["dog"], ["dog", "bicycle"], ["bicycle"], [], ["dog"]]
+    assert P.association_sensitivity(vals, objs, "skin") == pytest.approx(1.0)
+    # the same objects with each value: no association
+    assert P.association_sensitivity(["dark", "light"], [["dog"], ["dog"]], "skin") == 0.0
+    assert P.association_sensitivity(["dark", "dark"], [["dog"], []], "skin") is None
+    fem, mal = P.flip_objects("gender")
+    # every woman with every female-associated object, every man with every male one: 2
+    assert P.association_sensitivity(["female", "male"], [list(fem), list(mal)],
+                                     "gender") == pytest.approx(2.0)
+
+
+def test_flip_reference_finds_the_planted_skin_association_and_not_a_null_one(tmp_path):
+    planted, null = tmp_path / "planted", tmp_path / "null"
+    for root, sb in ((planted, 0.9), (null, 0.0)):
+        S.generate(root, n_images=300, bias=0.0, seed=5, image_size=64, test_images=0,
+                   skin_bias=sb)
+    ref = P.flip_reference(planted, ("gender", "skin"), n_boot=300)
+    assert ref["skin"]["n"] == 300 and sum(ref["skin"]["n_by_value"].values()) == 300
+    assert ref["skin"]["lo"] > 0.3                      # planted: P(bicycle|light) high
+    assert set(ref) == {"gender", "skin"}
+    ref0 = P.flip_reference(null, ("skin",), n_boot=300)
+    assert ref0["skin"]["lo"] < 0 < ref0["skin"]["hi"]

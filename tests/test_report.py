@@ -233,16 +233,33 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                         "rows": {"original": {"Leakage": _r([2.0, 4.0]),
                                               "LK_M": _r([30.0, 32.0]),
                                               "LK_D": _r([28.0, 28.0])}}}
+    grp = {"mean": 0.2, "ci95": 0.01, "lo": 0.19, "hi": 0.21, "n": 5}
+    files["audit"] = {"attribute": {
+        "attribute": "gender_skin", "groups": list(per), "images": per,
+        "prominence": {"area_frac": {"groups": {g: grp for g in per}, "p_kruskal": 0.5,
+                                     "max_minus_min": 0.0},
+                       "center_dist": {"groups": {g: grp for g in per}, "p_kruskal": None},
+                       "n_without_person": 2},
+        "objects": {"n_tested": 10, "n_significant": 1,
+                    "top": [{"item": "bicycle", "max_group": "male_light",
+                             "min_group": "female_dark", "rate_ratio": "inf", "p_adj": 0.001}]},
+        "words": {"n_tested": 0, "n_significant": 0, "top": []}}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
+    assert "## Dataset audit by gender_skin (REVISE, paper 004 Sect. 5.1; stage audit)" in md
+    assert ("| person size (fraction of the image) | 0.200 ± 0.010 | 0.200 ± 0.010 | "
+            "0.200 ± 0.010 | 0.200 ± 0.010 | Kruskal-Wallis p = 0.5 |") in md, md
+    assert "Objects: 1 of 10 tested categories differ between the groups (chi-square" in md
+    assert "| bicycle | male_light | female_dark | inf | 0.001 |" in md
     assert "## Protected attribute: gender_skin (issue 29; stage eval_attribute)" in md
     assert ("female_dark 5, female_light 30, male_dark 8, male_light 40 (n = 83). The two "
             "smallest groups (female_dark, male_dark) detect a difference of a per-image rate "
             "(e.g. Error) of 80.0 percentage points") in md
-    assert ("| Training set | LIC_M | LIC_D | LIC ↓ | Error (pooled) | Error female_dark | "
-            "Error female_light | Error male_dark | Error male_light | worst-group gap ↓ |") in md
+    assert ("| Training set | LIC_M | LIC_D | LIC ↓ | Error (pooled) | Error female_dark (5 img) | "
+            "Error female_light (30 img) | Error male_dark (8 img) | Error male_light (40 img) | "
+            "worst-group gap ↓ |") in md
     assert "| Original | 11.0 ± 12.7 | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
     summary = json.loads((tmp_path / "metrics/summary.json").read_text())
     assert summary["attribute"] == {"name": "gender_skin",
@@ -566,12 +583,17 @@ def test_flip_probe_section_columns_cells_and_not_run_reason():
             "objects": {"skin": {"dark": ["dog"], "light": ["bicycle"]}},
             "classifier": {"original": {"skin": rec, "skin|female": rec,
                                         "skin|gap": {**rec, "mean": -0.1, "groups": ["f", "m"]}}},
-            "captioner": {}}
+            "captioner": {},
+            "reference": {"skin": {"mean": 0.118, "ci95": 0.149, "lo": -0.031, "hi": 0.264,
+                                   "n": 320, "n_by_value": {"dark": 159, "light": 161}}}}
     cols = R.flip_columns(flip)
     assert [c for c, _ in cols] == ["gender", "gender|dark", "gender|light", "gender|gap",
                                     "skin", "skin|female", "skin|male", "skin|gap"]
     text = "\n".join(flip_markdown(flip))
     assert "dark → dog vs light → bicycle" in text and "skin 100" in text
+    assert "Classifiers (mean object probability; n = 3 seeds):" in text
+    assert ("scores skin 0.118 ± 0.149 (bootstrap 95 % CI over n = 320 images: dark 159, "
+            "light 161)") in text
     row = next(line for line in text.splitlines() if line.startswith("| Original")
                or line.startswith("| original"))
     cells = [c.strip() for c in row.strip("|").split("|")]

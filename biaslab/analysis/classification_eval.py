@@ -92,15 +92,17 @@ def backbone_rows(backbone: str, names, seeds, results: dict) -> tuple[dict, lis
     return out, rows
 
 
-ATTRIBUTE_KEYS = (("Leakage", "leakage"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
+ATTRIBUTE_KEYS = (("Leakage", "leakage"), ("LK_M", "LK_M"), ("LK_D", "LK_D"),
+                  ("Leakage_F1", "leakage_F1"), ("LK_D_F1", "LK_D_F1"), ("F1", "F1"))
 
 
 def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict],
                    test: pd.DataFrame, test_groups, train_groups) -> dict:
     """The ``attribute`` block of ``metrics/classification.json`` (issue 29): ``{"name",
     "groups", "n_test_labelled_by_group", "n_train_by_group", "rows": {model: {"Leakage",
-    "LK_M", "LK_D": record over seeds, "per_seed"}}}`` (x100; Leakage = LK_M - LK_D, paper 000
-    Eq. 7).
+    "LK_M", "LK_D", "Leakage_F1", "LK_D_F1", "F1": record over seeds, "per_seed"}}}`` (x100;
+    Leakage = LK_M - LK_D, paper 000 Eq. 7; Leakage_F1 = LK_M - LK_D_F1, the accuracy-matched
+    leakage of Wang et al. 2019, None without ``leakage.f1_flips``).
 
     Args:
         per_job: evaluate_one's results in ``names`` x ``seeds`` order (each with an

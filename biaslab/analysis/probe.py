@@ -489,6 +489,72 @@ def flip_table(root: str | os.PathLike, dims: Sequence[str], n_images: int,
     return pd.DataFrame(rows, columns=["path", "attribute", "pair", "value", "gender", "skin"])
 
 
+def association_sensitivity(values: Sequence[str], objects: Sequence[Sequence[str]],
+                            dim: str) -> float | None:
+    """The attribute-flip sensitivity of a reader that knows only the attribute: it predicts
+    each object with its frequency among images of the attribute's value, so flipping the
+    value from ``a`` to ``b`` moves :func:`object_output` by
+    ``[mean_{o in B} P(o|b) - mean_{o in A} P(o|b)] - [mean_{o in B} P(o|a) - mean_{o in A} P(o|a)]``
+    (``A``, ``B``: :func:`flip_objects`; ``(a, b) = FLIP_VALUES[dim]``). 0 when the objects are
+    independent of the attribute in these images; 2 at most.
+
+    Args:
+        values: (n,) each image's value of ``dim`` (other values are ignored).
+        objects: (n,) each image's object names.
+        dim: the flipped attribute.
+
+    Returns:
+        The sensitivity, or None when either value has no image.
+    """
+    from biaslab.data import synthetic as S
+    a, b = S.FLIP_VALUES[dim]
+    objs_a, objs_b = flip_objects(dim)
+    out = {}
+    for v in (a, b):
+        sets = [set(o) for x, o in zip(values, objects) if x == v]
+        if not sets:
+            return None
+        rate = {o: sum(o in s for s in sets) / len(sets) for o in objs_a + objs_b}
+        out[v] = np.mean([rate[o] for o in objs_b]) - np.mean([rate[o] for o in objs_a])
+    return float(out[b] - out[a])
+
+
+def flip_reference(root: str | os.PathLike, dims: Sequence[str], *, n_boot: int = stats.N_BOOT,
+                   seed: int = 0) -> dict:
+    """The association the models could learn, beside the attribute-flip probe: for each
+    dimension, :func:`association_sensitivity` over the synthetic dataset's training images
+    (ids ``1 .. n_images``, from which the split stage draws the training set), with a
+    percentile bootstrap 95 % CI over those images (``biaslab.runtime.stats.bootstrap``).
+    At ``synthetic.skin_bias = 0`` it is the chance association of a finite sample, which a
+    model that learned the training images reproduces; a probe sensitivity near it is that,
+    not a planted effect.
+
+    Returns:
+        ``{dim: {"mean", "ci95", "lo", "hi", "n", "n_boot", "n_undefined", "n_by_value"}}``.
+
+    Raises:
+        InputError: ``root`` is not a synthetic dataset, or has no skin tone and ``"skin"`` is
+            asked for.
+    """
+    from biaslab.data import synthetic as S
+    g = S.read_generator_params(root)
+    truth = S.read_truth(root)
+    ids = [i for i in range(1, int(g["n_images"]) + 1) if i in truth]
+    out = {}
+    for d in dims:
+        vals = np.asarray([truth[i].get(d) for i in ids], dtype=object)
+        if d == "skin" and any(v is None for v in vals):
+            raise InputError(Path(root) / "annotations" / "synth_truth.csv",
+                             "no skin column (written before issue 29): re-run stage synthesize")
+        objs = np.empty(len(ids), dtype=object)
+        objs[:] = [truth[i]["objects"] for i in ids]
+        rec = stats.bootstrap(lambda v, o: association_sensitivity(v, o, d), vals, objs,
+                              n_boot=n_boot, seed=seed)
+        rec["n_by_value"] = {v: int((vals == v).sum()) for v in S.FLIP_VALUES[d]}
+        out[d] = rec
+    return out
+
+
 def object_output(probs: np.ndarray, labels: Sequence[str], dim: str) -> np.ndarray:
     """Classifier output of the attribute-flip probe: ``mean P(objects of b) - mean P(objects
     of a)`` per image, float64 (n,) in [-1, 1], for ``(a, b) = FLIP_VALUES[dim]`` and the

@@ -136,6 +136,16 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
             out["mask_neutral"][d] = rec
 
     feats_by_encoder: dict = {}
+    flip_feats: dict = {}
+
+    def encoded(store: dict, paths: list[str], key: tuple, num_threads, executor=None):
+        """``paths``' features under captioner image encoder ``key`` = (encoder, image size),
+        computed once per key (and content-keyed in the feature cache)."""
+        if key not in store:
+            store[key] = encode_files(paths, cache, key[0], image_size=key[1], batch_size=fbs,
+                                      num_threads=num_threads, executor=executor)
+        return store[key]
+
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
     missing = [f"{d}-{s}" for d, s in cap_dirs
                if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
@@ -144,27 +154,19 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
     # masked probe images encoded once, before the fork (content-keyed feature cache)
     first = C.Captioner.load(model_dir("captioner", *cap_dirs[0]))
     key0 = (first.config.image_encoder, first.config.image_size)
-    feats_by_encoder[key0] = encode_files(masked["path"].tolist(), cache, key0[0],
-                                          image_size=key0[1], batch_size=fbs,
-                                          num_threads=first.config.num_threads,
-                                          executor=params.get("executor"))
-    flip_feats: dict = {}
+    encoded(feats_by_encoder, masked["path"].tolist(), key0, first.config.num_threads,
+            params.get("executor"))
     if flip is not None:
-        flip_feats[key0] = encode_files(flip["path"].tolist(), cache, key0[0],
-                                        image_size=key0[1], batch_size=fbs,
-                                        num_threads=first.config.num_threads,
-                                        executor=params.get("executor"))
+        encoded(flip_feats, flip["path"].tolist(), key0, first.config.num_threads,
+                params.get("executor"))
 
     def caption_pairs(job: tuple[str, int]):
         d, s = job
         model = C.Captioner.load(model_dir("captioner", d, s))
         key = (model.config.image_encoder, model.config.image_size)
-        if key not in feats_by_encoder:
-            # content-keyed like the classifiers' derived images (same feature cache)
-            feats_by_encoder[key] = encode_files(
-                masked["path"].tolist(), cache, key[0], image_size=key[1],
-                batch_size=fbs, num_threads=model.config.num_threads)
-        caps = model.generate(feats_by_encoder[key], beam=cap.get("beam"),
+        feats = encoded(feats_by_encoder, masked["path"].tolist(), key,
+                        model.config.num_threads)
+        caps = model.generate(feats, beam=cap.get("beam"),
                               max_len=cap.get("max_len"),
                               no_repeat_ngram=cap.get("no_repeat_ngram"))
         sens = P.pair_sensitivities(masked, P.caption_output(caps, words))
@@ -174,14 +176,11 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
         texts = [P.gendered_versions(by[(a, k, "female")], words)
                  for a, k in zip(masked["attribute"], masked["pair"])]
         margin = P.pair_sensitivities(masked, P.caption_margin_output(
-            model, feats_by_encoder[key], texts))
+            model, feats, texts))
         flipped = None
         if flip is not None:
-            if key not in flip_feats:
-                flip_feats[key] = encode_files(
-                    flip["path"].tolist(), cache, key[0], image_size=key[1],
-                    batch_size=fbs, num_threads=model.config.num_threads)
-            fcaps = model.generate(flip_feats[key], beam=cap.get("beam"),
+            fcaps = model.generate(encoded(flip_feats, flip["path"].tolist(), key,
+                                           model.config.num_threads), beam=cap.get("beam"),
                                    max_len=cap.get("max_len"),
                                    no_repeat_ngram=cap.get("no_repeat_ngram"))
             flipped = P.flip_sensitivities(flip, P.flip_output(flip, captions=fcaps))
@@ -224,6 +223,9 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                            .items()},
                        "objects": {dm: dict(zip(S_FLIP[dm], P.flip_objects(dm)))
                                    for dm in P.FLIP_DIMS[attribute]},
+                       # what a reader of the attribute alone learns from the training images
+                       "reference": P.flip_reference(root, P.FLIP_DIMS[attribute],
+                                                     n_boot=kw["n_boot"], seed=kw["seed"]),
                        **fout}
 
     return out, rows, masked

@@ -303,24 +303,41 @@ def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled:
         train_pred, train_objects, train_groups: the same for the attackers' training images.
         groups: the attribute's groups (e.g. ``("dark", "light")``).
         leakage_kwargs: :func:`biaslab.metrics.leakage.leakage` settings (``rounds``,
-            ``seed``, ...; ``f1_flips`` is ignored here).
+            ``seed``, ...) and ``f1_flips``: the flip probabilities of the accuracy-matched
+            LK_D (as for gender in :func:`evaluate`).
 
     Returns:
-        ``{"leakage", "LK_M", "LK_D", "leakage_std"}`` (x100), or ``{"leakage": None,
-        "leakage_error": reason}`` when a group has too few labelled images.
+        ``{"leakage", "LK_M", "LK_D", "leakage_std"}`` (x100), with ``f1_flips`` also ``"F1"``
+        (the predictions' macro F1 x100 on the labelled test images), ``"LK_D_F1"`` (LK_D of
+        ground truth perturbed to that F1, Wang et al. 2019 sec. 4.2,
+        :func:`biaslab.metrics.leakage.lk_d_at_f1`), ``"leakage_F1"`` = LK_M - LK_D_F1 and
+        ``"leakage_F1_clamped"``; or ``{"leakage": None, "leakage_error": reason}`` when a
+        group has too few labelled images.
     """
-    from biaslab.metrics.leakage import leakage
+    from biaslab.metrics.leakage import dataset_leakage_curve, leakage, lk_d_at_f1, macro_f1
     kw = {"threshold": None, **(leakage_kwargs or {})}
-    kw.pop("f1_flips", None)
+    flips = tuple(kw.pop("f1_flips", None) or ())
     lab = np.asarray(labelled, bool)
     tg = np.asarray(list(test_groups), object)
+    gt = np.asarray(test_objects, np.float32)[lab]
+    pred = np.asarray(test_pred, np.float32)[lab]
+    train_gt = np.asarray(train_objects, np.float32)
     try:
-        lk = leakage(np.asarray(test_objects, np.float32)[lab],
-                     np.asarray(test_pred, np.float32)[lab], list(tg[lab]),
-                     train_gt=np.asarray(train_objects, np.float32),
+        lk = leakage(gt, pred, list(tg[lab]), train_gt=train_gt,
                      train_pred=np.asarray(train_pred, np.float32),
                      train_genders=list(train_groups), groups=list(groups), **kw)
     except ValueError as e:
         return {"leakage": None, "leakage_error": str(e)}
-    return {"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],
-            "leakage_std": lk["leakage_std"]}
+    out = {"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],
+           "leakage_std": lk["leakage_std"]}
+    if flips and gt.shape[1]:
+        # a noisier model leaks less just by being noisier: LK_D at the model's own F1
+        dkw = {k: v for k, v in kw.items() if k != "threshold"}
+        curve = dataset_leakage_curve(gt, list(tg[lab]), train_gt=train_gt,
+                                      train_genders=list(train_groups), flips=flips,
+                                      groups=list(groups), **dkw)
+        f1 = macro_f1(gt, pred)
+        lk_d, clamped = lk_d_at_f1(curve, f1)
+        out.update({"F1": f1, "LK_D_F1": lk_d, "leakage_F1": out["LK_M"] - lk_d,
+                    "leakage_F1_clamped": clamped})
+    return out

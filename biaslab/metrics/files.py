@@ -151,7 +151,13 @@ def _read_intersection(path: str | Path, attribute: str) -> tuple[dict[int, str]
     out = {i: "_".join([g] + [r[i] for r in rest]) for i, g in first.items()
            if all(i in r for r in rest)}
     groups = ATTRIBUTES[attribute][1]
-    return out, {"n_rows": parts[0][1]["n_rows"], "n_ignored": parts[0][1]["n_rows"] - len(out),
+    import pandas as pd
+    # rows without a group (a duplicate row of a grouped image is not ignored); the parts
+    # have checked every id
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    id_col = next(c for c in df.columns if c.strip().lower() == "image_id")
+    n_ignored = sum(int(float(str(x).strip())) not in out for x in df[id_col])
+    return out, {"n_rows": parts[0][1]["n_rows"], "n_ignored": n_ignored,
                  "column": "+".join(p[1]["column"] for p in parts), "attribute": attribute,
                  "n_by_group": {g: sum(1 for v in out.values() if v == g) for g in groups}}
 

@@ -27,7 +27,8 @@ INPUTS = {"classification": "metrics/classification.json",
           "dcg_apply": "metrics/dcg_apply.json", "retrieval": "metrics/retrieval.json",
           "spurious": "metrics/spurious.json",
           "controls": "metrics/controls.json", "datasets": "metrics/datasets.json",
-          "residue": "metrics/residue.json", "attribute": "metrics/attribute.json"}
+          "residue": "metrics/residue.json", "attribute": "metrics/attribute.json",
+          "audit": "metrics/audit.json"}
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
             ("classification", "Ratio", "Ratio (classifier)"),
@@ -374,6 +375,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     lines += flip_markdown(m["probe"].get("flip") or {})
     lines += attribute_markdown(m.get("attribute") or {},
                                 (m.get("classification") or {}).get("attribute"))
+    lines += audit_attribute_markdown((m.get("audit") or {}).get("attribute") or {})
     lines += retrieval_markdown(m["retrieval"])
     lines += spurious_markdown(m.get("spurious") or {})
     lines += [
@@ -669,6 +671,12 @@ def flip_markdown(flip: Mapping[str, Any]) -> list[str]:
     assoc = "; ".join(f"{d}: " + " vs ".join(f"{v} → {', '.join(o)}" for v, o in
                                               objs[d].items()) for d in objs)
     n = ", ".join(f"{k} {v}" for k, v in (flip.get("n_pairs") or {}).items())
+
+    def seeds(model):
+        ks = sorted({int(rec.get("n_seeds", rec.get("n")))
+                     for rows in (flip.get(model) or {}).values() for rec in rows.values()
+                     if isinstance(rec, Mapping) and rec.get("n_seeds", rec.get("n"))})
+        return "?" if not ks else str(ks[0]) if len(ks) == 1 else f"{ks[0]}-{ks[-1]}"
     lines = head + [
         "Each test image drawn twice by the generator, with the person's "
         + " / ".join(flip.get("dims") or []) + " flipped and nothing else (person visible). "
@@ -677,12 +685,73 @@ def flip_markdown(flip: Mapping[str, Any]) -> list[str]:
         "± 95 % CI over seeds. The objects in the two images are the same, so a model that "
         "does not use the person's attribute to predict objects scores 0; a model that learned "
         f"the planted association scores > 0. Pairs: {n}.", "",
-        "Classifiers (mean object probability):", "",
+        f"Classifiers (mean object probability; n = {seeds('classifier')} seeds):", "",
         R.markdown(R.flip_table(flip, "classifier"), cols, 3), ""]
+    ref = flip.get("reference") or {}
+    if ref:
+        lines += ["Reference, the association in the training images: a reader that predicts "
+                  "each object from the attribute alone, with its frequency among the training "
+                  "images of each value, scores " + "; ".join(
+                      f"{d} {stats.format_cell(r, 3)} (bootstrap 95 % CI over n = {r.get('n')} "
+                      "images: " + ", ".join(f"{v} {k}" for v, k in
+                                            (r.get("n_by_value") or {}).items()) + ")"
+                      for d, r in ref.items()) + ". A model's sensitivity near it is what the "
+                  "data taught, planted or by chance.", ""]
     cap = R.flip_table(flip, "captioner")
     if cap:
-        lines += ["Captioners (share of the associated objects the caption names):", "",
+        lines += ["Captioners (share of the associated objects the caption names; n = "
+                  f"{seeds('captioner')} seeds):", "",
                   R.markdown(cap, cols, 3), ""]
+    return lines
+
+
+def audit_attribute_markdown(a: Mapping, top: int = 5) -> list[str]:
+    """The dataset audit of the run's attribute (``metrics/audit.json``'s ``attribute`` block,
+    ``biaslab.analysis.audit_attribute``; REVISE, paper 004 Sect. 5.1): images per group, the
+    person's size and centre distance per group (mean ± t 95 % CI over images, the test
+    between groups), and the ``top`` objects whose rate differs most significantly between
+    the groups. Empty without the block."""
+    if not a or not a.get("groups"):
+        return []
+    groups = list(a["groups"])
+    imgs = a.get("images") or {}
+    lines = [f"## Dataset audit by {a.get('attribute')} (REVISE, paper 004 Sect. 5.1; stage "
+             "audit)", "",
+             "Images per group: " + ", ".join(f"{g} {imgs.get(g, 0)}" for g in groups) + ".", ""]
+    prom = a.get("prominence") or {}
+    heads = {"area_frac": "person size (fraction of the image)",
+             "center_dist": "person's distance from the image centre (unit square)"}
+    rows = []
+    for m, head in heads.items():
+        rec = prom.get(m) or {}
+        cells = [stats.format_cell((rec.get("groups") or {}).get(g), 3) for g in groups]
+        if "p_welch" in rec:
+            test = (f"d = {rec['cohens_d']:.2f}, Welch p = {rec['p_welch']:.3g}"
+                    if rec.get("p_welch") is not None else "–")
+        else:
+            test = (f"Kruskal-Wallis p = {rec['p_kruskal']:.3g}"
+                    if rec.get("p_kruskal") is not None else "–")
+        rows.append(f"| {head} | " + " | ".join(cells) + f" | {test} |")
+    lines += ["Person prominence (largest person box; mean ± t 95 % CI over images; "
+              f"{prom.get('n_without_person', 0)} grouped images have no person box):", "",
+              "| measure | " + " | ".join(groups) + " | between groups |",
+              "|---|" + "---|" * (len(groups) + 1), *rows, ""]
+    obj = a.get("objects") or {}
+    lines += [f"Objects: {obj.get('n_significant', 0)} of {obj.get('n_tested', 0)} tested "
+              "categories differ between the groups (" + ("Fisher's exact test" if len(groups)
+                                                          == 2 else "chi-square test")
+              + ", Benjamini-Hochberg); rate ratio = the highest group's image rate over the "
+              "lowest's. Full tables: plots/audit/attribute_objects.csv, "
+              "attribute_words.csv.", ""]
+    tops = (obj.get("top") or [])[:top]
+    if tops:
+        lines += ["| object | most | least | rate ratio | adjusted p |", "|---|---|---|---|---|",
+                  *(f"| {t['item']} | {t['max_group']} | {t['min_group']} | "
+                    + (f"{R._num(t['rate_ratio']):.2f}" if R._num(t["rate_ratio"]) is not None
+                       else str(t["rate_ratio"]))
+                    + " | " + ("–" if t.get("p_adj") is None else "< 1e-6" if t["p_adj"] < 1e-6
+                               else f"{t['p_adj']:.3g}")
+                    + " |" for t in tops), ""]
     return lines
 
 
@@ -714,8 +783,10 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
         return lines
     cols = ATTRIBUTE_COLUMNS
     if a == "gender_skin":
+        # the group's image count in its header: with 1 image the seeds agree (± 0.0), which
+        # says nothing of the group
         cols += (("Error_pooled", "Error (pooled)"),
-                 *((f"Error_{g}", f"Error {g}") for g in per),
+                 *((f"Error_{g}", f"Error {g} ({per[g]} img)") for g in per),
                  ("Error_worst_group_gap", "worst-group gap ↓"))
     tab = {r: {c: rec.get(c) for c, _ in cols} for r, rec in rows.items()}
     n = max((int((v or {}).get("n") or 0) for rec in rows.values() for v in
@@ -728,8 +799,12 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
     if classifiers and classifiers.get("name") == a:
         groups = classifiers.get("groups") or []
         crows = classifiers.get("rows") or {}
-        ctab = {r: {c: rec.get(c) for c in ("Leakage", "LK_M", "LK_D")}
-                for r, rec in crows.items()}
+        ccols = (("Leakage", "Leakage ↓"), ("LK_M", "LK_M"), ("LK_D", "LK_D"))
+        matched = any(R._num((rec.get("Leakage_F1") or {}).get("mean")) is not None
+                      for rec in crows.values())
+        if matched:
+            ccols += (("Leakage_F1", "Leakage@F1 ↓"), ("LK_D_F1", "LK_D@F1"), ("F1", "F1"))
+        ctab = {r: {c: rec.get(c) for c, _ in ccols} for r, rec in crows.items()}
         cn = max((int((rec.get("Leakage") or {}).get("n") or 0) for rec in crows.values()),
                  default=0)
         nt = classifiers.get("n_test_labelled_by_group") or {}
@@ -737,7 +812,9 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
                   f"and appendix B; a {len(groups)}-way attacker, group-balanced rounds). "
                   "Labelled test images per group: "
                   + ", ".join(f"{g} {k}" for g, k in nt.items()) + ". Cell: mean ± 95 % CI "
-                  f"over n = {cn} classifier seeds.", "",
-                  R.markdown(ctab, (("Leakage", "Leakage ↓"), ("LK_M", "LK_M"),
-                                    ("LK_D", "LK_D")), 1), ""]
+                  f"over n = {cn} classifier seeds."
+                  + (" Leakage@F1 = LK_M - LK_D@F1: LK_D of the ground truth made as noisy as "
+                     "the model (its macro F1; Wang et al. 2019 sec. 4.2), since a noisier model "
+                     "leaks less by being noisier." if matched else ""), "",
+                  R.markdown(ctab, ccols, 1), ""]
     return lines

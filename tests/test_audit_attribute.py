@@ -1,0 +1,135 @@
+"""The REVISE audit per protected attribute (issue 29 item 8; biaslab.analysis.audit_attribute):
+hand-computed counts, rates and tests on tables written here (not by biaslab.data.synthetic),
+and agreement with the gender audit when the attribute is gender."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import chi2_contingency, fisher_exact
+
+from biaslab.analysis import audit as AU
+from biaslab.analysis import audit_attribute as AA
+
+
+def _presence(rows):
+    return pd.DataFrame(rows, columns=["image_id", "category"])
+
+
+def test_two_groups_hand_computed():
+    # 4 dark images (1-4), 2 light (5-6); dog in 3 dark, 0 light; cup in 1 dark, 2 light
+    groups = {1: "dark", 2: "dark", 3: "dark", 4: "dark", 5: "light", 6: "light", 7: None}
+    pres = _presence([(1, "dog"), (2, "dog"), (3, "dog"), (1, "cup"), (5, "cup"), (6, "cup"),
+                      (7, "dog"), (1, "dog")])           # 7 has no group; a duplicate row
+    t = AA.group_skew_table(pres, groups, ("dark", "light"), "category", min_count=1,
+                            correction="none").set_index("category")
+    dog, cup = t.loc["dog"], t.loc["cup"]
+    assert (dog["n_dark"], dog["n_light"], dog["n_total"]) == (3, 0, 3)
+    assert dog["rate_dark"] == 0.75 and dog["rate_light"] == 0.0
+    assert dog["skew"] == 1.0 and dog["rate_ratio"] == np.inf
+    assert (dog["max_group"], dog["min_group"]) == ("dark", "light")
+    assert dog["p"] == pytest.approx(fisher_exact([[3, 1], [0, 2]]).pvalue)
+    # cup: r_dark 1/4, r_light 2/2 -> skew (0.25 - 1) / 1.25 = -0.6, ratio 4
+    assert cup["skew"] == pytest.approx(-0.6) and cup["rate_ratio"] == pytest.approx(4.0)
+    assert cup["p"] == pytest.approx(fisher_exact([[1, 3], [2, 0]]).pvalue)
+    assert AA.images_per_group(groups, ("dark", "light")) == {"dark": 4, "light": 2}
+
+
+def test_four_groups_use_the_chi_square_test_and_name_the_extremes():
+    names = ("female_dark", "female_light", "male_dark", "male_light")
+    groups = {i: names[i % 4] for i in range(40)}                 # 10 images per group
+    # bicycle: 1, 2, 5 and 8 images of the four groups
+    have = {"female_dark": 1, "female_light": 2, "male_dark": 5, "male_light": 8}
+    rows, seen = [], {g: 0 for g in names}
+    for i, g in groups.items():
+        if seen[g] < have[g]:
+            rows.append((i, "bicycle"))
+            seen[g] += 1
+    t = AA.group_skew_table(_presence(rows), groups, names, "category",
+                            min_count=5).set_index("category")
+    b = t.loc["bicycle"]
+    assert [b[f"n_{g}"] for g in names] == [1, 2, 5, 8]
+    assert (b["max_group"], b["min_group"]) == ("male_light", "female_dark")
+    assert b["rate_ratio"] == pytest.approx(8.0) and np.isnan(b["skew"])
+    table = np.array([[1, 9], [2, 8], [5, 5], [8, 2]])
+    assert b["p"] == pytest.approx(chi2_contingency(table, correction=False).pvalue)
+    assert b["tested"] and b["p_adj"] == pytest.approx(b["p"])    # one tested item
+
+
+def test_untested_items_and_bad_arguments():
+    groups = {1: "dark", 2: "light"}
+    t = AA.group_skew_table(_presence([(1, "dog")]), groups, ("dark", "light"), "category",
+                            min_count=5)
+    assert not t["tested"].any() and t["p"].isna().all()
+    with pytest.raises(ValueError, match="min_count"):
+        AA.group_skew_table(_presence([]), groups, ("dark", "light"), "category", min_count=0)
+    with pytest.raises(ValueError, match="two groups"):
+        AA.group_skew_table(_presence([]), groups, ("dark",), "category")
+
+
+def test_gender_attribute_agrees_with_the_gender_audit():
+    rng = np.random.default_rng(0)
+    n = 120
+    gender = ["female" if rng.random() < 0.4 else "male" for _ in range(n)]
+    cats = ["dog", "cup", "tie", "bicycle"]
+    rows = [(i + 1, c) for i in range(n) for c in cats
+            if rng.random() < (0.6 if (c == "cup") == (gender[i] == "female") else 0.2)]
+    pres = _presence(rows)
+    labels = pd.DataFrame({"image_id": range(1, n + 1), "gender": gender})
+    ref = AU.skew_table(pres, labels, "category", min_count=5).set_index("category")
+    ours = AA.group_skew_table(pres, dict(zip(range(1, n + 1), gender)), ("female", "male"),
+                               "category", min_count=5).set_index("category")
+    for c in cats:
+        for col in ("n_female", "n_male", "rate_female", "rate_male", "skew", "p", "p_adj"):
+            assert ours.loc[c, col] == pytest.approx(ref.loc[c, col]), (c, col)
+
+
+def test_prominence_by_group_hand_computed():
+    images = pd.DataFrame({"image_id": [1, 2, 3, 4], "width": [100] * 4, "height": [100] * 4})
+    # the largest box per image; areas 0.25, 0.09 (dark) and 0.04, 0.01 (light); image 4's
+    # box is centred, the others are not
+    persons = pd.DataFrame({"image_id": [1, 1, 2, 3, 4], "x": [0, 0, 0, 0, 45],
+                            "y": [0, 0, 0, 0, 45], "w": [50, 10, 30, 20, 10],
+                            "h": [50, 10, 30, 20, 10]})
+    groups = {1: "dark", 2: "dark", 3: "light", 4: "light", 5: "light"}
+    out = AA.prominence_by_group(images, persons, groups, ("dark", "light"))
+    a = out["area_frac"]
+    assert a["groups"]["dark"]["mean"] == pytest.approx(0.17)
+    assert a["groups"]["light"]["mean"] == pytest.approx(0.025)
+    assert a["groups"]["dark"]["n"] == 2 and out["n_without_person"] == 1     # image 5
+    assert a["cohens_d"] == pytest.approx(AU.cohens_d([0.25, 0.09], [0.04, 0.01]))
+    assert a["p_welch"] == pytest.approx(AU.welch_p([0.25, 0.09], [0.04, 0.01]))
+    d = out["center_dist"]["groups"]["light"]
+    assert d["mean"] == pytest.approx((np.hypot(0.4, 0.4) + 0.0) / 2)
+
+
+def test_attribute_audit_summary():
+    images = pd.DataFrame({"image_id": [1, 2, 3, 4], "width": [10] * 4, "height": [10] * 4})
+    persons = pd.DataFrame({"image_id": [1, 2, 3, 4], "x": [0] * 4, "y": [0] * 4,
+                            "w": [5, 4, 3, 2], "h": [5, 4, 3, 2]})
+    objects = pd.DataFrame({"image_id": [1, 2, 3], "category": ["dog", "dog", "cup"],
+                            "x": [0.0] * 3, "y": [0.0] * 3, "w": [1.0] * 3, "h": [1.0] * 3})
+    captions = pd.DataFrame({"image_id": [1, 2, 3, 4],
+                             "caption": ["a dog runs", "a dog sits", "a cup", "a man"]})
+    groups = {1: "dark", 2: "dark", 3: "light", 4: "light"}
+    s, obj, words = AA.attribute_audit(images, captions, persons, objects, groups, "skin",
+                                       ("dark", "light"), min_count=2)
+    assert s["attribute"] == "skin" and s["images"] == {"dark": 2, "light": 2}
+    assert s["objects"]["n_tested"] == 1 and s["objects"]["top"][0]["item"] == "dog"
+    assert "man" not in set(words["word"])              # gender words are left out
+    assert set(words["word"]) >= {"dog", "runs", "sits", "cup"}
+
+
+def test_groups_without_images_give_no_rates_and_no_tests():
+    images = pd.DataFrame({"image_id": [1, 2], "width": [10] * 2, "height": [10] * 2})
+    persons = pd.DataFrame({"image_id": [1], "x": [0], "y": [0], "w": [5], "h": [5]})
+    objects = pd.DataFrame({"image_id": [1], "category": ["dog"], "x": [0.0], "y": [0.0],
+                            "w": [1.0], "h": [1.0]})
+    captions = pd.DataFrame({"image_id": [1, 2], "caption": ["a dog", "a cat"]})
+    s, obj, _ = AA.attribute_audit(images, captions, persons, objects, {}, "skin",
+                                   ("dark", "light"))
+    assert s["images"] == {"dark": 0, "light": 0} and s["objects"]["n_tested"] == 0
+    assert obj.loc[0, "max_group"] is None and np.isnan(obj.loc[0, "rate_ratio"])
+    s, _, _ = AA.attribute_audit(images, captions, persons, objects, {1: "dark"}, "skin",
+                                 ("dark", "light"))
+    area = s["prominence"]["area_frac"]
+    assert area["groups"]["dark"]["mean"] == 0.25 and area["groups"]["light"]["n"] == 0
+    assert area["p_welch"] is None
