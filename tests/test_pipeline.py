@@ -335,7 +335,7 @@ def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_r
 def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     """Issue 29: `dvc exp run -S attribute=skin` on the default re-runs the stages whose params
     list ``attribute`` (eval_attribute, eval_classifier, probe: its attribute-flip pairs;
-    audit: its per-group audit) and
+    audit: its per-group audit; controls_attribute: the attribute's controls) and
     then what reads their outs (the
     report, once they differ): DVC's own change detection after the param is set (nothing
     runs here; the skin-tone results are measured in docs/attributes.md)."""
@@ -348,6 +348,6 @@ def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     st = subprocess.run(["dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
                         text=True, check=True)
     assert set(json.loads(st.stdout)) == {"eval_attribute", "eval_classifier", "probe",
-                                          "audit"}, \
+                                          "audit", "controls_attribute"}, \
         st.stdout
     _run(["git", "checkout", "-q", "--", "."], repo, env)

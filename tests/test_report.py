@@ -244,10 +244,23 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                     "top": [{"item": "bicycle", "max_group": "male_light",
                              "min_group": "female_dark", "rate_ratio": "inf", "p_adj": 0.001}]},
         "words": {"n_tested": 0, "n_significant": 0, "top": []}}}
+    # issue 29 item 6: the attribute's controls (stage controls_attribute)
+    files["controls_attribute"] = {
+        "attribute": "gender_skin", "groups": list(per), "stereotypes": {"male_light": "bicycle"},
+        "replicates": [0, 1], "test_set": {"classifier": {"n_labelled_by_group": per}},
+        "classifier": {"blind": {"LK_M": {"expected": {"direction": "<", "reference": 25.0},
+                                          "measured": _r([6.0, 6.5]), "verdict": "matches"},
+                                 "LK_D": {"measured": _r([30.0, 30.0])}}},
+        "captioner": {"skipped": "the data has no captions"},
+        "summary": {"matches": 1, "does_not_match": 0, "inconclusive": 0, "n": 1}}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
+    assert "## Controls for gender_skin: the attribute's Leakage and LIC" in md
+    assert "| classifier | blind | LK_M | < 25 | 6.25 ± " in md, md
+    assert "| captioner | – | – | – | skipped: the data has no captions | – |" in md
+    assert "1 of 1 match, 0 do not" in md
     assert "## Dataset audit by gender_skin (REVISE, paper 004 Sect. 5.1; stage audit)" in md
     assert ("| person size (fraction of the image) | 0.200 ± 0.010 | 0.200 ± 0.010 | "
             "0.200 ± 0.010 | 0.200 ± 0.010 | Kruskal-Wallis p = 0.5 |") in md, md

@@ -28,7 +28,8 @@ INPUTS = {"classification": "metrics/classification.json",
           "spurious": "metrics/spurious.json",
           "controls": "metrics/controls.json", "datasets": "metrics/datasets.json",
           "residue": "metrics/residue.json", "attribute": "metrics/attribute.json",
-          "audit": "metrics/audit.json"}
+          "audit": "metrics/audit.json",
+          "controls_attribute": "metrics/controls_attribute.json"}
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
             ("classification", "Ratio", "Ratio (classifier)"),
@@ -376,6 +377,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     lines += attribute_markdown(m.get("attribute") or {},
                                 (m.get("classification") or {}).get("attribute"))
     lines += audit_attribute_markdown((m.get("audit") or {}).get("attribute") or {})
+    lines += controls_attribute_markdown(m.get("controls_attribute") or {})
     lines += retrieval_markdown(m["retrieval"])
     lines += spurious_markdown(m.get("spurious") or {})
     lines += [
@@ -753,6 +755,57 @@ def audit_attribute_markdown(a: Mapping, top: int = 5) -> list[str]:
                                else f"{t['p_adj']:.3g}")
                     + " |" for t in tops), ""]
     return lines
+
+
+def _expected_text(e: Mapping) -> str:
+    if "value" in e:
+        return f"= {e['value']:g}"
+    return f"{e['direction']} {e['reference']:g}"
+
+
+def controls_attribute_markdown(c: Mapping) -> list[str]:
+    """The attribute's controls (issue 29 item 6; stage ``controls_attribute``,
+    ``biaslab.analysis.controls_attribute``): per control and metric the known answer, the
+    measured mean ± t 95 % CI over the replicates and the verdict. Empty for gender or
+    without the file."""
+    if not c or "skipped" in c or not c.get("classifier"):
+        return []
+    a, groups = c.get("attribute"), c.get("groups") or []
+    tsets = c.get("test_set") or {}
+    n_rep = len(c.get("replicates") or [])
+    summ = c.get("summary") or {}
+    lines = [f"## Controls for {a}: the attribute's Leakage and LIC against known answers "
+             "(issue 29 item 6; stage controls_attribute)", "",
+             "Control models whose bias is known by construction, through the code that "
+             "evaluates the trained models: oracle (the true objects: Leakage = 0 exactly), "
+             "amplifier@q (adds the group's stereotype object, "
+             + ", ".join(f"{g}: {o}" for g, o in (c.get("stereotypes") or {}).items())
+             + ", with probability q: Leakage > 0, LIC > 0), blind (no object: the attacker "
+             f"guesses one group, LK_M < 100 / {len(groups)}), human (a held-out human caption: "
+             f"LIC ≈ 0). Cell: mean ± t 95 % CI over n = {n_rep} replicates. Test images per "
+             "group: classifier "
+             + ", ".join(f"{g} {v}" for g, v in ((tsets.get("classifier") or {})
+                                                  .get("n_labelled_by_group") or {}).items())
+             + "; captioner "
+             + ", ".join(f"{g} {v}" for g, v in ((tsets.get("captioner") or {})
+                                                  .get("n_by_group") or {}).items())
+             + f". {summ.get('matches', 0)} of {summ.get('n', 0)} match, "
+               f"{summ.get('does_not_match', 0)} do not, {summ.get('inconclusive', 0)} "
+               "inconclusive.", "",
+             "| task | control | metric | expected | measured | verdict |",
+             "|---|---|---|---|---|---|"]
+    for task in ("classifier", "captioner"):
+        part = c.get(task) or {}
+        if "skipped" in part:
+            lines.append(f"| {task} | – | – | – | skipped: {part['skipped']} | – |")
+            continue
+        for name, ms in part.items():
+            for metric, r in ms.items():
+                if "verdict" not in r:
+                    continue
+                lines.append(f"| {task} | {name} | {metric} | {_expected_text(r['expected'])} "
+                             f"| {stats.format_cell(r['measured'], 2)} | {r['verdict']} |")
+    return lines + [""]
 
 
 def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list[str]:
