@@ -133,3 +133,21 @@ def test_groups_without_images_give_no_rates_and_no_tests():
     area = s["prominence"]["area_frac"]
     assert area["groups"]["dark"]["mean"] == 0.25 and area["groups"]["light"]["n"] == 0
     assert area["p_welch"] is None
+
+
+def test_prominence_of_any_grouping_by_hand():
+    """audit.prominence_of measures the images of any grouping (no placeholder gender): a
+    100 x 100 image with a 20 x 50 box at (0, 0) -> area .1, centre (.1, .25), distance
+    sqrt(.4^2 + .25^2); an image outside the grouping is not measured; person_prominence
+    gives the same numbers under its gender column."""
+    images = pd.DataFrame({"image_id": [1, 2], "width": [100, 100], "height": [100, 100]})
+    persons = pd.DataFrame({"image_id": [1, 2], "x": [0, 0], "y": [0, 0], "w": [20, 20],
+                            "h": [50, 50]})
+    out = AU.prominence_of(images, persons, pd.Series({1: "dark"}))
+    assert list(out["image_id"]) == [1] and list(out["group"]) == ["dark"]
+    assert out["area_frac"].iloc[0] == pytest.approx(0.1)
+    assert out["center_dist"].iloc[0] == pytest.approx(np.hypot(0.4, 0.25))
+    g = AU.person_prominence(images, persons, pd.DataFrame({"image_id": [1], "gender":
+                                                             ["female"]}))
+    assert list(g["gender"]) == ["female"]
+    assert g["center_dist"].iloc[0] == out["center_dist"].iloc[0]

@@ -367,22 +367,33 @@ def person_prominence(images: pd.DataFrame, persons: pd.DataFrame, labels: pd.Da
             non-positive image size, or a person whose image_id is not in ``images``.
         ValueError: unknown ``area`` or ``center_norm``.
     """
+    g = gender_by_image(labels)
+    out = prominence_of(images, persons, g[g.isin(GENDER_VALUES[:2])], area=area,
+                        center_norm=center_norm, min_person_px=min_person_px)
+    return out.rename(columns={"group": "gender"})
+
+
+def prominence_of(images: pd.DataFrame, persons: pd.DataFrame, groups: pd.Series, *,
+                  area: str = "largest", center_norm: str = "unit",
+                  min_person_px: float = 0.0) -> pd.DataFrame:
+    """:func:`person_prominence` for any grouping of the images: ``groups`` is a Series
+    image_id -> group (any label: a gender, a skin tone, ...); only its images are measured.
+    Same measures, arguments and errors; the output's group column is ``group``."""
     if area not in ("largest", "sum"):
         raise ValueError(f"area must be 'largest' or 'sum', got {area!r}")
     if center_norm not in ("diagonal", "unit"):
         raise ValueError(f"center_norm must be 'diagonal' or 'unit', got {center_norm!r}")
     _require(persons, ["image_id", "x", "y", "w", "h"], "persons")
     sizes = _image_sizes(images)
-    g = gender_by_image(labels)
-    gendered = g[g.isin(GENDER_VALUES[:2])]
+    gendered = groups
 
     p = _valid_boxes(persons[["image_id", "x", "y", "w", "h"]])
     p = p[p["image_id"].isin(gendered.index)]
     p = _join_sizes(p, sizes, "persons")
-    cols = ["image_id", "gender", "n_persons", "person_px", "area_frac", "center_dist"]
+    cols = ["image_id", "group", "n_persons", "person_px", "area_frac", "center_dist"]
     if p.empty:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in cols}).astype(
-            {"image_id": "int64", "gender": object, "n_persons": "int64"})
+            {"image_id": "int64", "group": object, "n_persons": "int64"})
     n_persons = p.groupby("image_id").size()
     sum_px = (p["w"] * p["h"]).groupby(p["image_id"]).sum()
     big = _largest_person(p).set_index("image_id")
@@ -395,7 +406,7 @@ def person_prominence(images: pd.DataFrame, persons: pd.DataFrame, labels: pd.Da
     px = big["box_px"] if area == "largest" else sum_px.reindex(big.index)
     out = pd.DataFrame({
         "image_id": big.index.to_numpy(),
-        "gender": gendered.reindex(big.index).to_numpy(),
+        "group": gendered.reindex(big.index).to_numpy(),
         "n_persons": n_persons.reindex(big.index).to_numpy().astype("int64"),
         "person_px": big["box_px"].to_numpy(),
         "area_frac": (px / (W * H)).to_numpy(),

@@ -64,7 +64,7 @@ def prominence_by_group(images: pd.DataFrame, persons: pd.DataFrame,
                         area: str = "largest", center_norm: str = "unit",
                         min_person_px: float = 0.0) -> dict[str, Any]:
     """Person prominence per group (paper 004 Sect. 5.1.1) of the images with a group and a
-    person box: :func:`biaslab.analysis.audit.person_prominence`'s per-image ``area_frac``
+    person box: :func:`biaslab.analysis.audit.prominence_of`'s per-image ``area_frac``
     (fraction of the image area) and ``center_dist`` (unit-square distance of the box centre
     from the image centre, [0, 0.707]), with its ``area``, ``center_norm``, ``min_person_px``.
 
@@ -75,15 +75,12 @@ def prominence_by_group(images: pd.DataFrame, persons: pd.DataFrame,
         more; a test is None where a group has fewer than 2 images.
 
     Raises:
-        InputError: as :func:`biaslab.analysis.audit.person_prominence`.
+        InputError: as :func:`biaslab.analysis.audit.prominence_of`.
     """
     from scipy.stats import kruskal
     g = _groups(groups, names)
-    # person_prominence keeps the images its labels name; the label value is not used here
-    labels = pd.DataFrame({"image_id": g.index.to_numpy(), "gender": AU.FEMALE})
-    prom = AU.person_prominence(images, persons, labels, area=area, center_norm=center_norm,
-                                min_person_px=min_person_px)
-    prom = prom.assign(group=g.reindex(prom["image_id"].to_numpy()).to_numpy())
+    prom = AU.prominence_of(images, persons, g, area=area, center_norm=center_norm,
+                            min_person_px=min_person_px)
     out: dict[str, Any] = {"n_without_person": int(len(set(g.index) - set(prom["image_id"])))}
     for m in ("area_frac", "center_dist"):
         vals = {n: prom.loc[prom["group"] == n, m].to_numpy(float) for n in names}
