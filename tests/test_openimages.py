@@ -241,7 +241,7 @@ def oi_run(tmp_path_factory):
     truth = write_foreign_openimages(base / "openimages", n_images=80)
     # 3 classifier seeds, not the ci preset's 5, and no model-level method: the checks below
     # read files, rows and labels, not intervals or methods (CI time: issue 23's budget note
-    # in .ci/run; stop 60: CI at 5,164 s, this run 473 s of it)
+    # in .ci/run; stop 60: without the methods this run took 486 s against 473 s, machine noise)
     dst, out = run_profile_in_clone(base, "openimages", ["data=openimages",
                                                          f"data.root={base / 'openimages'}",
                                                          "classifier.seeds=[0,1,2]",
