@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the test suite: `bash scripts/test.sh [pytest args]`.
+# The suite runs on BIASLAB_TEST_WORKERS pytest-xdist workers (default 2, this machine's cores),
+# one test file per worker (module fixtures such as the end-to-end `dvc repro` run once), the
+# longest files first (tests/conftest.py); `bash scripts/test.sh -n 0` runs it in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-# the optional Ray extra for tests/test_executor.py (repro.sh does not need it), once per pin
-ray_pin=$(grep -o '"ray==[^"]*"' pyproject.toml | tr -d '"')
-ray_stamp=.venv/.ray-extra
-if [ "$(cat "$ray_stamp" 2>/dev/null)" != "$ray_pin" ]; then
-  echo "test: installing the ray extra ($ray_pin)"
-  .venv/bin/pip install -q "$ray_pin" -c requirements.lock
-  echo "$ray_pin" > "$ray_stamp"
+# the test-only extras of pyproject.toml, once per pin: Ray for tests/test_executor.py
+# (repro.sh does not need it) and pytest-xdist
+extras=$(grep -o '"\(ray\|pytest-xdist\|execnet\)==[^"]*"' pyproject.toml | tr -d '"' | xargs)
+stamp=.venv/.test-extras
+if [ "$(cat "$stamp" 2>/dev/null)" != "$extras" ]; then
+  echo "test: installing the test extras ($extras)"
+  # shellcheck disable=SC2086
+  .venv/bin/pip install -q $extras -c requirements.lock
+  echo "$extras" > "$stamp"
 fi
-python -m pytest -q --durations=15 "$@"
+python -m pytest -q -n "${BIASLAB_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
+  --durations=15 "$@"
