@@ -3,11 +3,14 @@ and the same person- and object-based measures for the run's protected attribute
 (biaslab.analysis.audit_attribute; issue 29 item 8).
 
 Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet,
-data/prepared/perceived_gender.parquet (skin tone, for attribute skin / gender_skin), the
-`audit:` section and `attribute` of params.yaml; writes metrics/audit.json (its "attribute"
-block: biaslab.analysis.audit_attribute.attribute_audit's summary), the charts
-plots/audit/*.png and the full tables plots/audit/{objects,words,distance}.csv and
-plots/audit/attribute_{objects,words}.csv (per group of the attribute). Gender is the
+data/prepared/perceived_gender.parquet (skin tone, for attribute skin / gender_skin),
+data/features/images{,_ids}.npy (the appearance test), the categories' supercategories of
+<data.root>/annotations/instances_*.json, the `audit:` section, `attribute` and `data.root` of
+params.yaml; writes metrics/audit.json (its "attribute" block:
+biaslab.analysis.audit_attribute.attribute_audit's summary), the charts plots/audit/*.png and
+the full tables plots/audit/{objects,words,distance}.csv and
+plots/audit/attribute_{objects,words,supercategories,distance,appearance}.csv (per group of
+the attribute; supercategories only where the data has them). Gender is the
 caption-derived label of data/labels/images.parquet, as in the gender audit.
 
 Usage (from the repository root): python stages/audit.py [--params params.yaml]
@@ -19,12 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from biaslab.analysis import attribute_eval, audit, audit_attribute, audit_figures
+from biaslab.models.features import load_features
 from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
 
 DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
             "area": "largest", "center_norm": "unit", "distance_person": "largest",
-            "min_person_px": 0.0}
+            "min_person_px": 0.0, "appearance": {}}
 
 
 def _write_csv(df, path: Path) -> None:
@@ -39,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", default="data/labels/images.parquet")
     ap.add_argument("--metrics", default="metrics/audit.json")
     ap.add_argument("--plots", default="plots/audit")
+    ap.add_argument("--features", default="data/features",
+                    help="images.npy / images_ids.npy of stage features (the appearance test)")
     args = ap.parse_args(argv)
 
     params = load_params(args.params)
@@ -49,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"known: {sorted(DEFAULTS)}")
     p = {**DEFAULTS, **given}
     top_k = int(p.pop("top_k"))
+    appearance = dict(p.pop("appearance") or {})
 
     prep = Path(args.prepared)
     tables = {n: read_parquet(prep / f"{n}.parquet")
@@ -69,14 +76,28 @@ def main(argv: list[str] | None = None) -> int:
     groups = attribute_eval.group_labels(
         attribute, dict(zip(labels["image_id"].astype(int), labels["gender"])),
         read_parquet(perceived) if perceived.exists() else None)
-    summary, a_obj, a_words = audit_attribute.attribute_audit(
+    # the context by supercategory (the data's own category -> supercategory mapping) and the
+    # appearance test (the run's frozen image features)
+    feat_ids, feats = load_features(Path(args.features) / "images")
+    summary, a_tables = audit_attribute.attribute_audit(
         tables["images"], tables["captions"], tables["persons"], tables["objects"], groups,
         attribute, attribute_eval.attribute_groups(attribute), top_k=top_k,
         min_count=p["min_count"], alpha=p["alpha"], correction=p["correction"],
-        area=p["area"], center_norm=p["center_norm"], min_person_px=p["min_person_px"])
+        area=p["area"], center_norm=p["center_norm"], min_person_px=p["min_person_px"],
+        distance_person=p["distance_person"],
+        supercategories=audit_attribute.read_supercategories(
+            (params.get("data") or {}).get("root") or "data/raw"),
+        features=(feats, feat_ids),
+        appearance=appearance)
     metrics["attribute"] = summary
-    _write_csv(a_obj, plots / "attribute_objects.csv")
-    _write_csv(a_words, plots / "attribute_words.csv")
+    for name in ("objects", "words", "supercategories", "distance", "appearance"):
+        # a section without its input (no supercategories in the data): a one-row table that
+        # says why, so that every declared out exists
+        t = a_tables.get(name)
+        if t is None:
+            import pandas as pd
+            t = pd.DataFrame({"skipped": [summary[name]["skipped"]]})
+        _write_csv(t, plots / f"attribute_{name}.csv")
     write_json(args.metrics, metrics)
     o, w = metrics["objects"], metrics["words"]
     ao = summary["objects"]

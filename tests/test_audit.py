@@ -434,13 +434,26 @@ def _write_tables(root: Path, d: dict[str, pd.DataFrame]) -> None:
         d[name].to_parquet(root / f"data/prepared/{name}.parquet", index=False)
     lab = d["labels"].assign(n_female=0, n_male=0, n_both=0, n_none=0)
     lab.to_parquet(root / "data/labels/images.parquet", index=False)
+    # stage features' files (the appearance test) and a COCO categories file with
+    # supercategories (the context table)
+    (root / "data/features").mkdir(parents=True)
+    ids = d["images"]["image_id"].to_numpy("int64")
+    np.save(root / "data/features/images.npy",
+            np.random.default_rng(0).normal(size=(len(ids), 8)).astype("float32"))
+    np.save(root / "data/features/images_ids.npy", ids)
+    (root / "raw/annotations").mkdir(parents=True)
+    cats = sorted(set(d["objects"]["category"]))
+    (root / "raw/annotations/instances_x.json").write_text(json.dumps({"categories": [
+        {"id": k, "name": c, "supercategory": "sports" if k % 2 else "kitchen"}
+        for k, c in enumerate(cats)]}))
 
 
 def test_stage_script(tmp_path, monkeypatch):
     d = _planted(n_per_gender=80, seed=1)
     _write_tables(tmp_path, d)
     (tmp_path / "params.yaml").write_text(
-        "audit:\n  min_count: 5\n  alpha: 0.01\n  top_k: 4\n  correction: bonferroni\n")
+        "audit:\n  min_count: 5\n  alpha: 0.01\n  top_k: 4\n  correction: bonferroni\n"
+        "  appearance:\n    n_permutations: 10\ndata:\n  root: raw\n")
     monkeypatch.chdir(tmp_path)
     import importlib.util
     spec = importlib.util.spec_from_file_location("_stage_audit", REPO / "stages/audit.py")
@@ -455,6 +468,13 @@ def test_stage_script(tmp_path, monkeypatch):
     assert m["attribute"]["attribute"] == "gender"
     assert m["attribute"]["objects"]["n_significant"] == m["objects"]["n_significant"]
     assert (tmp_path / "plots/audit/attribute_objects.csv").is_file()
+    # REVISE's context, distance and appearance per group (issue 29 item 8)
+    sup = pd.read_csv(tmp_path / "plots/audit/attribute_supercategories.csv")
+    assert set(sup["supercategory"]) == {"sports", "kitchen"}
+    app = pd.read_csv(tmp_path / "plots/audit/attribute_appearance.csv")
+    assert {"category", "accuracy", "chance", "p_adj"} <= set(app.columns)
+    assert m["attribute"]["appearance"]["n_tested"] == int(app["tested"].sum()) > 0
+    assert "n_tested" in m["attribute"]["distance"]
     assert m["config"]["correction"] == "bonferroni" and m["config"]["top_k"] == 4
     assert {"n_significant", "top_female", "top_male", "significant"} <= set(m["objects"])
     assert m["objects"]["significant"] == ["handbag", "skateboard"]

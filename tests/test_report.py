@@ -243,7 +243,16 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
         "objects": {"n_tested": 10, "n_significant": 1,
                     "top": [{"item": "bicycle", "max_group": "male_light",
                              "min_group": "female_dark", "rate_ratio": "inf", "p_adj": 0.001}]},
-        "words": {"n_tested": 0, "n_significant": 0, "top": []}}}
+        "words": {"n_tested": 0, "n_significant": 0, "top": []},
+        "supercategories": {"skipped": "the data's categories have no supercategory"},
+        "distance": {"n_tested": 3, "n_significant": 1,
+                     "top": [{"item": "dog", "closest_group": "male_dark",
+                              "farthest_group": "female_light", "cohens_d": None,
+                              "p_adj": 0.01}]},
+        "appearance": {"n_tested": 2, "n_significant": 1,
+                       "top": [{"item": "cup", "n": 40, "accuracy": 0.9,
+                                "accuracy_ci95": 0.05, "chance": 0.45, "ratio": 2.0,
+                                "p_adj": 0.0099}]}}}
     # issue 29 item 6: the attribute's controls (stage controls_attribute)
     files["controls_attribute"] = {
         "attribute": "gender_skin", "groups": list(per), "stereotypes": {"male_light": "bicycle"},
@@ -266,6 +275,12 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
             "0.200 ± 0.010 | 0.200 ± 0.010 | Kruskal-Wallis p = 0.5 |") in md, md
     assert "Objects: 1 of 10 tested categories differ between the groups (chi-square" in md
     assert "| bicycle | male_light | female_dark | inf | 0.001 |" in md
+    # REVISE's context, distance and appearance (issue 29 item 8)
+    assert ("Context by supercategory (Fig. 7): not measured (the data's categories have no "
+            "supercategory).") in md
+    assert "1 of 3 tested object categories differ between the groups (Kruskal-Wallis" in md
+    assert "| dog | male_dark | female_light | – | 0.01 |" in md
+    assert "| cup | 40 | 0.900 ± 0.050 | 0.450 | 2.00 | 0.0099 |" in md, md
     assert "## Protected attribute: gender_skin (issue 29; stage eval_attribute)" in md
     assert ("female_dark 5, female_light 30, male_dark 8, male_light 40 (n = 83). The two "
             "smallest groups (female_dark, male_dark) detect a difference of a per-image rate "

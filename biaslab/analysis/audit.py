@@ -692,24 +692,41 @@ def person_object_distances(images: pd.DataFrame, persons: pd.DataFrame,
             bad labels or image sizes, or an image_id absent from ``images``.
         ValueError: unknown ``person``.
     """
+    g = gender_by_image(labels)
+    out = distances_of(images, persons, objects, g[g.isin(GENDER_VALUES[:2])], person=person)
+    return out.rename(columns={"group": "gender"})
+
+
+def distances_of(images: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataFrame,
+                 groups: pd.Series, *, person: str = "largest") -> pd.DataFrame:
+    """Eq. 1 distances for any grouping of the images: :func:`person_object_distances` of the
+    images in ``groups`` (a Series indexed by image_id, group names as values), with a
+    ``group`` column in place of ``gender``. The gender audit and the per-attribute audit
+    (:mod:`biaslab.analysis.audit_attribute`) both use it.
+
+    Output: DataFrame image_id, group, category, dist (unitless), n_instances.
+
+    Raises:
+        InputError: missing column (tables ``images``, ``persons``, ``objects``), bad image
+            sizes, or an image_id absent from ``images``.
+        ValueError: unknown ``person``.
+    """
     if person not in ("largest", "nearest"):
         raise ValueError(f"person must be 'largest' or 'nearest', got {person!r}")
     _require(persons, ["image_id", "x", "y", "w", "h"], "persons")
     _require(objects, ["image_id", "category", "x", "y", "w", "h"], "objects")
     sizes = _image_sizes(images)
-    g = gender_by_image(labels)
-    gendered = g[g.isin(GENDER_VALUES[:2])]
-    cols = ["image_id", "gender", "category", "dist", "n_instances"]
+    cols = ["image_id", "group", "category", "dist", "n_instances"]
 
     p = _valid_boxes(persons[["image_id", "x", "y", "w", "h"]])
-    p = p[p["image_id"].isin(gendered.index)]
+    p = p[p["image_id"].isin(groups.index)]
     if person == "largest":
         p = _largest_person(p).drop(columns="box_px")
     o = _valid_boxes(objects[["image_id", "category", "x", "y", "w", "h"]])
     o = o[o["image_id"].isin(p["image_id"])]
     if p.empty or o.empty:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in cols}).astype(
-            {"image_id": "int64", "gender": object, "category": object,
+            {"image_id": "int64", "group": object, "category": object,
              "n_instances": "int64"})
     pairs = o.merge(p, on="image_id", suffixes=("_o", "_p"))
     pairs = _join_sizes(pairs, sizes, "objects")
@@ -722,7 +739,7 @@ def person_object_distances(images: pd.DataFrame, persons: pd.DataFrame,
     n_inst = o.groupby(["image_id", "category"]).size().rename("n_instances")
     out = pairs.groupby(["image_id", "category"])["dist"].min().to_frame().join(n_inst)
     out = out.reset_index()
-    out["gender"] = gendered.reindex(out["image_id"]).to_numpy()
+    out["group"] = groups.reindex(out["image_id"]).to_numpy()
     return out[cols].sort_values(["image_id", "category"], kind="stable").reset_index(drop=True)
 
 

@@ -754,6 +754,70 @@ def audit_attribute_markdown(a: Mapping, top: int = 5) -> list[str]:
                     + " | " + ("–" if t.get("p_adj") is None else "< 1e-6" if t["p_adj"] < 1e-6
                                else f"{t['p_adj']:.3g}")
                     + " |" for t in tops), ""]
+    lines += _audit_context_markdown(a, groups, top)
+    return lines
+
+
+def _p_text(p) -> str:
+    return "–" if p is None else "< 1e-6" if p < 1e-6 else f"{p:.3g}"
+
+
+def _audit_context_markdown(a: Mapping, groups: list, top: int) -> list[str]:
+    """The supercategory, distance and appearance sections of :func:`audit_attribute_markdown`
+    (paper 004 Sect. 5.1.2-5.1.4); a section the block lacks or skipped says so."""
+    lines: list[str] = []
+    two = len(groups) == 2
+    sup = a.get("supercategories") or {}
+    if "skipped" in sup:
+        lines += [f"Context by supercategory (Fig. 7): not measured ({sup['skipped']}).", ""]
+    elif sup:
+        lines += [f"Context by supercategory (Fig. 7 right; an image counts when it has an "
+                  f"object of the supercategory): {sup.get('n_significant', 0)} of "
+                  f"{sup.get('n_tested', 0)} tested supercategories differ between the groups "
+                  "(plots/audit/attribute_supercategories.csv).", ""]
+        if sup.get("top"):
+            lines += ["| supercategory | most | least | rate ratio | adjusted p |",
+                      "|---|---|---|---|---|",
+                      *(f"| {t['item']} | {t['max_group']} | {t['min_group']} | "
+                        + (f"{R._num(t['rate_ratio']):.2f}" if R._num(t["rate_ratio"])
+                           is not None else str(t["rate_ratio"]))
+                        + f" | {_p_text(t.get('p_adj'))} |" for t in sup["top"][:top]), ""]
+    dist = a.get("distance") or {}
+    if dist:
+        lines += [f"Person-object distance (Eq. 1; smaller = closer): "
+                  f"{dist.get('n_significant', 0)} of {dist.get('n_tested', 0)} tested object "
+                  "categories differ between the groups ("
+                  + ("Welch's t-test, Cohen's d first group minus second" if two
+                     else "Kruskal-Wallis") + ", Benjamini-Hochberg; "
+                  "plots/audit/attribute_distance.csv).", ""]
+        if dist.get("top"):
+            lines += ["| object | closest | farthest | Cohen's d | adjusted p |",
+                      "|---|---|---|---|---|",
+                      *(f"| {t['item']} | {t['closest_group']} | {t['farthest_group']} | "
+                        + ("–" if R._num(t.get("cohens_d")) is None
+                           else f"{R._num(t['cohens_d']):.2f}")
+                        + f" | {_p_text(t.get('p_adj'))} |" for t in dist["top"][:top]), ""]
+    app = a.get("appearance") or {}
+    if "skipped" in app:
+        lines += [f"Appearance differences (Sect. 5.1.4): not measured ({app['skipped']}).", ""]
+    elif app:
+        lines += [f"Appearance differences (Sect. 5.1.4; per object, a linear SVM on the "
+                  "frozen image features of the images with it, projected to sqrt(n) "
+                  "dimensions; 5-fold accuracy ± t 95 % CI over the folds against its "
+                  "permutation-test chance): "
+                  f"{app.get('n_significant', 0)} of {app.get('n_tested', 0)} tested object "
+                  "categories are told apart by group (plots/audit/"
+                  "attribute_appearance.csv). The features see the person as well as the "
+                  "scene, as the paper's scene features do.", ""]
+        if app.get("top"):
+            lines += ["| object | images | accuracy | chance | accuracy / chance | "
+                      "adjusted p |", "|---|---|---|---|---|---|",
+                      *(f"| {t['item']} | {t['n']} | "
+                        + stats.format_cell({"mean": R._num(t.get("accuracy")),
+                                             "ci95": R._num(t.get("accuracy_ci95")), "n": 5},
+                                            3)
+                        + f" | {R._num(t['chance']):.3f} | {R._num(t['ratio']):.2f} | "
+                        + f"{_p_text(t.get('p_adj'))} |" for t in app["top"][:top]), ""]
     return lines
 
 
