@@ -403,3 +403,27 @@ def test_inconclusive_reason_says_how_many_seeds_would_decide():
     assert "contains 0" in r and "about 20 seeds per row, not 5" in r
     # an effect of exactly the reference: no estimate
     assert "seeds per row" not in V.explain([{**c, "mean": 0.0}])[0]["reason"]
+
+
+def test_attribute_preconditions_from_the_attribute_controls():
+    """Issue 29 item 6: metrics/controls_attribute.json's verdicts become precondition rows of
+    validity.json (the same rule as the gender controls'); gender's skip record says why."""
+    from biaslab.analysis import validity as V
+    ca = {"attribute": "skin", "classifier": {
+              "oracle": {"Leakage": {"verdict": "matches"}},
+              "amplifier@0.5": {"Leakage": {"verdict": "does not match"}},
+              "blind": {"LK_M": {"verdict": "matches"}, "LK_D": {"measured": {}}}},
+          "captioner": {"human": {"LIC": {"verdict": "matches"}},
+                        "amplifier@0.5": {"LIC": {"verdict": "inconclusive"}}}}
+    out = V.attribute_precondition_rows(ca)
+    assert out["attribute"] == "skin"
+    rows = {(r["task"], r["metric"]): r for r in out["rows"]}
+    assert set(rows) == {("classifier", "Leakage"), ("classifier", "LK_M"),
+                         ("captioner", "LIC")}
+    assert rows[("classifier", "Leakage")]["valid"] is False
+    assert rows[("classifier", "Leakage")]["not_matching"] == ["amplifier@0.5"]
+    assert rows[("captioner", "LIC")]["valid"] is True
+    assert rows[("captioner", "LIC")]["inconclusive"] == ["amplifier@0.5"]
+    skip = V.attribute_precondition_rows({"attribute": "gender", "skipped": "its controls"})
+    assert skip == {"attribute": "gender", "skipped": "its controls"}
+    assert "skipped" in V.attribute_precondition_rows(None)

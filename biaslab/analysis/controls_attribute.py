@@ -106,6 +106,18 @@ def _rng(seed: int, name: str, image_id: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), 0xA7, int(image_id), *name.encode()])
 
 
+def _check_control(model: str, kind: str, known: Sequence[str], q: float,
+                   stereotypes: Mapping[str, str] | None) -> None:
+    """ValueError for an unknown control, a q outside [0, 1] or an amplifier without
+    stereotypes (the checks :func:`classifier_outputs` and :func:`captioner_captions` share)."""
+    if kind not in known:
+        raise ValueError(f"unknown {model} control {kind!r}; known: {tuple(known)}")
+    if not 0.0 <= float(q) <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    if kind == "amplifier" and not stereotypes:
+        raise ValueError("the amplifier needs the stereotype objects")
+
+
 def classifier_outputs(kind: str, image_ids: Sequence[int], object_lists: Sequence,
                        groups: Sequence, labels: Sequence[str], *, q: float = 0.0,
                        stereotypes: Mapping[str, str] | None = None, seed: int = 0) -> np.ndarray:
@@ -124,16 +136,11 @@ def classifier_outputs(kind: str, image_ids: Sequence[int], object_lists: Sequen
         ValueError: unknown kind, q outside [0, 1], an amplifier without stereotypes.
     """
     from biaslab.classify import object_matrix
-    if kind not in CLASSIFIER_CONTROLS:
-        raise ValueError(f"unknown classifier control {kind!r}; known: {CLASSIFIER_CONTROLS}")
-    if not 0.0 <= float(q) <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    _check_control("classifier", kind, CLASSIFIER_CONTROLS, q, stereotypes)
     y = object_matrix(list(object_lists), list(labels))
     if kind == "blind":
         return np.zeros_like(y)
     if kind == "amplifier":
-        if not stereotypes:
-            raise ValueError("the amplifier needs the stereotype objects")
         name = control_name(kind, q)
         col = {c: k for k, c in enumerate(labels)}
         for r, (i, g) in enumerate(zip(image_ids, groups)):
@@ -160,12 +167,7 @@ def captioner_captions(kind: str, image_ids: Sequence[int], groups: Mapping[int,
     Raises:
         ValueError: unknown kind, q outside [0, 1], an amplifier without stereotypes.
     """
-    if kind not in CAPTIONER_CONTROLS:
-        raise ValueError(f"unknown captioner control {kind!r}; known: {CAPTIONER_CONTROLS}")
-    if not 0.0 <= float(q) <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
-    if kind == "amplifier" and not stereotypes:
-        raise ValueError("the amplifier needs the stereotype objects")
+    _check_control("captioner", kind, CAPTIONER_CONTROLS, q, stereotypes)
     out = {}
     for i in (int(x) for x in image_ids):
         caps = list(human.get(i) or ())
@@ -329,8 +331,7 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
         InputError: no skin labels, no labelled test / training image of a group, no label.
     """
     from biaslab.analysis import attribute_eval as A
-    from biaslab.analysis.controls_eval import DEFAULTS
-    from biaslab.classify import select_labels, test_table
+    from biaslab.analysis.controls_eval import DEFAULTS, control_tables
     from biaslab.runtime.io import NO_CAPTIONS, InputError
     attribute = str(params.get("attribute", "gender"))
     if attribute == "gender":
@@ -342,15 +343,7 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
     p = params["classifier"]
     genders = {int(i): str(g) for i, g in zip(labels_df["image_id"], labels_df["gender"])}
     groups = A.group_labels(attribute, genders, perceived)
-    test = test_table(images, labels_df, split, objects, persons)
-    train = test_table(images, labels_df, split, objects, persons, "train")
-    train = train[train["labelled"]].reset_index(drop=True)
-    if test.empty or train.empty:
-        raise InputError("data/split.parquet", "no labelled test or training image")
-    labels = select_labels(train, int(p.get("min_cooccur", 5)), p.get("cooccur_rule", "each"))
-    if not labels:
-        raise InputError("data/split.parquet", "no object co-occurs often enough with each "
-                                               "gender in the training split")
+    test, train, labels = control_tables(images, labels_df, split, objects, persons, p)
     try:
         stereo = stereotype_by_group(list(train["objects"]), _groups_of(train, groups), labels,
                                      group_names)

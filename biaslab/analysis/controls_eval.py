@@ -13,6 +13,7 @@ Leakage), BiasAmp / DBA_O (:mod:`biaslab.metrics.biasamp`), the captioning metri
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,35 @@ def read_truth(root: str) -> tuple[dict | None, float | None]:
     except InputError:
         return None, None
     return truth, bias
+
+
+def control_tables(images: pd.DataFrame, labels_df: pd.DataFrame, split: pd.DataFrame,
+                   objects: pd.DataFrame, persons: pd.DataFrame, classifier: Mapping
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The tables every control is scored on, as ``eval_classifier`` builds them: the test
+    split's images (:func:`biaslab.classify.test_table`), the labelled training images, and
+    the object labels that co-occur at least ``classifier.min_cooccur`` times with each
+    gender in training (``classifier.cooccur_rule``; :func:`biaslab.classify.select_labels`).
+    Used by :func:`run_controls` and :func:`biaslab.analysis.controls_attribute.run`.
+
+    Returns:
+        ``(test, train, labels)``.
+
+    Raises:
+        InputError("data/split.parquet", ...): no labelled test or training image, or no
+            object label.
+    """
+    test = test_table(images, labels_df, split, objects, persons)
+    train = test_table(images, labels_df, split, objects, persons, "train")
+    train = train[train["labelled"]].reset_index(drop=True)
+    if test.empty or train.empty:
+        raise InputError("data/split.parquet", "no labelled test or training image")
+    labels = select_labels(train, int(classifier.get("min_cooccur", 5)),
+                           classifier.get("cooccur_rule", "each"))
+    if not labels:
+        raise InputError("data/split.parquet", "no object co-occurs often enough with each "
+                                               "gender in the training split")
+    return test, train, labels
 
 
 def with_truth(df: pd.DataFrame, truth: dict | None) -> pd.DataFrame:
@@ -307,7 +337,7 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
         parts ({control: {metric: judged}}).
 
     Raises:
-        InputError: no labelled female / male test or training image, no object that
+        InputError: no labelled test or training image, no object that
             co-occurs often enough with each gender, or a degenerate training split.
     """
     c = {**DEFAULTS, **(params.get("controls") or {})}
@@ -321,15 +351,8 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
     root = params["data"]["root"]
     truth, bias = read_truth(root)
 
-    test = with_truth(test_table(images, labels_df, split, objects, persons), truth)
-    train = with_truth(test_table(images, labels_df, split, objects, persons, "train"), truth)
-    train = train[train["labelled"]].reset_index(drop=True)
-    if test.empty or train.empty:
-        raise InputError("data/split.parquet", "no labelled female/male test or training image")
-    labels = select_labels(train, int(p.get("min_cooccur", 5)), p.get("cooccur_rule", "each"))
-    if not labels:
-        raise InputError("data/split.parquet", "no object co-occurs often enough with each "
-                                               "gender in the training split")
+    test, train, labels = control_tables(images, labels_df, split, objects, persons, p)
+    test, train = with_truth(test, truth), with_truth(train, truth)
     try:
         stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
     except ValueError as err:

@@ -683,6 +683,21 @@ def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
                                       key=lambda kv: (kv[0][0], kv[0][1] or ""))]
 
 
+def attribute_precondition_rows(controls_attribute: Mapping[str, Any] | None) -> dict:
+    """The attribute's controls as preconditions (issue 29 item 6): ``{"attribute", "rows":
+    :func:`precondition_rows` of ``metrics/controls_attribute.json`` (stage
+    ``controls_attribute``, the same ``{task: {control: {metric: judged}}}`` layout as
+    ``metrics/controls.json``)}``, or ``{"attribute", "skipped": why}`` where the stage
+    skipped (``attribute: gender``: its controls are the preconditions above) or did not run.
+    A row's ``valid`` says whether the attribute's Leakage / LIC on this data read their known
+    answers; no gender check depends on it."""
+    c = controls_attribute if isinstance(controls_attribute, Mapping) else {}
+    name = c.get("attribute")
+    if not c or "skipped" in c:
+        return {"attribute": name, "skipped": c.get("skipped") or "no attribute controls"}
+    return {"attribute": name, "rows": precondition_rows(c)}
+
+
 def mask_neutral_rows(probe: Mapping[str, Any] | None,
                       bounds: tuple[float, float] = NEUTRAL_RANGE) -> list[dict]:
     """The mask-neutrality precondition of the Ratio claims (issue 23 item 2): one row per

@@ -466,6 +466,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "markdown": "\n".join(lines),
         "validity": {"checks": checks, "summary": vsum,
                      "preconditions": validity.precondition_rows(m["controls"]),
+                     "preconditions_attribute": validity.attribute_precondition_rows(
+                         m.get("controls_attribute")),
                      "mask_neutral": neutral},
         "summary_full": full,
         "summary": compact(full, m, vsum, digits),
