@@ -427,3 +427,6 @@ def test_attribute_preconditions_from_the_attribute_controls():
     skip = V.attribute_precondition_rows({"attribute": "gender", "skipped": "its controls"})
     assert skip == {"attribute": "gender", "skipped": "its controls"}
     assert "skipped" in V.attribute_precondition_rows(None)
+    # a task the stage skipped (data without captions) gives no row
+    ca["captioner"] = {"skipped": "the data has no captions"}
+    assert {r["task"] for r in V.attribute_precondition_rows(ca)["rows"]} == {"classifier"}

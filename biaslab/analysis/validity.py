@@ -695,7 +695,10 @@ def attribute_precondition_rows(controls_attribute: Mapping[str, Any] | None) ->
     name = c.get("attribute")
     if not c or "skipped" in c:
         return {"attribute": name, "skipped": c.get("skipped") or "no attribute controls"}
-    return {"attribute": name, "rows": precondition_rows(c)}
+    # a task the stage skipped ({"skipped": why}, e.g. data without captions) has no rows
+    tasks = {t: {k: v for k, v in (c.get(t) or {}).items() if isinstance(v, Mapping)}
+             for t in ("classifier", "captioner") if isinstance(c.get(t), Mapping)}
+    return {"attribute": name, "rows": precondition_rows(tasks)}
 
 
 def mask_neutral_rows(probe: Mapping[str, Any] | None,
