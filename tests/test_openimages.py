@@ -245,7 +245,10 @@ def oi_run(tmp_path_factory):
     dst, out = run_profile_in_clone(base, "openimages", ["data=openimages",
                                                          f"data.root={base / 'openimages'}",
                                                          "classifier.seeds=[0,1,2]",
-                                                         "classifier.methods=[]"])
+                                                         "classifier.methods=[]",
+                                                         # the rows its Table 1 check reads
+                                                         "classifier.datasets=[original,"
+                                                         "augment,synthetic]"])
     return dst, truth, out
 
 

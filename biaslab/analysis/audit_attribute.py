@@ -311,7 +311,8 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
                      groups: Mapping[int, str], names: Sequence[str], *,
                      min_per_group: int = 10, max_per_group: int = 500,
                      n_permutations: int = 100, folds: int = 5, seed: int = 0,
-                     alpha: float = 0.05, correction: str = "bh") -> pd.DataFrame:
+                     workers: int = 1, alpha: float = 0.05,
+                     correction: str = "bh") -> pd.DataFrame:
     """Appearance differences (paper 004 Sect. 5.1.4): per object category, can a linear SVM
     tell the groups apart from the features of the images that have the object?
 
@@ -336,6 +337,8 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
         min_per_group: test a category when every group has at least this many images with it
             (and at least ``folds``).
         seed: the permutations' random state.
+        workers: joblib processes for the permutations (``n_jobs``; the shuffles are drawn
+            in the parent, so the table is the same for any value: tested).
 
     Returns:
         DataFrame ``category, n_<g> for each group, n_total, n_dims, accuracy (mean over the
@@ -399,7 +402,7 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
                 per_fold = cross_val_score(clf, X, y, cv=cv, scoring="accuracy")
                 acc, perm, p = permutation_test_score(
                     clf, X, y, cv=cv, scoring="accuracy", n_permutations=n_permutations,
-                    random_state=seed)
+                    random_state=seed, n_jobs=int(workers))
             ci = stats.summarize(list(per_fold))
             rec.update(n_dims=k, accuracy=float(acc), accuracy_ci95=ci["ci95"],
                        chance=float(np.mean(perm)), p=float(p),
