@@ -258,10 +258,14 @@ def test_appearance_finds_a_planted_difference_and_not_a_null_one():
     assert bool(dog["significant"]) and dog["ratio"] > 1.5
     assert abs(cup["chance"] - 0.5) < 0.1 and not bool(cup["significant"])
     assert cup["p"] > 0.05
-    # deterministic: the same inputs give the same table, on 1 or 2 worker processes
-    pd.testing.assert_frame_equal(
-        t.reset_index(), AA.appearance_table(X, ids, objects, groups, ("dark", "light"),
-                                             workers=2))
+    # deterministic: the same inputs give the same table, on 1 or 2 worker processes, also
+    # with as many features as stage features writes (sklearn's PCA "auto" would pick its
+    # randomized solver there, LinearSVC shuffles its coordinate descent: both are seeded)
+    X, ids, objects, groups = _appearance_data(separation=0.3, d=600)
+    a = AA.appearance_table(X, ids, objects, groups, ("dark", "light"), n_permutations=20)
+    pd.testing.assert_frame_equal(a, AA.appearance_table(X, ids, objects, groups,
+                                                         ("dark", "light"), n_permutations=20,
+                                                         workers=2))
 
 
 def test_appearance_tests_only_categories_with_enough_images_and_checks_features():

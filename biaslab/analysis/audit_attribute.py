@@ -336,7 +336,7 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
         groups: ``{image_id: group}``; names: the attribute's groups.
         min_per_group: test a category when every group has at least this many images with it
             (and at least ``folds``).
-        seed: the permutations' random state.
+        seed: the random state of the permutations and of liblinear's coordinate descent.
         workers: joblib processes for the permutations (``n_jobs``; the shuffles are drawn
             in the parent, so the table is the same for any value: tested).
 
@@ -394,8 +394,12 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
             y = np.concatenate([np.full(len(by[n]), code[n]) for n in names])
             X = StandardScaler().fit_transform(X_all[row.reindex(sel).to_numpy()])
             k = max(1, min(int(np.sqrt(len(sel))), *X.shape))
-            X = StandardScaler().fit_transform(PCA(n_components=k).fit_transform(X))
-            clf = LinearSVC()
+            # the exact SVD: sklearn's "auto" picks a randomized solver for these shapes
+            X = StandardScaler().fit_transform(
+                PCA(n_components=k, svd_solver="full").fit_transform(X))
+            # liblinear's dual coordinate descent visits the samples in a random order:
+            # without a seed the fitted SVM (and the accuracy) changes from run to run
+            clf = LinearSVC(random_state=seed)
             cv = StratifiedKFold(n_splits=folds)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
