@@ -7,7 +7,13 @@ smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png.
 
 The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/data/variants.py):
 every built-in one, then each installed plug-in variant that `classifier.datasets`,
-`captioner.datasets` or `artifact.datasets` names (issue 27 item 1)."""
+`captioner.datasets` or `artifact.datasets` names (issue 27 item 1).
+
+Param `attribute` (issue 29 item 3): for skin / gender_skin the counterfactuals are of that
+attribute's groups (stage generate), every manifest gets a `group` column (the originals': the
+perceived group of data/prepared/perceived_gender.parquet, None where the image has none) and
+S_augment adds the groups other than the image's own (every group where it has none). The
+resampling baselines still balance gender: they need every training image's group."""
 
 from biaslab.data import datasets as D
 from biaslab import registry
@@ -41,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     d = D.original(read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/captions.parquet"),
                    read_parquet(f"{PREP}/objects.parquet"), read_parquet("data/labels/images.parquet"),
                    read_parquet("data/split.parquet"), splits=p["splits"])
+    attribute = params.get("attribute", "gender")
+    if attribute != "gender":   # each original's perceived group (issue 29 item 3)
+        from biaslab.analysis.attribute_eval import PERCEIVED, group_labels
+        groups = group_labels(attribute, dict(zip(d["image_id"], d["gender"])),
+                              read_parquet(PERCEIVED))
+        d = d.assign(group=[groups.get(int(i)) for i in d["image_id"]])
     cf = D.counterfactuals(read_parquet("data/select/selected.parquet"), d,
                            words=params["label"]["words"])
     sources = {"train_gendered": len(d), "with_counterfactuals": 0, "used": len(d),
@@ -65,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         if "max_skew" in m.attrs:
             metrics[name]["max_skew_bound"] = m.attrs["max_skew"]
         metrics[name]["counts"] = {k: v for k, v in c.items() if isinstance(v, dict)}
+        if "group" in m.columns:   # samples per group of the attribute (None: no label)
+            metrics[name]["by_group"] = {str(g): int(n) for g, n in m["group"].fillna(
+                "none").value_counts().sort_index().items()}
     cols = [c for c in attributes.columns if c != "image_id"] if attributes is not None else []
     skew_by_dataset({label: {n: m.get(f"{label}_mean_abs_skew") for n, m in metrics.items()}
                      for label in ["objects"] + cols}, "plots/datasets/skew.png")

@@ -1,5 +1,8 @@
 """DVC stage `generate`: m counterfactual candidates per (image, group) (paper 000 Eq. 1; logic:
-biaslab.counterfactual.generate + the backend named by `generate.backend`).
+biaslab.counterfactual.generate + the backend named by `generate.backend`), over the groups of
+the param `attribute` (gender: female/male; skin: dark/light; gender_skin: the four; issue 29
+item 3). copy_paste's donors of a skin-tone group come from the perceived skin tone of
+data/prepared/perceived_gender.parquet (bb_skin).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
 captions}.parquet, data/labels/images.parquet and data/split.parquet (donor pool of copy_paste),
@@ -26,6 +29,7 @@ from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_pars
                                 write_parquet)
 from biaslab.runtime import executor, runstats
 from biaslab.data.labels import captions_or_label_texts
+from biaslab.analysis.attribute_eval import skin_labels
 
 #: Counters of what this run did (they differ between a fresh and a resumed run of the same
 #: inputs), kept out of metrics/generate.json.
@@ -40,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", default="data/labels/images.parquet")
     ap.add_argument("--split", default="data/split.parquet")
     ap.add_argument("--masks", default="data/masks/masks.parquet")
+    ap.add_argument("--perceived", default="data/prepared/perceived_gender.parquet")
     ap.add_argument("--out", default="data/generate")
     ap.add_argument("--metrics", default="metrics/generate.json")
     args = ap.parse_args(argv)
@@ -50,28 +55,36 @@ def main(argv: list[str] | None = None) -> int:
     # data without captions (OpenImages): prompts from the image's labels (biaslab.data.labels)
     caps, _ = captions_or_label_texts(read_parquet(f"{args.prepared}/captions.parquet"),
                                       args.labels, f"{args.prepared}/objects.parquet")
-    prompts = gen.make_prompts(caps, masks["image_id"], words=words)
+    attribute = params.get("attribute", "gender")
+    groups = gen.generation_groups(attribute)
+    prompts = gen.make_prompts(caps, masks["image_id"], words=words, groups=groups)
     images = read_parquet(f"{args.prepared}/images.parquet")
     persons = read_parquet(f"{args.prepared}/persons.parquet")
     work, counts = gen.build_work(masks, images, persons, prompts,
                                   shards=int(p["shards"]), max_images=p.get("max_images"))
     tables = {}
     if p.get("backend", "copy_paste") == "copy_paste":   # the donor pool
-        tables = dict(persons=persons, images=images, labels=read_parquet(args.labels),
+        labels = read_parquet(args.labels)
+        if attribute != "gender":   # the donors' perceived skin tone (issue 29 item 3)
+            skin = skin_labels(read_parquet(args.perceived), where=args.perceived)
+            labels = labels.assign(skin=labels["image_id"].map(skin))
+        tables = dict(persons=persons, images=images, labels=labels,
                       split=read_parquet(args.split))
-    backend = gen.make_backend(p, data_root=(params.get("data") or {}).get("root"), **tables)
+    backend = gen.make_backend({**p, "attribute": attribute},
+                               data_root=(params.get("data") or {}).get("root"), **tables)
     with executor.session(params.get("executor")) as ex:
         table, stats = gen.generate_candidates(
             work, backend, args.out, m=int(p["m"]), guidance_scales=p["guidance_scales"],
-            seed=int(p["seed"]), shards=int(p["shards"]), executor=ex)
+            seed=int(p["seed"]), shards=int(p["shards"]), executor=ex, groups=groups)
     write_parquet(f"{args.out}/candidates.parquet", table)
     metrics = {"backend": backend.name, "m": int(p["m"]), **counts, **stats,
+               **({} if attribute == "gender" else {"attribute": attribute}),
                "images": int(table["image_id"].nunique()),
                "candidates_by_group": {g: int(n) for g, n in
                                        table["group"].value_counts().sort_index().items()}}
     if backend.name == "copy_paste":
         metrics["donor_pool"] = {g: int(n) for g, n in
-                                 backend.donors["gender"].value_counts().sort_index().items()}
+                                 backend.donors["group"].value_counts().sort_index().items()}
         metrics["distinct_donors_used"] = int(table["donor_ann_ids"].explode().nunique())
         from biaslab.counterfactual.copy_paste import extent_agreement
         metrics["donor_body_extent"] = extent_agreement(work, table, backend.donors)

@@ -31,6 +31,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from biaslab.data.groups import group_parts
 from biaslab.classify.manifest import encode_files
 from biaslab.counterfactual import residue as R
 from biaslab.counterfactual.masks import MASK_SHAPES, build_masks_from_params, load_mask
@@ -116,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     sel = read_parquet("data/select/selected.parquet")
     pos = {i: k for k, i in enumerate(common)}
     sel = sel[sel["image_id"].astype(np.int64).isin(pos)].sort_values(["image_id", "group"])
+    # the probe reads gender: a skin-tone target (attribute skin, issue 29) sets no gender, and
+    # a gender x skin target counts by its gender
+    tgt = sel["group"].map(lambda g: group_parts(g)[0])
+    sel = sel.assign(group=tgt)[tgt.notna().to_numpy()]
     sel_src = np.array([pos[int(i)] for i in sel["image_id"]], int)
     other = np.array([g != gender[int(i)] for i, g in zip(sel["image_id"], sel["group"])],
                      bool)

@@ -10,7 +10,9 @@ output does not depend on the executor. `filters.clip` /
 `filters.detector` name a Hugging Face CLIP / object detector (paper tier); null means the
 models trained here (data/scorer, data/objects). `filters.names` picks the filters (registered
 in biaslab.registry.FILTERS: the paper's three, or a plug-in's); `filters.weights` is not a
-parameter here, so a weights-only experiment never re-runs this stage.
+parameter here, so a weights-only experiment never re-runs this stage. The KNN filter's real
+images are labelled with their group of the param `attribute` (gender from the captions; skin
+tone from the perceived bb_skin of data/prepared/perceived_gender.parquet; issue 29 item 3).
 """
 import time
 
@@ -33,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     cands = read_parquet("data/generate/candidates.parquet").reset_index(drop=True)
     images = read_parquet("data/prepared/images.parquet").set_index("image_id")
     labels = read_parquet("data/labels/images.parquet").set_index("image_id")["gender"]
+    attribute = params.get("attribute", "gender")
+    if attribute != "gender":   # the KNN filter's real images carry the attribute's group
+        from biaslab.analysis.attribute_eval import PERCEIVED, group_labels
+        labels = group_labels(attribute, labels.to_dict(), read_parquet(PERCEIVED))
     enc = dict(cache_dir=fp.get("cache_dir", "data/cache/features"), name=fp["backbone"],
                image_size=fp.get("image_size"), batch_size=fp["batch_size"],
                num_threads=fp.get("threads"), progress=True)
@@ -44,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         scores = score_candidates(
             cands, images["path"].to_dict(), scorer, objp,
             encode=lambda table: encode_cached(table, **enc, executor=ex)[1],
-            real_groups={int(k): v for k, v in labels.items()},
+            real_groups={int(k): v for k, v in dict(labels).items()},
             knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
             progress=True, timings=timings, names=list(p["names"]))
     write_parquet("data/score/scores.parquet", scores)

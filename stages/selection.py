@@ -2,20 +2,26 @@
 Eq. 2; params `filters`; with `filters.knn` first the GenSynth KNN gate and its per-image
 retention rule, paper 001 sec. 4.2, counts in metrics/select.json `knn`) -> data/select/selected.parquet, metrics/select.json,
 plots/filters/ (Fig. 4 style grid, score distributions). Only this stage and its dependents
-re-run when `filters.weights` changes."""
+re-run when `filters.weights` changes. Param `attribute`: for skin tone the colour fidelity
+weight is 0 (paper 000 appendix B.1; `weights` in metrics/select.json are the ones used)."""
 import numpy as np
 
 from biaslab.analysis.figures import filter_grid, score_distributions
-from biaslab.counterfactual.filters import knn_gate, select
+from biaslab.counterfactual.filters import attribute_weights, knn_gate, select
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
                                 write_parquet)
 
 
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
-    p = load_params()["filters"]
+    params = load_params()
+    p = params["filters"]
     scores = read_parquet("data/score/scores.parquet")
-    names, weights = list(p["names"]), list(p["weights"])
+    names = list(p["names"])
+    # skin tone: no colour fidelity (paper 000 appendix B.1; issue 29 item 3)
+    weights = attribute_weights(names, list(p["weights"]), params.get("attribute", "gender"))
+    if weights == [float(w) for w in p["weights"]]:
+        weights = list(p["weights"])    # as given (ints stay ints in metrics/select.json)
     knn = None
     if p.get("knn"):  # GenSynth KNN filter as a hard gate, with its per-image retention rule
         scores, knn = knn_gate(scores)

@@ -334,11 +334,12 @@ def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_r
 
 def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     """Issue 29: `dvc exp run -S attribute=skin` on the default re-runs the stages whose params
-    list ``attribute`` (eval_attribute, eval_classifier, probe: its attribute-flip pairs;
-    audit: its per-group audit; controls_attribute: the attribute's controls) and
-    then what reads their outs (the
-    report, once they differ): DVC's own change detection after the param is set (nothing
-    runs here; the skin-tone results are measured in docs/attributes.md)."""
+    list ``attribute`` (generate: the counterfactuals' groups; score: the KNN filter's real
+    groups; select: no colour fidelity for skin tone; build_datasets: the training sets over
+    the groups; eval_attribute, eval_classifier, probe: its attribute-flip pairs; audit: its
+    per-group audit; controls_attribute: the attribute's controls) and then what reads their
+    outs (training, the report, once they differ): DVC's own change detection after the param
+    is set (nothing runs here; the skin-tone results are measured in docs/attributes.md)."""
     import subprocess
     repo, env, _ = pipeline_repo
     _run(["git", "checkout", "-q", "--", "."], repo, env)
@@ -347,7 +348,8 @@ def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     assert not _reproduced(out, "synthesize"), out
     st = subprocess.run(["dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
                         text=True, check=True)
-    assert set(json.loads(st.stdout)) == {"eval_attribute", "eval_classifier", "probe",
+    assert set(json.loads(st.stdout)) == {"generate", "score", "select", "build_datasets",
+                                          "eval_attribute", "eval_classifier", "probe",
                                           "audit", "controls_attribute"}, \
         st.stdout
     _run(["git", "checkout", "-q", "--", "."], repo, env)

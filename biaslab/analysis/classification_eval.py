@@ -186,9 +186,12 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
     # trained on
     # the same-group counterfactuals only: the same scene and the same gender, only the person
     # re-generated, so a gap is the domain's and not the swapped gender's
-    src_gender = dict(zip(original["image_id"].astype(np.int64), original["gender"]))
+    # (a skin-tone run, issue 29: the same perceived group; an image without one has none)
+    col = "group" if "group" in generated.columns and "group" in original.columns \
+        else "gender"
+    src_gender = dict(zip(original["image_id"].astype(np.int64), original[col]))
     generated = generated[[src_gender.get(int(i)) == g for i, g in
-                           zip(generated["image_id"], generated["gender"])]] \
+                           zip(generated["image_id"], generated[col])]] \
         .reset_index(drop=True)
     manifests = {n: manifests[n] if n in p["datasets"] else original for n in names}
     universe = original["image_id"].astype(np.int64).unique()

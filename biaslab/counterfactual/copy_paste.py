@@ -44,26 +44,50 @@ import cv2
 import numpy as np
 import pandas as pd
 
+from biaslab.data.groups import group_parts
 from biaslab.counterfactual.masks import _visible, has_polygon, keypoints_useful, person_mask
 from biaslab.runtime.io import InputError
 
 _METHODS = {"telea": cv2.INPAINT_TELEA, "ns": cv2.INPAINT_NS}
 DONOR_COLUMNS = ["ann_id", "image_id", "gender", "path", "width", "height", "x", "y", "w", "h",
-                 "polygon", "keypoints", "mask_source", "single_person"]
+                 "polygon", "keypoints", "mask_source", "single_person", "group"]
+
+
+def donor_group(group: str, source_gender: str | None) -> str:
+    """The donor group that serves target group ``group``: the group itself when it names a
+    gender (female, male, ``<gender>_<skin>``); for a skin tone alone, that tone within the
+    source person's gender (``"dark"`` of a woman -> ``"female_dark"``), so a skin-tone
+    counterfactual changes the skin tone, not the gender (issue 29 item 3).
+
+    Raises:
+        ValueError: unknown group, or a skin tone with no source gender."""
+    gender, skin = group_parts(group)
+    if gender is not None:
+        return group
+    if source_gender not in ("female", "male"):
+        raise ValueError(f"group {group!r} needs the source person's gender, got "
+                         f"{source_gender!r}")
+    return f"{source_gender}_{skin}"
 
 
 def donor_pool(persons: pd.DataFrame, images: pd.DataFrame, image_labels: pd.DataFrame,
                split: pd.DataFrame | None = None, splits: Sequence[str] | None = ("train",),
-               single_person: bool = True, min_pool: int = 1) -> pd.DataFrame:
-    """Persons that can be cut out and pasted, labelled with their image's caption gender.
+               single_person: bool = True, min_pool: int = 1,
+               attribute: str = "gender") -> pd.DataFrame:
+    """Persons that can be cut out and pasted, labelled with their image's caption gender and
+    their donor group (:func:`donor_group`).
 
     Args:
         persons: ``persons.parquet``; images: ``images.parquet`` (path, width, height);
-        image_labels: ``labels/images.parquet`` (gender); split: ``split.parquet`` or None.
+        image_labels: ``labels/images.parquet`` (gender; for attribute ``skin`` /
+            ``gender_skin`` also ``skin``: dark/light, e.g. the perceived ``bb_skin``; other
+            values leave the person out); split: ``split.parquet`` or None.
         splits: donor splits (None = all).
         single_person: only persons of single-person images ...
         min_pool: ... unless a group then has fewer than ``min_pool`` donors: that group is
             widened to the largest maskable person of each multi-person image.
+        attribute: ``gender``: donor groups female / male; ``skin`` or ``gender_skin``: the
+            four ``<gender>_<skin>`` groups (a skin-tone target keeps the source's gender).
 
     Returns:
         ``DONOR_COLUMNS`` (mask_source ``polygon`` or ``keypoints``; ``box`` for a group with
@@ -82,8 +106,22 @@ def donor_pool(persons: pd.DataFrame, images: pd.DataFrame, image_labels: pd.Dat
         p["keypoints"] = None
     n = p.groupby("image_id")["ann_id"].transform("size")
     p["single_person"] = n.to_numpy() == 1
-    p = p.merge(image_labels[["image_id", "gender"]], on="image_id", how="inner")
-    p = p[p["gender"].isin(["female", "male"])]
+    if attribute == "gender":
+        p = p.merge(image_labels[["image_id", "gender"]], on="image_id", how="inner")
+        p = p[p["gender"].isin(["female", "male"])]
+        p["group"] = p["gender"]
+        groups = ("female", "male")
+    elif attribute in ("skin", "gender_skin"):
+        if "skin" not in image_labels.columns:
+            raise InputError("image labels", f"attribute {attribute}: no skin column (the "
+                                             "donors' skin tone)")
+        p = p.merge(image_labels[["image_id", "gender", "skin"]], on="image_id", how="inner")
+        p = p[p["gender"].isin(["female", "male"]) & p["skin"].isin(["dark", "light"])]
+        p["group"] = p["gender"] + "_" + p["skin"]
+        p = p.drop(columns=["skin"])
+        groups = tuple(f"{g}_{t}" for g in ("female", "male") for t in ("dark", "light"))
+    else:
+        raise ValueError(f"unknown attribute {attribute!r}")
     if split is not None and splits is not None:
         p = p[p["image_id"].isin(set(split.loc[split["split"].isin(list(splits)), "image_id"]))]
     p = p.merge(images[["image_id", "path", "width", "height"]], on="image_id", how="inner")
@@ -94,13 +132,13 @@ def donor_pool(persons: pd.DataFrame, images: pd.DataFrame, image_labels: pd.Dat
     p["mask_source"] = np.where(poly, "polygon", np.where(kp, "keypoints", "box"))
     outlined = p[p["mask_source"] != "box"]
     p = pd.concat([outlined, p[(p["mask_source"] == "box") &
-                             ~p["gender"].isin(set(outlined["gender"]))]])
+                             ~p["group"].isin(set(outlined["group"]))]])
     p = p.assign(_area=p["w"] * p["h"]).sort_values(["image_id", "_area", "ann_id"],
                                                      ascending=[True, False, True])
     largest = ~p["image_id"].duplicated()
     parts = []
-    for g in ("female", "male"):
-        pg = p[p["gender"] == g]
+    for g in groups:
+        pg = p[p["group"] == g]
         sel = pg[pg["single_person"]] if single_person else pg
         if len(sel) < min_pool:
             sel = pg[pg["single_person"] | largest.loc[pg.index]]
@@ -271,7 +309,7 @@ class CopyPasteBackend:
     """Remove the selected persons and paste real donors of the target group (module doc).
 
     Args:
-        donors: ``donor_pool`` output.
+        donors: ``donor_pool`` output (a table without ``group`` gets its ``gender``).
         inpaint_radius, inpaint_method: ``cv2.inpaint`` settings (``telea`` or ``ns``).
         feather_px: alpha blur sigma.
         silhouette_thickness: width factor of keypoint silhouettes used to cut donors out
@@ -292,6 +330,8 @@ class CopyPasteBackend:
         if inpaint_method not in _METHODS:
             raise ValueError(f"unknown inpaint method {inpaint_method!r}; known: "
                              f"{sorted(_METHODS)}")
+        if "group" not in donors.columns and "gender" in donors.columns:
+            donors = donors.assign(group=donors["gender"])   # a pool built before groups
         miss = [c for c in DONOR_COLUMNS if c not in donors.columns]
         if miss:
             raise InputError("donor pool", f"missing column(s) {miss} (use donor_pool())")
@@ -311,6 +351,8 @@ class CopyPasteBackend:
 
     def fingerprint(self) -> dict:
         d = self.donors[["ann_id", "image_id", "gender", "path", "mask_source"]]
+        if (self.donors["group"] != self.donors["gender"]).any():   # skin-tone donor groups
+            d = d.assign(group=self.donors["group"])
         digest = hashlib.sha256(d.to_json(orient="values").encode()).hexdigest()
         return {"backend": self.name, "inpaint_radius": self.inpaint_radius,
                 "inpaint_method": self.inpaint_method, "feather_px": self.feather_px,
@@ -333,7 +375,7 @@ class CopyPasteBackend:
     def _group_shapes(self, group: str) -> dict:
         """Per group: donor rows, crop boxes, low-resolution footprints, full sizes."""
         if group not in self._shapes:
-            d = self.donors[self.donors["gender"] == group].reset_index(drop=True)
+            d = self.donors[self.donors["group"] == group].reset_index(drop=True)
             crops, smalls, sizes, extents = [], [], [], []
             for row in d.to_dict("records"):
                 extents.append(body_extent(row.get("keypoints")))
@@ -378,7 +420,7 @@ class CopyPasteBackend:
         d = sh["rows"]
         if d.empty:
             raise InputError("donor pool", f"no donor of group {group!r} (need persons with "
-                                           "a polygon or keypoints in images of that gender)")
+                                           "a polygon or keypoints in images of that group)")
         keep = np.flatnonzero(d["image_id"].to_numpy() != int(exclude_image))
         if not len(keep):
             raise InputError("donor pool", f"no donor of group {group!r} outside image "
@@ -415,7 +457,8 @@ class CopyPasteBackend:
         top_k = max(3 * len(js), 12)
         kps = item.get("keypoints")
         kps = list(kps) if kps is not None else [None] * len(boxes)
-        ranked = [self.ranked_donors(group, b, mask, item["image_id"], top_k, kp)
+        dg = donor_group(group, item.get("gender"))
+        ranked = [self.ranked_donors(dg, b, mask, item["image_id"], top_k, kp)
                   for b, kp in zip(boxes, kps)]
         used: list[set[int]] = [set() for _ in boxes]
         # paste far persons first (smaller bottom y), near ones on top

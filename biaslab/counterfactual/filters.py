@@ -44,6 +44,31 @@ def _inverse_frobenius(d: np.ndarray) -> float:
     return float("inf") if norm == 0 else 1.0 / norm
 
 
+def attribute_weights(names: Sequence[str], weights: Sequence[float],
+                      attribute: str = "gender") -> list[float]:
+    """The weights of the weighted rank selection (paper 000 Eq. 2) for a protected attribute:
+    ``weights`` unchanged for gender; for an attribute with a skin tone (``skin``,
+    ``gender_skin``) ``color_fidelity`` gets weight 0, as paper 000 appendix B.1 runs its
+    pipeline "excluding the color fidelity filter, as we aim to modify skin tone" (Eq. 6
+    rewards a candidate whose colours stay close to the original's).
+
+    Args:
+        names, weights: params ``filters.names`` / ``filters.weights`` (same length).
+        attribute: the param ``attribute``.
+
+    Returns:
+        list[float], one weight per name.
+
+    Raises:
+        ValueError: names and weights differ in length."""
+    if len(names) != len(weights):
+        raise ValueError(f"filters.names ({len(names)}) and filters.weights ({len(weights)}) "
+                         f"differ in length")
+    skin = attribute in ("skin", "gender_skin")
+    return [0.0 if skin and n == "color_fidelity" else float(w)
+            for n, w in zip(names, weights)]
+
+
 def prompt_adherence(image_emb: np.ndarray, text_emb: np.ndarray) -> np.ndarray:
     """s_prompt = phi(x) . psi(t) in [-1, 1] (paper 000 Eq. 4): cosine similarity of paired rows
     of (n, d) image and text embeddings (normalised here, so raw embeddings are fine)."""

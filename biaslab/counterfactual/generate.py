@@ -1,11 +1,14 @@
 """Counterfactual candidates x_i^(j,g') of paper 000 Eq. 1 (Hirota et al., EMNLP 2024, sec. 2.2):
-for every masked image i, every group g' in {female, male} and j = 0..m-1, one inpainted image,
+for every masked image i, every group g' of the protected attribute (``generation_groups``:
+{female, male} by default; {dark, light} for skin tone, paper 000 appendix B.1; the four
+gender x skin groups, sec. 7) and j = 0..m-1, one inpainted image,
 with guidance scales cycled over ``guidance_scales`` (appendix A.1: m = 30 over 7.5, 9.5 and
 15.0, i.e. 10 per scale) and a deterministic per-candidate seed.
 
 Prompts t^(g') (``make_prompt``): the image's FIRST caption (in caption_id order) that contains a
 gender word of the word list, with its gender words set to g' by ``biaslab.data.gender.swap(caption,
-to=g')``. Under both image-level rules of ``biaslab.data.gender`` an image of defined gender has no
+to=g')`` (for a skin-tone group: the caption's own gender, with the skin-tone word before each
+gender noun, ``describe_skin``). Under both image-level rules of ``biaslab.data.gender`` an image of defined gender has no
 caption with words of the other gender, so that caption names the image's own gender. The paper
 does not say which caption it used; "first gendered caption" is our deterministic choice.
 
@@ -45,6 +48,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from biaslab.data import gender as G
+from biaslab.data.groups import generation_groups, group_parts  # noqa: F401 (re-exported)
 from biaslab.counterfactual.masks import load_mask
 from biaslab.runtime.executor import run_shards
 from biaslab.runtime.io import InputError, atomic_path, load_image  # noqa: F401 (re-exported)
@@ -87,15 +91,60 @@ def guidance_scale_for(j: int, scales: Sequence[float]) -> float:
     return float(scales[j % len(scales)])
 
 
+#: the skin-tone words of paper 000 appendix B.1 (G = {darker-skinned, lighter-skinned}).
+SKIN_DESCRIPTORS = {"dark": "darker-skinned", "light": "lighter-skinned"}
+#: gender words that are pronouns or adjectives: no skin-tone word goes before them.
+_NOT_NOUN = frozenset({"she", "her", "hers", "herself", "he", "his", "him", "himself",
+                       "pregnant"})
+
+
+def describe_skin(caption: str, skin: str, words: str = "lic") -> str:
+    """``caption`` with the skin-tone word of ``skin`` (:data:`SKIN_DESCRIPTORS`) before every
+    gender noun of list ``words`` (``"A woman with a dog"`` -> ``"A darker-skinned woman with
+    a dog"``; pronouns and ``pregnant`` are left alone). A caption without a gender noun gets
+    ``"A <skin-tone word> person. "`` in front. Paper 000 appendix B.1 names the groups but
+    not its prompts; this follows its sec. 7 example ("A woman with a dog" -> "An elderly
+    woman with a dog"), and puts the word before every mention because the mask covers every
+    selected person.
+
+    Raises:
+        KeyError: ``skin`` not dark/light."""
+    desc = SKIN_DESCRIPTORS[skin]
+    nouns = G.gender_words(words) - _NOT_NOUN
+    seen = []
+
+    def fn(w, i, ws):
+        if w in nouns:
+            seen.append(i)
+            return f"{desc} {w}"
+        return None
+
+    out = G._replace_words(caption, fn)
+    return out if seen else f"A {desc} person. {caption}"
+
+
 def make_prompt(captions: Sequence[str], group: str, words: str = "lic") -> tuple[str, str] | None:
-    """t^(g') of paper 000 Eq. 1: the first caption with a gender word, swapped to ``group``.
+    """t^(g') of paper 000 Eq. 1: the first caption with a gender word, with its gender words
+    set to the group's gender (``biaslab.data.gender.swap``; a skin-tone group keeps the
+    caption's own gender) and, for a group with a skin tone, the skin-tone word before every
+    gender noun (:func:`describe_skin`, appendix B.1).
+
+    Args:
+        captions: the image's captions in caption_id order.
+        group: a target group (:func:`group_parts`): female/male, dark/light or
+            ``<gender>_<skin>``.
 
     Returns:
         ``(source_caption, prompt)`` or None when no caption has a gender word.
+
+    Raises:
+        ValueError: unknown group.
     """
+    gender, skin = group_parts(group)
     for c in captions:
         if G.caption_gender(c, words) != G.NONE:
-            return c, G.swap(c, to=group, words=words)
+            prompt = G.swap(c, to=gender, words=words) if gender else c
+            return c, (describe_skin(prompt, skin, words) if skin else prompt)
     return None
 
 
@@ -207,7 +256,7 @@ def make_copy_paste(p: dict, persons=None, images=None, labels=None, split=None,
                          "and split tables (its donor pool)")
     donors = donor_pool(persons, images, labels, split, splits=p.get("donor_splits", ["train"]),
                         single_person=bool(p.get("donor_single_person", True)),
-                        min_pool=int(p.get("m", 1)))
+                        min_pool=int(p.get("m", 1)), attribute=p.get("attribute", "gender"))
     return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
                             inpaint_method=p.get("inpaint_method", "telea"),
                             feather_px=float(p.get("feather_px", 2.0)),
@@ -248,10 +297,13 @@ def make_backend(p: dict, persons: pd.DataFrame | None = None,
 
     Args:
         p: params ``generate`` (backend, m, donor_splits, donor_single_person, inpaint_radius,
-            inpaint_method, feather_px, extent_weight, model, steps, resolution, batch_size).
+            inpaint_method, feather_px, extent_weight, model, steps, resolution, batch_size),
+            plus ``attribute`` (the top-level param, added by the stage: copy_paste's donor
+            groups; default gender).
         persons, images, labels, split: ``data/prepared/{persons,images}.parquet``,
-            ``data/labels/images.parquet``, ``data/split.parquet``; needed by ``copy_paste``
-            only (its donor pool).
+            ``data/labels/images.parquet`` (with a ``skin`` column for a skin-tone
+            attribute), ``data/split.parquet``; needed by ``copy_paste`` only (its donor
+            pool).
         data_root: the synthetic dataset (params ``data.root``); needed by ``render`` only.
 
     Returns:

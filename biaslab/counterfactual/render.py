@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from biaslab.data import synthetic as S
+from biaslab.data.groups import group_parts
 from biaslab.runtime.io import InputError
 
 
@@ -100,11 +101,18 @@ class RenderBackend:
 
     def render(self, image_id: int, group: str, seed: int) -> S.Rendering:
         """Image ``image_id`` re-drawn with a person of ``group`` whose appearance comes from
-        ``seed``."""
+        ``seed``. ``group`` is a target group of any attribute
+        (``biaslab.data.groups.group_parts``): a gender sets the body shape (a
+        skin-tone group keeps the image's true gender), a skin tone moves the drawn skin
+        colour into that half of the palette (a gender group leaves it to the draw).
+
+        Raises:
+            ValueError: unknown group."""
+        gender, skin = group_parts(group)
         t = self._truth(image_id)
         return S.render_scene(int(image_id), seed=self.seed, image_size=self.size,
-                              gender=group, scene=t["scene"], cast=t["cast"],
-                              objects=t["objects"], appearance_seed=int(seed))
+                              gender=gender or t["gender"], scene=t["scene"], cast=t["cast"],
+                              objects=t["objects"], appearance_seed=int(seed), skin=skin)
 
     def omega(self, image_id: int, group: str, seed: int) -> np.ndarray:
         """(H, W) bool mask omega of a candidate: the union of the original and the new

@@ -6,6 +6,12 @@ A manifest is a DataFrame with one row per training sample:
 (female/male: the depicted group), ``captions`` (list[str], gender words set to the depicted
 group), ``objects`` (list[str], labelled image-level objects a_i), ``counterfactual`` (bool).
 Resampled manifests repeat rows (over-sampling) or drop rows (sub-sampling).
+
+For a protected attribute other than gender (issue 29 item 3: counterfactuals of skin tone or
+of the four gender x skin groups) the manifests have one more column, ``group`` (str or None):
+the depicted group of the attribute (a counterfactual's target group; an original image's
+perceived group where it has one). ``gender`` stays the depicted gender: a skin-tone
+counterfactual keeps its source's gender and captions.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.data import gender as G
+from biaslab.data.groups import group_parts
 
 MANIFEST_COLUMNS = ["sample_id", "image_id", "path", "gender", "captions", "objects",
                     "counterfactual"]
@@ -380,22 +387,37 @@ def _expand(manifest: pd.DataFrame, copies: np.ndarray) -> pd.DataFrame:
 
 def counterfactuals(selected: pd.DataFrame, d: pd.DataFrame, words: str = "lic") -> pd.DataFrame:
     """Manifest rows for selected inpainted images x_i^(j*, g'): the source image's objects a_i
-    and captions with gender words set to g' (``biaslab.data.gender.swap(c, to=g')``).
+    and captions with gender words set to the gender of g' (``biaslab.data.gender.swap(c,
+    to=g')``). A skin-tone group (dark / light) keeps the source's gender and captions (COCO
+    captions name no skin tone; paper 000 appendix B.1); a gender x skin group sets the gender.
 
     Args:
         selected: one row per (image_id, group) with ``path`` and ``j`` (from ``filters.select``).
-        d: the original manifest (source of captions and objects).
+        d: the original manifest (source of captions, objects and gender).
+
+    Returns:
+        ``MANIFEST_COLUMNS``, plus ``group`` (the target group) when a group is not a gender.
+
+    Raises:
+        ValueError: a group that is no group of any attribute.
     """
     src = d.drop_duplicates("image_id").set_index("image_id")
     sel = selected[selected["image_id"].isin(src.index)]
     rows = []
     for r in sel.itertuples(index=False):
         s = src.loc[r.image_id]
+        gender, _ = group_parts(r.group)
+        caps = [G.swap(c, to=gender, words=words) for c in s["captions"]] if gender \
+            else list(s["captions"])
         rows.append({"sample_id": f"{r.image_id}:{r.group}:{r.j}", "image_id": r.image_id,
-                     "path": r.path, "gender": r.group,
-                     "captions": [G.swap(c, to=r.group, words=words) for c in s["captions"]],
-                     "objects": list(s["objects"]), "counterfactual": True})
-    return pd.DataFrame(rows, columns=MANIFEST_COLUMNS)
+                     "path": r.path, "gender": gender or s["gender"], "captions": caps,
+                     "objects": list(s["objects"]), "counterfactual": True, "group": r.group})
+    out = pd.DataFrame(rows, columns=MANIFEST_COLUMNS + ["group"])
+    return out if (out["group"] != out["gender"]).any() else out[MANIFEST_COLUMNS]
+
+
+def _group_column(cf: pd.DataFrame) -> str:
+    return "group" if "group" in cf.columns else "gender"
 
 
 def same_sources(d: pd.DataFrame, cf: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -405,17 +427,28 @@ def same_sources(d: pd.DataFrame, cf: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     (original, resampled, S_augment, S_synthetic) draws on the same images, e.g. when
     ``generate.max_images`` caps the images inpainted or a filter gate drops some. Returns
     ``(d', cf')``; with no counterfactuals at all, both are empty."""
-    groups = sorted(cf["gender"].unique()) if len(cf) else []
-    per = cf.groupby("image_id")["gender"].nunique() if len(cf) else pd.Series(dtype=int)
+    col = _group_column(cf)
+    groups = sorted(cf[col].unique()) if len(cf) else []
+    per = cf.groupby("image_id")[col].nunique() if len(cf) else pd.Series(dtype=int)
     ids = set(per.index[per == len(groups)]) if groups else set()
     return (d[d["image_id"].isin(ids)].reset_index(drop=True),
             cf[cf["image_id"].isin(ids)].reset_index(drop=True))
 
 
 def s_augment(d: pd.DataFrame, cf: pd.DataFrame) -> pd.DataFrame:
-    """S_augment = D u {x_i^(j*, g') : g' != g_i} (paper 000 Eq. 3)."""
-    g = d.drop_duplicates("image_id").set_index("image_id")["gender"]
-    other = cf[cf["gender"].to_numpy() != cf["image_id"].map(g).to_numpy()]
+    """S_augment = D u {x_i^(j*, g') : g' != g_i} (paper 000 Eq. 3).
+
+    For counterfactuals with a ``group`` column (skin tone, gender x skin), g_i is ``d``'s
+    ``group`` (the image's perceived group); an image with no group (no ``group`` column, or
+    None: COCO has skin-tone labels for few training images) gets every group's
+    counterfactual, since none of them is known to repeat its own group. This is our choice;
+    paper 000 appendix B.1 reports only Original and S_synthetic for skin tone."""
+    col = _group_column(cf)
+    if col == "group" and "group" not in d.columns:
+        d = d.assign(group=None)
+    g = d.drop_duplicates("image_id").set_index("image_id")[col]
+    own = cf["image_id"].map(g)
+    other = cf[own.isna().to_numpy() | (cf[col].to_numpy() != own.to_numpy())]
     return pd.concat([d, other], ignore_index=True)
 
 
