@@ -177,6 +177,42 @@ def write_tiny_coco(root: Path, split: str = "val2017") -> Path:
     return root
 
 
+def synthetic_masked_set(root: Path, n_images: int, seed: int, image_size: int = 96,
+                         **generate_kw) -> dict:
+    """A synthetic dataset in ``root/raw`` read back as the prepared tables, with caption
+    labels, the masks of every gendered image (PNGs in ``root/png``) and the generator's
+    truth: the input of the counterfactual backends' tests."""
+    from biaslab.counterfactual.masks import build_masks
+    from biaslab.data import synthetic as S
+    from biaslab.data.coco import read_coco
+    from biaslab.data.labels import label_captions, label_images
+    S.generate(root / "raw", n_images=n_images, seed=seed, image_size=image_size,
+               **generate_kw)
+    tables, _ = read_coco(root / "raw", progress=False)
+    labels = label_images(label_captions(tables["captions"]))
+    masks, _ = build_masks(tables["images"], tables["persons"], labels, None, root / "png",
+                           splits=None, dilate_px=2, progress=False)
+    return {"root": root, "tables": tables, "labels": labels, "masks": masks,
+            "truth": S.read_truth(root / "raw")}
+
+
+def write_generate_inputs(dst: Path, synth: dict, masks: bool = True) -> None:
+    """Stage ``generate``'s inputs under ``dst``: data/prepared/{images,persons,captions},
+    data/labels/images, data/split (75 / 25 stratified) and, with ``masks``,
+    data/masks/masks.parquet."""
+    from biaslab.data.labels import stratified_split
+    (dst / "data/prepared").mkdir(parents=True)
+    (dst / "data/labels").mkdir(parents=True)
+    for name in ("images", "persons", "captions"):
+        synth["tables"][name].to_parquet(dst / f"data/prepared/{name}.parquet")
+    synth["labels"].to_parquet(dst / "data/labels/images.parquet")
+    stratified_split(synth["labels"], {"train": 0.75, "test": 0.25}, 0).to_parquet(
+        dst / "data/split.parquet")
+    if masks:
+        (dst / "data/masks").mkdir(parents=True)
+        synth["masks"].to_parquet(dst / "data/masks/masks.parquet")
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread for a test module (``pytestmark = pytest.mark.usefixtures(

@@ -19,7 +19,7 @@ from biaslab.counterfactual.masks import (area_scale, build_masks, load_mask, pe
                                           select_persons)
 from biaslab.data.labels import label_captions, label_images, stratified_split
 from biaslab.data.synthetic import generate as make_synthetic
-from tests.conftest import COCO_MINI
+from tests.conftest import COCO_MINI, write_generate_inputs
 
 
 # ---------------------------------------------------------------- prompts, seeds, scales
@@ -303,14 +303,7 @@ def test_extent_agreement_hand_computed():
 def test_generate_stage(synth, tmp_path, monkeypatch):
     from stages import generate as stage
     from stages import masks as masks_stage
-    t = synth["tables"]
-    (tmp_path / "data/prepared").mkdir(parents=True)
-    (tmp_path / "data/labels").mkdir(parents=True)
-    for name in ("images", "persons", "captions"):
-        t[name].to_parquet(tmp_path / f"data/prepared/{name}.parquet")
-    synth["labels"].to_parquet(tmp_path / "data/labels/images.parquet")
-    stratified_split(synth["labels"], {"train": 0.75, "test": 0.25}, 0).to_parquet(
-        tmp_path / "data/split.parquet")
+    write_generate_inputs(tmp_path, synth, masks=False)
     params = {"label": {"words": "lic"},
               "masks": {"reference_long_side": 640, "area_threshold_px": 55000,
                         "dilate_px": 2, "splits": ["train"]},

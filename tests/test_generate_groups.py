@@ -4,7 +4,6 @@ tone, copy_paste's donors by the target group, and the training sets over every 
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pandas as pd
@@ -14,16 +13,14 @@ import yaml
 from biaslab.counterfactual.copy_paste import donor_group, donor_pool
 from biaslab.counterfactual.generate import (SKIN_DESCRIPTORS, build_work, describe_skin, generate_candidates,
                                              load_image, make_prompt, make_prompts)
-from biaslab.counterfactual.masks import build_masks
 from biaslab.counterfactual.render import RenderBackend
 from biaslab.data import datasets as D
 from biaslab.data import synthetic as S
-from biaslab.data.coco import read_coco
 from biaslab.data.groups import generation_groups, group_parts
-from biaslab.data.labels import label_captions, label_images, stratified_split
 from biaslab.data.synthetic import figures as SF
 from biaslab.metrics.files import ATTRIBUTES
 from biaslab.runtime.io import InputError
+from tests.conftest import synthetic_masked_set, write_generate_inputs
 
 
 def test_groups_are_the_metrics_groups_and_parse():
@@ -73,14 +70,7 @@ SEED, SIZE, N = 2, 96, 16
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    root = tmp_path_factory.mktemp("groups")
-    S.generate(root / "raw", n_images=N, bias=0.8, seed=SEED, image_size=SIZE)
-    tables, _ = read_coco(root / "raw", progress=False)
-    labels = label_images(label_captions(tables["captions"]))
-    masks, _ = build_masks(tables["images"], tables["persons"], labels, None, root / "png",
-                           splits=None, dilate_px=2, progress=False)
-    return {"root": root, "tables": tables, "labels": labels, "masks": masks,
-            "truth": S.read_truth(root / "raw")}
+    return synthetic_masked_set(tmp_path_factory.mktemp("groups"), N, SEED, SIZE, bias=0.8)
 
 
 @pytest.mark.parametrize("attribute", ["skin", "gender_skin"])
@@ -192,16 +182,7 @@ def test_generate_stage_over_skin_groups(synth, tmp_path, monkeypatch):
     """`attribute: skin` -> the stage generates the two skin-tone groups, records them, and
     nothing else in params changes."""
     from stages import generate as stage
-    t = synth["tables"]
-    (tmp_path / "data/prepared").mkdir(parents=True)
-    (tmp_path / "data/labels").mkdir(parents=True)
-    for name in ("images", "persons", "captions"):
-        t[name].to_parquet(tmp_path / f"data/prepared/{name}.parquet")
-    synth["labels"].to_parquet(tmp_path / "data/labels/images.parquet")
-    stratified_split(synth["labels"], {"train": 0.75, "test": 0.25}, 0).to_parquet(
-        tmp_path / "data/split.parquet")
-    os.makedirs(tmp_path / "data/masks")
-    synth["masks"].to_parquet(tmp_path / "data/masks/masks.parquet")
+    write_generate_inputs(tmp_path, synth)
     params = {"attribute": "skin", "data": {"root": str(synth["root"] / "raw")},
               "label": {"words": "lic"},
               "generate": {"backend": "render", "m": 1, "guidance_scales": [7.5],

@@ -1,6 +1,5 @@
 """The oracle counterfactual backend ``render`` (biaslab.counterfactual.render) and the
 re-drawing API of the synthetic generator it rests on (biaslab.data.synthetic.render_scene)."""
-import os
 
 import numpy as np
 import pandas as pd
@@ -9,27 +8,18 @@ import yaml
 from PIL import Image
 
 from biaslab.data import synthetic as S
-from biaslab.data.coco import read_coco
 from biaslab.counterfactual.generate import (build_work, generate_candidates, load_image,
                                              make_prompts)
-from biaslab.counterfactual.masks import build_masks
 from biaslab.counterfactual.render import RenderBackend
 from biaslab.runtime.io import InputError
-from biaslab.data.labels import label_captions, label_images, stratified_split
+from tests.conftest import synthetic_masked_set, write_generate_inputs
 
 SEED, SIZE, N = 2, 96, 16
 
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    root = tmp_path_factory.mktemp("render")
-    S.generate(root / "raw", n_images=N, bias=0.8, seed=SEED, image_size=SIZE)
-    tables, _ = read_coco(root / "raw", progress=False)
-    labels = label_images(label_captions(tables["captions"]))
-    masks, _ = build_masks(tables["images"], tables["persons"], labels, None, root / "png",
-                           splits=None, dilate_px=2, progress=False)
-    return {"root": root, "tables": tables, "labels": labels, "masks": masks,
-            "truth": S.read_truth(root / "raw")}
+    return synthetic_masked_set(tmp_path_factory.mktemp("render"), N, SEED, SIZE, bias=0.8)
 
 
 def _source(synth, iid):
@@ -143,16 +133,7 @@ def test_backend_rejects_another_renderer_version(synth, tmp_path):
 
 def test_generate_stage_with_render(synth, tmp_path, monkeypatch):
     from stages import generate as stage
-    t = synth["tables"]
-    (tmp_path / "data/prepared").mkdir(parents=True)
-    (tmp_path / "data/labels").mkdir(parents=True)
-    for name in ("images", "persons", "captions"):
-        t[name].to_parquet(tmp_path / f"data/prepared/{name}.parquet")
-    synth["labels"].to_parquet(tmp_path / "data/labels/images.parquet")
-    stratified_split(synth["labels"], {"train": 0.75, "test": 0.25}, 0).to_parquet(
-        tmp_path / "data/split.parquet")
-    os.makedirs(tmp_path / "data/masks")
-    synth["masks"].to_parquet(tmp_path / "data/masks/masks.parquet")
+    write_generate_inputs(tmp_path, synth)
     params = {"data": {"root": str(synth["root"] / "raw")}, "label": {"words": "lic"},
               "generate": {"backend": "render", "m": 1, "guidance_scales": [7.5],
                            "shards": 1, "seed": 0, "max_images": 3}}
