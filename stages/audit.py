@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from biaslab.analysis import attribute_eval, audit, audit_attribute, audit_figures
 from biaslab.models.features import load_features
 from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
@@ -60,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     prep = Path(args.prepared)
     tables = {n: read_parquet(prep / f"{n}.parquet")
               for n in ("images", "captions", "persons", "objects")}
-    result = audit.run_audit(**tables, labels=read_parquet(args.labels), **p)
+    labels = read_parquet(args.labels)
+    result = audit.run_audit(**tables, labels=labels, **p)
 
     plots = Path(args.plots)
     audit_figures.plot_audit(result, plots, top_k=top_k)
@@ -71,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # the run's protected attribute (gender: the same images as above, in the per-group form)
     attribute = params.get("attribute", "gender")
-    labels = read_parquet(args.labels)
     perceived = prep / "perceived_gender.parquet"
     groups = attribute_eval.group_labels(
         attribute, dict(zip(labels["image_id"].astype(int), labels["gender"])),
@@ -95,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         # says why, so that every declared out exists
         t = a_tables.get(name)
         if t is None:
-            import pandas as pd
             t = pd.DataFrame({"skipped": [summary[name]["skipped"]]})
         _write_csv(t, plots / f"attribute_{name}.csv")
     write_json(args.metrics, metrics)

@@ -212,3 +212,60 @@ def test_skin_tone_selection_drops_colour_fidelity():
     assert select(scores, names, [1, 1, 2])["j"].tolist() == [1]
     assert select(scores, names, attribute_weights(names, [1, 1, 2], "skin"))["j"].tolist() \
         == [0]
+
+
+def test_build_datasets_stage_over_skin_groups(tmp_path, monkeypatch):
+    """Stage build_datasets with `attribute: skin` on hand-written tables: S_synthetic holds
+    both tones of every source with its gender and captions, the originals carry their
+    perceived tone (None without a label), S_augment adds the other tone (both without a
+    label), and metrics/datasets.json counts the samples per group."""
+    from stages import build_datasets as stage
+    ids = list(range(1, 9))
+    gender = ["female", "male"] * 4
+    skin = ["Dark", "Light", "Light", "Dark", None, "Unsure", "Dark", "Light"]
+    prep = tmp_path / "data/prepared"
+    prep.mkdir(parents=True)
+    pd.DataFrame({"image_id": ids, "path": [f"i{i}.png" for i in ids]}).to_parquet(
+        prep / "images.parquet")
+    pd.DataFrame({"caption_id": ids, "image_id": ids,
+                  "caption": [f"A {'woman' if g == 'female' else 'man'} with a dog."
+                              for g in gender]}).to_parquet(prep / "captions.parquet")
+    pd.DataFrame({"image_id": ids * 2, "category": ["dog"] * 8 + ["cup"] * 8}).to_parquet(
+        prep / "objects.parquet")
+    pd.DataFrame({"image_id": ids}).to_parquet(prep / "attributes.parquet")
+    pd.DataFrame({"image_id": ids, "perceived_gender": gender, "skin": skin}).to_parquet(
+        prep / "perceived_gender.parquet")
+    (tmp_path / "data/labels").mkdir()
+    pd.DataFrame({"image_id": ids, "gender": gender}).to_parquet(
+        tmp_path / "data/labels/images.parquet")
+    pd.DataFrame({"image_id": ids, "split": "train", "gender": gender}).to_parquet(
+        tmp_path / "data/split.parquet")
+    (tmp_path / "data/select").mkdir()
+    pd.DataFrame({"image_id": [i for i in ids for _ in (0, 1)], "group": ["dark", "light"] * 8,
+                  "j": 0, "path": [f"c{i}{t}.png" for i in ids for t in "dl"]}).to_parquet(
+        tmp_path / "data/select/selected.parquet")
+    params = {"attribute": "skin", "label": {"words": "lic"},
+              "datasets": {"splits": ["train"], "seed": 0, "same_sources": True,
+                           "max_skew": 0.05, "max_copies": 20, "max_factor": 6,
+                           "min_fraction": None},
+              "classifier": {"datasets": ["original", "synthetic"]},
+              "captioner": {"datasets": ["original"]}, "artifact": {"datasets": []}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    assert stage.main([]) == 0
+    syn = pd.read_parquet("data/datasets/synthetic.parquet")
+    assert len(syn) == 16 and syn["counterfactual"].all()
+    assert list(syn["group"]) == ["dark", "light"] * 8
+    assert list(syn["gender"]) == [g for g in gender for _ in (0, 1)]
+    assert syn["captions"].map(list).tolist()[:2] == [["A woman with a dog."]] * 2
+    orig = pd.read_parquet("data/datasets/original.parquet")
+    assert [None if pd.isna(g) else g for g in orig["group"]] == [
+        "dark", "light", "light", "dark", None, None, "dark", "light"]
+    aug = pd.read_parquet("data/datasets/augment.parquet")
+    # 8 originals + the other tone of the 6 labelled images + both tones of images 5 and 6
+    assert len(aug) == 8 + 6 + 4
+    assert set(aug.loc[aug["image_id"] == 1, "path"]) == {"i1.png", "c1l.png"}
+    assert set(aug.loc[aug["image_id"] == 5, "path"]) == {"i5.png", "c5d.png", "c5l.png"}
+    m = json.loads(open("metrics/datasets.json").read())
+    assert m["synthetic"]["by_group"] == {"dark": 8, "light": 8}
+    assert m["original"]["by_group"] == {"dark": 3, "light": 3, "none": 2}

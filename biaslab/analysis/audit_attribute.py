@@ -345,6 +345,7 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
         folds, [0, 1]), accuracy_ci95 (t over the folds), chance, ratio, p (permutation p,
         at least 1 / (n_permutations + 1)), p_adj, tested, significant``; untested categories
         have NaN scores. Sorted by tested first, then p, then -ratio, then category.
+        ``attrs``: ``folds``, ``n_permutations`` (the protocol, for the report).
 
     Raises:
         InputError("features", ...): ``features`` and ``feature_ids`` differ in length, or a
@@ -413,14 +414,19 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
                        ratio=float(acc / np.mean(perm)) if np.mean(perm) > 0 else np.inf)
         rows.append(rec)
     cols = ["category", *[f"n_{n}" for n in names], *APPEARANCE_COLUMNS]
+    protocol = {"folds": int(folds), "n_permutations": int(n_permutations)}
     if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        empty.attrs.update(protocol)
+        return empty
     out = pd.DataFrame(rows)
     out["p_adj"] = AU.adjust_pvalues(out["p"].to_numpy(float), correction)
     out["significant"] = out["tested"] & (out["p_adj"].fillna(np.inf) < alpha)
     out["_u"], out["_r"] = ~out["tested"], -out["ratio"]
     out = out.sort_values(["_u", "p", "_r", "category"], na_position="last", kind="stable")
-    return out[cols].reset_index(drop=True)
+    out = out[cols].reset_index(drop=True)
+    out.attrs.update(protocol)
+    return out
 
 
 def _top(table: pd.DataFrame, key: str, k: int) -> list[dict]:
@@ -455,7 +461,8 @@ def attribute_audit(images: pd.DataFrame, captions: pd.DataFrame, persons: pd.Da
     Returns:
         ``(summary, tables)``: ``summary`` = ``{"attribute", "groups", "images": {group: n},
         "prominence": prominence_by_group, "objects" / "words" / "supercategories" /
-        "distance" / "appearance": {"n_tested", "n_significant", "top": [...]}}``
+        "distance" / "appearance": {"n_tested", "n_significant", "top": [...]}}``, the
+        appearance block also with its ``folds`` and ``n_permutations``
         (JSON-ready; a section is ``{"skipped": reason}`` without its input); ``tables`` =
         ``{"objects", "words"[, "supercategories"], "distance"[, "appearance"]}``
         DataFrames (:func:`group_skew_table`, :func:`distance_by_group`,
@@ -497,6 +504,8 @@ def attribute_audit(images: pd.DataFrame, captions: pd.DataFrame, persons: pd.Da
         summary[name] = {"n_tested": int(t["tested"].sum()),
                          "n_significant": int(t["significant"].sum()),
                          "top": top(t, key, top_k)}
+    if "appearance" in tables:   # the protocol the report states (folds: the CI's n)
+        summary["appearance"].update(tables["appearance"].attrs)
     return summary, tables
 
 

@@ -805,8 +805,9 @@ def _audit_context_markdown(a: Mapping, groups: list, top: int) -> list[str]:
     elif app:
         lines += [f"Appearance differences (Sect. 5.1.4; per object, a linear SVM on the "
                   "frozen image features of the images with it, projected to sqrt(n) "
-                  "dimensions; 5-fold accuracy ± t 95 % CI over the folds against its "
-                  "permutation-test chance): "
+                  f"dimensions; {app.get('folds', '?')}-fold accuracy ± t 95 % CI over the "
+                  f"folds against its permutation-test chance, "
+                  f"{app.get('n_permutations', '?')} permutations): "
                   f"{app.get('n_significant', 0)} of {app.get('n_tested', 0)} tested object "
                   "categories are told apart by group (plots/audit/"
                   "attribute_appearance.csv). The features see the person as well as the "
@@ -816,7 +817,8 @@ def _audit_context_markdown(a: Mapping, groups: list, top: int) -> list[str]:
                       "adjusted p |", "|---|---|---|---|---|---|",
                       *(f"| {t['item']} | {t['n']} | "
                         + stats.format_cell({"mean": R._num(t.get("accuracy")),
-                                             "ci95": R._num(t.get("accuracy_ci95")), "n": 5},
+                                             "ci95": R._num(t.get("accuracy_ci95")),
+                                             "n": app.get("folds")},
                                             3)
                         + f" | {R._num(t['chance']):.3f} | {R._num(t['ratio']):.2f} | "
                         + f"{_p_text(t.get('p_adj'))} |" for t in app["top"][:top]), ""]
