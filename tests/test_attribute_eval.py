@@ -169,19 +169,21 @@ def test_stage_refuses_an_unknown_attribute(tmp_path, monkeypatch):
     assert not (tmp_path / "metrics").exists()
 
 
-def test_only_eval_attribute_reads_the_attribute_param():
+def test_which_stages_read_the_attribute_param():
     """`dvc exp run -S attribute=skin` re-runs the stages whose params list ``attribute`` and
-    then only what reads their outputs (DVC compares the outs' hashes): eval_attribute and
-    eval_classifier (its attribute Leakage), probe (its attribute-flip pairs) and audit (the
-    per-group audit) and controls_attribute (the attribute's controls), whose metrics files
-    the report reads."""
+    then only what reads their outputs (DVC compares the outs' hashes): the counterfactual
+    pipeline (generate: the target groups; score: the KNN filter's real groups; select: no
+    colour fidelity for skin tone; build_datasets: the training sets over the groups; issue 29
+    item 3), eval_attribute and eval_classifier (its attribute Leakage), probe (its
+    attribute-flip pairs), audit (the per-group audit) and controls_attribute (the
+    attribute's controls), whose metrics files the report reads."""
     from pathlib import Path
     stages = yaml.safe_load((Path(__file__).parent.parent / "dvc.yaml").read_text())["stages"]
     readers = {name for name, st in stages.items()
                if any(p == "attribute" or (isinstance(p, str) and p.startswith("attribute."))
                       for p in st.get("params", []))}
-    assert readers == {"eval_attribute", "eval_classifier", "probe", "audit",
-                       "controls_attribute"}
+    assert readers == {"generate", "score", "select", "build_datasets", "eval_attribute",
+                       "eval_classifier", "probe", "audit", "controls_attribute"}
     consumers = {name for name, st in stages.items()
                  if "metrics/attribute.json" in st.get("deps", [])}
     assert consumers == {"report"}
