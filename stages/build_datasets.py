@@ -13,7 +13,9 @@ Param `attribute` (issue 29 item 3): for skin / gender_skin the counterfactuals 
 attribute's groups (stage generate), every manifest gets a `group` column (the originals': the
 perceived group of data/prepared/perceived_gender.parquet, None where the image has none) and
 S_augment adds the groups other than the image's own (every group where it has none). The
-resampling baselines still balance gender: they need every training image's group."""
+resampling baselines (oversample, subsample and the size-matched control) balance the
+attribute's groups: they need each image's group, so the images without one are left out
+(paper 000 appendix B.1's point; `unlabelled_left_out` in metrics/datasets.json)."""
 
 from biaslab.data import datasets as D
 from biaslab import registry
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                          if not isinstance(v, dict)}  # flat summary; full counts below
         if "max_skew" in m.attrs:
             metrics[name]["max_skew_bound"] = m.attrs["max_skew"]
+        if "group" in m.columns and "n_unlabelled" in m.attrs:
+            metrics[name]["unlabelled_left_out"] = int(m.attrs["n_unlabelled"])
         metrics[name]["counts"] = {k: v for k, v in c.items() if isinstance(v, dict)}
         if "group" in m.columns:   # samples per group of the attribute (None: no label)
             metrics[name]["by_group"] = {str(g): int(n) for g, n in m["group"].fillna(

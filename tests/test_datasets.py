@@ -187,9 +187,9 @@ def test_resampling_reaches_the_bound_on_strongly_biased_multilabel_data():
 
 
 def test_round_counts_keeps_groups_equal_and_within_one_copy():
-    female = np.array([True, True, True, False, False])
+    codes = np.array([0, 0, 0, 1, 1])   # female = 0, male = 1
     c = np.array([1.5, 2.25, 1.25, 2.5, 2.5])  # both groups 5.0
-    r = D._round_counts(c, female, seed=0)
+    r = D._round_counts(c, codes, 2, seed=0)
     assert r[:3].sum() == r[3:].sum() == 5
     assert (np.floor(c) <= r).all() and (r <= np.ceil(c)).all()
     # the largest fractional part of the female group gets the extra copy

@@ -269,3 +269,12 @@ def test_build_datasets_stage_over_skin_groups(tmp_path, monkeypatch):
     m = json.loads(open("metrics/datasets.json").read())
     assert m["synthetic"]["by_group"] == {"dark": 8, "light": 8}
     assert m["original"]["by_group"] == {"dark": 3, "light": 3, "none": 2}
+    # the resampling baselines balance skin tone over the six labelled images (every image
+    # holds a dog and a cup, so nothing needs repeating): images 5 and 6 are left out
+    for name in ("oversample", "subsample", "matched"):
+        assert m[name]["by_group"] == {"dark": 3, "light": 3}, name
+    assert m["oversample"]["unlabelled_left_out"] == m["subsample"]["unlabelled_left_out"] == 2
+    assert m["oversample"]["group_objects_max_abs_skew"] == 0.0
+    from biaslab.report import resample_note
+    note = resample_note(m)
+    assert "balanced over dark / light" in note and "2 images without a group left out" in note

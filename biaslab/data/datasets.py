@@ -52,33 +52,87 @@ def _presence(manifest: pd.DataFrame) -> tuple[list[str], np.ndarray]:
     return cats, x
 
 
+def _codes(manifest: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Group codes (n,) int in [0, K) and the K sorted group names of a manifest whose rows
+    all have a group: its ``group`` column where it has one (a non-gender attribute, issue 29),
+    else ``gender``. Two genders give female = 0, male = 1."""
+    col = _group_column(manifest)
+    lab = manifest[col]
+    if lab.isna().any():
+        raise ValueError(f"{int(lab.isna().sum())} rows have no {col}; pass "
+                         "resampling_set(manifest)")
+    groups = sorted(lab.unique())
+    idx = {g: k for k, g in enumerate(groups)}
+    return np.array([idx[g] for g in lab], dtype=np.int64), groups
+
+
+def resampling_set(manifest: pd.DataFrame) -> pd.DataFrame:
+    """The rows the resampling baselines can use: those with a group of the protected
+    attribute (column ``group`` where the manifest has one, else ``gender``). Over- and
+    sub-sampling balance p(o | g) over groups, so they need every image's group (paper 000
+    appendix B.1: "requiring protected group labels for all training set samples"); images
+    without one (None: e.g. COCO images without a perceived skin-tone label) are left out.
+    ``result.attrs["n_unlabelled"]`` counts them."""
+    col = _group_column(manifest)
+    ok = manifest[col].notna()
+    out = manifest[ok]
+    out.attrs["n_unlabelled"] = int((~ok).sum())
+    return out
+
+
 #: MILP settings of the resampling baselines: a 1 % optimality gap on the size (the balance
 #: constraints are always met exactly) and a node limit instead of a time limit, so that the
 #: result does not depend on the machine's speed.
 MILP_OPTIONS = {"mip_rel_gap": 0.01, "node_limit": 20000, "presolve": True}
 
 
-def _milp_counts(x: np.ndarray, female: np.ndarray, tol: float, *, lower: float,
+def _group_rows(X: np.ndarray, codes: np.ndarray, k: int, tol: float) -> list[np.ndarray]:
+    """The balance rows A (A c <= 0) of the resampling programmes for ``k`` groups: for every
+    group g and object o, K n_o^g - n_o <= tol n_o, i.e. (K - 1 - tol) N_g - (1 + tol) N_rest
+    <= 0 (N_g = X restricted to g's rows); for K > 2 also the lower side K n_o^g - n_o >= -tol
+    n_o (for K = 2 it is the other group's upper side). With equal group sizes this is
+    max_g |K p(o | g) / sum_h p(o | h) - 1| <= tol: :func:`cooccurrence`'s skew for two groups,
+    |f_o - m_o| <= tol (f_o + m_o)."""
+    rows = []
+    for g in range(k):
+        mine, rest = X * (codes == g), X * (codes != g)
+        rows.append((k - 1 - tol) * mine - (1 + tol) * rest)
+    if k > 2:
+        for g in range(k):
+            mine, rest = X * (codes == g), X * (codes != g)
+            rows.append((1 - tol) * rest - (k - 1 + tol) * mine)
+    return rows
+
+
+def _equal_sizes(codes: np.ndarray, k: int) -> np.ndarray:
+    """(k - 1, n) rows E with E c = 0 <=> every group has the same sum of c (group 0 minus
+    group g; for two groups the single row +1 / -1)."""
+    first = np.where(codes == 0, 1.0, 0.0)
+    return np.vstack([first - np.where(codes == g, 1.0, 0.0) for g in range(1, k)])
+
+
+def _milp_counts(x: np.ndarray, codes: np.ndarray, k: int, tol: float, *, lower: float,
                  upper: float, maximize: bool, seed: int, min_total: float = 0.0,
                  max_total: float = np.inf) -> np.ndarray | None:
-    """Integer copies c (n,) in [lower, upper] with sum_female c = sum_male c and, for each
-    column o of ``x``, |f_o - m_o| <= tol (f_o + m_o) where f_o (m_o) = sum of c over the
-    female (male) rows holding o; minimising (or maximising) sum c (1 + 1e-4 u), u ~
-    U(0, 1) from ``seed`` (a deterministic tie-break among equally large solutions), with
+    """Integer copies c (n,) in [lower, upper] with equal sums of c over the ``k`` groups of
+    ``codes`` (n,) int in [0, k) and, for each column o of ``x``, the balance rows of
+    :func:`_group_rows` (two groups: |f_o - m_o| <= tol (f_o + m_o), f_o (m_o) = sum of c
+    over the group-0 (group-1) rows holding o); minimising (or maximising) sum c (1 + 1e-4 u),
+    u ~ U(0, 1) from ``seed`` (a deterministic tie-break among equally large solutions), with
     ``min_total`` <= sum c <= ``max_total``. None when the solver finds no feasible point
     (within ``MILP_OPTIONS``' node limit)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    n = len(female)
-    s = np.where(female, 1.0, -1.0)
+    n = len(codes)
     X = x.T.astype(float)
-    F, M = X * female, X * ~female
-    rows = [s[None, :]]
-    lo, hi = [0.0], [0.0]
+    eq = _equal_sizes(codes, k)
+    rows = [eq]
+    lo, hi = [0.0] * len(eq), [0.0] * len(eq)
     if X.shape[0]:
-        rows += [(1 - tol) * F - (1 + tol) * M, (1 - tol) * M - (1 + tol) * F]
-        lo += [-np.inf] * (2 * X.shape[0])
-        hi += [0.0] * (2 * X.shape[0])
+        bal = _group_rows(X, codes, k, tol)
+        rows += bal
+        lo += [-np.inf] * (len(bal) * X.shape[0])
+        hi += [0.0] * (len(bal) * X.shape[0])
     if min_total > 0 or np.isfinite(max_total):
         rows.append(np.ones((1, n)))
         lo.append(float(min_total))
@@ -118,7 +172,9 @@ def _check_skew(max_skew: float) -> float:
 def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
     """Per-sample weights w (n,), mean 1, under which every labelled object co-occurs equally
     often with each gender, p_w(o | female) = p_w(o | male) (paper 000 sec. 2.1:
-    p(a | g) = p(a)).
+    p(a | g) = p(a)). Groups as in :func:`oversample` (``group`` where the manifest has that
+    column, K groups raked alike); rows without a group keep weight 1 and the labelled rows'
+    weights have mean 1.
 
     Found by raking (iterative proportional fitting): each sweep scales, for every object o,
     the weights of the female (male) images containing o by target / f (target / m) with
@@ -132,68 +188,79 @@ def balancing_weights(manifest: pd.DataFrame, iters: int = 200) -> np.ndarray:
     Real-valued weights are the limit the integer resamples :func:`oversample` /
     :func:`subsample` approach; the training stages take whole rows, so those are used.
     """
+    lab = resampling_set(manifest)
+    if lab.attrs["n_unlabelled"]:
+        out = np.ones(len(manifest))
+        out[manifest[_group_column(manifest)].notna().to_numpy()] = balancing_weights(lab, iters)
+        return out
     cats, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
     w = np.ones(len(manifest))
     if len(w) == 0:
         return w
-    both = [k for k in range(len(cats)) if (x[:, k] & female).any() and (x[:, k] & ~female).any()]
+    codes, groups = _codes(manifest)
+    k_g = len(groups)
+    masks = [codes == g for g in range(k_g)]
+    seen = [k for k in range(len(cats)) if all((x[:, k] & m).any() for m in masks)]
     for _ in range(iters):
-        for k in both:
-            fm, mm = x[:, k] & female, x[:, k] & ~female
-            f, m = w[fm].sum(), w[mm].sum()
-            if f > 0 and m > 0:
-                target = (f + m) / 2
-                w[fm] *= target / f
-                w[mm] *= target / m
-        if female.any() and (~female).any():
-            t = w.sum() / 2
-            w[female] *= t / w[female].sum()
-            w[~female] *= t / w[~female].sum()
+        for k in seen:
+            held = [x[:, k] & m for m in masks]
+            tot = [w[h].sum() for h in held]
+            if all(t > 0 for t in tot):
+                target = sum(tot) / k_g
+                for h, t in zip(held, tot):
+                    w[h] *= target / t
+        if k_g >= 2:
+            t = w.sum() / k_g
+            sums = [w[m].sum() for m in masks]
+            for m, s_ in zip(masks, sums):
+                w[m] *= t / s_
         w = w / w.mean()
     return w
 
 
-def _lp_counts(x: np.ndarray, female: np.ndarray, tol: float, *, upper: float,
+def _lp_counts(x: np.ndarray, codes: np.ndarray, k: int, tol: float, *, upper: float,
                max_total: float, seed: int) -> np.ndarray | None:
-    """The LP relaxation of over-sampling: real copies c (n,) in [1, ``upper``] with
-    sum_female c = sum_male c, |f_o - m_o| <= tol (f_o + m_o) for every column o of ``x`` and
-    sum c <= ``max_total``, minimising sum c (1 + 1e-4 u), u ~ U(0, 1) from ``seed`` (a unique,
-    deterministic optimum). ``scipy.optimize.linprog`` (HiGHS). None when infeasible."""
+    """The LP relaxation of over-sampling: real copies c (n,) in [1, ``upper``] with equal
+    sums of c over the ``k`` groups of ``codes`` (n,) int, the balance rows of
+    :func:`_group_rows` for every column o of ``x`` (two groups: |f_o - m_o| <= tol (f_o +
+    m_o)) and sum c <= ``max_total``, minimising sum c (1 + 1e-4 u), u ~ U(0, 1) from ``seed``
+    (a unique, deterministic optimum). ``scipy.optimize.linprog`` (HiGHS). None when
+    infeasible."""
     from scipy.optimize import linprog
 
-    n = len(female)
+    n = len(codes)
     X = x.T.astype(float)
-    F, M = X * female, X * ~female
     a_ub = [np.ones((1, n))] if np.isfinite(max_total) else []
     b_ub = [float(max_total)] if np.isfinite(max_total) else []
     if X.shape[0]:
-        a_ub += [(1 - tol) * F - (1 + tol) * M, (1 - tol) * M - (1 + tol) * F]
-        b_ub += [0.0] * (2 * X.shape[0])
+        bal = _group_rows(X, codes, k, tol)
+        a_ub += bal
+        b_ub += [0.0] * (len(bal) * X.shape[0])
+    eq = _equal_sizes(codes, k)
     cost = 1.0 + 1e-4 * np.random.default_rng(seed).random(n)
     r = linprog(cost, A_ub=np.vstack(a_ub) if a_ub else None,
                 b_ub=np.array(b_ub) if b_ub else None,
-                A_eq=np.where(female, 1.0, -1.0)[None, :], b_eq=[0.0],
+                A_eq=eq, b_eq=[0.0] * len(eq),
                 bounds=[(1.0, None if not np.isfinite(upper) else float(upper))] * n,
                 method="highs")
     return r.x if r.status == 0 else None
 
 
-def _round_counts(c: np.ndarray, female: np.ndarray, seed: int) -> np.ndarray:
-    """Integer copies from real ones ``c`` (n,) >= 1: each group's total is rounded to the
-    nearest integer of the two groups' mean total (so n_female = n_male exactly) and reached by
-    flooring every c_i and adding one copy to the largest fractional parts (ties broken by
-    ``seed``). Every result lies in [floor(c_i), ceil(c_i)], so an integer cap and the floor 1
-    stay met."""
+def _round_counts(c: np.ndarray, codes: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Integer copies from real ones ``c`` (n,) >= 1: each of the ``k`` groups' totals
+    (``codes`` (n,) int) is rounded to the nearest integer of the groups' mean total (so every
+    group has exactly as many samples) and reached by flooring every c_i and adding one copy
+    to the largest fractional parts (ties broken by ``seed``). Every result lies in
+    [floor(c_i), ceil(c_i)], so an integer cap and the floor 1 stay met."""
     c = np.asarray(c, float)
     fl = np.floor(c + 1e-9)
     frac = np.clip(c - fl, 0.0, None)
     frac[frac < 1e-9] = 0.0
     u = np.random.default_rng(seed).random(len(c))
     out = fl.copy()
-    target = np.rint((c[female].sum() + c[~female].sum()) / 2)
-    for g in (female, ~female):
-        idx = np.flatnonzero(g)
+    target = np.rint(sum(c[codes == g].sum() for g in range(k)) / k)
+    for g in range(k):
+        idx = np.flatnonzero(codes == g)
         need = int(target - fl[idx].sum())
         if need < 0 or need > int((frac[idx] > 0).sum()):
             # only reachable if the LP's group totals differ by more than rounding
@@ -204,17 +271,18 @@ def _round_counts(c: np.ndarray, female: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _oversample_problem(manifest: pd.DataFrame, max_factor: float | None
-                        ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The data of :func:`oversample`'s programme: the presence matrix of the objects seen
-    with both genders (n, k) bool, the female mask (n,) and the size limit (inf without
-    ``max_factor``). Raises ValueError when one gender is missing."""
+                        ) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """The data of :func:`oversample`'s programme on a manifest whose rows all have a group
+    (:func:`resampling_groups`): the presence matrix of the objects seen with every group
+    (n, k_o) bool, the group codes (n,), the number of groups and the size limit (inf without
+    ``max_factor``). Raises ValueError when a group is missing."""
     _, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
-    if female.all() or not female.any():
-        raise ValueError("over-sampling needs images of both genders")
-    both = x[female].any(0) & x[~female].any(0)
+    codes, groups = _codes(manifest)
+    if len(groups) < 2:
+        raise ValueError(f"over-sampling needs images of at least two groups, got {groups}")
+    every = np.logical_and.reduce([x[codes == g].any(0) for g in range(len(groups))])
     total = np.inf if max_factor is None else np.floor(float(max_factor) * len(manifest))
-    return x[:, both], female, total
+    return x[:, every], codes, len(groups), total
 
 
 def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
@@ -222,6 +290,13 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     """Over-sampling (Wang et al. 2020b; paper 000 sec. 2.1 and Tables 1-2): repeat images
     until every labelled object co-occurs equally often with each gender, p(o | female) =
     p(o | male), with equally many female and male samples. Nothing is dropped.
+
+    Groups (issue 29): the manifest's ``group`` column where it has one (skin tone: dark /
+    light; gender x skin: four groups), else ``gender``. Images without a group are left out
+    (:func:`resampling_set`; ``result.attrs["n_unlabelled"]``). For K groups the constraints
+    below become equal group sizes and, for every object seen with every group,
+    |K n_o^g - n_o| <= ``max_skew`` n_o for each group g (n_o^g: copies of g's images holding
+    o; n_o = sum over groups), which for K = 2 is exactly the female / male bound.
 
     Algorithm (Wang et al. repeat minority-group images, which for multi-label data has no
     closed form): copies c_i in [1, ``max_copies``] (None = no cap) of each image, at most
@@ -262,16 +337,21 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
         raise ValueError(f"datasets.max_copies must be >= 1 or null, got {max_copies}")
     if max_factor is not None and not float(max_factor) >= 1:
         raise ValueError(f"datasets.max_factor must be >= 1 or null, got {max_factor}")
+    manifest = resampling_set(manifest)
+    dropped = manifest.attrs["n_unlabelled"]
     if len(manifest) == 0:
         return manifest.copy()
-    xb, female, total = _oversample_problem(manifest, max_factor)
+    xb, codes, k, total = _oversample_problem(manifest, max_factor)
     upper = np.inf if max_copies is None else int(max_copies)
     c, used = _relaxed(
-        lambda t: _lp_counts(xb, female, t, upper=upper, max_total=total, seed=seed),
+        lambda t: _lp_counts(xb, codes, k, t, upper=upper, max_total=total, seed=seed),
         tol, f"over-sampling with datasets.max_copies={max_copies}, "
              f"datasets.max_factor={max_factor}")
-    out = _expand(manifest, _round_counts(c, female, seed))
+    out = _expand(manifest, _round_counts(c, codes, k, seed))
     out.attrs["max_skew"] = used
+    out.attrs.pop("n_unlabelled", None)   # inherited from resampling_set's frame
+    if "group" in out.columns:   # a gender manifest's parquet stays byte-identical
+        out.attrs["n_unlabelled"] = dropped
     return out
 
 
@@ -282,14 +362,16 @@ def oversample_tradeoff(manifest: pd.DataFrame, caps=(1, 2, 5, 10, 20, 50, 100, 
     :func:`oversample`, bisection to 1e-3) and that LP's size and Kish effective size
     (sum c)^2 / sum c^2. Returns [{"max_copies": K or None, "max_skew": float,
     "n_samples": float, "effective_images": float}], one per feasible cap (a cap under which
-    no group-balanced resample exists is left out)."""
-    if len(manifest) == 0 or manifest["gender"].nunique() < 2:
+    no group-balanced resample exists is left out). Groups and unlabelled images as in
+    :func:`oversample`."""
+    manifest = resampling_set(manifest)
+    if len(manifest) == 0 or manifest[_group_column(manifest)].nunique() < 2:
         return []
-    xb, female, total = _oversample_problem(manifest, max_factor)
+    xb, codes, k_g, total = _oversample_problem(manifest, max_factor)
     out = []
     for k in caps:
         upper = np.inf if k is None else int(k)
-        solve = lambda t: _lp_counts(xb, female, t, upper=upper,  # noqa: E731
+        solve = lambda t: _lp_counts(xb, codes, k_g, t, upper=upper,  # noqa: E731
                                      max_total=total, seed=seed)
         try:
             c, used = _relaxed(solve, 0.0, "over-sampling trade-off")
@@ -321,35 +403,47 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     images exists (e.g. 60 capped images of the default) the bound relaxes to 1 and the
     subsample only balances the group sizes.
 
+    Groups (issue 29) as in :func:`oversample`: the ``group`` column where the manifest has
+    one, images without a group left out (``result.attrs["n_unlabelled"]``); for K groups
+    every group keeps as many images and |K n_o^g - n_o| <= ``max_skew`` n_o for every object
+    and group (an object missing from one group must vanish).
+
     Returns the kept rows in table order. Raises ValueError for ``max_skew`` outside [0, 1) or
     ``min_fraction`` outside (0, 1].
     """
     tol = _check_skew(max_skew)
     if min_fraction is not None and not 0 < float(min_fraction) <= 1:
         raise ValueError(f"datasets.min_fraction must be in (0, 1] or null, got {min_fraction}")
+    manifest = resampling_set(manifest)
+    dropped = manifest.attrs["n_unlabelled"]
     if len(manifest) == 0:
         return manifest.copy()
     cats, x = _presence(manifest)
-    female = (manifest["gender"] == G.FEMALE).to_numpy()
+    codes, groups = _codes(manifest)
+    k = len(groups)
+    smallest = int(np.bincount(codes, minlength=k).min())
     # at least one image per group (an empty training set is no baseline)
-    need = max(2.0, 0.0 if min_fraction is None else float(min_fraction) * len(manifest))
-    if need > 2 * min(female.sum(), (~female).sum()):
+    need = max(float(k), 0.0 if min_fraction is None else float(min_fraction) * len(manifest))
+    if k < 2 or need > k * smallest:
         raise ValueError(f"sub-sampling (datasets.min_fraction={min_fraction}): at most "
-                         f"{2 * min(female.sum(), (~female).sum())} of {len(manifest)} images "
-                         "can be kept with equal group sizes")
+                         f"{k * smallest} of {len(manifest)} images can be kept with equal "
+                         f"group sizes (groups {groups})")
     keep, used = _relaxed(
-        lambda t: _milp_counts(x, female, t, lower=0, upper=1, maximize=True, seed=seed,
+        lambda t: _milp_counts(x, codes, k, t, lower=0, upper=1, maximize=True, seed=seed,
                                min_total=np.ceil(need - 1e-9)),
         tol, "sub-sampling")
     out = _expand(manifest, keep)
     out.attrs["max_skew"] = used
+    out.attrs.pop("n_unlabelled", None)   # inherited from resampling_set's frame
+    if "group" in out.columns:   # a gender manifest's parquet stays byte-identical
+        out.attrs["n_unlabelled"] = dropped
     return out
 
 
 def matched_subset(manifest: pd.DataFrame, like: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """The size-matched control of a resampled set (issue 23 item 3): a uniformly random subset
-    of ``manifest`` (Original) with as many images of each gender as ``like`` has distinct
-    source images (sub-sampling keeps each image at most once), drawn with
+    of ``manifest`` (Original) with as many images of each group (``group`` where the
+    manifests have that column, else gender) as ``like`` has distinct source images (sub-sampling keeps each image at most once), drawn with
     ``numpy.random.default_rng(seed)`` from the rows sorted by image_id. It has sub-sampling's
     capacity but none of its balancing, so "sub-sampling vs matched" isolates what balancing
     does from what the smaller training set does (paper 000 compares sub-sampling with all of
@@ -357,20 +451,22 @@ def matched_subset(manifest: pd.DataFrame, like: pd.DataFrame, seed: int = 0) ->
 
     Args:
         manifest: Original's rows (MANIFEST_COLUMNS; one row per image).
-        like: the resampled manifest whose per-gender image counts are matched.
+        like: the resampled manifest whose per-group image counts are matched.
         seed: the draw's seed.
 
     Returns:
         the kept rows in table order.
 
     Raises:
-        ValueError: ``like`` has more images of a gender than ``manifest``.
+        ValueError: ``like`` has more images of a group than ``manifest``.
     """
-    want = like.drop_duplicates("image_id")["gender"].value_counts()
+    col = _group_column(like)
+    want = like.drop_duplicates("image_id")[col].value_counts()
     rng = np.random.default_rng(seed)
     keep = []
-    for g in G.GENDERS:
-        ids = np.sort(manifest.loc[manifest["gender"] == g, "image_id"].unique())
+    groups = G.GENDERS if col == "gender" else sorted(manifest[col].dropna().unique())
+    for g in groups:
+        ids = np.sort(manifest.loc[manifest[col] == g, "image_id"].unique())
         k = int(want.get(g, 0))
         if k > len(ids):
             raise ValueError(f"matched subset: {k} {g} images wanted, Original has {len(ids)}")
@@ -484,6 +580,12 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     ``attributes`` (image_id + one column per attribute, e.g. the synthetic scene or colour
     cast) is given, for each attribute ``<col>_mean_abs_skew`` over its values and ``<col>``
     {value: [f, m]} (what label-based resampling cannot see).
+
+    With a ``group`` column (a non-gender attribute, issue 29) also ``n_unlabelled`` (rows
+    without a group) and ``group_objects_mean_abs_skew`` / ``group_objects_max_abs_skew``: the
+    K-group skew max_g |K r_o^g / sum_h r_o^h - 1| of each object present (r_o^g: share of
+    g's samples holding o; in [0, K - 1]; for K = 2 it is |skew_o| above), over the labelled
+    rows; None with fewer than two groups.
     """
     female = manifest["gender"] == G.FEMALE
     nf, nm = int(female.sum()), int((~female).sum())
@@ -515,6 +617,30 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
             ma = np.array([((att[col] == v) & (att["gender"] == G.MALE)).sum() for v in vals])
             out[f"{col}_mean_abs_skew"] = _mean_abs_skew(fa, ma, nf, nm)
             out[col] = {str(v): [int(a), int(b)] for v, a, b in zip(vals, fa, ma)}
+    if "group" in manifest.columns:
+        out.update(_group_skew(manifest))
+    return out
+
+
+def _group_skew(manifest: pd.DataFrame) -> dict:
+    """:func:`cooccurrence`'s per-group block (see there)."""
+    lab = resampling_set(manifest)
+    out = {"n_unlabelled": lab.attrs["n_unlabelled"],
+           "group_objects_mean_abs_skew": None, "group_objects_max_abs_skew": None}
+    if len(lab) == 0:
+        return out
+    codes, groups = _codes(lab)
+    _, x = _presence(lab)
+    n = np.bincount(codes, minlength=len(groups))
+    if len(groups) < 2 or x.shape[1] == 0:
+        return out
+    r = np.vstack([x[codes == g].sum(0) / n[g] for g in range(len(groups))])   # (K, objects)
+    tot = r.sum(0)
+    ok = tot > 0
+    if ok.any():
+        skew = np.abs(len(groups) * r[:, ok] / tot[ok] - 1).max(0)
+        out["group_objects_mean_abs_skew"] = float(skew.mean())
+        out["group_objects_max_abs_skew"] = float(skew.max())
     return out
 
 

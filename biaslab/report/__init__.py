@@ -435,8 +435,17 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
                     f"{int(d.get('n_repeated') or 0)} images repeated, Kish's effective "
                     f"number of images {float(d.get('effective_images') or 0):.1f}")
         if d.get("max_skew_bound") is not None:
-            txt += (f", object skew bound reached {float(d['max_skew_bound']):.3f} (largest "
-                    f"|skew| {float(d.get('objects_max_abs_skew') or 0):.3f})")
+            if d.get("group_objects_max_abs_skew") is not None:   # issue 29: the groups
+                groups = " / ".join(g for g in (d.get("by_group") or {})
+                                    if g != "none") or "the attribute's groups"
+                txt += (f", balanced over {groups}: skew bound reached "
+                        f"{float(d['max_skew_bound']):.3f} (largest group |skew| "
+                        f"{float(d['group_objects_max_abs_skew']):.3f}; "
+                        f"{int(d.get('unlabelled_left_out') or 0)} images without a group "
+                        "left out)")
+            else:
+                txt += (f", object skew bound reached {float(d['max_skew_bound']):.3f} "
+                        f"(largest |skew| {float(d.get('objects_max_abs_skew') or 0):.3f})")
         parts.append(txt)
     if not parts:
         return ""
