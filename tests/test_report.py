@@ -294,7 +294,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                     "original": {"LIC": "5.0±12.7", "Leakage": "3.0±12.7"}}
     assert ("Classifiers: Leakage of gender_skin from their object predictions (paper 000 Eq. 7 "
             "and appendix B; a 4-way attacker") in md
-    assert "| Original | 3.0 ± 12.7 | 31.0 ± 12.7 | 28.0 ± 0.0 |" in md
+    # the same models' mAP leads the attribute's classifier table (Table 1's utility)
+    assert "| Method | mAP ↑ | Leakage ↓ | LK_M | LK_D |" in md
+    assert "| Original | 79.0 ± 2.5 | 3.0 ± 12.7 | 31.0 ± 12.7 | 28.0 ± 0.0 |" in md
     assert "Cell: mean ± 95 % CI over n = 2 captioner seeds." in md
     assert "Cell: mean ± 95 % CI over n = 2 classifier seeds." in md
     assert ("S_synthetic 60.5 ± 6.4 real / 67.5 ± 19.1 generated (gap 7.0 ± 12.7)" in md
@@ -634,3 +636,42 @@ def test_flip_probe_section_columns_cells_and_not_run_reason():
     off = flip_markdown({"available": False, "reason": "probe.flip_images = 0"})
     assert "Not run: probe.flip_images = 0." in off
     assert flip_markdown({}) == []
+
+
+def test_attribute_tables_carry_utility_ranks_and_dagger_rows():
+    """The skin-tone tables (issue 29 item 4) in the tables' row order, led by the models'
+    utility, ranked as Tables 1-2, with a model under the utility floor never best."""
+    from biaslab.report.document import attribute_markdown
+
+    def rec(v):
+        return {"mean": v, "ci95": 1.0, "n": 3}
+    att = {"attribute": "skin", "metrics": "computed here",
+           "test_images": {"per_group": {"dark": 10, "light": 12}, "n": 22},
+           "rows": {"synthetic": {"LIC_M": rec(26.0), "LIC_D": rec(25.0), "LIC": rec(1.0)},
+                    "original": {"LIC_M": rec(30.0), "LIC_D": rec(25.0), "LIC": rec(5.0)},
+                    "subsample": {"LIC_M": rec(20.0), "LIC_D": rec(25.0), "LIC": rec(-5.0)}}}
+    cls = {"name": "skin", "groups": ["dark", "light"], "n_test_labelled_by_group":
+           {"dark": 10, "light": 12},
+           "rows": {"synthetic": {"Leakage": rec(2.0), "LK_M": rec(60.0), "LK_D": rec(58.0)},
+                    "original": {"Leakage": rec(4.0), "LK_M": rec(62.0), "LK_D": rec(58.0)},
+                    "subsample": {"Leakage": rec(-20.0), "LK_M": rec(38.0),
+                                  "LK_D": rec(58.0)}}}
+    t1 = {"original": {"mAP": rec(70.0)}, "synthetic": {"mAP": rec(69.0)},
+          "subsample": {"mAP": rec(30.0)}}
+    t2 = {"original": {"CIDEr": rec(90.0)}, "synthetic": {"CIDEr": rec(91.0)},
+          "subsample": {"CIDEr": rec(5.0)}}
+    md = "\n".join(attribute_markdown(att, cls, utility={
+        "classifier": (t1, {"subsample": 30 / 70}), "captioner": (t2, {"subsample": 5 / 90}),
+        "floor": 0.75}))
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| Training set | CIDEr ↑ | LIC_M | LIC_D | LIC ↓ |"
+    # Original, Sub-sampling, S_synthetic: the tables' order, not the file's
+    assert [ln.split(" | ")[0] for ln in lines[1:4]] == ["| Original", "| Sub-sampling †",
+                                                         "| S_synthetic"]
+    # Sub-sampling's LIC -5 is lowest but it is under the floor: S_synthetic's 1.0 is best
+    assert lines[3] == "| S_synthetic | **91.0 ± 1.0** | 26.0 ± 1.0 | 25.0 ± 1.0 | **1.0 ± 1.0** |"
+    assert lines[2] == "| Sub-sampling † | 5.0 ± 1.0 | 20.0 ± 1.0 | 25.0 ± 1.0 | -5.0 ± 1.0 |"
+    assert lines[4] == "| Method | mAP ↑ | Leakage ↓ | LK_M | LK_D |"
+    assert lines[7] == ("| S_synthetic | <u>69.0 ± 1.0</u> | **2.0 ± 1.0** | 60.0 ± 1.0 | "
+                        "58.0 ± 1.0 |")
+    assert "Sub-sampling (43 %)" in md and "Sub-sampling (6 %)" in md

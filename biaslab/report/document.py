@@ -375,7 +375,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
     lines += flip_markdown(m["probe"].get("flip") or {})
     lines += attribute_markdown(m.get("attribute") or {},
-                                (m.get("classification") or {}).get("attribute"))
+                                (m.get("classification") or {}).get("attribute"),
+                                utility={"classifier": (t1, deg1), "captioner": (t2, deg2),
+                                         "floor": ufloor})
     lines += audit_attribute_markdown((m.get("audit") or {}).get("attribute") or {})
     lines += controls_attribute_markdown(m.get("controls_attribute") or {})
     lines += retrieval_markdown(m["retrieval"])
@@ -876,13 +878,22 @@ def controls_attribute_markdown(c: Mapping) -> list[str]:
     return lines + [""]
 
 
-def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list[str]:
+def attribute_markdown(att: Mapping, classifiers: Mapping | None = None,
+                       utility: Mapping[str, Any] | None = None
+                       ) -> list[str]:
     """The protected attribute's section (issue 29; stage ``eval_attribute``): the captioned
     test images per group, the smallest difference the two smallest groups detect, and for
     skin / gender_skin the captioners' LIC (and Error per group with the worst-group gap for
     gender_skin), mean ± 95 % CI over captioner seeds; with ``classifiers`` (the
     ``attribute`` block of metrics/classification.json) the classifiers' Leakage of the
-    attribute too. Empty without the file."""
+    attribute too. Empty without the file.
+
+    ``utility`` ({"classifier": (Table 1, its † rows), "captioner": (Table 2, its † rows),
+    "floor": report.utility_floor}):
+    each table then leads with the same models' utility (mAP, CIDEr; the attribute does not
+    change it) and ranks its columns as Tables 1-2 do, never marking a † row (utility under
+    the floor) best: a model that stops working leaks little of any attribute. Rows are in
+    the tables' order."""
     if not att or is_skipped(att) or "attribute" not in att:
         return []
     a = att["attribute"]
@@ -909,14 +920,27 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
         cols += (("Error_pooled", "Error (pooled)"),
                  *((f"Error_{g}", f"Error {g} ({per[g]} img)") for g in per),
                  ("Error_worst_group_gap", "worst-group gap ↓"))
-    tab = {r: {c: rec.get(c) for c, _ in cols} for r, rec in rows.items()}
+    util = utility or {}
+    t2, deg2 = util.get("captioner") or ({}, {})
+    t2 = t2 if any(R._num((t2.get(r, {}).get("CIDEr") or {}).get("mean")) is not None
+                   for r in rows) else {}
+    if t2:
+        cols = (("CIDEr", "CIDEr ↑"), *cols)
+    tab = {r: {c: (t2.get(r) or {}).get(c) if c == "CIDEr" else rows[r].get(c)
+               for c, _ in cols} for r in R._in_order(rows)}
     n = max((int((v or {}).get("n") or 0) for rec in rows.values() for v in
              (rec.get("LIC"), rec.get("LIC_M"))), default=0)
     how = ("captions not masked, thesis sec. 2.5.3" if a == "skin" else
            "a 4-way attacker, gender words masked; Error in %, Burns et al., per group")
     lines += [f"Captioners by {a} ({how}). LIC = LIC_M - LIC_D: 0 = the captions tell the "
               f"group no better than the human captions do. Cell: mean ± 95 % CI over n = {n} "
-              "captioner seeds.", "", R.markdown(tab, cols, 1, first="Training set"), ""]
+              "captioner seeds.", "",
+              R.markdown(tab, cols, 1, first="Training set", rank=bool(t2),
+                         degenerate=[r for r in deg2 if r in tab]), ""]
+    if t2 and any(r in tab for r in deg2):
+        lines += [R.degenerate_note({r: v for r, v in deg2.items() if r in tab},
+                                    R.UTILITY["table2"],
+                                    float(util.get("floor") or 0.0)), ""]
     if classifiers and classifiers.get("name") == a:
         groups = classifiers.get("groups") or []
         crows = classifiers.get("rows") or {}
@@ -925,7 +949,13 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
                       for rec in crows.values())
         if matched:
             ccols += (("Leakage_F1", "Leakage@F1 ↓"), ("LK_D_F1", "LK_D@F1"), ("F1", "F1"))
-        ctab = {r: {c: rec.get(c) for c, _ in ccols} for r, rec in crows.items()}
+        t1, deg1 = util.get("classifier") or ({}, {})
+        t1 = t1 if any(R._num((t1.get(r, {}).get("mAP") or {}).get("mean")) is not None
+                       for r in crows) else {}
+        if t1:
+            ccols = (("mAP", "mAP ↑"), *ccols)
+        ctab = {r: {c: (t1.get(r) or {}).get(c) if c == "mAP" else crows[r].get(c)
+                    for c, _ in ccols} for r in R._in_order(crows)}
         cn = max((int((rec.get("Leakage") or {}).get("n") or 0) for rec in crows.values()),
                  default=0)
         nt = classifiers.get("n_test_labelled_by_group") or {}
@@ -937,5 +967,10 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None) -> list
                   + (" Leakage@F1 = LK_M - LK_D@F1: LK_D of the ground truth made as noisy as "
                      "the model (its macro F1; Wang et al. 2019 sec. 4.2), since a noisier model "
                      "leaks less by being noisier." if matched else ""), "",
-                  R.markdown(ctab, ccols, 1), ""]
+                  R.markdown(ctab, ccols, 1, rank=bool(t1),
+                             degenerate=[r for r in deg1 if r in ctab]), ""]
+        if t1 and any(r in ctab for r in deg1):
+            lines += [R.degenerate_note({r: v for r, v in deg1.items() if r in ctab},
+                                        R.UTILITY["table1"],
+                                        float(util.get("floor") or 0.0)), ""]
     return lines
