@@ -20,7 +20,15 @@ out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
         counterfactual: {backend, target_auc_other (AUC for the TARGET group on the other-group
                          counterfactuals: 100 = read as the new group, < 50 = as the source
                          gender), target_auc_same (the same-group counterfactuals), n_other,
-                         n_same}}
+                         n_same},
+        counterfactual_skin (param `attribute` skin or gender_skin, issue 29; the automatic
+                         skin-tone check of the counterfactuals that paper 000 B.3 does with
+                         human raters): {probe_auc (a cross-fitted dark-vs-light probe on the
+                         masked real images with a perceived tone), target_auc (AUC for the
+                         TARGET tone, dark = positive, over every skin-tone counterfactual),
+                         target_auc_other / target_auc_same (sources with a known tone: the
+                         other / the same tone), n_real_dark, n_real_light, n_other, n_same,
+                         n_unlabelled_source} or {skipped: why})
        (AUCs x100: {mean, ci95, lo, hi, n, n_boot, n_undefined}).
 """
 from __future__ import annotations
@@ -31,6 +39,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from biaslab.analysis.attribute_eval import PERCEIVED, group_labels
 from biaslab.data.groups import group_parts
 from biaslab.classify.manifest import encode_files
 from biaslab.counterfactual import residue as R
@@ -62,6 +71,49 @@ def _rounded(v):
     if isinstance(v, float):
         return json_number(v)
     return v
+
+
+def skin_check(common: list[int], real: np.ndarray, selected, tone: dict[int, str],
+               folds: int, encode) -> dict:
+    """The skin-tone check of the counterfactuals (issue 29; stage docstring's
+    ``counterfactual_skin``): a dark-vs-light probe cross-fitted on the features ``real`` (n,
+    d) of the masked train images ``common`` (n,) that have a perceived tone (``tone``:
+    {image_id: "dark" | "light"}), scoring every selected counterfactual whose group has a
+    skin-tone part by the fold probe that did not see its source (the mean of the fold probes
+    for a source without a tone). ``encode(paths)`` -> features (k, d). AUCs x100 for the
+    TARGET tone with bootstrap 95 % CIs over counterfactuals; 100 = every new person reads
+    as its target tone, 50 = the tone is not seen, below 50 = the source's shows through.
+    Returns ``{"skipped": why}`` with fewer than 2 labelled images of a tone or no skin-tone
+    counterfactual."""
+    lab = [k for k, i in enumerate(common) if tone.get(i) in ("dark", "light")]
+    dark = np.array([tone[common[k]] == "dark" for k in lab], bool)
+    if dark.sum() < 2 or (~dark).sum() < 2:
+        return {"skipped": f"{int(dark.sum())} dark and {int((~dark).sum())} light masked "
+                           "train images have a perceived tone: the probe needs 2 of each"}
+    parts = selected["group"].map(lambda g: group_parts(g)[1])
+    sel = selected[parts.notna().to_numpy()]
+    if len(sel) == 0:
+        return {"skipped": "no selected counterfactual has a skin-tone target"}
+    target = (parts[parts.notna()] == "dark").to_numpy()
+    at = {common[k]: j for j, k in enumerate(lab)}
+    src = np.array([at.get(int(i), -1) for i in sel["image_id"]], int)
+    source_tone = np.array([tone.get(int(i)) for i in sel["image_id"]], object)
+    known = src >= 0
+    other = known & (target != (source_tone == "dark"))
+    same = known & ~other
+    p = R.cross_fit_scores(real[lab], dark, {"real": (real[lab], np.arange(len(lab))),
+                                             "cf": (encode(sel["path"].tolist()), src)},
+                           folds=folds, seed=0)
+
+    def auc_of(rows):
+        t = target[rows]
+        return R.auc_ci(t, p["cf"][rows]) if t.any() and not t.all() else None
+    return {"probe_auc": R.auc_ci(dark, p["real"]),
+            "target_auc": auc_of(np.ones(len(sel), bool)),
+            "target_auc_other": auc_of(other), "target_auc_same": auc_of(same),
+            "n_real_dark": int(dark.sum()), "n_real_light": int((~dark).sum()),
+            "n_other": int(other.sum()), "n_same": int(same.sum()),
+            "n_unlabelled_source": int((~known).sum())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     sel = read_parquet("data/select/selected.parquet")
     pos = {i: k for k, i in enumerate(common)}
     sel = sel[sel["image_id"].astype(np.int64).isin(pos)].sort_values(["image_id", "group"])
+    sel_all = sel
     # the probe reads gender: a skin-tone target (attribute skin, issue 29) sets no gender, and
     # a gender x skin target counts by its gender
     tgt = sel["group"].map(lambda g: group_parts(g)[0])
@@ -144,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
             "target_auc_other": R.auc_ci(target[other], p_man["cf_other"]),
             "target_auc_same": R.auc_ci(target[~other], p_man["cf_same"]),
             "n_other": int(other.sum()), "n_same": int((~other).sum())}
+    attribute = params.get("attribute", "gender")
+    if attribute in ("skin", "gender_skin"):
+        out["counterfactual_skin"] = skin_check(
+            common, real, sel_all, group_labels("skin", gender, read_parquet(PERCEIVED)),
+            folds, lambda paths: encode_files(paths, cache, backbone, **enc))
     out = _rounded(out)
     write_json("metrics/residue.json", out)
     show = {k: (v.get("mean") if isinstance(v, dict) and "mean" in v else v)

@@ -176,14 +176,15 @@ def test_which_stages_read_the_attribute_param():
     colour fidelity for skin tone; build_datasets: the training sets over the groups; issue 29
     item 3), eval_attribute and eval_classifier (its attribute Leakage), probe (its
     attribute-flip pairs), audit (the per-group audit) and controls_attribute (the
-    attribute's controls), whose metrics files the report reads."""
+    attribute's controls) and residue (the skin-tone check of the counterfactuals), whose
+    metrics files the report reads."""
     from pathlib import Path
     stages = yaml.safe_load((Path(__file__).parent.parent / "dvc.yaml").read_text())["stages"]
     readers = {name for name, st in stages.items()
                if any(p == "attribute" or (isinstance(p, str) and p.startswith("attribute."))
                       for p in st.get("params", []))}
     assert readers == {"generate", "score", "select", "build_datasets", "eval_attribute",
-                       "eval_classifier", "probe", "audit", "controls_attribute"}
+                       "eval_classifier", "probe", "audit", "controls_attribute", "residue"}
     consumers = {name for name, st in stages.items()
                  if "metrics/attribute.json" in st.get("deps", [])}
     assert consumers == {"report"}

@@ -102,3 +102,60 @@ def test_cross_fitted_probe_reads_the_cue_and_its_flip():
     assert R.auc(t, q) == pytest.approx(100 * roc_auc_score(t, q), abs=1e-12)
     with pytest.raises(ValueError, match="2 images per gender"):
         R.cross_fit_scores(x[:3], np.array([True, False, False]), {}, folds=5)
+
+
+def test_unseen_sources_get_the_mean_of_the_fold_probes():
+    """A source of -1 (an image outside the probe's training set) is scored by the mean of the
+    fold probes; the other rows keep their held-out fold's score."""
+    rng = np.random.default_rng(2)
+    y = np.arange(40) % 2 == 1
+    x = rng.normal(size=(40, 3))
+    x[:, 0] += np.where(y, 2.0, -2.0)
+    new = rng.normal(size=(6, 3))
+    new[:, 0] += np.array([3.0, 3.0, 3.0, -3.0, -3.0, -3.0])
+    both = R.cross_fit_scores(x, y, {"real": (x, np.arange(40)),
+                                     "new": (new, np.full(6, -1))}, folds=4)
+    alone = R.cross_fit_scores(x, y, {"real": (x, np.arange(40))}, folds=4)
+    np.testing.assert_array_equal(both["real"], alone["real"])
+    assert not np.isnan(both["new"]).any()
+    assert both["new"][:3].min() > 0.5 > both["new"][3:].max()
+
+
+def test_skin_check_reads_the_target_tone():
+    """stages/residue.skin_check on hand-built features: tone is feature 0 (+ dark, - light).
+    Counterfactuals that carry their target's cue read at AUC 100; a backend that leaves the
+    source unchanged reads below 50 where the target is the other tone."""
+    import pandas as pd
+    from stages.residue import skin_check
+    rng = np.random.default_rng(3)
+    common = list(range(1, 31))
+    tone = {i: ("dark" if i % 2 else "light") for i in common[:24]}   # 25-30: no label
+    real = rng.normal(size=(30, 3))
+    real[:24, 0] += np.array([3.0 if i % 2 else -3.0 for i in common[:24]])
+    rows = [{"image_id": i, "group": g, "path": f"{i}_{g}"} for i in common
+            for g in ("dark", "light")]
+    sel = pd.DataFrame(rows)
+    cue = {"dark": 3.0, "light": -3.0}
+
+    def faithful(paths):
+        f = rng.normal(size=(len(paths), 3))
+        f[:, 0] += [cue[p.split("_")[1]] for p in paths]
+        return f
+    ok = skin_check(common, real, sel, tone, 4, faithful)
+    assert ok["target_auc"]["mean"] == pytest.approx(100.0)
+    assert ok["target_auc_other"]["mean"] == pytest.approx(100.0)
+    assert (ok["n_real_dark"], ok["n_real_light"]) == (12, 12)
+    assert (ok["n_other"], ok["n_same"], ok["n_unlabelled_source"]) == (24, 24, 12)
+
+    def unchanged(paths):   # the source's own tone shows through (labelled sources only)
+        f = rng.normal(size=(len(paths), 3))
+        f[:, 0] += [cue[tone.get(int(p.split("_")[0]), "light")] for p in paths]
+        return f
+    bad = skin_check(common, real, sel, tone, 4, unchanged)
+    assert bad["target_auc_other"]["mean"] == pytest.approx(0.0)
+    assert bad["target_auc_same"]["mean"] == pytest.approx(100.0)
+    gs = sel.assign(group=sel["group"].map({"dark": "male_dark", "light": "female_light"}))
+    assert skin_check(common, real, gs, tone, 4, faithful)["target_auc"]["mean"] == \
+        pytest.approx(100.0)
+    assert "skipped" in skin_check(common, real, sel.assign(group="male"), tone, 4, faithful)
+    assert "2 of each" in skin_check(common, real, sel, {1: "dark"}, 4, faithful)["skipped"]

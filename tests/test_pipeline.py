@@ -337,7 +337,8 @@ def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
     list ``attribute`` (generate: the counterfactuals' groups; score: the KNN filter's real
     groups; select: no colour fidelity for skin tone; build_datasets: the training sets over
     the groups; eval_attribute, eval_classifier, probe: its attribute-flip pairs; audit: its
-    per-group audit; controls_attribute: the attribute's controls) and then what reads their
+    per-group audit; controls_attribute: the attribute's controls; residue: the skin-tone
+    check of the counterfactuals) and then what reads their
     outs (training, the report, once they differ): DVC's own change detection after the param
     is set (nothing runs here; the skin-tone results are measured in docs/attributes.md)."""
     import subprocess
@@ -350,6 +351,6 @@ def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
                         text=True, check=True)
     assert set(json.loads(st.stdout)) == {"generate", "score", "select", "build_datasets",
                                           "eval_attribute", "eval_classifier", "probe",
-                                          "audit", "controls_attribute"}, \
+                                          "audit", "controls_attribute", "residue"}, \
         st.stdout
     _run(["git", "checkout", "-q", "--", "."], repo, env)

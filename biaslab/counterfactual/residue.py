@@ -55,7 +55,9 @@ def cross_fit_scores(train_feats: np.ndarray, train_man: np.ndarray,
         train_feats: float (n, d) features of the real images; ``train_man`` bool (n,).
         eval_sets: name -> (features (k, d), source (k,) int row index into the n real images
             each row derives from); a row is scored by the probe of the fold its source is
-            held out in.
+            held out in. A source of -1 (a row whose image is not among the n, e.g. a
+            counterfactual of an image without a skin-tone label) gets the mean P over the
+            fold probes: none of them saw it.
         folds: StratifiedKFold splits (shuffled with ``seed``); at most the smaller group's size.
     Returns: name -> float (k,) P(man). Raises ValueError with fewer than 2 images per gender.
     """
@@ -74,13 +76,22 @@ def cross_fit_scores(train_feats: np.ndarray, train_man: np.ndarray,
                                 .split(x, y)):
         fold_of[te] = f
     out = {name: np.full(len(src), np.nan) for name, (_, src) in eval_sets.items()}
+    unseen = {name: np.flatnonzero(np.asarray(src, int) < 0) for name, (_, src) in
+              eval_sets.items()}
+    for name, rows in unseen.items():
+        if len(rows):
+            out[name][rows] = 0.0
     for f in range(k):
         probe = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
         probe.fit(x[fold_of != f], y[fold_of != f])
         for name, (feats, src) in eval_sets.items():
-            rows = np.flatnonzero(fold_of[np.asarray(src, int)] == f)
+            s = np.asarray(src, int)
+            rows = np.flatnonzero((s >= 0) & (fold_of[np.maximum(s, 0)] == f))
             if len(rows):
                 out[name][rows] = probe.predict_proba(np.asarray(feats, float)[rows])[:, 1]
+            if len(unseen[name]):
+                out[name][unseen[name]] += probe.predict_proba(
+                    np.asarray(feats, float)[unseen[name]])[:, 1] / k
     return out
 
 

@@ -546,6 +546,20 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
                 f"other group (100 = the new person reads as its group, below 50 = the original "
                 f"shows through) and {stats.format_cell(cf.get('target_auc_same'), 1)} for the "
                 f"same group")
+    sk = residue.get("counterfactual_skin") or {}
+    if sk.get("skipped"):
+        txt += f". Skin-tone check of the counterfactuals: not measured ({sk['skipped']})"
+    elif sk.get("target_auc"):
+        txt += (f". Skin-tone check (issue 29; a dark-vs-light probe cross-fitted on "
+                f"{sk.get('n_real_dark')} dark / {sk.get('n_real_light')} light real images, "
+                f"AUC {stats.format_cell(sk.get('probe_auc'), 1)} on them): it reads the "
+                f"TARGET tone of the skin-tone counterfactuals at AUC "
+                f"{stats.format_cell(sk['target_auc'], 1)} (50 = the tone is not seen)")
+        if sk.get("target_auc_other"):
+            txt += (f", {stats.format_cell(sk['target_auc_other'], 1)} where the source had "
+                    f"the other tone (n = {sk.get('n_other')})")
+        if sk.get("n_unlabelled_source"):
+            txt += f"; {sk['n_unlabelled_source']} sources have no perceived tone"
     return txt + "."
 
 
