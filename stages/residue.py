@@ -24,7 +24,9 @@ out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
         counterfactual_skin (param `attribute` skin or gender_skin, issue 29; the automatic
                          skin-tone check of the counterfactuals that paper 000 B.3 does with
                          human raters): {probe_auc (a cross-fitted dark-vs-light probe on the
-                         masked real images with a perceived tone), target_auc (AUC for the
+                         masked real images with a perceived tone, each image kept only inside
+                         its mask, data/residue/person/: the person, not the scene; the
+                         counterfactuals likewise, data/residue/person_cf/), target_auc (AUC for the
                          TARGET tone, dark = positive, over every skin-tone counterfactual),
                          target_auc_other / target_auc_same (sources with a known tone: the
                          other / the same tone), n_real_dark, n_real_light, n_other, n_same,
@@ -73,11 +75,39 @@ def _rounded(v):
     return v
 
 
+def _person_images(out, table, common: list[int], path_of: dict, sel):
+    """Write ``out``/person/<image_id>.png (each masked train image with everything outside
+    its mask painted grey: :func:`biaslab.counterfactual.residue.keep_only`) and
+    ``out``/person_cf/<image_id>_<group>.png (the same mask kept of each selected
+    counterfactual whose group has a skin-tone part). Returns those counterfactual rows with
+    ``path`` pointing at the person-only images."""
+    mask_of = dict(zip(table["image_id"].astype(np.int64), table["mask_path"]))
+    (out / "person").mkdir()
+    (out / "person_cf").mkdir()
+    for i in tqdm(common, desc="residue: person only", unit="img"):
+        img = np.asarray(Image.open(path_of[i]).convert("RGB"))
+        Image.fromarray(R.keep_only(img, load_mask(mask_of[i]))).save(out / "person" / f"{i}.png")
+    rows = sel[sel["image_id"].astype(np.int64).isin(set(common))
+               & sel["group"].map(lambda g: group_parts(g)[1] is not None)]
+    rows = rows.sort_values(["image_id", "group"])
+    paths = []
+    for r in tqdm(list(rows.itertuples(index=False)), desc="residue: person only (cf)",
+                  unit="img"):
+        img = np.asarray(Image.open(r.path).convert("RGB"))
+        name = f"{int(r.image_id)}_{r.group}.png"
+        Image.fromarray(R.keep_only(img, load_mask(mask_of[int(r.image_id)]))).save(
+            out / "person_cf" / name)
+        paths.append(f"{OUT}/person_cf/{name}")
+    return rows.assign(path=paths)
+
+
 def skin_check(common: list[int], real: np.ndarray, selected, tone: dict[int, str],
                folds: int, encode) -> dict:
     """The skin-tone check of the counterfactuals (issue 29; stage docstring's
     ``counterfactual_skin``): a dark-vs-light probe cross-fitted on the features ``real`` (n,
-    d) of the masked train images ``common`` (n,) that have a perceived tone (``tone``:
+    d) of the masked train images ``common`` (n,) that have a perceived tone (the stage passes
+    the person-only images, :func:`_person_images`: on the whole image a probe reads the
+    scene objects that co-occur with a tone, not the tone; ``tone``:
     {image_id: "dark" | "light"}), scoring every selected counterfactual whose group has a
     skin-tone part by the fold probe that did not see its source (the mean of the fold probes
     for a source without a tone). ``encode(paths)`` -> features (k, d). AUCs x100 for the
@@ -129,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     labels = read_parquet("data/labels/images.parquet")
     split = read_parquet("data/split.parquet")
     path_of = dict(zip(images["image_id"].astype(np.int64), images["path"]))
+    attribute = params.get("attribute", "gender")
+    skin_on = attribute in ("skin", "gender_skin")
+    sel = read_parquet("data/select/selected.parquet")
     tables = {}
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
@@ -153,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                     frac.append(float((m > 0).mean()))
                     Image.fromarray(R.erase(img, m)).save(out / shape / f"{i}.png")
                 fractions[shape] = float(np.mean(frac))
+            if skin_on:   # the person alone, for the skin-tone check (issue 29)
+                skin_sel = _person_images(out, tables["polygon" if "polygon" in tables
+                                                      else shapes[0]], common, path_of, sel)
     ids, base = load_features()
     row = {int(i): k for k, i in enumerate(np.asarray(ids, np.int64))}
     missing = [i for i in common if i not in row]
@@ -166,10 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     for shape in shapes:
         sets[f"erased_{shape}"] = (encode_files([f"{OUT}/{shape}/{i}.png" for i in common],
                                                 cache, backbone, **enc), src)
-    sel = read_parquet("data/select/selected.parquet")
     pos = {i: k for k, i in enumerate(common)}
     sel = sel[sel["image_id"].astype(np.int64).isin(pos)].sort_values(["image_id", "group"])
-    sel_all = sel
     # the probe reads gender: a skin-tone target (attribute skin, issue 29) sets no gender, and
     # a gender x skin target counts by its gender
     tgt = sel["group"].map(lambda g: group_parts(g)[0])
@@ -197,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             "target_auc_other": R.auc_ci(target[other], p_man["cf_other"]),
             "target_auc_same": R.auc_ci(target[~other], p_man["cf_same"]),
             "n_other": int(other.sum()), "n_same": int((~other).sum())}
-    attribute = params.get("attribute", "gender")
-    if attribute in ("skin", "gender_skin"):
+    if skin_on:
+        person = encode_files([f"{OUT}/person/{i}.png" for i in common], cache, backbone,
+                              **enc)
         out["counterfactual_skin"] = skin_check(
-            common, real, sel_all, group_labels("skin", gender, read_parquet(PERCEIVED)),
+            common, person, skin_sel, group_labels("skin", gender, read_parquet(PERCEIVED)),
             folds, lambda paths: encode_files(paths, cache, backbone, **enc))
     out = _rounded(out)
     write_json("metrics/residue.json", out)

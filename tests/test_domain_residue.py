@@ -159,3 +159,16 @@ def test_skin_check_reads_the_target_tone():
         pytest.approx(100.0)
     assert "skipped" in skin_check(common, real, sel.assign(group="male"), tone, 4, faithful)
     assert "2 of each" in skin_check(common, real, sel, {1: "dark"}, 4, faithful)["skipped"]
+
+
+def test_keep_only_is_the_complement_of_erase():
+    img = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    m = np.zeros((4, 6), np.uint8)
+    m[1:3, 2:4] = 1
+    kept = R.keep_only(img, m, fill=9)
+    np.testing.assert_array_equal(kept[1:3, 2:4], img[1:3, 2:4])
+    assert (kept[m == 0] == 9).all()
+    # a mask stored at half the resolution is resized to the image (nearest)
+    big = np.zeros((8, 12, 3), np.uint8) + 50
+    np.testing.assert_array_equal(R.keep_only(big, m, fill=9)[2:6, 4:8], big[2:6, 4:8])
+    assert (R.keep_only(big, m, fill=9)[:2] == 9).all()

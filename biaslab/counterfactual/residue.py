@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
+from PIL import Image
 
 #: the fill of the erased region: a constant mid grey (no colour of the person or scene; the
 #: black box of paper 000's Ratio protocol looked like a dark torso on the synthetic data)
@@ -44,6 +45,21 @@ def erase(image: np.ndarray, mask: np.ndarray, fill: int = ERASE_FILL) -> np.nda
     out = img.copy()
     out[m > 0] = int(fill)
     return out
+
+
+def keep_only(image: np.ndarray, mask: np.ndarray, fill: int = ERASE_FILL) -> np.ndarray:
+    """The complement of :func:`erase`: ``image`` (H, W, 3) uint8 with every pixel OUTSIDE
+    ``mask`` (nonzero = omega, the masked persons) painted ``fill``, so a probe on it sees the
+    person and not the scene (issue 29's skin-tone check). A mask of another size is resized
+    to the image (nearest neighbour: a counterfactual may be stored at another resolution)."""
+    img = np.asarray(image)
+    m = np.asarray(mask)
+    if img.ndim != 3:
+        raise ValueError(f"expected an (H, W, 3) image, got {img.shape}")
+    if m.shape != img.shape[:2]:
+        m = np.asarray(Image.fromarray((m > 0).astype(np.uint8) * 255).resize(
+            (img.shape[1], img.shape[0]), Image.NEAREST))
+    return erase(img, (m == 0).astype(np.uint8), fill)
 
 
 def cross_fit_scores(train_feats: np.ndarray, train_man: np.ndarray,
