@@ -675,3 +675,24 @@ def test_attribute_tables_carry_utility_ranks_and_dagger_rows():
     assert lines[7] == ("| S_synthetic | <u>69.0 ± 1.0</u> | **2.0 ± 1.0** | 60.0 ± 1.0 | "
                         "58.0 ± 1.0 |")
     assert "Sub-sampling (43 %)" in md and "Sub-sampling (6 %)" in md
+
+
+def test_residue_note_carries_both_skin_tone_probes():
+    """Issue 29: the line under Table 3 gives the backbone probe's and the colour probe's
+    skin-tone check, each with its AUC on real people and on the counterfactuals' target."""
+    from biaslab.report import residue_note
+
+    def a(m):
+        return {"mean": m, "ci95": 2.0}
+    res = {"n_images": 80, "probe_auc": a(99.0), "erased_auc": {"polygon": a(90.0)},
+           "counterfactual_skin": {"probe_auc": a(66.0), "target_auc": a(67.5),
+                                   "target_auc_other": a(61.0), "n_real_dark": 139,
+                                   "n_real_light": 141, "n_other": 140},
+           "counterfactual_skin_colour": {"probe_auc": a(97.5), "target_auc": a(96.4),
+                                          "target_auc_other": a(95.0)}}
+    txt = residue_note(res)
+    assert "Skin-tone check" in txt and "139 dark / 141 light" in txt
+    assert "colour probe" in txt
+    assert txt.index("97.5") < txt.index("96.4") < txt.index("95.0")
+    res.pop("counterfactual_skin_colour")
+    assert "colour probe" not in residue_note(res)

@@ -560,6 +560,15 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
                     f"the other tone (n = {sk.get('n_other')})")
         if sk.get("n_unlabelled_source"):
             txt += f"; {sk['n_unlabelled_source']} sources have no perceived tone"
+    co = residue.get("counterfactual_skin_colour") or {}
+    if co.get("target_auc"):
+        txt += (f". The colour probe (the same check on the CIELAB quantiles of the masked "
+                f"person's pixels, not the backbone's features) reads the real images' tone at "
+                f"AUC {stats.format_cell(co.get('probe_auc'), 1)} and the counterfactuals' "
+                f"TARGET tone at {stats.format_cell(co['target_auc'], 1)}")
+        if co.get("target_auc_other"):
+            txt += (f", {stats.format_cell(co['target_auc_other'], 1)} where the source had "
+                    f"the other tone")
     return txt + "."
 
 
