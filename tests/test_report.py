@@ -692,7 +692,7 @@ def test_residue_note_carries_both_skin_tone_probes():
                                           "target_auc_other": a(95.0)}}
     txt = residue_note(res)
     assert "Skin-tone check" in txt and "139 dark / 141 light" in txt
-    assert "colour probe" in txt
+    assert "colour probe" in txt and "backbone" in txt
     assert txt.index("97.5") < txt.index("96.4") < txt.index("95.0")
     res.pop("counterfactual_skin_colour")
     assert "colour probe" not in residue_note(res)
