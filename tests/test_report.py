@@ -694,5 +694,10 @@ def test_residue_note_carries_both_skin_tone_probes():
     assert "Skin-tone check" in txt and "139 dark / 141 light" in txt
     assert "colour probe" in txt and "backbone" in txt
     assert txt.index("97.5") < txt.index("96.4") < txt.index("95.0")
+    assert "no evidence" not in txt
     res.pop("counterfactual_skin_colour")
     assert "colour probe" not in residue_note(res)
+    # a probe at chance on real people (coco-mini, stop 64: 49.7, CI 43.1-56.3) says so
+    res["counterfactual_skin"]["probe_auc"] = {"mean": 49.7, "ci95": 6.6, "lo": 43.1,
+                                               "hi": 56.3}
+    assert "no evidence of their tone" in residue_note(res)

@@ -572,6 +572,10 @@ def _skin_probe_text(sk: Mapping[str, Any], reads: str) -> str:
     if sk.get("target_auc_other"):
         txt += (f", {stats.format_cell(sk['target_auc_other'], 1)} where the source had the "
                 f"other tone (n = {sk.get('n_other')})")
+    lo = _num((sk.get("probe_auc") or {}).get("lo"))
+    if lo is not None and lo <= 50.0:
+        txt += (" — but its CI on the real images reaches 50: it does not read real people's "
+                "tone, so its AUCs on the counterfactuals are no evidence of their tone")
     return txt
 
 
