@@ -30,10 +30,7 @@ out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
                          TARGET tone, dark = positive, over every skin-tone counterfactual),
                          target_auc_other / target_auc_same (sources with a known tone: the
                          other / the same tone), n_real_dark, n_real_light, n_other, n_same,
-                         n_unlabelled_source} or {skipped: why}),
-        counterfactual_skin_colour (the same check with the colour probe: the person's CIELAB
-                         quantiles inside the same mask, biaslab.counterfactual.residue.
-                         colour_features, in place of the backbone's features; same keys)
+                         n_unlabelled_source} or {skipped: why})
        (AUCs x100: {mean, ci95, lo, hi, n, n_boot, n_undefined}).
 """
 from __future__ import annotations
@@ -83,18 +80,13 @@ def _person_images(out, table, common: list[int], path_of: dict, sel):
     its mask painted grey: :func:`biaslab.counterfactual.residue.keep_only`) and
     ``out``/person_cf/<image_id>_<group>.png (the same mask kept of each selected
     counterfactual whose group has a skin-tone part). Returns those counterfactual rows with
-    ``path`` pointing at the person-only images, and the colour features
-    (:func:`biaslab.counterfactual.residue.colour_features`) of the same mask: ``{image_id:
-    (30,)}`` of the real images and ``{person-only path: (30,)}`` of the counterfactuals."""
+    ``path`` pointing at the person-only images."""
     mask_of = dict(zip(table["image_id"].astype(np.int64), table["mask_path"]))
     (out / "person").mkdir()
     (out / "person_cf").mkdir()
-    colour_real, colour_cf = {}, {}
     for i in tqdm(common, desc="residue: person only", unit="img"):
         img = np.asarray(Image.open(path_of[i]).convert("RGB"))
-        m = load_mask(mask_of[i])
-        Image.fromarray(R.keep_only(img, m)).save(out / "person" / f"{i}.png")
-        colour_real[i] = R.colour_features(img, m)
+        Image.fromarray(R.keep_only(img, load_mask(mask_of[i]))).save(out / "person" / f"{i}.png")
     rows = sel[sel["image_id"].astype(np.int64).isin(set(common))
                & sel["group"].map(lambda g: group_parts(g)[1] is not None)]
     rows = rows.sort_values(["image_id", "group"])
@@ -103,11 +95,10 @@ def _person_images(out, table, common: list[int], path_of: dict, sel):
                   unit="img"):
         img = np.asarray(Image.open(r.path).convert("RGB"))
         name = f"{int(r.image_id)}_{r.group}.png"
-        m = load_mask(mask_of[int(r.image_id)])
-        Image.fromarray(R.keep_only(img, m)).save(out / "person_cf" / name)
+        Image.fromarray(R.keep_only(img, load_mask(mask_of[int(r.image_id)]))).save(
+            out / "person_cf" / name)
         paths.append(f"{OUT}/person_cf/{name}")
-        colour_cf[paths[-1]] = R.colour_features(img, m)
-    return rows.assign(path=paths), colour_real, colour_cf
+    return rows.assign(path=paths)
 
 
 def skin_check(common: list[int], real: np.ndarray, selected, tone: dict[int, str],
@@ -196,9 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                     Image.fromarray(R.erase(img, m)).save(out / shape / f"{i}.png")
                 fractions[shape] = float(np.mean(frac))
             if skin_on:   # the person alone, for the skin-tone check (issue 29)
-                skin_sel, colour_real, colour_cf = _person_images(
-                    out, tables["polygon" if "polygon" in tables else shapes[0]], common,
-                    path_of, sel)
+                skin_sel = _person_images(out, tables["polygon" if "polygon" in tables
+                                                      else shapes[0]], common, path_of, sel)
     ids, base = load_features()
     row = {int(i): k for k, i in enumerate(np.asarray(ids, np.int64))}
     missing = [i for i in common if i not in row]
@@ -244,13 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     if skin_on:
         person = encode_files([f"{OUT}/person/{i}.png" for i in common], cache, backbone,
                               **enc)
-        tone = group_labels("skin", gender, read_parquet(PERCEIVED))
         out["counterfactual_skin"] = skin_check(
-            common, person, skin_sel, tone, folds,
-            lambda paths: encode_files(paths, cache, backbone, **enc))
-        out["counterfactual_skin_colour"] = skin_check(
-            common, np.stack([colour_real[i] for i in common]), skin_sel, tone, folds,
-            lambda paths: np.stack([colour_cf[p] for p in paths]))
+            common, person, skin_sel, group_labels("skin", gender, read_parquet(PERCEIVED)),
+            folds, lambda paths: encode_files(paths, cache, backbone, **enc))
     out = _rounded(out)
     write_json("metrics/residue.json", out)
     show = {k: (v.get("mean") if isinstance(v, dict) and "mean" in v else v)

@@ -53,53 +53,13 @@ def keep_only(image: np.ndarray, mask: np.ndarray, fill: int = ERASE_FILL) -> np
     person and not the scene (issue 29's skin-tone check). A mask of another size is resized
     to the image (nearest neighbour: a counterfactual may be stored at another resolution)."""
     img = np.asarray(image)
-    return erase(img, (_fit_mask(img, mask) == 0).astype(np.uint8), fill)
-
-
-def _fit_mask(img: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``mask`` at the size of ``img`` (H, W, 3), resized nearest-neighbour where it differs
-    (a counterfactual may be stored at another resolution); nonzero = omega."""
     m = np.asarray(mask)
     if img.ndim != 3:
         raise ValueError(f"expected an (H, W, 3) image, got {img.shape}")
     if m.shape != img.shape[:2]:
         m = np.asarray(Image.fromarray((m > 0).astype(np.uint8) * 255).resize(
             (img.shape[1], img.shape[0]), Image.NEAREST))
-    return m
-
-
-#: the quantiles of each CIELAB channel that :func:`colour_features` returns
-COLOUR_QUANTILES: tuple[float, ...] = (0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85,
-                                       0.95)
-
-
-def colour_features(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The colour of the masked person: quantiles :data:`COLOUR_QUANTILES` of L*, a* and b*
-    (CIELAB, D65) over the pixels inside ``mask``, the features of the skin-tone check's
-    colour probe (issue 29). A backbone trained for objects sees skin colour weakly (the
-    tiny tier's person-only probe read real people's tone at AUC 66); perceived skin tone is
-    measured in CIELAB (L* and b*: the individual typology angle of dermatology, Chardon et
-    al. 1991), so a linear probe on these quantiles reads tone directly. The mask holds
-    clothes and hair too: the probe has to find the skin's share of the distribution, which
-    the quantiles keep and a mean would not.
-
-    Args:
-        image: (H, W, 3) uint8 RGB.
-        mask: (h, w), nonzero = the person; resized to the image (nearest) where it differs.
-    Returns:
-        float64 (30,): L* quantiles (0-100), then a*, then b* (about -128..127). OpenCV's
-        8-bit conversion (``cv2.COLOR_RGB2Lab``, table-driven, so the same bytes on any CPU).
-    Raises:
-        ValueError: no pixel inside the mask, or an image that is not (H, W, 3)."""
-    import cv2
-    img = np.ascontiguousarray(np.asarray(image, np.uint8))
-    m = _fit_mask(img, mask) > 0
-    if not m.any():
-        raise ValueError("the mask selects no pixel: no colour to measure")
-    lab = cv2.cvtColor(img, cv2.COLOR_RGB2Lab)[m].astype(np.float64)
-    lab[:, 0] *= 100.0 / 255.0          # OpenCV's 8-bit scale: L* x 255/100, a* + 128, b* + 128
-    lab[:, 1:] -= 128.0
-    return np.quantile(lab, COLOUR_QUANTILES, axis=0).T.reshape(-1)
+    return erase(img, (m == 0).astype(np.uint8), fill)
 
 
 def cross_fit_scores(train_feats: np.ndarray, train_man: np.ndarray,

@@ -555,10 +555,6 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
                 + _skin_probe_text(sk, "the backbone's features of the masked person")
                 + (f"; {sk['n_unlabelled_source']} sources have no perceived tone"
                    if sk.get("n_unlabelled_source") else ""))
-    co = residue.get("counterfactual_skin_colour") or {}
-    if co.get("target_auc"):
-        txt += ". The same check with the colour probe (" + _skin_probe_text(
-            co, "the CIELAB quantiles of the masked person's pixels")
     return txt + "."
 
 
