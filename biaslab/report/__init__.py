@@ -552,27 +552,20 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
     elif sk.get("target_auc"):
         txt += (f". Skin-tone check (issue 29; a dark-vs-light probe cross-fitted on "
                 f"{sk.get('n_real_dark')} dark / {sk.get('n_real_light')} light real images, "
-                + _skin_probe_text(sk, "the backbone's features of the masked person")
-                + (f"; {sk['n_unlabelled_source']} sources have no perceived tone"
-                   if sk.get("n_unlabelled_source") else ""))
+                f"AUC {stats.format_cell(sk.get('probe_auc'), 1)} on them): it reads the "
+                f"TARGET tone of the skin-tone counterfactuals at AUC "
+                f"{stats.format_cell(sk['target_auc'], 1)} (50 = the tone is not seen)")
+        if sk.get("target_auc_other"):
+            txt += (f", {stats.format_cell(sk['target_auc_other'], 1)} where the source had "
+                    f"the other tone (n = {sk.get('n_other')})")
+        lo = _num((sk.get("probe_auc") or {}).get("lo"))
+        if lo is not None and lo <= 50.0:   # a probe at chance on real people vouches for nothing
+            txt += (" — but its CI on the real images reaches 50: it does not read real "
+                    "people's tone, so its AUCs on the counterfactuals are no evidence of their "
+                    "tone")
+        if sk.get("n_unlabelled_source"):
+            txt += f"; {sk['n_unlabelled_source']} sources have no perceived tone"
     return txt + "."
-
-
-def _skin_probe_text(sk: Mapping[str, Any], reads: str) -> str:
-    """The clause of :func:`residue_note` for one probe of the skin-tone check (stage
-    residue's ``counterfactual_skin`` or ``counterfactual_skin_colour``): what it reads, its
-    AUC on the real images and on the counterfactuals' target tone."""
-    txt = (f"reading {reads}; AUC {stats.format_cell(sk.get('probe_auc'), 1)} on the real "
-           f"images): it reads the TARGET tone of the skin-tone counterfactuals at AUC "
-           f"{stats.format_cell(sk['target_auc'], 1)} (50 = the tone is not seen)")
-    if sk.get("target_auc_other"):
-        txt += (f", {stats.format_cell(sk['target_auc_other'], 1)} where the source had the "
-                f"other tone (n = {sk.get('n_other')})")
-    lo = _num((sk.get("probe_auc") or {}).get("lo"))
-    if lo is not None and lo <= 50.0:
-        txt += (" — but its CI on the real images reaches 50: it does not read real people's "
-                "tone, so its AUCs on the counterfactuals are no evidence of their tone")
-    return txt
 
 
 def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
