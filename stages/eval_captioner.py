@@ -43,7 +43,9 @@ metrics/captioning.json::
                                 # transformer); present only when captioner.archs has one
      "test_set": {"n_images", "n_female", "n_male", "gender_source", "gender_source_param",
                   "test_images", "biasamp_reference", "n_reference_captions",
-                  "biasamp_min_count", "n_dba_images", "lic_seeds"}}
+                  "biasamp_min_count", "biasamp_human_null": {ba, per_index, min, max,
+                  n_indices, n_images} (BiasAmp of the test images' own human captions,
+                  biaslab.metrics.biasamp.human_null), "n_dba_images", "lic_seeds"}}
 
 LIC per row: each captioner seed's LIC is the mean over the LIC classifier seeds (lic.seeds) of
 its captions; the record is over captioner seeds (captioner.seed_records).

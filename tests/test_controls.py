@@ -131,6 +131,13 @@ def test_captioner_controls_are_deterministic_and_say_what_they_should():
     assert {caption_label(x) for x in k.values()} == {"man"}
     amp = K.captioner_captions("amplifier", HAND, q=1.0, stereotypes=st)
     assert all(("purse" in x or "handbag" in x) for i, x in amp.items() if i in (1, 4))
+    # the amplifier is the oracle's caption plus " with a <stereotype>", nothing else
+    oracle = K.captioner_captions("person_oracle", HAND, seed=0)
+    assert all(amp[i].startswith(oracle[i].rstrip(". ") + " with a") for i in amp)
+    half = K.captioner_captions("amplifier", HAND, q=0.5, stereotypes=st, seed=3)
+    assert all(half[i] == a[i] or half[i].startswith(a[i].rstrip(". ") + " with a")
+               for i in half)
+    assert K.captioner_captions("amplifier", HAND, q=0.0, stereotypes=st, seed=3) == a
     h = K.captioner_captions("human", HAND, human={i: [f"c{i}a", f"c{i}b"] for i in range(1, 5)})
     assert all(h[i] in (f"c{i}a", f"c{i}b") for i in range(1, 5))
     e = K.expected_captioner("context_reader", HAND, bias=0.5)
@@ -267,6 +274,42 @@ def test_grammar_controls_make_no_human_like_claim_on_real_data():
     e = K.expected_captioner("person_oracle", HAND, grammar_is_human=False)
     assert "LIC" not in e and "BiasAmp" not in e and e["Error"]["value"] == 0
     assert K.expected_captioner("human", HAND, grammar_is_human=False)["LIC"]["direction"] == "≈"
+
+
+def test_caption_biasamp_is_judged_against_the_human_captions_null_not_0():
+    # the default's human control read -6.45 +- 4.20 and was called "does not match" against 0
+    e = K.expected_captioner("human", HAND, biasamp_null=-6.1)
+    assert e["BiasAmp"] == {"direction": "≈", "reference": -6.1}
+    assert K.verdict(e["BiasAmp"], -6.45, -10.65, -2.25) == "matches"
+    assert e["LIC"]["reference"] == 0.0 and e["DBA_O"]["reference"] == 0.0
+    amp = K.expected_captioner("amplifier", HAND, q=1.0, biasamp_null=-6.1,
+                               stereotypes={"female": "handbag", "male": "tie"})
+    assert amp["BiasAmp"] == {"direction": ">", "reference": -6.1}
+    assert K.verdict(amp["BiasAmp"], -6.75, -12.55, -0.95) == "inconclusive"
+    assert amp["LIC"] == {"direction": ">", "reference": 0.0}
+    # real data: the amplifier's base captions are the grammar's, with no known BiasAmp
+    assert "BiasAmp" not in K.expected_captioner(
+        "amplifier", HAND, q=1.0, biasamp_null=-6.1, grammar_is_human=False,
+        stereotypes={"female": "handbag", "male": "tie"})
+    # no null (no human captions): 0, as before
+    assert K.expected_captioner("human", HAND)["BiasAmp"]["reference"] == 0.0
+    assert K.expected_captioner("human", HAND, biasamp_null=math.nan)["BiasAmp"][
+        "reference"] == 0.0
+
+
+def test_controls_biasamp_null_reads_the_labelled_test_images_with_captions():
+    from biaslab.analysis.controls_eval import biasamp_null
+    from biaslab.metrics.biasamp import human_null
+    test = pd.DataFrame({"image_id": [1, 2, 3, 4]})
+    human = {1: ["a woman in a kitchen", "a man in a kitchen"],
+             2: ["a man in a kitchen", "a man in a kitchen"], 3: ["a woman in a kitchen"]}
+    genders = {1: "female", 2: "male", 4: "male"}       # 3 unlabelled, 4 has no caption
+    train = ["a woman in a kitchen"] * 3 + ["a man in a kitchen"]
+    r = biasamp_null(test, human, genders, train, "lic", 1)
+    assert r == human_null([human[1], human[2]], train, ["female", "male"], min_count=1)
+    assert r["n_images"] == 2 and r["per_index"] == pytest.approx([100 * (0.5 - 0.75),
+                                                                   100 * (0.0 - 0.75)])
+    assert biasamp_null(test, {}, genders, train, "lic", 1) is None
 
 
 def test_control_sections_take_the_newest_controls_only_run_per_bias():

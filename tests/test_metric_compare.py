@@ -54,8 +54,10 @@ def test_amplification_response_and_the_run_table_by_hand():
         "2.000 ± 0.000 | 0.25 [0.25, 0.25] |" in md
     # noisy ends (se 0.1 each, q = 0 and 1; weights -1, 0, 1): slope 2 ± t_{0.975,4} * 0.1414,
     # q detectable 0.5 / 2 with the interval 0.5 / (slope's upper, lower bound)
+    # (q = 0 is the person oracle, the amplifier's base captions; the human control's spread
+    # does not enter the slope)
     noisy = _controls(_rec(2.0, 0.1 * T2, "matches"), _rec(1.0, 0.0, "matches"),
-                      _rec(0.0, 0.1 * T2, "matches"), _rec(0.0, 0.0, "matches"), mde=0.5)
+                      _rec(0.0, 5.0, "matches"), _rec(0.0, 0.1 * T2, "matches"), mde=0.5)
     r2 = MC.amplification_response(noisy, "LIC")
     h = float(t.ppf(0.975, 4)) * math.sqrt(0.02)
     assert r2["slope"]["ci95"] == pytest.approx(h)
@@ -73,7 +75,7 @@ def test_extra_encoders_are_rows_after_their_metric():
                   _rec(0.0, 0.0, "matches"), _rec(0.0, 0.0, "matches"), mde=0.5,
                   extra={"amplifier@1": {"LIC@bert_pre": _rec(4.0, 0.0, "matches")},
                          "amplifier@0.5": {"LIC@bert_pre": _rec(2.0, 0.0, "matches")},
-                         "human": {"LIC@bert_pre": _rec(0.0, 0.0, "matches")}})
+                         "person_oracle": {"LIC@bert_pre": _rec(0.0, 0.0, "matches")}})
     c["attackers"] = ["lstm", "bert_pre"]
     assert MC.metric_keys(c) == [("LIC", "LIC (thesis Eq. 2.11)", "lstm"),
                                  ("LIC@bert_pre", "LIC (thesis Eq. 2.11)", "bert_pre")]
@@ -102,8 +104,10 @@ def test_sweep_comparison_counts_and_detection_by_hand():
     assert a["sign"] == {"matches": 5, "wrong": 0, "n": 6}
     assert a["nulls"] == {"false_alarms": 1, "n": 6}
     assert a["q_min_detected"] == 1.0          # q = 0.5 is not seen at b = 0
-    assert a["slope"]["mean"] == pytest.approx(2.0) and a["slope"]["n"] == 3
-    assert a["q_detectable"]["mean"] == pytest.approx(0.5)   # MDE 1 / slope 2
+    # q = 0 is the oracle: at b = 0.9 its 0.5 gives the points (0, 0.5), (0.5, 1), (1, 2),
+    # least-squares slope 1.5; the others 2
+    assert a["slope"]["mean"] == pytest.approx((2.0 + 2.0 + 1.5) / 3) and a["slope"]["n"] == 3
+    assert a["q_detectable"]["mean"] == pytest.approx((0.5 + 0.5 + 1 / 1.5) / 3)   # MDE 1 / slope
     (d,) = comp["dataset"]
     assert d["key"] == "LIC_D" and d["b_min_detected"] == 0.9
     # least squares over b = 0, 0.5, 0.9 of 10, 12, 20
@@ -112,7 +116,7 @@ def test_sweep_comparison_counts_and_detection_by_hand():
     want = sum((x - xb) * (y - yb) for x, y in zip(xs, ys)) / sum((x - xb) ** 2 for x in xs)
     assert d["slope"]["slope"] == pytest.approx(want)
     md = MC.sweep_markdown(comp)
-    assert "| LIC (thesis Eq. 2.11) | lstm | 2.000 ± 0.000 | 5 / 6 | 0 | 1 / 6 | 1 |" in md
+    assert "| LIC (thesis Eq. 2.11) | lstm | 1.833 ± 0.717 | 5 / 6 | 0 | 1 / 6 | 1 |" in md
     assert "| LIC_D (LIC's data leakage, %) | lstm |" in md and "| 0.9 |" in md
 
 

@@ -265,6 +265,36 @@ def test_caption_dba_by_hand():
         biasamp.caption_dba(caps, gens[:3], objs)
 
 
+def test_biasamp_human_null_is_the_test_images_own_captions_one_index_at_a_time():
+    # D = HUMAN: kitchen b_f = 0.75, skateboard b_m = 0.75. Four test images, two captions each
+    # (a third on one image is ignored: K = the smallest count). Index 0 mixes kitchen 1 : 1
+    # -> (0.5 - 0.75); skateboard 0 : 2 -> (1 - 0.75); index 1: kitchen 2 : 0 -> (1 - 0.75),
+    # skateboard 1 : 0 -> (0 - 0.75) ("a dog" names no gender: not counted); |L| = 2.
+    test = [["a woman in a kitchen", "a woman in a kitchen", "a man in a kitchen"],
+            ["a man in a kitchen", "a woman in a kitchen"],
+            ["a man on a skateboard", "a woman on a skateboard"],
+            ["a man on a skateboard", "a dog"]]
+    r = biasamp.human_null(test, HUMAN, min_count=1)
+    assert r["n_indices"] == 2 and r["n_images"] == 4
+    assert r["per_index"] == pytest.approx([100 * (-0.25 + 0.25) / 2, 100 * (0.25 - 0.75) / 2])
+    assert r["ba"] == pytest.approx(-12.5)
+    # a test set whose index 0 skews like D and index 1 reverses it: 0 and -25, mean -12.5
+    test = [["a woman in a kitchen", "a man in a kitchen"]] * 3 + \
+        [["a man in a kitchen", "a woman in a kitchen"]] + \
+        [["a man on a skateboard", "a woman on a skateboard"]] * 3 + \
+        [["a woman on a skateboard", "a man on a skateboard"]]
+    r = biasamp.human_null(test, HUMAN, min_count=1)
+    assert r["per_index"] == pytest.approx([0.0, -50.0])
+    assert r["ba"] == pytest.approx(-25.0) and (r["min"], r["max"]) == (-50.0, 0.0)
+    # each index is exactly bias_amplification of that caption of every image
+    first = biasamp.bias_amplification([c[0] for c in test], HUMAN, min_count=1)["ba"]
+    assert r["per_index"][0] == pytest.approx(first)
+    with pytest.raises(ValueError, match="at least one human caption"):
+        biasamp.human_null([["a man in a kitchen"], []], HUMAN, min_count=1)
+    with pytest.raises(ValueError, match="differ in length"):
+        biasamp.human_null(test, HUMAN, ["female"], min_count=1)
+
+
 def test_biasamp_image_gender_source_and_nested_captions():
     # Per image: a list of human captions; gender from the image label.
     human = [["a person in a kitchen"] * 3, ["a person in a kitchen"],

@@ -582,6 +582,22 @@ def test_captioner_ratio_is_ranked_against_the_test_sets_own_ratio():
     assert R.caption_degenerate_rows({"original": {}, "x": {}}, 10.0, 0.75) == {}
 
 
+def test_biasamp_null_note_gives_the_human_captions_value_and_says_when_it_is_absent():
+    cap = {"test_set": {"biasamp_human_null": {"ba": -6.125, "per_index": [-9.0, -3.25],
+                                               "min": -9.0, "max": -3.25, "n_indices": 2,
+                                               "n_images": 200}}}
+    note = R.biasamp_null_note(cap)
+    assert "score BiasAmp -6.12 against the same training captions" in note
+    assert "mean over 2 caption indices (caption indices -9.00 to -3.25)" in note
+    assert "not against 0" in note
+    # one index: no spread; a JSON "nan" (no word in L) or an older file: no line
+    one = {"test_set": {"biasamp_human_null": {"ba": 1.5, "min": 1.5, "max": 1.5,
+                                               "n_indices": 1}}}
+    assert "caption indices 1.50" not in R.biasamp_null_note(one)
+    assert R.biasamp_null_note({"test_set": {"biasamp_human_null": {"ba": "nan"}}}) == ""
+    assert R.biasamp_null_note({"test_set": {}}) == "" == R.biasamp_null_note({})
+
+
 def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
     """Issue 31 item 7: a file a script writes into plots/report outlives runs of other data
     profiles, so it carries the profile and commit that made it (after its title)."""

@@ -357,14 +357,19 @@ def captioner_captions(kind: str, test: pd.DataFrame, *, bias: float | None = No
     if kind == "amplifier" and not stereotypes:
         raise ValueError("the amplifier needs the stereotype objects")
     scenes = list(test["scene"]) if "scene" in test.columns else [None] * len(ids)
+    # the amplifier is the oracle's caption plus the stereotype: it draws the oracle's stream,
+    # so the two differ only by what the amplifier adds (a paired dose response)
+    base = control_name("person_oracle") if kind == "amplifier" else name
     out = {}
     for i, g, sc, ob in zip(ids, gender, scenes, test["objects"]):
-        rng = _rng(seed, name, i)
+        rng = _rng(seed, base, i)
         sc = sc if sc in S.SCENES else S.SCENES[int(rng.integers(len(S.SCENES)))]
         objs = [o for o in (ob or ()) if o in SC._VP]
         cap = SC._caption(rng, g, sc, objs, 0.0)
-        if kind == "amplifier" and rng.random() < float(q):
-            cap = _append(cap, stereotypes[g], rng)
+        if kind == "amplifier":
+            add = _rng(seed, name, i)
+            if add.random() < float(q):
+                cap = _append(cap, stereotypes[g], add)
         out[i] = cap
     return out
 
@@ -447,20 +452,34 @@ def expected_classifier(kind: str, test: pd.DataFrame, *, bias: float | None = N
 def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = None,
                        reads: Sequence[str] = ATTRIBUTES, q: float = 0.0,
                        stereotypes: Mapping[str, str] | None = None,
-                       grammar_is_human: bool = True) -> dict:
+                       grammar_is_human: bool = True,
+                       biasamp_null: float | None = None) -> dict:
     """Expected metric values of a captioner control on ``test`` (the gender-labelled test
     images): ``Ratio`` (n_man / n_woman captions as max(r, 1/r)), ``Error`` (%), exact; LIC,
     BiasAmp and DBA_O "≈ 0" for controls whose captions are drawn like the human ones (oracle,
     context reader: it misgenders but adds no context word; constant; human) and "> 0" for an
     amplifier with q > 0, DBAC's four values likewise (:data:`DBAC_KEYS`, Nair et al. 2025: both
     directions, with and without the prior) (its DBA_O: the sign of :func:`stereotype_direction`, which
-    conditions on the test images' objects; its BiasAmp: > 0, the reference being the
-    training captions, where the stereotype is associated with its gender by construction).
+    conditions on the test images' objects; its BiasAmp: above the null below, the
+    reference being the training captions, where the stereotype is associated with its gender
+    by construction).
     The constant control has no BiasAmp expectation (every caption says "man", which moves
     BiasAmp by data-dependent amounts). ``grammar_is_human`` False (real data: the human
     captions are not drawn from the synthetic generator's grammar): the grammar-built
     controls' LIC / BiasAmp / DBA_O have no "≈ 0" expectation, only the ``human`` control's.
+
+    BiasAmp's reference is ``biasamp_null`` (:func:`biaslab.metrics.biasamp.human_null`: the
+    BiasAmp of the test images' own human captions against the same training captions), not 0:
+    Zhao's BiasAmp of captions written like the annotators is 0 only when the test images mix
+    people and scenes as the training images do (on the default's 139 : 61 test set against
+    299 : 221 training images it is about -6). Controls drawn like the human captions are
+    "≈ null", the amplifier "> null". On real data (``grammar_is_human`` False) the
+    amplifier's base captions come from the synthetic grammar, whose BiasAmp against the real
+    training captions has no known value, so its BiasAmp has no expectation there.
+    ``biasamp_null`` None (no human captions) falls back to 0.
     """
+    ba_ref = 0.0 if biasamp_null is None or not math.isfinite(biasamp_null) else \
+        float(biasamp_null)
     g = np.asarray(list(test["gender"]), object)
     n, n_f, n_m = len(g), int((g == FEMALE).sum()), int((g == MALE).sum())
     exp: dict = {}
@@ -478,14 +497,17 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
     if kind == "amplifier" and q > 0:
         # DBAC (both directions, with and without the prior): the stereotype object follows
         # the gender (A -> T) and, masked gender words aside, tells it (T -> A)
-        for k in ("LIC", "BiasAmp") + DBAC_KEYS:
+        for k in ("LIC",) + DBAC_KEYS:
             exp[k] = {"direction": ">", "reference": 0.0}
+        if grammar_is_human:
+            exp["BiasAmp"] = {"direction": ">", "reference": ba_ref}
         d = stereotype_direction(test, stereotypes)
         if d is not None:
             exp["DBA_O"] = {"direction": d, "reference": 0.0}
     elif grammar_is_human or kind == "human":
-        for k in ("LIC", "BiasAmp", "DBA_O") + DBAC_KEYS:
+        for k in ("LIC", "DBA_O") + DBAC_KEYS:
             exp[k] = {"direction": "≈", "reference": 0.0}
+        exp["BiasAmp"] = {"direction": "≈", "reference": ba_ref}
     if kind == "constant_man":
         exp.pop("BiasAmp", None)   # every caption says "man": b moves by data-dependent amounts
     exp["_counts"] = {"n": n, "n_female": n_f, "n_male": n_m}

@@ -13,7 +13,7 @@ Leakage), BiasAmp / DBA_O (:mod:`biaslab.metrics.biasamp`), the captioning metri
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -184,11 +184,12 @@ def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
 
 def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, stereo, seeds,
                        lp, e, words, workers, categories=None,
-                       attackers=()) -> tuple[dict, dict]:
+                       attackers=(), biasamp_null: float | None = None) -> tuple[dict, dict]:
     """The captioner controls ``kinds`` (plus ``human``) through
     :func:`biaslab.captioning.evaluation.caption_metrics` (Ratio, Error, LIC, BiasAmp, DBA_O,
     DBAC when ``e["dbac"]``), one job per (control, seed) on ``workers`` processes; each
     encoder of ``attackers`` recomputes LIC and DBAC under ``<metric>@<encoder>``.
+    ``biasamp_null``: BiasAmp's reference (:func:`biasamp_null`; None: 0).
 
     Returns ``(judged, raw)`` as :func:`classifier_controls`."""
     jobs = [(kind, q, reads, int(s)) for kind, q, reads in kinds for s in seeds]
@@ -239,7 +240,8 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
             vals.update({f"{m}@{enc}": [r.get(f"{m}@{enc}") for r in rows]
                          for m in ATTACKER_METRICS if m in vals})
         exp = K.expected_captioner(kind, labelled, bias=bias, reads=reads, q=q or 0.0,
-                                   stereotypes=stereo, grammar_is_human=bias is not None)
+                                   stereotypes=stereo, grammar_is_human=bias is not None,
+                                   biasamp_null=biasamp_null)
         # an extra encoder's metric has its base metric's known answer
         exp.update({m: exp[m.split("@", 1)[0]] for m in vals
                     if "@" in m and m.split("@", 1)[0] in exp})
@@ -247,6 +249,21 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
                      {"measured": json_record(v)} for m, v in vals.items()}
         raw[name] = vals
     return out, raw
+
+
+def biasamp_null(test: pd.DataFrame, human: Mapping[int, Sequence[str]],
+                 genders: Mapping[int, str], train_caps: Sequence[str], words: str,
+                 min_count: int) -> dict | None:
+    """:func:`biaslab.metrics.biasamp.human_null` on the captioner controls' test images (those
+    of ``test`` with a gender in ``genders`` and a human caption) against ``train_caps``, as
+    stage eval_captioner computes it: BiasAmp's known value for captions drawn like the human
+    ones. None when no such image exists."""
+    from biaslab.metrics.biasamp import human_null
+    ids = [int(i) for i in test["image_id"] if genders.get(int(i)) and human.get(int(i))]
+    if not ids:
+        return None
+    return human_null([human[i] for i in ids], train_caps, [genders[i] for i in ids], None,
+                      words=words, min_count=min_count)
 
 
 def probe_controls(pairs, bias, seeds, n_boot, seed) -> dict:
@@ -333,7 +350,7 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
     Returns:
         ``(out, clf, cap)``: the record (keys ``available``, ``bias``, ``stereotypes``,
         ``labels``, ``replicates``, ``attackers``, ``test_set``, ``classifier``,
-        ``captioner``, ``probe``, ``power``, ``summary``) and its classifier and captioner
+        ``captioner``, ``probe``, ``biasamp_null``, ``power``, ``summary``) and its classifier and captioner
         parts ({control: {metric: judged}}).
 
     Raises:
@@ -383,13 +400,15 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
     image_objects = {int(i): list(v) for i, v in objs.items() if int(i) in test_ids}
     cap_genders = {i: g for i, g in genders.items() if i in test_ids}
     cap_kinds = kinds + [("human", None, K.ATTRIBUTES)]
-    cap, cap_raw = {}, {}
+    cap, cap_raw, nul = {}, {}, None
     if len(caps):   # data without captions (OpenImages): no captioner controls
+        nul = biasamp_null(cap_test, human, cap_genders, train_caps, words,
+                           int(e["biasamp_min_count"]))
         cap, cap_raw = captioner_controls(cap_kinds, cap_test, human, cap_genders, train_caps,
                                           image_objects, bias, stereo, seeds, lp, e, words,
                                           int(c.get("workers", 1)),
                                           sorted(set(objects["category"].astype(str))) or None,
-                                          attackers)
+                                          attackers, (nul or {}).get("ba"))
 
     probe = {}
     pairs = S.read_probe(root) if truth is not None else None
@@ -417,6 +436,8 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
                                    "n_male": int((cap_test["gender"] == "male").sum())},
                      "leakage_train": {"n": int(len(train))}},
         "classifier": clf, "captioner": cap, "probe": probe,
+        # the captioner controls' BiasAmp reference (biaslab.metrics.biasamp.human_null)
+        "biasamp_null": nul,
         "power": {"classifier": power_table(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
                   "captioner": power_table(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
                       m for m, _, _ in C.DBAC_KEYS if e.get("dbac")) + tuple(

@@ -244,6 +244,8 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         "test_images": e["test_images"], "biasamp_reference": ba0.get("reference"),
         "n_reference_captions": ba0.get("n_reference_captions"),
         "biasamp_min_count": int(e["biasamp_min_count"]),
+        # BiasAmp of the test images' own human captions: the null a row is read against
+        "biasamp_human_null": ba0.get("human_null"),
         "n_dba_images": sum(1 for i in ids if i in objects and i in genders),
         "lic_seeds": lp["seeds"]}
     notes = {}

@@ -399,6 +399,59 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
             "n_human_captions": len(human), "n_model_captions": len(model)}
 
 
+def human_null(test_captions: Sequence[Sequence[str]], human_captions: Sequence,
+               test_genders: Sequence | None = None, human_genders: Sequence | None = None,
+               **kwargs) -> dict:
+    """BiasAmp of the evaluated images' OWN human captions: what a captioner that writes like
+    their annotators scores, the null a model's caption BiasAmp is read against.
+
+    Eq. (2.3) compares a model's co-occurrences on the TEST images with ``b`` of the reference
+    ``D`` (the training captions). When the test images' people and scenes are mixed otherwise
+    than the training set's (e.g. 139 men : 61 women against 299 : 221), captions that copy
+    the annotators already score BiasAmp != 0, and Zhao's mask ``1[b > 1/2]`` on a finite ``D``
+    selects words whose skew regresses on new images. Neither paper gives this value; we add
+    it (issue 29 / the metric controls) so a row's BiasAmp can be read against it and a
+    control drawn like the human captions is judged against it instead of 0.
+
+    Decision: a captioner writes ONE caption per image, so the null is computed the same way:
+    for each caption index k below the smallest caption count, the k-th human caption of every
+    image is the "model" of :func:`bias_amplification` against the same reference; the null
+    is the mean over k (the indices' min and max give its spread).
+
+    Args:
+        test_captions: per evaluated image, its human captions (list of str, in the order
+            given; COCO: by annotation id).
+        human_captions, human_genders: the reference ``D`` exactly as passed to
+            :func:`bias_amplification` (the training captions).
+        test_genders: the evaluated images' genders, as ``model_genders`` there.
+        **kwargs: the keyword arguments of :func:`bias_amplification` (``words``,
+            ``gender_source``, ``min_count``, ``top_k``, ``content_filter``, ``vocab``).
+
+    Returns:
+        dict: ``ba`` (float, x100, mean over the indices; nan when no index has a word in L),
+        ``per_index`` (list of float, x100, nan where undefined), ``min``, ``max``,
+        ``n_indices`` (K), ``n_images``.
+
+    Raises:
+        ValueError: an image without a human caption; misaligned genders (as
+            :func:`bias_amplification`).
+    """
+    caps = [[c] if isinstance(c, str) else list(c) for c in test_captions]
+    if test_genders is not None and len(list(test_genders)) != len(caps):
+        raise ValueError(f"test captions and genders differ in length: {len(caps)} != "
+                         f"{len(list(test_genders))}")
+    if any(not c for c in caps):
+        raise ValueError("human_null: every evaluated image needs at least one human caption")
+    k_n = min((len(c) for c in caps), default=0)
+    vals = [float(bias_amplification([c[k] for c in caps], human_captions, test_genders,
+                                     human_genders, **kwargs)["ba"]) for k in range(k_n)]
+    ok = [v for v in vals if math.isfinite(v)]
+    return {"ba": float(np.mean(ok)) if ok else math.nan, "per_index": vals,
+            "min": float(min(ok)) if ok else math.nan,
+            "max": float(max(ok)) if ok else math.nan,
+            "n_indices": k_n, "n_images": len(caps)}
+
+
 # --------------------------------------------------------------------------------------------
 # DBA (Wang & Russakovsky 2021; thesis Eqs. 2.12-2.14)
 # --------------------------------------------------------------------------------------------

@@ -74,6 +74,11 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     ``BiasAmp["reference"]`` says which (``"train"`` / ``"test_human"``) and
     ``n_reference_captions`` how many captions it has. The model side is every labelled
     prediction (with the test reference: every labelled prediction with human captions).
+    ``BiasAmp["human_null"]`` (when ``human`` is given): the same BiasAmp of the labelled
+    images' own human captions, one caption index at a time
+    (:func:`biaslab.metrics.biasamp.human_null`): the value of a captioner that writes like
+    the annotators, which a model's BiasAmp is read against (0 only when the test images
+    mix people and scenes as the reference does).
 
     Args:
         predictions: image id -> generated caption.
@@ -149,7 +154,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             out["BiasAmp"] = {"skipped": "needs --train-captions (or --human)"}
         else:
             try:
-                from biaslab.metrics.biasamp import bias_amplification
+                from biaslab.metrics.biasamp import bias_amplification, human_null
                 if train_captions is not None:
                     ref_name, hid = "train", ids
                     ref, ref_g = [str(c) for c in train_captions], None
@@ -167,6 +172,11 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                                       1 if isinstance(r, str) else len(r) for r in ref),
                                   "n_human_captions": res["n_human_captions"],
                                   "n_model_captions": res["n_model_captions"]}
+                nid = [i for i in ids if human and human.get(i)]
+                if nid:   # the value of captions written like these images' annotators
+                    out["BiasAmp"]["human_null"] = human_null(
+                        [human[i] for i in nid], ref, [gen[i] for i in nid], ref_g,
+                        words=words, min_count=biasamp_min_count)
             except ImportError as e:
                 out["BiasAmp"] = _unavailable("biaslab.metrics.biasamp", e)
     if "quality" in metrics:

@@ -585,6 +585,26 @@ def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
             f"length.")
 
 
+def biasamp_null_note(captioning: Mapping[str, Any], digits: int = 2) -> str:
+    """The line under Table 2 that gives caption BiasAmp's null: the BiasAmp of the test
+    images' own human captions against the same training reference
+    (``test_set.biasamp_human_null``, :func:`biaslab.metrics.biasamp.human_null`). Empty
+    when the metrics file has none (older runs, data without captions)."""
+    nul = (captioning.get("test_set") or {}).get("biasamp_human_null") or {}
+    ba = _num(nul.get("ba"))
+    if ba is None:
+        return ""
+    lo, hi = _num(nul.get("min")), _num(nul.get("max"))
+    spread = (f" (caption indices {lo:.{digits}f} to {hi:.{digits}f})"
+              if lo is not None and hi is not None and nul.get("n_indices", 0) > 1 else "")
+    return (f"BiasAmp's null: the test images' own human captions, one caption per image as a "
+            f"captioner writes them, score BiasAmp {ba:.{digits}f} against the same training "
+            f"captions, the mean over {nul.get('n_indices', '?')} caption indices{spread}. "
+            f"That is a captioner that writes like the annotators. Zhao's BiasAmp is 0 for it "
+            f"only when the test images mix people and scenes as the training images do; read "
+            f"a row against this value, not against 0 (biaslab.metrics.biasamp.human_null).")
+
+
 #: a captioner row whose share of captions without a gender word exceeds Original's by more
 #: than this many points is degenerate for Ratio (param report.max_gender_word_loss)
 MAX_GENDER_WORD_LOSS = 10.0

@@ -235,6 +235,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     extra_arch = {k: v for k, v in (m["captioning"].get("archs") or {}).items()
                   if isinstance(v, dict)}   # Table 2 groups after ClipCap (captioner.archs)
     no_captions = is_skipped(m["captioning"])   # data without captions (OpenImages)
+    bn = ((m["controls"] or {}).get("biasamp_null") or {}).get("ba")
+    ba_null = (f" ({bn:.2f} here)" if isinstance(bn, (int, float)) and math.isfinite(bn)
+               else "")   # the captioner controls' BiasAmp reference
     table2_lines = [
         f"## Table 2: image captioning (n = {R.n_seeds(m['captioning'])} seeds; test images: "
         f"{ts2.get('n_female', '?')} female / {ts2.get('n_male', '?')} male, gender from "
@@ -248,6 +251,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         R.ratio_reference_note(m["captioning"]),
         "",
+        *([R.biasamp_null_note(m["captioning"]), ""]
+          if R.biasamp_null_note(m["captioning"]) else []),
         R.diff_markdown(d2, R.TABLE2_DIFF, digits),
         "",
         R.power_line(m["controls"], "captioner", digits, R.TABLE2_COLUMNS),
@@ -417,9 +422,12 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "The captioning bias metrics on the same controls (issue 30): LIC, BiasAmp, DBA_O and "
         "DBAC (Nair, Tokas & Kerner 2025, biaslab/metrics/dbac.py) in both directions, with "
         "the authors' prior correction and without it (direct). A metric that reads the "
-        "planted bias matches every control: > 0 on the stereotype amplifiers, ≈ 0 on the "
-        "controls drawn like the human captions. Slope d/dq: least squares of the replicate "
-        "means on the amplifier's rate q (the human caption is q = 0), 95 % CI from the "
+        "planted bias matches every control: above its null on the stereotype amplifiers, "
+        "at its null on the controls drawn like the human captions. The null is 0, except "
+        f"BiasAmp's{ba_null}: the BiasAmp of the test images' own human captions against "
+        "the same training captions (biaslab.metrics.biasamp.human_null). Slope d/dq: least "
+        "squares of the replicate means on the amplifier's rate q (q = 0: the person oracle, "
+        "whose captions the amplifier extends), 95 % CI from the "
         "replicates; q detectable: the power section's MDE over that slope, the smallest "
         "amplification this test set detects (\"not seen\": the slope's CI reaches 0). "
         "Encoder: the attacker of LIC / DBAC (`controls.attackers` adds others"

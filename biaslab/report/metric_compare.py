@@ -4,16 +4,18 @@ of stage ``controls`` (``metrics/controls.json``), on one run and over the bias 
 The controls' known answers give two doses:
 
 * **amplification q** (model side): the stereotype amplifier ``amplifier@q`` adds a known
-  amount of gender-context bias to the human-like captions at rate q; the held-out human caption
-  (``human``) is q = 0. An amplification metric (LIC, BiasAmp, DBA_O, DBAC) should rise with q
-  and read 0 at q = 0.
+  amount of gender-context bias to the person oracle's captions at rate q (the same captions,
+  drawn from the same stream: :func:`biaslab.analysis.controls.captioner_captions`), so the
+  oracle (``person_oracle``) is q = 0. An amplification metric (LIC, BiasAmp, DBA_O, DBAC) should rise with q
+  and read its null at q = 0: 0, except BiasAmp, whose null is the test images' own human
+  captions' value (``controls.json`` ``biasamp_null``, :func:`biaslab.metrics.biasamp.human_null`).
 * **data bias b** (dataset side, over the sweep): the synthetic generator's planted
   context -> gender bias. A metric's dataset term (LIC_D, DBAC's lambda_D) should rise with b.
 
 Definitions (our choices; the papers define the metrics, not this comparison):
 
-* slope d/dq: least squares of the metric's replicate means on q over ``human`` (q = 0) and
-  every ``amplifier@q``; its 95 % CI from the replicates' noise: Var = sum w_i^2 se_i^2 with
+* slope d/dq: least squares of the metric's replicate means on q over ``person_oracle``
+  (q = 0) and every ``amplifier@q``; its 95 % CI from the replicates' noise: Var = sum w_i^2 se_i^2 with
   w_i = (q_i - mean q) / S_qq and se_i = ci95_i / t_{0.975, n_i - 1}, Student's t with
   Welch-Satterthwaite degrees of freedom (a zero-width CI when every point is exact).
 * q detectable: the power section's minimum detectable effect (two rows of n replicates, 5 %
@@ -111,7 +113,8 @@ def amplification_response(controls: Mapping[str, Any], key: str) -> dict | None
         or None when the metric is absent or has fewer than two doses.
     """
     cap = (controls or {}).get("captioner") or {}
-    pts = [(0.0, _measured(cap, "human", key))] + [(q, _measured(cap, n, key))
+    # q = 0 is the person oracle: the amplifier's own captions before it adds the stereotype
+    pts = [(0.0, _measured(cap, "person_oracle", key))] + [(q, _measured(cap, n, key))
                                                    for q, n in _amplifiers(cap)]
     sl = weighted_slope([(q, m) for q, m in pts if m is not None])
     if sl is None:
@@ -174,7 +177,7 @@ def run_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
     amps = _amplifiers(cap)
     top = amps[-1][1] if amps else None
     lines = ["| metric | encoder | controls matched | missed | undecided | "
-             f"{top or 'amplifier'} (expect > 0) | human (expect ≈ 0) | slope d/dq | "
+             f"{top or 'amplifier'} (expect > null) | human (expect ≈ null) | slope d/dq | "
              "q detectable (MDE / slope) [95 % CI] |", "|---|---|---|---|---|---|---|---|---|"]
     for key, label, enc in metric_keys(controls):
         rs = [ms[key] for ms in cap.values() if isinstance(ms.get(key), Mapping)
