@@ -282,19 +282,55 @@ def test_caption_biasamp_is_judged_against_the_human_captions_null_not_0():
     assert e["BiasAmp"] == {"direction": "≈", "reference": -6.1}
     assert K.verdict(e["BiasAmp"], -6.45, -10.65, -2.25) == "matches"
     assert e["LIC"]["reference"] == 0.0 and e["DBA_O"]["reference"] == 0.0
-    amp = K.expected_captioner("amplifier", HAND, q=1.0, biasamp_null=-6.1,
-                               stereotypes={"female": "handbag", "male": "tie"})
-    assert amp["BiasAmp"] == {"direction": ">", "reference": -6.1}
-    assert K.verdict(amp["BiasAmp"], -6.75, -12.55, -0.95) == "inconclusive"
-    assert amp["LIC"] == {"direction": ">", "reference": 0.0}
-    # real data: the amplifier's base captions are the grammar's, with no known BiasAmp
-    assert "BiasAmp" not in K.expected_captioner(
-        "amplifier", HAND, q=1.0, biasamp_null=-6.1, grammar_is_human=False,
-        stereotypes={"female": "handbag", "male": "tie"})
+    # the amplifier: paired with the oracle whose captions it extends, on any data
+    st = {"female": "handbag", "male": "tie"}
+    for human_like in (True, False):
+        amp = K.expected_captioner("amplifier", HAND, q=1.0, biasamp_null=-6.1,
+                                   stereotypes=st, grammar_is_human=human_like)
+        for k in ("BiasAmp", "LIC"):
+            assert amp[k] == {"direction": ">", "reference": 0.0,
+                              "paired_with": "person_oracle"}
     # no null (no human captions): 0, as before
     assert K.expected_captioner("human", HAND)["BiasAmp"]["reference"] == 0.0
     assert K.expected_captioner("human", HAND, biasamp_null=math.nan)["BiasAmp"][
         "reference"] == 0.0
+
+
+def test_a_paired_control_is_judged_on_its_differences_from_its_base():
+    from scipy.stats import t
+    from biaslab.analysis.controls_eval import judge_control, judge_paired
+    from biaslab.report import control_cells
+    # the default's BiasAmp (stop 65): amplifier@1 vs the oracle, 3 replicates; unpaired the
+    # amplifier (-4.97 +- 5.47) cannot be told from the oracle (-5.61 +- 5.29)
+    oracle, amp = [-4.91, -3.92, -8.00], [-4.29, -3.19, -7.43]
+    e = {"direction": ">", "reference": 0.0, "paired_with": "person_oracle"}
+    r = judge_paired(e, amp, oracle)
+    d = [0.62, 0.73, 0.57]
+    mean, sd = sum(d) / 3, (sum((x - sum(d) / 3) ** 2 for x in d) / 2) ** 0.5
+    assert r["paired"]["mean"] == pytest.approx(mean, abs=1e-4)
+    assert r["paired"]["ci95"] == pytest.approx(t.ppf(0.975, 2) * sd / 3 ** 0.5, abs=1e-4)
+    assert r["measured"]["mean"] == pytest.approx(sum(amp) / 3, abs=1e-4)
+    assert r["verdict"] == "matches"
+    # the differences decide: an amplifier that adds nothing is "does not match" only when
+    # it lies below its base in every replicate by more than the noise
+    assert judge_paired(e, oracle, oracle)["verdict"] == "inconclusive"
+    assert judge_paired(e, [x - 1 for x in oracle], oracle)["verdict"] == "does not match"
+    # a replicate missing on either side is missing
+    assert judge_paired(e, [1.0, None, 2.0], [0.0, 0.0, None])["paired"]["n_missing"] == 2
+    # judge_control: paired, plain and bare metrics of one control
+    raw = {"person_oracle": {"BiasAmp": oracle}}
+    out = judge_control({"BiasAmp": e, "LIC": {"direction": "≈", "reference": 0.0}},
+                        {"BiasAmp": amp, "LIC": [1.0, -1.0, 0.5], "LIC_M": [1, 2, 3]}, raw)
+    assert out["BiasAmp"]["verdict"] == "matches" and "paired" in out["BiasAmp"]
+    assert out["LIC"]["verdict"] == "matches" and "paired" not in out["LIC"]
+    assert "verdict" not in out["LIC_M"]
+    exp, meas = control_cells(out["BiasAmp"])
+    assert exp == "> person_oracle (paired)"
+    assert meas.startswith("Δ 0.64 ± 0.") and "(own -4.97 ± " in meas
+    assert control_cells({"expected": {"value": 0.0, "rule": "exact"},
+                          "measured": {"mean": 0.0, "ci95": 0.0, "n": 3}})[0] == "= 0"
+    assert control_cells({"expected": {"direction": "≈", "reference": -5.14678},
+                          "measured": {"mean": -6.45, "ci95": 4.2, "n": 3}})[0] == "≈ -5.15"
 
 
 def test_controls_biasamp_null_reads_the_labelled_test_images_with_captions():

@@ -98,6 +98,9 @@ def test_expected_answers():
                                                                    "reference": 25.0}
     assert CA.expected_captioner("human")["LIC"]["direction"] == "≈"
     assert CA.expected_captioner("amplifier", 1.0)["LIC"]["direction"] == ">"
+    # judged paired with the human control whose drawn caption it extends
+    assert CA.expected_captioner("amplifier", 1.0)["LIC"]["paired_with"] == "human"
+    assert "paired_with" not in CA.expected_captioner("human")["LIC"]
 
 
 @pytest.mark.parametrize("groups", [("dark", "light"),

@@ -50,8 +50,17 @@ def test_amplification_response_and_the_run_table_by_hand():
     assert r["q_detectable"] == pytest.approx(0.25)
     assert r["amplifiers"] == {"matches": 2, "does not match": 0, "inconclusive": 0, "n": 2}
     md = MC.run_markdown(c)
-    assert "| LIC (thesis Eq. 2.11) | lstm | 4 | 0 | 0 | 2.00 ± 0.00 | 0.00 ± 0.00 | " \
+    # records without a paired difference (older controls files): no Δ cell
+    assert "| LIC (thesis Eq. 2.11) | lstm | 4 | 0 | 0 | – | 0.00 ± 0.00 | " \
         "2.000 ± 0.000 | 0.25 [0.25, 0.25] |" in md
+    # paired with the oracle (judge_paired): the slope runs through 0 at q = 0 and the
+    # differences, whatever the oracle's own value; the Δ column shows the strongest's
+    pc = _controls({**_rec(12.0, 5.0, "matches"), "paired": _m(2.0, 0.0)},
+                   {**_rec(11.0, 5.0, "matches"), "paired": _m(1.0, 0.0)},
+                   _rec(0.0, 0.0, "matches"), _rec(10.0, 5.0, "matches"), mde=0.5)
+    rp = MC.amplification_response(pc, "LIC")
+    assert rp["slope"]["slope"] == pytest.approx(2.0) and rp["slope"]["ci95"] == 0.0
+    assert "| 2.00 ± 0.00 | 0.00 ± 0.00 | 2.000 ± 0.000 |" in MC.run_markdown(pc)
     # noisy ends (se 0.1 each, q = 0 and 1; weights -1, 0, 1): slope 2 ± t_{0.975,4} * 0.1414,
     # q detectable 0.5 / 2 with the interval 0.5 / (slope's upper, lower bound)
     # (q = 0 is the person oracle, the amplifier's base captions; the human control's spread

@@ -472,11 +472,16 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
     BiasAmp of the test images' own human captions against the same training captions), not 0:
     Zhao's BiasAmp of captions written like the annotators is 0 only when the test images mix
     people and scenes as the training images do (on the default's 139 : 61 test set against
-    299 : 221 training images it is about -6). Controls drawn like the human captions are
-    "≈ null", the amplifier "> null". On real data (``grammar_is_human`` False) the
-    amplifier's base captions come from the synthetic grammar, whose BiasAmp against the real
-    training captions has no known value, so its BiasAmp has no expectation there.
-    ``biasamp_null`` None (no human captions) falls back to 0.
+    299 : 221 training images it is -5.1). Controls drawn like the human captions are
+    "≈ null". ``biasamp_null`` None (no human captions) falls back to 0.
+
+    The amplifier is judged PAIRED with the person oracle (``"paired_with": "person_oracle"``):
+    its captions are the oracle's plus the stereotype (:func:`captioner_captions`), and the
+    LIC classifier and references of a replicate are shared, so the per-replicate difference
+    amplifier - oracle is what the amplifier adds, with the noise both share removed. The known
+    answer is that difference > 0 (DBA_O: the sign of :func:`stereotype_direction`), on any
+    data: it needs no null, so it holds on real data too, where the grammar captions' own
+    LIC / BiasAmp have no known value.
     """
     ba_ref = 0.0 if biasamp_null is None or not math.isfinite(biasamp_null) else \
         float(biasamp_null)
@@ -497,13 +502,12 @@ def expected_captioner(kind: str, test: pd.DataFrame, *, bias: float | None = No
     if kind == "amplifier" and q > 0:
         # DBAC (both directions, with and without the prior): the stereotype object follows
         # the gender (A -> T) and, masked gender words aside, tells it (T -> A)
-        for k in ("LIC",) + DBAC_KEYS:
-            exp[k] = {"direction": ">", "reference": 0.0}
-        if grammar_is_human:
-            exp["BiasAmp"] = {"direction": ">", "reference": ba_ref}
+        base = control_name("person_oracle")
+        for k in ("LIC", "BiasAmp") + DBAC_KEYS:
+            exp[k] = {"direction": ">", "reference": 0.0, "paired_with": base}
         d = stereotype_direction(test, stereotypes)
         if d is not None:
-            exp["DBA_O"] = {"direction": d, "reference": 0.0}
+            exp["DBA_O"] = {"direction": d, "reference": 0.0, "paired_with": base}
     elif grammar_is_human or kind == "human":
         for k in ("LIC", "DBA_O") + DBAC_KEYS:
             exp[k] = {"direction": "≈", "reference": 0.0}

@@ -36,7 +36,10 @@ Captioner controls (one caption per test image with a group and a human caption)
 ``amplifier@q``
     the same drawn human caption with "with a <stereotype object of the image's group>"
     appended with probability ``q``: a word that tells the group beyond the human captions, so
-    LIC **> 0**.
+    LIC **> 0**, judged paired with the human control (the per-replicate difference
+    amplifier - human > 0: both share the drawn caption, the LIC classifier seed and LIC_D, so
+    the difference is what the appended word adds;
+    :func:`biaslab.analysis.controls_eval.judge_paired`).
 
 Decisions:
 
@@ -197,7 +200,8 @@ def expected_classifier(kind: str, q: float = 0.0, n_groups: int = 2) -> dict:
 def expected_captioner(kind: str, q: float = 0.0) -> dict:
     """Known answers of a captioner control (module docstring)."""
     if kind == "amplifier" and q:
-        return {"LIC": {"direction": ">", "reference": 0.0}}
+        return {"LIC": {"direction": ">", "reference": 0.0,
+                        "paired_with": control_name("human", 0.0)}}
     return {"LIC": {"direction": "≈", "reference": 0.0}}
 
 
@@ -264,9 +268,7 @@ def captioner_controls(ids: Sequence[int], groups: Mapping[int, str],
     (``attribute``'s LIC: skin unmasked, gender_skin with gender words masked), one job per
     (control, seed) on ``workers`` forked processes; returns ``(judged, raw)`` as
     :func:`classifier_controls`."""
-    from biaslab.analysis.controls_eval import judge
-    from biaslab.classify import json_record
-    from biaslab.runtime import stats
+    from biaslab.analysis.controls_eval import judge_control
     from biaslab.runtime.parallel import map_jobs
     kinds = [("human", 0.0)] + [("amplifier", float(q)) for q in qs]
     jobs = [(k, q, int(s)) for k, q in kinds for s in seeds]
@@ -293,10 +295,8 @@ def captioner_controls(ids: Sequence[int], groups: Mapping[int, str],
         name = control_name(kind, q)
         rows = [r for (k, qq, _), r in zip(jobs, results) if (k, qq) == (kind, q)]
         vals = {m: [r.get(m) for r in rows] for m in ("LIC", "LIC_M", "LIC_D")}
-        exp = expected_captioner(kind, q)
-        out[name] = {m: judge(exp[m], stats.record(list(v))) if m in exp else
-                     {"measured": json_record(v)} for m, v in vals.items()}
-        raw[name] = vals
+        raw[name] = vals    # human comes first: the amplifiers are judged paired with it
+        out[name] = judge_control(expected_captioner(kind, q), vals, raw)
     return out, raw
 
 

@@ -135,6 +135,37 @@ def judge(expected: dict, rec: dict) -> dict:
             "verdict": K.verdict(expected, mean, lo, hi)}
 
 
+def judge_paired(expected: dict, values, base_values) -> dict:
+    """A control judged paired with its base control (``expected["paired_with"]``): the
+    verdict reads the record of the per-replicate differences ``values[i] - base_values[i]``
+    (replicates share the base's draws, LIC classifier seed and references), against
+    ``expected``'s direction and reference. ``measured`` stays the control's own record;
+    ``paired`` is the differences' record. A replicate missing on either side is missing."""
+    diffs = [None if a is None or b is None else float(a) - float(b)
+             for a, b in zip(values, base_values)]
+    r = judge(expected, stats.record(diffs))
+    return {"expected": r["expected"],
+            "measured": {k: json_number(v) for k, v in stats.record(list(values)).items()},
+            "paired": r["measured"], "verdict": r["verdict"]}
+
+
+def judge_control(expected: Mapping, vals: Mapping[str, list],
+                  raw: Mapping[str, Mapping]) -> dict:
+    """{metric: judged} of one control: :func:`judge_paired` against its base control's
+    replicates where the expectation names one, :func:`judge` where not, the bare record
+    where there is no expectation."""
+    out = {}
+    for m, v in vals.items():
+        e = expected.get(m)
+        if e is None:
+            out[m] = {"measured": json_record(v)}
+        elif "paired_with" in e:
+            out[m] = judge_paired(e, v, raw[e["paired_with"]][m])
+        else:
+            out[m] = judge(e, stats.record(list(v)))
+    return out
+
+
 def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
                         rounds) -> tuple[dict, dict]:
     """The classifier controls ``kinds`` ((kind, q, reads) triples) on the test table through
@@ -245,9 +276,8 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
         # an extra encoder's metric has its base metric's known answer
         exp.update({m: exp[m.split("@", 1)[0]] for m in vals
                     if "@" in m and m.split("@", 1)[0] in exp})
-        out[name] = {m: judge(exp[m], stats.record(list(v))) if m in exp else
-                     {"measured": json_record(v)} for m, v in vals.items()}
-        raw[name] = vals
+        raw[name] = vals    # the oracle comes first: the amplifiers are judged paired with it
+        out[name] = judge_control(exp, vals, raw)
     return out, raw
 
 

@@ -1014,6 +1014,25 @@ def metric_comparison_markdown(controls: Mapping[str, Any] | None, digits: int =
     return run_markdown(controls, digits)
 
 
+def control_cells(r: Mapping[str, Any], digits: int = 2) -> tuple[str, str]:
+    """The "expected" and "measured" cells of one judged control metric: ``= v`` / ``> ref``
+    for an exact value or a direction; for a check paired with a base control
+    (``expected["paired_with"]``, :func:`biaslab.analysis.controls_eval.judge_paired`)
+    ``> <base> (paired)`` and ``Δ <difference> (own <value>)``: the verdict reads the
+    difference."""
+    e = r["expected"]
+    own = stats.format_cell(r["measured"], digits)
+    if "value" in e:
+        try:
+            return f"= {float(e['value']):g}", own
+        except (TypeError, ValueError):
+            return f"= {e['value']}", own
+    if "paired_with" in e:
+        return (f"{e['direction']} {e['paired_with']} (paired)",
+                f"Δ {stats.format_cell(r.get('paired') or {}, digits)} (own {own})")
+    return f"{e['direction']} {float(e['reference']):.3g}", own
+
+
 def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
     """The metric-controls section: per task, one row per control and metric: expected,
     measured (mean ± 95 % CI over replicates), verdict (``metrics/controls.json``)."""
@@ -1031,11 +1050,8 @@ def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> st
             for metric, r in ms.items():
                 if "verdict" not in r:
                     continue
-                e = r["expected"]
-                exp = (f"{e['value']}" if "value" in e else
-                       f"{e['direction']} {e['reference']:g}")
-                lines.append(f"| {name} | {metric} | {exp} | "
-                             f"{stats.format_cell(r['measured'], digits)} | {r['verdict']} |")
+                exp, meas = control_cells(r, digits)
+                lines.append(f"| {name} | {metric} | {exp} | {meas} | {r['verdict']} |")
         lines.append("")
     probe = controls.get("probe") or {}
     if probe:

@@ -422,8 +422,10 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "The captioning bias metrics on the same controls (issue 30): LIC, BiasAmp, DBA_O and "
         "DBAC (Nair, Tokas & Kerner 2025, biaslab/metrics/dbac.py) in both directions, with "
         "the authors' prior correction and without it (direct). A metric that reads the "
-        "planted bias matches every control: above its null on the stereotype amplifiers, "
-        "at its null on the controls drawn like the human captions. The null is 0, except "
+        "planted bias matches every control: the stereotype amplifiers raise it above the "
+        "person oracle whose captions they extend (the difference per replicate, paired: "
+        "`Δ` in the controls table), and the controls drawn like the human captions read "
+        "its null. The null is 0, except "
         f"BiasAmp's{ba_null}: the BiasAmp of the test images' own human captions against "
         "the same training captions (biaslab.metrics.biasamp.human_null). Slope d/dq: least "
         "squares of the replicate means on the amplifier's rate q (q = 0: the person oracle, "
@@ -835,12 +837,6 @@ def _audit_context_markdown(a: Mapping, groups: list, top: int) -> list[str]:
     return lines
 
 
-def _expected_text(e: Mapping) -> str:
-    if "value" in e:
-        return f"= {e['value']:g}"
-    return f"{e['direction']} {e['reference']:g}"
-
-
 def controls_attribute_markdown(c: Mapping) -> list[str]:
     """The attribute's controls (issue 29 item 6; stage ``controls_attribute``,
     ``biaslab.analysis.controls_attribute``): per control and metric the known answer, the
@@ -881,8 +877,8 @@ def controls_attribute_markdown(c: Mapping) -> list[str]:
             for metric, r in ms.items():
                 if "verdict" not in r:
                     continue
-                lines.append(f"| {task} | {name} | {metric} | {_expected_text(r['expected'])} "
-                             f"| {stats.format_cell(r['measured'], 2)} | {r['verdict']} |")
+                exp, meas = R.control_cells(r, 2)
+                lines.append(f"| {task} | {name} | {metric} | {exp} | {meas} | {r['verdict']} |")
     return lines + [""]
 
 

@@ -15,7 +15,9 @@ The controls' known answers give two doses:
 Definitions (our choices; the papers define the metrics, not this comparison):
 
 * slope d/dq: least squares of the metric's replicate means on q over ``person_oracle``
-  (q = 0) and every ``amplifier@q``; its 95 % CI from the replicates' noise: Var = sum w_i^2 se_i^2 with
+  (q = 0) and every ``amplifier@q``; where the amplifiers are judged paired with the oracle
+  (``controls.json`` ``paired``: the per-replicate differences), over 0 at q = 0 and those
+  differences, each dose's CI treated as independent of the others'; its 95 % CI from the replicates' noise: Var = sum w_i^2 se_i^2 with
   w_i = (q_i - mean q) / S_qq and se_i = ci95_i / t_{0.975, n_i - 1}, Student's t with
   Welch-Satterthwaite degrees of freedom (a zero-width CI when every point is exact).
 * q detectable: the power section's minimum detectable effect (two rows of n replicates, 5 %
@@ -60,9 +62,10 @@ def _amplifiers(cap: Mapping[str, Any]) -> list[tuple[float, str]]:
     return sorted((float(n.split("@", 1)[1]), n) for n in cap if n.startswith("amplifier@"))
 
 
-def _measured(cap: Mapping[str, Any], control: str, key: str) -> Mapping[str, Any] | None:
+def _measured(cap: Mapping[str, Any], control: str, key: str,
+              field: str = "measured") -> Mapping[str, Any] | None:
     r = (cap.get(control) or {}).get(key)
-    m = (r or {}).get("measured") if isinstance(r, Mapping) else None
+    m = (r or {}).get(field) if isinstance(r, Mapping) else None
     if not m or m.get("mean") is None or not math.isfinite(float(m["mean"])):
         return None
     return m
@@ -113,9 +116,17 @@ def amplification_response(controls: Mapping[str, Any], key: str) -> dict | None
         or None when the metric is absent or has fewer than two doses.
     """
     cap = (controls or {}).get("captioner") or {}
-    # q = 0 is the person oracle: the amplifier's own captions before it adds the stereotype
-    pts = [(0.0, _measured(cap, "person_oracle", key))] + [(q, _measured(cap, n, key))
-                                                   for q, n in _amplifiers(cap)]
+    amps = _amplifiers(cap)
+    paired = [_measured(cap, n, key, "paired") for _, n in amps]
+    if amps and all(paired):
+        # paired with the oracle (controls_eval.judge_paired): q = 0 is exactly 0 and each
+        # dose the per-replicate difference from the oracle
+        pts = [(0.0, {"mean": 0.0, "ci95": 0.0, "n": paired[0].get("n")})] + \
+            [(q, m) for (q, _), m in zip(amps, paired)]
+    else:
+        # q = 0 is the person oracle: the amplifier's captions before it adds the stereotype
+        pts = [(0.0, _measured(cap, "person_oracle", key))] + \
+            [(q, _measured(cap, n, key)) for q, n in amps]
     sl = weighted_slope([(q, m) for q, m in pts if m is not None])
     if sl is None:
         return None
@@ -177,7 +188,8 @@ def run_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
     amps = _amplifiers(cap)
     top = amps[-1][1] if amps else None
     lines = ["| metric | encoder | controls matched | missed | undecided | "
-             f"{top or 'amplifier'} (expect > null) | human (expect ≈ null) | slope d/dq | "
+             f"{top or 'amplifier'} − oracle (paired; expect > 0) | human (expect ≈ null) | "
+             "slope d/dq | "
              "q detectable (MDE / slope) [95 % CI] |", "|---|---|---|---|---|---|---|---|---|"]
     for key, label, enc in metric_keys(controls):
         rs = [ms[key] for ms in cap.values() if isinstance(ms.get(key), Mapping)
@@ -187,15 +199,15 @@ def run_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
         v = [r["verdict"] for r in rs]
         resp = amplification_response(controls, key) or {}
 
-        def cell(name):
+        def cell(name, field="measured"):
             r = (cap.get(name) or {}).get(key)
-            return stats.format_cell(r["measured"], digits) if isinstance(r, Mapping) and \
-                "measured" in r else DASH
+            return stats.format_cell(r[field], digits) if isinstance(r, Mapping) and \
+                field in r else DASH
         qd, qci = resp.get("q_detectable"), resp.get("q_detectable_ci")
         qcell = ("not seen" if resp and qd is None else _fmt(qd, 2) if qci is None else
                  f"{qd:.2f} [{qci[0]:.2f}, {qci[1]:.2f}]")
         lines.append(f"| {label} | {enc} | {v.count('matches')} | {v.count('does not match')} "
-                     f"| {v.count('inconclusive')} | {cell(top)} | {cell('human')} | "
+                     f"| {v.count('inconclusive')} | {cell(top, 'paired')} | {cell('human')} | "
                      f"{_slope_cell(resp.get('slope'), digits + 1)} | "
                      f"{qcell} |")
     return "\n".join(lines) if len(lines) > 2 else ""
