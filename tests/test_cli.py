@@ -95,6 +95,10 @@ def test_biasamp_reference_from_train_captions(files, capsys):
     assert ba["n_words"] == 2 and ba["n_undefined"] == 1
     assert ba["ba"] == pytest.approx(-12.5)
     assert "training captions" in res["inputs"]["biasamp_reference"]
+    # the null a user reads it against: the evaluated images' own human captions, per index
+    nul = ba["human_null"]
+    assert nul["n_images"] > 0 and nul["n_indices"] == len(nul["per_index"]) >= 1
+    assert min(nul["per_index"]) == nul["min"] <= nul["ba"] <= nul["max"]
     # without --train-captions the test references are used, and the output says so
     rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
                           "--gender", files / "labels.csv", "--human", files / "human.json",
