@@ -4,10 +4,12 @@ retention rule, paper 001 sec. 4.2, counts in metrics/select.json `knn`) -> data
 plots/filters/ (Fig. 4 style grid, score distributions). Only this stage and its dependents
 re-run when `filters.weights` changes. Param `attribute`: for skin tone the colour fidelity
 weight is 0 (paper 000 appendix B.1; `weights` in metrics/select.json are the ones used)."""
+import sys
+
 import numpy as np
 
 from biaslab.analysis.figures import filter_grid, score_distributions
-from biaslab.counterfactual.filters import attribute_weights, knn_gate, select
+from biaslab.counterfactual.filters import attribute_weights, choice_report, knn_gate, select
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
                                 write_parquet)
 
@@ -32,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     write_parquet("data/select/selected.parquet", sel)
     metrics = {"weights": dict(zip(names, weights)), "selected": len(sel),
                "candidates": len(scores)}
+    metrics.update(choice_report(scores, sel, names, weights))
+    for line in metrics["warnings"]:
+        print(f"select: warning: {line}", file=sys.stderr)
     if knn is not None:
         metrics["knn"] = knn
     for f in names:

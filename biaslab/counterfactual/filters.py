@@ -401,3 +401,41 @@ def select(scores: pd.DataFrame, filters: Sequence[str], weights: Sequence[float
     df = df.sort_values(keys + ["rank_sum", "j"], ascending=[True] * len(keys) + [not worst, True],
                         kind="stable")
     return df.groupby(keys, sort=True).head(1).sort_values(keys, ignore_index=True)
+
+
+def choice_report(scores: pd.DataFrame, selected: pd.DataFrame, filters: Sequence[str],
+                  weights: Sequence[float], keys: Sequence[str] = ("image_id", "group")) -> dict:
+    """Whether the weights choose anything: the selection under ``weights`` against the one
+    under equal weights (paper 000's c_k = 1 for every filter).
+
+    Args:
+        scores: every candidate (columns ``keys``, ``j`` and the filters), as given to
+            :func:`select`.
+        selected: :func:`select`'s output for ``weights``.
+        filters, weights: as given to :func:`select`.
+
+    Returns:
+        ``{"candidates_per_tuple": {"min", "max"}, "tuples_with_choice": int,
+        "changed_vs_equal_weights": int, "warnings": [str]}``: how many (i, g') tuples have
+        more than one candidate, and for how many of them ``weights`` pick another candidate
+        than equal weights. A warning when no tuple has a choice (m = 1: no weights can change
+        the set) or when weights other than equal ones select the same set.
+    """
+    keys = list(keys)
+    per = scores.groupby(keys).size()
+    with_choice = int((per > 1).sum())
+    equal = select(scores, filters, [1.0] * len(filters), keys=keys)
+    a = selected.set_index(keys)["j"].sort_index()
+    b = equal.set_index(keys)["j"].reindex(a.index)
+    changed = int((a != b).sum())
+    warnings = []
+    if with_choice == 0:
+        warnings.append("every (image, group) has one candidate (generate.m = 1): the filter "
+                        "weights cannot change the selected set")
+    elif changed == 0 and [float(w) for w in weights] != [1.0] * len(filters):
+        warnings.append(f"weights {list(weights)} select the same set as equal weights "
+                        f"({with_choice} tuples with a choice)")
+    return {"candidates_per_tuple": {"min": int(per.min()) if len(per) else 0,
+                                     "max": int(per.max()) if len(per) else 0},
+            "tuples_with_choice": with_choice, "changed_vs_equal_weights": changed,
+            "warnings": warnings}

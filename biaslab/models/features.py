@@ -351,7 +351,7 @@ def cache_key(name: str, image_size: int | None, device: str = "cpu",
               batch_size: int = 1) -> str:
     """Directory name of an encoder's cache: the name with unsafe characters replaced, the
     image size (features at different crops are different features), the layout version
-    (:data:`CACHE_VERSION`, with ``-native`` under ``BIASLAB_NUMERICS=native``: those floats
+    (:data:`CACHE_VERSION`, with ``-<mode>`` unless ``BIASLAB_NUMERICS=portable``: those floats
     match only the machine that wrote them), the first 12 hex digits of the code digest
     (``biaslab.runtime.provenance.source_digest`` of this module: an edit of the encoding code never
     reads rows encoded by the old code); on an accelerator also the device and batch size
@@ -363,7 +363,7 @@ def cache_key(name: str, image_size: int | None, device: str = "cpu",
         + f"_b{bs}"
     from biaslab.runtime import numerics
     from biaslab.runtime.provenance import source_digest
-    ver = CACHE_VERSION + ("" if numerics.mode() == "portable" else "-native")
+    ver = CACHE_VERSION + ("" if numerics.mode() == "portable" else f"-{numerics.mode()}")
     ver += "-" + source_digest(__name__)[:12]
     return f"{base}_{ver}{dev}"
 

@@ -252,11 +252,10 @@ def connect(p: Mapping) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    # the portable numeric paths (biaslab.runtime.numerics) on every worker, also on a cluster whose
-    # workers were started from another shell; BIASLAB_NUMERICS travels with them
+    # the mode's numeric paths (biaslab.runtime.numerics) on every worker, also on a cluster
+    # whose workers were started from another shell; BIASLAB_NUMERICS travels with them
     from biaslab.runtime import numerics
-    num_env = {**(numerics.ENV if numerics.mode() == "portable" else {}),
-               "BIASLAB_NUMERICS": numerics.mode()}
+    num_env = {**numerics.env(), "BIASLAB_NUMERICS": numerics.mode()}
     env = {"PYTHONPATH": os.pathsep.join([_REPO, *filter(None, [os.environ.get("PYTHONPATH")])]),
            **num_env}
     if p.get("address") is None:

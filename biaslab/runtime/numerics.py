@@ -1,56 +1,74 @@
-"""Portable numerics: the same float bits on any x86-64 CPU, under any load, with any number
-of workers -- the one place every stage, forked worker, Ray task and test inherits.
+"""CPU numeric paths: which float paths every stage, forked worker, Ray task and test inherits,
+set in one place.
 
 Why. A float result depends on the order of its additions and on the instructions that
-compute it. Every numeric library here picks both from the machine it runs on, so a fresh
-clone on another x86-64 CPU gave other bytes for 16 of the committed ``dvc.lock``'s outs
-(issue 34). What decides the last bits, measured on this project's own workloads
-(``scripts/numerics_fingerprint.py``, results in
-``benchmarks/results/numerics_fingerprint_profiles.json``):
+compute it, and every numeric library here picks both from the machine it runs on. Three
+modes (``BIASLAB_NUMERICS``), measured on this project's own workloads
+(``scripts/numerics_fingerprint.py``; costs in ``benchmarks/results/numerics.json``):
+
+``standard`` (the default)
+    The cheap pins: NumPy's baseline dispatch, OpenBLAS's ``Haswell`` kernels on one thread,
+    OpenCV's baseline dispatch without IPP, one thread per library unless a stage sets its own
+    (``threads`` params), no "dynamic" thread counts, ``PYTHONHASHSEED=0``. They cost little
+    (the data stages spend their time in NumPy, PIL and OpenCV's integer paths) and make
+    the data stages -- synthesis, labels, split, masks, rendering -- the same bytes on any
+    x86-64 CPU with AVX2 + FMA. torch runs at native speed (its own SIMD dispatch, MKL's
+    own code path, oneDNN): on one machine its results are the same bytes run after run,
+    on another CPU they differ in the last bits. What the project promises across machines
+    for them is the same *conclusions*: every verdict, and every number within a tolerance
+    far below its noise floor (:mod:`biaslab.runtime.reprocheck`).
+``portable``
+    Everything above plus torch's portable paths (no SIMD dispatch, MKL's ``COMPATIBLE``
+    branch, oneDNN and NNPACK off): training gives the same bits on every x86-64 AVX2 CPU
+    the project simulated, at 1.86x the run time of the default pipeline -- and still not
+    across CPU vendors (an Intel CPU gave other last bits for every training stage of an
+    AMD-made lock).
+``native``
+    Nothing pinned: every library's own fastest paths, results that match only the same CPU
+    and thread counts.
 
 ==========================  =====================================  ===========================
-library                     what the machine chooses               pinned here
+library                     what the machine chooses               pinned (mode)
 ==========================  =====================================  ===========================
-PyTorch ATen kernels        SIMD width of reductions, softmax,     ``ATEN_CPU_CAPABILITY=
-                            exp (AVX-512 / AVX2 / none)            default`` (no SIMD dispatch)
-oneDNN (conv, LSTM,         ISA *and* the cache sizes it detects   disabled
-linear)                     (blocking)                             (``torch.backends.mkldnn``)
-NNPACK (conv, batch >= 16)  its own AVX2 kernels                   disabled
-MKL (torch's BLAS)          code path per ISA and vendor           ``MKL_CBWR=COMPATIBLE`` (the
-                                                                   SSE2 path, any x86-64)
-OpenBLAS (numpy, scipy,     kernel per core type; thread count     ``OPENBLAS_CORETYPE=
-scikit-learn)               splits dot products                    Haswell``, 1 thread
 NumPy ufuncs (exp, log,     AVX-512 / AVX2 implementations         baseline (x86-64-v2) only:
 pow, arctan)                                                       ``NPY_DISABLE_CPU_FEATURES``
+                                                                   (standard, portable)
+OpenBLAS (numpy, scipy,     kernel per core type; thread count     ``OPENBLAS_CORETYPE=
+scikit-learn)               splits dot products                    Haswell``, 1 thread
+                                                                   (standard, portable)
 OpenCV                      SSE4 / AVX2 / AVX-512 dispatch, IPP    baseline only, IPP off
+                                                                   (standard, portable)
 thread counts               cores detected (torch, OpenMP, MKL,    1 unless a stage sets its
                             OpenBLAS); MKL/OpenMP "dynamic" may    own (params ``threads``);
-                            use fewer threads under load           dynamic off
+                            use fewer threads under load           dynamic off (standard,
+                                                                   portable)
+PyTorch ATen kernels        SIMD width of reductions, softmax,     ``ATEN_CPU_CAPABILITY=
+                            exp (AVX-512 / AVX2 / none)            default`` (portable)
+oneDNN (conv, LSTM,         ISA *and* the cache sizes it detects   disabled
+linear)                     (blocking)                             (``torch.backends.mkldnn``;
+                                                                   portable)
+NNPACK (conv, batch >= 16)  its own AVX2 kernels                   disabled (portable)
+MKL (torch's BLAS)          code path per ISA and vendor           ``MKL_CBWR=COMPATIBLE``
+                                                                   (the SSE2 path; portable)
 ==========================  =====================================  ===========================
 
-torch's deterministic-algorithms flag is set as well, with warnings only (it matters on a
-GPU; on the CPU the pins above already fix every kernel). It is set through the flag itself
+torch's deterministic-algorithms flag is set in ``standard`` and ``portable``, with warnings
+only (it matters on a GPU). It is set through the flag itself
 (``torch._C._set_deterministic_algorithms``), not ``torch.use_deterministic_algorithms``: that
 function imports ``torch._inductor.config`` and with it ``torch._dynamo`` (1.2 s of a 2.6 s
 ``import torch`` here, in every stage and worker process) only to copy the flag into
 inductor's config, which nothing compiles with (no ``torch.compile`` in this project).
 
-Beyond the libraries, ``PYTHONHASHSEED=0`` fixes the order of sets of strings in every
-child process (stages, workers): no out of the default depends on it (the same machine gave
-the same lock before it was set), but nothing may start to.
+Why these levels. NumPy's baseline is what NumPy 2.4 itself requires. OpenBLAS's ``Haswell``
+kernels need AVX2 + FMA (every x86-64 server CPU since 2013 / 2015); it is the value this
+project's machines already run with (the workplace sets ``OPENBLAS_CORETYPE=Haswell`` on CPUs
+where OpenBLAS misdetects the core), and a CPU without AVX2 gets a warning (:func:`pin`).
+glibc's libm selects FMA builds of ``exp``, ``log``, ``pow`` on such CPUs, so the same bits
+also need the same glibc (the project's Debian 12 image) and library versions
+(``requirements.lock``). In ``portable`` ATen's ``default`` and MKL's ``COMPATIBLE`` need only
+SSE2.
 
-Why these levels. Each pinned path is one that every x86-64 CPU runs the same way: ATen's
-``default`` and MKL's ``COMPATIBLE`` need only SSE2, NumPy's baseline is what NumPy 2.4
-itself requires. OpenBLAS is the exception: its ``Haswell`` kernels need AVX2 + FMA (every
-x86-64 server CPU since 2013 / 2015). It is the value this project's machines already run with
-(the workplace sets ``OPENBLAS_CORETYPE=Haswell`` on CPUs where OpenBLAS misdetects the core),
-and a CPU without AVX2 gets a warning (:func:`pin`) since its results cannot match. AVX2 +
-FMA is the floor for one more reason: glibc's libm selects FMA builds of ``exp``, ``log``,
-``pow``, ``sin`` and ``atan`` on such CPUs (ATen's ``default`` kernels call libm), so the same
-bits also need the same glibc (the project's Debian 12 image) -- as they need the same
-library versions (``requirements.lock``).
-
-How it is inherited. :func:`pin` writes the variables into ``os.environ`` before NumPy,
+How it is inherited. :func:`pin` writes the mode's variables into ``os.environ`` before NumPy,
 torch or OpenCV load (they read them once, at load), and installs an import hook that
 configures torch the moment it is imported. It runs
 
@@ -59,12 +77,9 @@ configures torch the moment it is imported. It runs
   a user's own script and a Ray worker of that venv are pinned before their first import;
 * on ``import biaslab`` (``biaslab/__init__.py``), for an installation without that file;
 * child processes inherit the environment; forked workers inherit the loaded libraries;
-  Ray's runtime environment carries :data:`ENV` (``biaslab.runtime.executor.connect``).
+  Ray's runtime environment carries :func:`env` (``biaslab.runtime.executor.connect``).
 
-Opting out. ``BIASLAB_NUMERICS=native`` leaves every library to its own choices (faster:
-``benchmarks/results/numerics.json``; results then match only the same CPU). The cost of the
-pins on the embedded default is recorded there and in the README ("Same bytes on any machine").
-A GPU (paper tier) is outside this guarantee: CUDA kernels differ between GPU models.
+A GPU (paper tier) is outside every mode's guarantee: CUDA kernels differ between GPU models.
 """
 from __future__ import annotations
 
@@ -74,10 +89,9 @@ import os
 import sys
 import warnings
 
-#: Environment of the portable numeric paths (see the module docstring for each).
-ENV: dict[str, str] = {
-    "ATEN_CPU_CAPABILITY": "default",
-    "MKL_CBWR": "COMPATIBLE",
+#: The cheap pins of ``standard`` (and ``portable``): the data libraries' float paths, thread
+#: counts and string hashing (see the module docstring for each).
+ENV_STANDARD: dict[str, str] = {
     "MKL_DYNAMIC": "FALSE",
     "MKL_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
@@ -86,8 +100,6 @@ ENV: dict[str, str] = {
     "OPENBLAS_NUM_THREADS": "1",
     # everything NumPy 2.4 dispatches above its x86-64-v2 baseline
     "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
-    # oneDNN is disabled below; if a path reaches it anyway, its lowest x86 ISA
-    "ONEDNN_MAX_CPU_ISA": "SSE41",
     "OPENCV_CPU_DISABLE": "SSE4_1,SSE4_2,AVX,FP16,AVX2,AVX512_SKX",
     "OPENCV_IPP": "disabled",
     # str hashes (set / dict order of strings) in every child process: stages, workers
@@ -95,6 +107,18 @@ ENV: dict[str, str] = {
     # deterministic cuBLAS workspaces (paper tier on a GPU; harmless on the CPU)
     "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
 }
+
+#: What ``portable`` adds: torch's machine-independent paths (1.86x the default's run time).
+ENV_TORCH: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    # oneDNN is disabled in configure_torch; if a path reaches it anyway, its lowest x86 ISA
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+}
+
+#: Every variable a mode may set (the portable set): what a test or a profile clears from the
+#: shell before it simulates a machine.
+ENV: dict[str, str] = {**ENV_STANDARD, **ENV_TORCH}
 
 #: Environments another x86-64 machine would present, for testing on one machine that the pins
 #: neutralise them (tests/test_numerics.py, scripts/machine_profiles.py). Each caps the
@@ -117,24 +141,36 @@ SIMULATED_MACHINES: dict[str, dict[str, str]] = {
                  "MKL_DYNAMIC": "TRUE"},
 }
 
-#: ``BIASLAB_NUMERICS`` values: ``portable`` (default) pins, ``native`` leaves the libraries alone.
-MODES = ("portable", "native")
+#: ``BIASLAB_NUMERICS`` values; the first is the default.
+MODES = ("standard", "portable", "native")
 
 #: Libraries that read :data:`ENV` once, when they load.
 _READ_AT_LOAD = ("numpy", "torch", "cv2", "scipy")
 
-_state = {"pinned": False, "late": (), "env": ENV}
+_state = {"pinned": False, "late": (), "env": None}
 
 
 def mode() -> str:
-    """``BIASLAB_NUMERICS`` (``portable`` when unset).
+    """``BIASLAB_NUMERICS`` (``standard`` when unset).
 
     Raises:
         ValueError: a value other than :data:`MODES`."""
-    m = os.environ.get("BIASLAB_NUMERICS", "portable").strip().lower() or "portable"
+    m = os.environ.get("BIASLAB_NUMERICS", MODES[0]).strip().lower() or MODES[0]
     if m not in MODES:
         raise ValueError(f"BIASLAB_NUMERICS={m!r}: expected one of {', '.join(MODES)}")
     return m
+
+
+def env(m: str | None = None) -> dict[str, str]:
+    """The variables mode ``m`` (default: :func:`mode`) pins: :data:`ENV_STANDARD` for
+    ``standard``, :data:`ENV` for ``portable``, nothing for ``native``.
+
+    Raises:
+        ValueError: an unknown mode."""
+    m = mode() if m is None else m
+    if m not in MODES:
+        raise ValueError(f"numeric mode {m!r}: expected one of {', '.join(MODES)}")
+    return {"standard": ENV_STANDARD, "portable": ENV, "native": {}}[m]
 
 
 def _cpu_flags() -> set[str]:
@@ -149,12 +185,15 @@ def _cpu_flags() -> set[str]:
 
 
 def configure_torch(torch) -> None:
-    """Set torch's portable paths (oneDNN and NNPACK off, deterministic algorithms with
-    warnings). Called by the import hook right after ``import torch``; idempotent."""
-    if mode() != "portable":
+    """Set torch's paths for the mode: deterministic algorithms with warnings (``standard``,
+    ``portable``), oneDNN and NNPACK off (``portable``). Called by the import hook right after
+    ``import torch``; idempotent."""
+    m = mode()
+    if m == "native":
         return
-    torch.backends.mkldnn.enabled = False
-    torch.backends.nnpack.set_flags(False)
+    if m == "portable":
+        torch.backends.mkldnn.enabled = False
+        torch.backends.nnpack.set_flags(False)
     # the flag use_deterministic_algorithms sets, without its import of torch._inductor (module
     # docstring); inductor's copy is set too where something has already imported it
     torch._C._set_deterministic_algorithms(True, warn_only=True)
@@ -188,9 +227,9 @@ def _remove_hook() -> None:
 
 
 def pin() -> None:
-    """Pin the portable numeric paths for this process and its children (idempotent).
+    """Pin the mode's numeric paths for this process and its children (idempotent).
 
-    Writes :data:`ENV` into ``os.environ`` (overriding the shell: a machine's own settings are
+    Writes :func:`env` into ``os.environ`` (overriding the shell: a machine's own settings are
     what must not leak in) and configures torch now if it is loaded, else when it is imported.
     Libraries already loaded before this call keep the paths they chose at load: they are
     listed by :func:`status` (``late``) and named in a warning. With ``BIASLAB_NUMERICS=native``
@@ -199,11 +238,12 @@ def pin() -> None:
     Raises:
         ValueError: a bad ``BIASLAB_NUMERICS``.
     """
-    if mode() != "portable":
+    want = env()
+    if not want:
         return
     if not _state["pinned"]:
         late = tuple(m for m in _READ_AT_LOAD if m in sys.modules
-                     and any(os.environ.get(k) != v for k, v in ENV.items()))
+                     and any(os.environ.get(k) != v for k, v in want.items()))
         _state["late"] = late
         if late:
             warnings.warn(f"biaslab.runtime.numerics: {', '.join(late)} loaded before the numeric paths "
@@ -216,7 +256,8 @@ def pin() -> None:
                           "Haswell kernels need; NumPy/SciPy results will not match other "
                           "machines", RuntimeWarning, stacklevel=2)
             # OpenBLAS keeps its own choice here (status() reports the mismatch)
-            _state["env"] = {k: v for k, v in ENV.items() if k != "OPENBLAS_CORETYPE"}
+            want = {k: v for k, v in want.items() if k != "OPENBLAS_CORETYPE"}
+        _state["env"] = want
         _state["pinned"] = True
     os.environ.update(_state["env"])
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "backends"):
@@ -227,12 +268,12 @@ def pin() -> None:
 
 def status() -> dict:
     """What is in effect in this process: ``mode``, the pinned variables whose value differs
-    from :data:`ENV` (``env_mismatch``), libraries loaded before pinning (``late``) and, where
+    from :func:`env` (``env_mismatch``), libraries loaded before pinning (``late``) and, where
     loaded, torch's CPU capability, oneDNN/NNPACK switches and intra-op threads, NumPy's
     active dispatch targets and OpenBLAS's core type and threads (threadpoolctl). For logs and
     tests; loads nothing that is not loaded yet."""
     out: dict = {"mode": mode(), "late": list(_state["late"]),
-                 "env_mismatch": {k: os.environ.get(k) for k, v in ENV.items()
+                 "env_mismatch": {k: os.environ.get(k) for k, v in env().items()
                                   if os.environ.get(k) != v}}
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "backends"):

@@ -1,0 +1,420 @@
+"""The reproducibility check: what a fresh run must share with the committed record.
+
+What a user needs from a re-run is the same conclusions, and what DVC needs is the same bytes
+where it caches. The default numeric mode (``standard``, :mod:`biaslab.runtime.numerics`)
+runs torch at native speed, so the promise is in three parts:
+
+1. **Same machine, same bytes.** On a machine whose CPU identity (:func:`machine`: vendor,
+   model, the ISA extensions the numeric libraries dispatch on, cache sizes) equals the one
+   the committed ``dvc.lock`` was made on (:data:`LOCK_MACHINE_FILE`), every stage whose
+   inputs equal the lock's must give byte-identical outs.
+2. **Any machine, same bytes for the data stages** (:data:`EXACT_STAGES`): they run NumPy,
+   PIL and OpenCV on the pinned paths only, so given equal inputs their outs are identical
+   on any x86-64 CPU with AVX2 + FMA.
+3. **Any machine, same conclusions**: every ``verdict`` of ``metrics/*.json`` identical (any
+   string without digits must be equal), and every number of every metrics file within the
+   tolerance of :func:`tolerance` of the committed value.
+
+Which stages are compared. A stage is *comparable* when its own code deps (files no stage
+writes: ``biaslab/``, ``stages/``, ``requirements.lock``, raw data) and params equal the
+reference lock's, and so are those of every stage upstream of it; its data deps may differ
+(another CPU's last bits). A working tree ahead of its lock therefore compares only what its
+changes cannot have moved.
+
+The tolerance, in one place (:data:`TOLERANCE`), in units of the uncertainty each number
+carries:
+
+* a mean or bound of a record with a 95 % CI (``ci95``, or ``lo`` / ``hi``): at most
+  ``TOLERANCE["ci_fraction"]`` of the reference's CI half-width;
+* a value of one training seed (a record with a ``seed`` key): at most
+  ``TOLERANCE["seed_fraction"]`` of the standard deviation of the same key over the
+  reference's seeds of that list;
+* a number in a text (``"Δ-9.7±1.2"``, a verdict's reason): as its record would be, and at
+  least one unit of the last digit printed;
+* any other number: ``max(TOLERANCE["abs"], TOLERANCE["rel"] * |reference|)``.
+
+Why these values: ``benchmarks/results/reprocheck_drift.json`` records the largest drift of
+each kind measured between machines (simulated ISA caps, 1 vs 2 workers, portable vs
+standard numerics) and the tolerances are set above it and below each metric's noise floor
+(``docs/reproducibility.md``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from biaslab.runtime import lockcheck
+
+#: Stages whose outs must be byte-identical on any x86-64 AVX2 + FMA CPU given equal inputs:
+#: they compute on NumPy, PIL and OpenCV only, whose float paths the ``standard`` mode pins.
+#: Every other stage runs torch at native speed and is checked by its numbers.
+EXACT_STAGES: tuple[str, ...] = ("synthesize", "prepare", "label_gender", "split", "masks",
+                                 "generate")
+
+#: The declared tolerances (module docstring; the measured drift they rest on is in
+#: ``benchmarks/results/reprocheck_drift.json``).
+TOLERANCE: dict[str, float] = {
+    "ci_fraction": 0.5,
+    "seed_fraction": 1.0,
+    "rel": 0.05,
+    "abs": 1e-6,
+}
+
+#: The CPU identity of the machine the committed ``dvc.lock`` was made on (repository-relative).
+LOCK_MACHINE_FILE = "benchmarks/results/lock_machine.json"
+
+#: CPU flags that decide the numeric libraries' dispatch (ATen, oneDNN, MKL, OpenBLAS, NumPy).
+_DISPATCH_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                   "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                   "avx512vbmi", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+_NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def machine(cpuinfo: str | None = None, cache_dir: str | Path = "/sys/devices/system/cpu/cpu0/cache"
+            ) -> dict:
+    """This CPU's identity for the same-machine promise: ``vendor``, ``model``, the dispatch
+    flags it has (sorted) and its cache sizes (oneDNN blocks by them).
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo`` (read when None).
+        cache_dir: sysfs directory of cpu0's caches.
+
+    Returns:
+        ``{"vendor": str, "model": str, "flags": [str], "caches": [str]}`` (empty values where
+        the system does not say)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            fields.setdefault(k.strip(), v.strip())
+    flags = set(fields.get("flags", "").split())
+    caches = []
+    for d in sorted(Path(cache_dir).glob("index*")):
+        try:
+            caches.append(f"L{(d / 'level').read_text().strip()}"
+                          f"{(d / 'type').read_text().strip()[0]}:"
+                          f"{(d / 'size').read_text().strip()}")
+        except OSError:
+            continue
+    return {"vendor": fields.get("vendor_id", ""), "model": fields.get("model name", ""),
+            "flags": sorted(flags & set(_DISPATCH_FLAGS)), "caches": caches}
+
+
+def tolerance(reference: float, *, half_width: float | None = None,
+              seed_std: float | None = None, digits: int | None = None) -> float:
+    """The largest difference allowed between a fresh number and its reference.
+
+    Args:
+        reference: the committed value.
+        half_width: the reference record's 95 % CI half-width, when the number is its mean or
+            a bound.
+        seed_std: the standard deviation of this key over the reference's seeds, when the
+            number is one seed's value.
+        digits: decimals printed, when the number was read from a text (rounding moves it by
+            up to one unit of the last digit).
+
+    Returns:
+        The tolerance (>= 0), from :data:`TOLERANCE` (module docstring)."""
+    if half_width is not None and math.isfinite(half_width) and half_width > 0:
+        tol = TOLERANCE["ci_fraction"] * half_width
+    elif seed_std is not None and math.isfinite(seed_std) and seed_std > 0:
+        tol = TOLERANCE["seed_fraction"] * seed_std
+    else:
+        tol = max(TOLERANCE["abs"], TOLERANCE["rel"] * abs(reference))
+    if digits is not None:
+        tol = max(tol, 10.0 ** -digits)
+    return tol
+
+
+def _half_width(rec: Mapping) -> float | None:
+    v = rec.get("ci95")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    lo, hi = rec.get("lo"), rec.get("hi")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        return (float(hi) - float(lo)) / 2
+    return None
+
+
+def _seed_stds(items: list) -> dict[str, float]:
+    """Std over a list of per-seed records, per numeric key."""
+    recs = [r for r in items if isinstance(r, Mapping) and "seed" in r]
+    if len(recs) < 2:
+        return {}
+    out = {}
+    for k in recs[0]:
+        vals = [r.get(k) for r in recs]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in vals):
+            m = sum(vals) / len(vals)
+            out[k] = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+    return out
+
+
+def _text_numbers(s: str) -> tuple[str, list[tuple[float, int]]]:
+    nums = []
+    for m in _NUM.finditer(s):
+        t = m.group(0)
+        frac = t.split("e")[0].split("E")[0]
+        nums.append((float(t), len(frac.split(".")[1]) if "." in frac else 0))
+    return _NUM.sub("#", s), nums
+
+
+def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[dict]]:
+    """Walk two metrics documents side by side.
+
+    Returns:
+        ``(failures, drifts)``: each failure ``{"key", "reference", "fresh", "tolerance",
+        "why"}`` (a number beyond its tolerance, a changed text or verdict, a key or list
+        item on one side only, a type change); each drift ``{"key", "reference", "fresh",
+        "drift", "tolerance", "kind"}`` for every number compared (``kind``: ``ci``,
+        ``seed``, ``other``), for the record of measured drift."""
+    fails: list[dict] = []
+    drifts: list[dict] = []
+
+    def num(key, a, b, *, hw=None, sd=None, digits=None, kind="other"):
+        tol = tolerance(a, half_width=hw, seed_std=sd, digits=digits)
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return
+        if a == b:
+            drifts.append({"key": key, "reference": a, "fresh": b, "drift": 0.0,
+                           "tolerance": tol, "kind": kind})
+            return
+        d = abs(b - a) if math.isfinite(a) and math.isfinite(b) else math.inf
+        drifts.append({"key": key, "reference": a, "fresh": b, "drift": d, "tolerance": tol,
+                       "kind": kind})
+        if not d <= tol:
+            fails.append({"key": key, "reference": a, "fresh": b, "tolerance": tol,
+                          "why": "number beyond its tolerance"})
+
+    def walk(a, b, key, hw=None, sd=None, kind="other"):
+        if isinstance(a, bool) or isinstance(b, bool):
+            if a != b:
+                fails.append({"key": key, "reference": a, "fresh": b, "tolerance": None,
+                              "why": "changed"})
+            return
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            num(key, float(a), float(b), hw=hw, sd=sd, kind=kind)
+            return
+        if isinstance(a, str) and isinstance(b, str):
+            sa, na = _text_numbers(a)
+            sb, nb = _text_numbers(b)
+            if sa != sb or len(na) != len(nb):
+                fails.append({"key": key, "reference": a, "fresh": b, "tolerance": None,
+                              "why": "verdict changed" if key.endswith("verdict")
+                              else "text changed"})
+                return
+            for i, ((x, dx), (y, _)) in enumerate(zip(na, nb)):
+                num(f"{key}#{i}", x, y, hw=hw, sd=sd, digits=dx, kind=kind)
+            return
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            h = _half_width(a)
+            for k in sorted(set(a) | set(b), key=str):
+                sub = f"{key}.{k}" if key else str(k)
+                if k not in a or k not in b:
+                    fails.append({"key": sub, "reference": a.get(k), "fresh": b.get(k),
+                                  "tolerance": None, "why": "on one side only"})
+                    continue
+                if h is not None and k not in ("n", "n_boot", "n_seeds", "n_pairs", "seed"):
+                    walk(a[k], b[k], sub, hw=h, kind="ci")
+                elif isinstance(sd, Mapping) and k in sd:
+                    walk(a[k], b[k], sub, sd=sd[k], kind="seed")
+                else:
+                    walk(a[k], b[k], sub)
+            return
+        if isinstance(a, list) and isinstance(b, list):
+            if len(a) != len(b):
+                fails.append({"key": key, "reference": f"{len(a)} items",
+                              "fresh": f"{len(b)} items", "tolerance": None,
+                              "why": "list length changed"})
+                return
+            stds = _seed_stds(a)
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{key}[{i}]", sd=stds or None)
+            return
+        if a is None and b is None:
+            return
+        if a != b:
+            fails.append({"key": key, "reference": a, "fresh": b, "tolerance": None,
+                          "why": "type changed"})
+
+    walk(reference, fresh, path)
+    return fails, drifts
+
+
+def _deps(st: Mapping) -> dict:
+    return {d["path"]: d.get("md5") for d in st.get("deps", [])}
+
+
+def _written(lock: Mapping) -> list[str]:
+    return [o["path"].rstrip("/") for st in lock.values() for o in st.get("outs", [])]
+
+
+def _is_data(path: str, written: Iterable[str]) -> bool:
+    p = path.rstrip("/")
+    return any(p == w or p.startswith(w + "/") or w.startswith(p + "/") for w in written)
+
+
+def comparable(fresh: Mapping, reference: Mapping, ignore_params: Iterable[str] = ()
+               ) -> tuple[list[str], list[str]]:
+    """Stages whose code deps and params, and those of every stage upstream, equal the
+    reference lock's (module docstring).
+
+    Args:
+        fresh, reference: ``{stage: lock entry}`` (:func:`biaslab.runtime.lockcheck.stages`).
+        ignore_params: parameter names left out (``workers``: never changes an out).
+
+    Returns:
+        ``(comparable, skipped)`` stage names, in ``fresh``'s order."""
+    ignore = frozenset(ignore_params)
+    written = _written(fresh)
+    producer = {}
+    for name, st in fresh.items():
+        for o in st.get("outs", []):
+            producer[o["path"].rstrip("/")] = name
+
+    def own_inputs(st):
+        code = {p: m for p, m in _deps(st).items() if not _is_data(p, written)}
+        return code, lockcheck._drop(st.get("params") or {}, ignore)
+
+    own_ok = {n: (n in reference and own_inputs(st) == own_inputs(reference[n]))
+              for n, st in fresh.items()}
+    memo: dict[str, bool] = {}
+
+    def ok(n, seen=()):
+        if n in memo:
+            return memo[n]
+        if n in seen:
+            return own_ok.get(n, False)
+        good = own_ok.get(n, False)
+        if good:
+            for p in _deps(fresh[n]):
+                p = p.rstrip("/")
+                ups = {producer[w] for w in producer
+                       if p == w or p.startswith(w + "/") or w.startswith(p + "/")}
+                if any(u != n and not ok(u, seen + (n,)) for u in ups):
+                    good = False
+                    break
+        memo[n] = good
+        return good
+
+    yes = [n for n in fresh if ok(n)]
+    return yes, [n for n in fresh if n not in yes]
+
+
+def _metric_files(st: Mapping) -> list[str]:
+    return [o["path"] for o in st.get("outs", [])
+            if o["path"].startswith("metrics/") and o["path"].endswith(".json")]
+
+
+def check(fresh_lock: Mapping, reference_lock: Mapping, read_fresh: Callable[[str], str],
+          read_reference: Callable[[str], str], same_machine: bool,
+          ignore_params: Iterable[str] = ("workers",)) -> dict:
+    """The three promises of the module docstring for one fresh run.
+
+    Args:
+        fresh_lock, reference_lock: ``{stage: lock entry}``.
+        read_fresh, read_reference: the text of a repository-relative file in the fresh run /
+            the reference (e.g. ``git show HEAD:<path>``); they raise ``FileNotFoundError``.
+        same_machine: the fresh run's :func:`machine` equals the lock's.
+
+    Returns:
+        ``{"same_machine", "comparable", "skipped", "bytes_compared", "bytes_differ",
+        "files_compared", "failures", "drifts", "ok"}``: ``bytes_differ`` lists
+        ``"stage: path"`` outs that should be identical and are not; ``failures`` the numbers,
+        verdicts and texts of comparable stages' metrics files beyond :func:`tolerance`, each
+        with the file, key, both values and the tolerance."""
+    ok_stages, skipped = comparable(fresh_lock, reference_lock, ignore_params)
+    exact = lockcheck.compare({n: fresh_lock[n] for n in ok_stages}, reference_lock,
+                              ignore_params)
+    must = [n for n in exact["compared"] if same_machine or n.split("@")[0] in EXACT_STAGES]
+    differ = [d for d in exact["differ"] if d.split(":")[0] in must]
+    failures: list[dict] = []
+    drifts: list[dict] = []
+    files = []
+    for n in ok_stages:
+        for f in _metric_files(fresh_lock[n]):
+            try:
+                ref = json.loads(read_reference(f))
+            except FileNotFoundError:
+                continue
+            try:
+                new = json.loads(read_fresh(f))
+            except FileNotFoundError:
+                failures.append({"file": f, "key": "", "reference": "present",
+                                 "fresh": "missing", "tolerance": None, "why": "missing"})
+                continue
+            files.append(f)
+            fl, dr = compare_numbers(ref, new)
+            failures += [{"file": f, "stage": n, **x} for x in fl]
+            drifts += [{"file": f, "stage": n, **x} for x in dr]
+    return {"same_machine": same_machine, "comparable": ok_stages, "skipped": skipped,
+            "bytes_compared": must, "bytes_differ": differ, "files_compared": files,
+            "failures": failures, "drifts": drifts, "ok": not differ and not failures}
+
+
+def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD") -> dict:
+    """:func:`check` of the run in ``run_dir`` against the lock, metrics and lock machine
+    committed at ``rev`` in the git repository ``repo``."""
+    run_dir, repo = Path(run_dir), Path(repo)
+
+    def read_fresh(p):
+        f = run_dir / p
+        if not f.is_file():
+            raise FileNotFoundError(p)
+        return f.read_text()
+
+    def read_reference(p):
+        r = subprocess.run(["git", "show", f"{rev}:{p}"], cwd=repo, capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            raise FileNotFoundError(p)
+        return r.stdout
+
+    try:
+        lock_machine = json.loads(read_reference(LOCK_MACHINE_FILE))
+    except FileNotFoundError:
+        lock_machine = None
+    same = lock_machine == machine()
+    return check(lockcheck.stages(run_dir / "dvc.lock"), lockcheck.committed(repo, rev),
+                 read_fresh, read_reference, same_machine=same)
+
+
+def summarize(res: Mapping, limit: int = 20) -> str:
+    """Lines for a test failure or a log: what was compared and each failure with the file,
+    key, both values and the tolerance."""
+    lines = [f"same machine as the lock: {res['same_machine']}; comparable stages "
+             f"{len(res['comparable'])}, byte-compared {len(res['bytes_compared'])}, "
+             f"metrics files {len(res['files_compared'])}"]
+    lines += [f"bytes differ: {d}" for d in res["bytes_differ"][:limit]]
+    for f in res["failures"][:limit]:
+        tol = "" if f.get("tolerance") is None else f", tolerance {f['tolerance']:.4g}"
+        lines.append(f"{f['file']}: {f['key']}: reference {f['reference']!r}, fresh "
+                     f"{f['fresh']!r}{tol} ({f['why']})")
+    if len(res["failures"]) > limit:
+        lines.append(f"... and {len(res['failures']) - limit} more")
+    return "\n".join(lines)
+
+
+def max_drift(res: Mapping) -> dict:
+    """Largest drift per metrics file and kind, as a fraction of its tolerance:
+    ``{file: {kind: {"key", "drift", "tolerance", "fraction"}}}``."""
+    out: dict = {}
+    for d in res["drifts"]:
+        frac = d["drift"] / d["tolerance"] if d["tolerance"] else math.inf
+        cur = out.setdefault(d["file"], {}).get(d["kind"])
+        if cur is None or frac > cur["fraction"]:
+            out[d["file"]][d["kind"]] = {"key": d["key"], "reference": d["reference"],
+                                         "fresh": d["fresh"], "drift": d["drift"],
+                                         "tolerance": d["tolerance"], "fraction": frac}
+    return out
