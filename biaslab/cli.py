@@ -482,5 +482,52 @@ def _run_components(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# reprocheck
+
+
+@register_command("reprocheck",
+                  help="Check this repository's run (its dvc.lock and metrics/) against the "
+                       "record committed at a git revision: same bytes on the machine the "
+                       "lock was made on, the data stages' bytes and every verdict and number "
+                       "within its tolerance on any machine.")
+def _setup_reprocheck(p: argparse.ArgumentParser):
+    p.add_argument("--repo", default=".", help="the repository root (default: .)")
+    p.add_argument("--rev", default="HEAD", help="the git revision whose dvc.lock, metrics/ "
+                   "and lock machine are the reference (default: HEAD)")
+    p.add_argument("--record-machine", action="store_true",
+                   help="instead: write this CPU's identity as the lock's machine "
+                        "(benchmarks/results/lock_machine.json), for whoever commits a "
+                        "dvc.lock made here")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    return _run_reprocheck
+
+
+def _run_reprocheck(args: argparse.Namespace) -> int:
+    from biaslab.runtime import reprocheck
+    root = Path(args.repo).resolve()
+    if args.record_machine:
+        out = root / reprocheck.LOCK_MACHINE_FILE
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(reprocheck.machine(), indent=1) + "\n")
+        tmp.replace(out)
+        print(f"biaslab reprocheck: wrote {out}")
+        return 0
+    if not (root / "dvc.lock").is_file():
+        raise InputError(f"{root / 'dvc.lock'}: not found (run `dvc repro` first)")
+    try:
+        res = reprocheck.check_against_git(root, root, args.rev)
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "drifts"}
+                         | {"max_drift": reprocheck.max_drift(res)}, indent=1, default=str))
+    else:
+        print(reprocheck.summarize(res))
+        print("reproduced" if res["ok"] else "NOT reproduced")
+    return 0 if res["ok"] else 1
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

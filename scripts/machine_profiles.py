@@ -1,21 +1,22 @@
-"""The whole embedded default under simulated machines (issue 34 item 2): each profile is a
-fresh clone of HEAD reproduced from scratch with the environment another x86-64 CPU would
-present (``biaslab.runtime.numerics.SIMULATED_MACHINES``) and a number of worker processes; its
-``dvc.lock`` must equal the committed one, out for out.
+"""The whole embedded default under simulated machines: each profile is a fresh clone of HEAD
+reproduced from scratch with the environment another x86-64 CPU would present
+(``biaslab.runtime.numerics.SIMULATED_MACHINES``), a number of worker processes and a numeric
+mode, then checked against the committed record by ``biaslab.runtime.reprocheck`` as another
+machine (data stages byte-identical, every verdict the same, every number within its
+tolerance).
 
 usage: python scripts/machine_profiles.py --profile avx2 --workers 1 [--profile sse ...]
-       [--native] [--keep DIR]
+       [--mode standard|portable|native] [--keep DIR]
 
 A profile is ``<machine>`` with ``--workers N`` applied to every ``workers`` parameter (they
 decide only how many processes share the work, never a result, so the comparison leaves them
-out: ``biaslab.runtime.lockcheck.compare(..., ignore_params=["workers"])``). ``--native`` runs with
-``BIASLAB_NUMERICS=native`` (the control: the libraries' own machine-dependent paths).
-
-Each profile takes as long as ``dvc repro`` of the default (~15 min on 2 cores; more with
-1 worker). Results are merged into ``benchmarks/results/machine_profiles.json``, each run's
-stage times into ``benchmarks/results/stage_times_machine_<machine>_w<N>[_native].json``:
-``{"<machine>/w<N>[/native]": {"env", "workers", "seconds", "compared", "differ",
-"reference"}}``; the command exits 1 when any out differs.
+out). Each profile takes as long as ``dvc repro`` of the default. Results are merged into
+``benchmarks/results/machine_profiles.json`` as ``{"<machine>/w<N>/<mode>": {"env",
+"workers", "mode", "seconds", "comparable", "bytes_differ", "failures", "max_drift",
+"reference"}}`` (``max_drift``: the largest drift per metrics file and kind, with its
+tolerance), each run's stage times into
+``benchmarks/results/stage_times_machine_<machine>_w<N>_<mode>.json``; the command exits 1
+when the check fails.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from biaslab.runtime import lockcheck, numerics  # noqa: E402
+from biaslab.runtime import numerics, reprocheck  # noqa: E402
 
 RESULTS = REPO / "benchmarks/results/machine_profiles.json"
 
@@ -44,7 +45,7 @@ def _set_workers(params: dict, n: int) -> dict:
     return params
 
 
-def run_profile(machine: str, workers: int, native: bool = False,
+def run_profile(machine: str, workers: int, mode: str = "standard",
                 keep: Path | None = None) -> dict:
     """Reproduce HEAD's default in a fresh clone under one simulated machine; returns the
     record written to the results file."""
@@ -61,11 +62,10 @@ def run_profile(machine: str, workers: int, native: bool = False,
     env.update(env_machine)
     env["PATH"] = f"{REPO / '.venv/bin'}:{env['PATH']}"
     env["DVC_NO_ANALYTICS"] = "1"
-    if native:
-        env["BIASLAB_NUMERICS"] = "native"
+    env["BIASLAB_NUMERICS"] = mode
     t0 = time.perf_counter()
     log = work / "repro.log"
-    name = f"machine_{machine}_w{workers}" + ("_native" if native else "")
+    name = f"machine_{machine}_w{workers}_{mode}"
     with open(log, "w") as f:   # timed per stage, as every recorded run of the default
         r = subprocess.run([str(REPO / ".venv/bin/python"), "benchmarks/stage_times.py",
                             "--name", name, "--", "dvc", "repro"], cwd=clone, env=env,
@@ -81,11 +81,13 @@ def run_profile(machine: str, workers: int, native: bool = False,
     runs = REPO / "benchmarks/runs/machine_profiles"      # the fresh lock, for a later look
     runs.mkdir(parents=True, exist_ok=True)
     shutil.copy2(clone / "dvc.lock", runs / f"{name}.dvc.lock")
-    res = lockcheck.compare(lockcheck.stages(clone / "dvc.lock"), lockcheck.committed(REPO),
-                            ignore_params=["workers"])
-    rec = {"env": env_machine, "workers": workers, "native": native, "seconds": seconds,
-           "reference": f"dvc.lock at {head}", "compared": len(res["compared"]),
-           "skipped": res["skipped"], "differ": res["differ"]}
+    res = reprocheck.check_against_git(clone, REPO)
+    res["same_machine"] = False
+    rec = {"env": env_machine, "workers": workers, "mode": mode, "seconds": seconds,
+           "reference": f"dvc.lock and metrics at {head}", "comparable": len(res["comparable"]),
+           "skipped": res["skipped"], "bytes_compared": res["bytes_compared"],
+           "bytes_differ": res["bytes_differ"], "failures": res["failures"],
+           "max_drift": reprocheck.max_drift(res), "ok": res["ok"]}
     if keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return rec
@@ -96,7 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="append", required=True,
                     choices=sorted(numerics.SIMULATED_MACHINES))
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--native", action="store_true")
+    ap.add_argument("--mode", choices=numerics.MODES, default=numerics.MODES[0])
     ap.add_argument("--keep", type=Path, help="keep the clones under this directory")
     a = ap.parse_args(argv)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -107,22 +109,26 @@ def main(argv=None) -> int:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     bad = 0
     for machine in a.profile:
-        key = f"{machine}/w{a.workers}" + ("/native" if a.native else "")
+        key = f"{machine}/w{a.workers}/{a.mode}"
         print(f"machine_profiles: {key} ...", flush=True)
-        rec = run_profile(machine, a.workers, a.native, a.keep)
+        rec = run_profile(machine, a.workers, a.mode, a.keep)
         results[key] = rec
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         tmp = RESULTS.with_suffix(".tmp")
         tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
         tmp.replace(RESULTS)
-        print(f"machine_profiles: {key}: {rec['compared']} stages compared, "
-              f"{len(rec['differ'])} outs differ, {rec['seconds']} s", flush=True)
-        for d in rec["differ"]:
+        print(f"machine_profiles: {key}: {rec['comparable']} stages comparable, "
+              f"{len(rec['bytes_differ'])} outs differ, {len(rec['failures'])} numbers or "
+              f"verdicts beyond tolerance, {rec['seconds']} s", flush=True)
+        for d in rec["bytes_differ"]:
             print(f"  differs: {d}")
-        if not rec["compared"]:
-            print(f"  no stage had the committed lock's inputs: the committed dvc.lock is not "
-                  f"the lock of HEAD's code (skipped: {rec['skipped']})")
-        bad += bool(rec["differ"]) or not rec["compared"]
+        for f in rec["failures"][:30]:
+            print(f"  {f['file']}: {f['key']}: {f['reference']!r} -> {f['fresh']!r} "
+                  f"(tolerance {f['tolerance']}, {f['why']})")
+        if not rec["comparable"]:
+            print(f"  no stage had the committed lock's code and params: the committed "
+                  f"dvc.lock is not the lock of HEAD's code (skipped: {rec['skipped']})")
+        bad += (not rec["ok"]) or not rec["comparable"]
     return 1 if bad else 0
 
 

@@ -10,8 +10,10 @@ cache), ``classifier`` (``train_classifier``, stages train_classifier / train_me
 ``lic_lstm`` (the LIC / f_g text classifier, stages human_bias / eval_captioner),
 ``t5`` (the LIBRA T5, stage t5_finetune; with ``--threads`` torch threads, as libra.threads),
 ``dcg`` (LIBRA's edit DCG training and its edits, stages dcg_train / dcg_apply),
-``scorer`` (the LiT CLIP scorer, stage train_scorer) and ``numpy`` (NumPy ufuncs, OpenBLAS
-matmul, SciPy and scikit-learn). With ``--workers 2`` they run on forked workers
+``scorer`` (the LiT CLIP scorer, stage train_scorer), ``numpy`` (NumPy ufuncs, OpenBLAS
+matmul, SciPy and scikit-learn) and ``data`` (the synthetic renderer and OpenCV's resize and
+blur, stages synthesize / masks / generate). ``numpy`` and ``data`` are what the ``standard``
+numeric mode pins; the torch workloads are portable only under ``BIASLAB_NUMERICS=portable``. With ``--workers 2`` they run on forked workers
 (``biaslab.runtime.parallel.map_jobs``), as the stages do.
 
 Prints one JSON object: ``{"numerics": biaslab.runtime.numerics.status(), "md5": {workload: hex},
@@ -172,8 +174,27 @@ def numpy_() -> str:
                 [ss.t.ppf(0.975, 4), ss.ttest_ind(a64[:50], a64[50:120]).pvalue])
 
 
+def data() -> str:
+    import cv2
+
+    from biaslab.data.synthetic import render as R
+    from biaslab.data.synthetic.world import OBJECTS
+    t = R.sample_truth(4, 0.8, 0)
+    imgs = []
+    for i in range(4):
+        objs = [o for o, on in zip(OBJECTS, t["objects"][i]) if on]
+        r = R.render_scene(i + 1, seed=0, image_size=96, gender=str(t["gender"][i]),
+                           scene=str(t["scene"][i]), cast=str(t["cast"][i]), objects=objs,
+                           appearance_seed=7)
+        a = np.asarray(r.image, dtype=np.uint8)
+        imgs += [a, cv2.resize(a, (61, 61), interpolation=cv2.INTER_AREA),
+                 cv2.GaussianBlur(a.astype(np.float32), (7, 7), 1.3),
+                 np.asarray(r.person_mask)]
+    return _md5(*imgs)
+
+
 WORKLOADS = {"features": features, "classifier": classifier, "captioner": captioner,
-             "lic_lstm": lic_lstm, "t5": t5, "dcg": dcg, "scorer": scorer, "numpy": numpy_}
+             "lic_lstm": lic_lstm, "t5": t5, "dcg": dcg, "scorer": scorer, "numpy": numpy_, "data": data}
 
 
 def run(only: list[str] | None = None, workers: int = 1, threads: int = 1) -> dict:

@@ -236,8 +236,11 @@ def test_encode_cached_rows_do_not_depend_on_history_batch_or_threads(tmp_path, 
     assert again.tobytes() == fresh.tobytes()
     assert canonical_batch("cpu", 32) == (1, 1) and canonical_batch("cuda:0", 32) == (32, 1)
     code = source_digest("biaslab.models.features")[:12]
-    assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}-{code}"
-    assert cache_key("fake", 8, "cuda:0", 16) == f"fake_8px_{CACHE_VERSION}-{code}_cuda0_b16"
+    from biaslab.runtime import numerics
+    mode = "" if numerics.mode() == "portable" else f"-{numerics.mode()}"
+    assert cache_key("fake", 8) == f"fake_8px_{CACHE_VERSION}{mode}-{code}"
+    assert cache_key("fake", 8, "cuda:0", 16) == \
+        f"fake_8px_{CACHE_VERSION}{mode}-{code}_cuda0_b16"
 
 
 def test_encode_cached_rejects_bad_tables(tmp_path):

@@ -161,12 +161,28 @@ def _seed_stds(items: list) -> dict[str, float]:
     return out
 
 
-def _text_numbers(s: str) -> tuple[str, list[tuple[float, int]]]:
+_PM = re.compile(r"(?P<a>" + _NUM.pattern + r")\s*±\s*(?P<b>" + _NUM.pattern + r")")
+_BRACKET = re.compile(r"\[\s*(?P<a>" + _NUM.pattern + r")\s*,\s*(?P<b>" + _NUM.pattern
+                      + r")\s*\]")
+
+
+def _text_numbers(s: str) -> tuple[str, list[tuple[float, int, float | None]]]:
+    """The text with every number replaced by ``#``, and the numbers as ``(value, decimals
+    printed, CI half-width it carries or None)``: ``x±h`` carries ``h`` (for ``x`` and ``h``),
+    ``[lo, hi]`` carries ``(hi - lo) / 2``."""
+    carried: dict[int, float] = {}
+    for m in _PM.finditer(s):
+        h = abs(float(m.group("b")))
+        carried[m.start("a")] = carried[m.start("b")] = h
+    for m in _BRACKET.finditer(s):
+        h = abs(float(m.group("b")) - float(m.group("a"))) / 2
+        carried[m.start("a")] = carried[m.start("b")] = h
     nums = []
     for m in _NUM.finditer(s):
         t = m.group(0)
         frac = t.split("e")[0].split("E")[0]
-        nums.append((float(t), len(frac.split(".")[1]) if "." in frac else 0))
+        nums.append((float(t), len(frac.split(".")[1]) if "." in frac else 0,
+                     carried.get(m.start())))
     return _NUM.sub("#", s), nums
 
 
@@ -214,8 +230,11 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
                               "why": "verdict changed" if key.endswith("verdict")
                               else "text changed"})
                 return
-            for i, ((x, dx), (y, _)) in enumerate(zip(na, nb)):
-                num(f"{key}#{i}", x, y, hw=hw, sd=sd, digits=dx, kind=kind)
+            for i, ((x, dx, hx), (y, _, _)) in enumerate(zip(na, nb)):
+                if hx is not None:
+                    num(f"{key}#{i}", x, y, hw=hx, digits=dx, kind="ci")
+                else:
+                    num(f"{key}#{i}", x, y, hw=hw, sd=sd, digits=dx, kind=kind)
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             h = _half_width(a)
@@ -418,3 +437,31 @@ def max_drift(res: Mapping) -> dict:
                                          "fresh": d["fresh"], "drift": d["drift"],
                                          "tolerance": d["tolerance"], "fraction": frac}
     return out
+
+
+def fragile_verdicts(validity: Mapping, fraction: float | None = None) -> list[dict]:
+    """Checks of ``metrics/validity.json`` whose verdict a drift within the tolerance could
+    flip: the CI bound nearest the check's reference lies closer to it than
+    ``fraction`` (default ``TOLERANCE["ci_fraction"]``) of the CI half-width.
+
+    Args:
+        validity: the parsed ``metrics/validity.json`` (``checks``: records with ``id``,
+            ``verdict``, ``lo``, ``hi``, ``reference``).
+
+    Returns:
+        ``[{"id", "verdict", "margin", "half_width", "margin_in_half_widths"}]`` sorted by
+        the margin in half-widths; ``margin`` = min(|lo - reference|, |hi - reference|), in
+        the check's own units."""
+    frac = TOLERANCE["ci_fraction"] if fraction is None else fraction
+    out = []
+    for c in validity.get("checks", []):
+        lo, hi, ref = c.get("lo"), c.get("hi"), c.get("reference")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and math.isfinite(v) for v in (lo, hi, ref)):
+            continue
+        hw = (hi - lo) / 2
+        margin = min(abs(lo - ref), abs(hi - ref))
+        if hw > 0 and margin < frac * hw:
+            out.append({"id": c["id"], "verdict": c.get("verdict"), "margin": margin,
+                        "half_width": hw, "margin_in_half_widths": margin / hw})
+    return sorted(out, key=lambda r: r["margin_in_half_widths"])

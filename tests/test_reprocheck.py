@@ -1,0 +1,140 @@
+"""biaslab.runtime.reprocheck: which stages are compared, which must be byte-identical, and the
+tolerance each number gets -- hand-computed cases."""
+import json
+
+import pytest
+
+from biaslab.runtime import reprocheck as R
+
+
+def _st(deps, outs, params=None):
+    return {"cmd": "x", "deps": [{"path": p, "md5": m} for p, m in deps.items()],
+            "params": params or {}, "outs": [{"path": p, "md5": m} for p, m in outs.items()]}
+
+
+def _locks():
+    ref = {
+        "synthesize": _st({"stages/synthesize.py": "s1"}, {"data/raw": "r1",
+                                                          "metrics/synthetic.json": "j1"}),
+        "features": _st({"stages/features.py": "f1", "data/raw": "r1"},
+                        {"data/features": "F1", "metrics/features.json": "jf"}),
+        "train": _st({"stages/train.py": "t1", "data/features": "F1"},
+                     {"data/model": "M1", "metrics/train.json": "jt"}, {"train": {"lr": 1}}),
+    }
+    return ref
+
+
+def test_another_machine_compares_data_stages_by_bytes_and_the_rest_by_numbers():
+    ref = _locks()
+    fresh = json.loads(json.dumps(ref))
+    fresh["features"]["outs"][0]["md5"] = "F2"          # torch's last bits on another CPU
+    fresh["train"]["deps"][1]["md5"] = "F2"
+    fresh["train"]["outs"][0]["md5"] = "M2"
+    files = {"metrics/synthetic.json": {"n": 3},
+             "metrics/features.json": {"dim": 16},
+             "metrics/train.json": {"acc": {"mean": 80.0, "ci95": 2.0, "n": 5}}}
+    new = json.loads(json.dumps(files))
+    new["metrics/train.json"]["acc"]["mean"] = 80.9       # 0.9 <= 0.5 * 2.0
+    res = R.check(fresh, ref, lambda p: json.dumps(new[p]), lambda p: json.dumps(files[p]),
+                  same_machine=False)
+    assert res["comparable"] == ["synthesize", "features", "train"]
+    assert res["bytes_compared"] == ["synthesize"]       # 'train' has other data deps
+    assert res["ok"], R.summarize(res)
+    new["metrics/train.json"]["acc"]["mean"] = 81.1       # 1.1 > 1.0
+    res = R.check(fresh, ref, lambda p: json.dumps(new[p]), lambda p: json.dumps(files[p]),
+                  same_machine=False)
+    assert not res["ok"]
+    [f] = res["failures"]
+    assert (f["file"], f["key"], f["reference"], f["fresh"], f["tolerance"]) == \
+        ("metrics/train.json", "acc.mean", 80.0, 81.1, 1.0)
+    assert "metrics/train.json: acc.mean: reference 80.0, fresh 81.1, tolerance 1" in \
+        R.summarize(res)
+
+
+def test_the_same_machine_must_give_the_same_bytes_everywhere():
+    ref = _locks()
+    fresh = json.loads(json.dumps(ref))
+    fresh["features"]["outs"][0]["md5"] = "F2"
+    same = {"metrics/synthetic.json": "{}", "metrics/features.json": "{}",
+            "metrics/train.json": "{}"}
+    res = R.check(fresh, ref, same.__getitem__, same.__getitem__, same_machine=True)
+    assert res["bytes_differ"] == ["features: data/features"] and not res["ok"]
+    res = R.check(fresh, ref, same.__getitem__, same.__getitem__, same_machine=False)
+    assert res["ok"]
+    fresh["synthesize"]["outs"][0]["md5"] = "r2"         # a data stage: never allowed
+    res = R.check(fresh, ref, same.__getitem__, same.__getitem__, same_machine=False)
+    assert res["bytes_differ"] == ["synthesize: data/raw"]
+
+
+def test_a_code_or_param_change_upstream_makes_the_stages_below_it_incomparable():
+    ref = _locks()
+    fresh = json.loads(json.dumps(ref))
+    fresh["features"]["deps"][0]["md5"] = "f2"           # the features code was edited
+    ok, skipped = R.comparable(fresh, ref)
+    assert ok == ["synthesize"] and skipped == ["features", "train"]
+    fresh = json.loads(json.dumps(ref))
+    fresh["train"]["params"] = {"train": {"lr": 2}}
+    assert R.comparable(fresh, ref) == (["synthesize", "features"], ["train"])
+    fresh["train"]["params"] = {"train": {"lr": 1, "workers": 4}}
+    ref["train"]["params"] = {"train": {"lr": 1, "workers": 2}}
+    assert R.comparable(fresh, ref, ignore_params=["workers"])[0] == \
+        ["synthesize", "features", "train"]
+
+
+@pytest.mark.parametrize("ref, fresh, ok", [
+    ({"v": {"lo": 1.0, "hi": 3.0, "mean": 2.0}}, {"v": {"lo": 1.4, "hi": 3.4, "mean": 2.4}},
+     True),                                               # half-width 1 -> tolerance 0.5
+    ({"v": {"lo": 1.0, "hi": 3.0, "mean": 2.0}}, {"v": {"lo": 1.0, "hi": 3.0, "mean": 2.6}},
+     False),
+    ({"x": 100.0}, {"x": 104.9}, True),                   # 5 % of 100
+    ({"x": 100.0}, {"x": 105.1}, False),
+    ({"x": 0.0}, {"x": 2e-6}, False),                     # abs floor 1e-6
+    ({"verdict": "holds"}, {"verdict": "inconclusive"}, False),
+    ({"s": "Δ-9.7±1.2"}, {"s": "Δ-9.1±1.2"}, True),      # the ±1.2 it carries: tol 0.6
+    ({"s": "Δ-9.7±1.2"}, {"s": "Δ-8.9±1.2"}, False),
+    ({"s": "n=200 of 520"}, {"s": "n=201 of 520"}, True),   # one unit of the last digit
+    ({"s": "CI [+0.10, +0.30] holds"}, {"s": "CI [+0.14, +0.34] holds"}, True),  # tol 0.05
+    ({"s": "CI [+0.10, +0.30] holds"}, {"s": "CI [+0.17, +0.30] holds"}, False),
+    ({"k": [1, 2]}, {"k": [1, 2, 3]}, False),
+    ({"a": 1}, {"b": 1}, False),
+])
+def test_tolerance_cases(ref, fresh, ok):
+    fails, _ = R.compare_numbers(ref, fresh)
+    assert (not fails) == ok, fails
+
+
+def test_per_seed_values_are_judged_against_the_spread_over_seeds():
+    ref = {"seeds": [{"seed": 0, "acc": 70.0}, {"seed": 1, "acc": 72.0},
+                     {"seed": 2, "acc": 74.0}]}            # std 2.0
+    fresh = {"seeds": [{"seed": 0, "acc": 71.9}, {"seed": 1, "acc": 72.0},
+                       {"seed": 2, "acc": 74.0}]}
+    assert R.compare_numbers(ref, fresh)[0] == []
+    fresh["seeds"][0]["acc"] = 72.1
+    [f] = R.compare_numbers(ref, fresh)[0]
+    assert f["key"] == "seeds[0].acc" and f["tolerance"] == pytest.approx(2.0)
+
+
+def test_machine_identity_reads_vendor_model_dispatch_flags_and_caches(tmp_path):
+    info = ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon X\n"
+            "flags\t\t: fpu sse4_2 avx avx2 fma avx512f hypervisor\n")
+    c = tmp_path / "index0"
+    c.mkdir()
+    (c / "level").write_text("2\n")
+    (c / "type").write_text("Unified\n")
+    (c / "size").write_text("1024K\n")
+    m = R.machine(info, tmp_path)
+    assert m == {"vendor": "GenuineIntel", "model": "Xeon X",
+                 "flags": ["avx", "avx2", "avx512f", "fma", "sse4_2"], "caches": ["L2U:1024K"]}
+    assert R.machine(info.replace(" avx512f", ""), tmp_path) != m
+
+
+def test_fragile_verdicts_are_those_a_drift_within_tolerance_could_flip():
+    v = {"checks": [
+        {"id": "a", "verdict": "holds", "lo": 0.1, "hi": 2.1, "reference": 0.0},   # 0.1 < 0.5
+        {"id": "b", "verdict": "holds", "lo": 0.6, "hi": 2.6, "reference": 0.0},   # 0.6 > 0.5
+        {"id": "c", "verdict": "inconclusive", "lo": -1.8, "hi": 0.2, "reference": 0.0},
+        {"id": "d", "verdict": "not testable", "lo": None, "hi": None, "reference": 0.0}]}
+    got = R.fragile_verdicts(v)
+    assert [r["id"] for r in got] == ["a", "c"]
+    assert got[0]["margin"] == pytest.approx(0.1) and got[0]["half_width"] == pytest.approx(1.0)
+    assert got[1]["margin_in_half_widths"] == pytest.approx(0.2)
