@@ -138,3 +138,34 @@ def test_fragile_verdicts_are_those_a_drift_within_tolerance_could_flip():
     assert [r["id"] for r in got] == ["a", "c"]
     assert got[0]["margin"] == pytest.approx(0.1) and got[0]["half_width"] == pytest.approx(1.0)
     assert got[1]["margin_in_half_widths"] == pytest.approx(0.2)
+
+
+def test_a_fragile_verdict_may_flip_when_its_numbers_stay_within_tolerance():
+    # half-width 1.0 -> a bound's tolerance 0.5; the lower bound 0.1 lies 0.1 from the threshold
+    ref = {"checks": [{"id": "a", "verdict": "holds", "lo": 0.1, "hi": 2.1, "mean": 1.1,
+                       "reference": 0.0}]}
+    fresh = {"checks": [{"id": "a", "verdict": "inconclusive", "lo": -0.2, "hi": 1.8,
+                         "mean": 0.8, "reference": 0.0}]}
+    fails, drifts = R.compare_numbers(ref, fresh)
+    assert fails == []
+    [flip] = [d for d in drifts if d["kind"] == "verdict"]
+    assert flip["key"] == "checks[0].verdict" and flip["reference"] == "holds"
+    assert flip["drift"] == pytest.approx(0.1) and flip["tolerance"] == pytest.approx(0.5)
+
+
+def test_a_verdict_flip_fails_when_the_record_was_not_fragile_or_its_numbers_moved_too_far():
+    sturdy = {"checks": [{"id": "b", "verdict": "holds", "lo": 0.6, "hi": 2.6, "mean": 1.6,
+                          "reference": 0.0}]}     # margin 0.6 > tolerance 0.5
+    moved = {"checks": [{"id": "b", "verdict": "inconclusive", "lo": -0.1, "hi": 1.9,
+                         "mean": 0.9, "reference": 0.0}]}
+    fails, _ = R.compare_numbers(sturdy, moved)
+    assert [f["why"] for f in fails if f["key"].endswith("verdict")] == ["verdict changed"]
+    fragile = {"checks": [{"id": "a", "verdict": "holds", "lo": 0.1, "hi": 2.1, "mean": 1.1,
+                           "reference": 0.0}]}
+    far = {"checks": [{"id": "a", "verdict": "inconclusive", "lo": -0.5, "hi": 1.5,
+                       "mean": 0.5, "reference": 0.0}]}   # lo moved 0.6 > 0.5
+    fails, _ = R.compare_numbers(fragile, far)
+    assert {f["why"] for f in fails} == {"number beyond its tolerance", "verdict changed"}
+    # without a numeric threshold the record's fragility is unknown: a flip fails
+    fails, _ = R.compare_numbers({"verdict": "holds"}, {"verdict": "inconclusive"})
+    assert fails and fails[0]["why"] == "verdict changed"

@@ -13,7 +13,11 @@ runs torch at native speed, so the promise is in three parts:
    on any x86-64 CPU with AVX2 + FMA.
 3. **Any machine, same conclusions**: every ``verdict`` of ``metrics/*.json`` identical (any
    string without digits must be equal), and every number of every metrics file within the
-   tolerance of :func:`tolerance` of the committed value.
+   tolerance of :func:`tolerance` of the committed value. The one exception is a *fragile*
+   verdict (:func:`fragile_verdicts`): a check whose CI bound lay within the tolerance of its
+   threshold in the record may flip when its numbers move within their tolerance; the check
+   reports it (``fragile_flips``) instead of failing, since the record never decided it
+   beyond last-bit noise.
 
 Which stages are compared. A stage is *comparable* when its own code deps (files no stage
 writes: ``biaslab/``, ``stages/``, ``requirements.lock``, raw data) and params equal the
@@ -186,15 +190,33 @@ def _text_numbers(s: str) -> tuple[str, list[tuple[float, int, float | None]]]:
     return _NUM.sub("#", s), nums
 
 
+def _fragile_margin(rec: Mapping) -> tuple[float, float] | None:
+    """``(margin, tolerance)`` of a check record with ``lo``, ``hi`` and a numeric
+    ``reference`` (the threshold it is tested against): the distance of the nearest CI bound
+    to the threshold and the tolerance of a bound; None for any other record."""
+    lo, hi, ref = rec.get("lo"), rec.get("hi"), rec.get("reference")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in (lo, hi, ref)) or hi < lo:
+        return None
+    return min(abs(lo - ref), abs(hi - ref)), TOLERANCE["ci_fraction"] * (hi - lo) / 2
+
+
 def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[dict]]:
     """Walk two metrics documents side by side.
+
+    A changed ``verdict`` fails, except a *fragile* one: in a check record with ``lo``,
+    ``hi`` and a numeric ``reference`` threshold whose nearest bound lies within the bound's
+    tolerance of the threshold (so a drift the tolerance allows can cross it), and whose
+    numbers all stay within their tolerance. Such a flip is recorded as a drift of kind
+    ``verdict`` (``drift``: the reference's margin, ``tolerance``: the bound's tolerance).
 
     Returns:
         ``(failures, drifts)``: each failure ``{"key", "reference", "fresh", "tolerance",
         "why"}`` (a number beyond its tolerance, a changed text or verdict, a key or list
         item on one side only, a type change); each drift ``{"key", "reference", "fresh",
         "drift", "tolerance", "kind"}`` for every number compared (``kind``: ``ci``,
-        ``seed``, ``other``), for the record of measured drift."""
+        ``seed``, ``other``; ``verdict`` for a fragile flip), for the record of measured
+        drift."""
     fails: list[dict] = []
     drifts: list[dict] = []
 
@@ -238,6 +260,26 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             h = _half_width(a)
+            va, vb = a.get("verdict"), b.get("verdict")
+            if isinstance(va, str) and isinstance(vb, str) and va != vb:
+                # a flip is forgiven only where the record's own numbers stay within their
+                # tolerance and the reference's bound lay within that tolerance of the threshold
+                inner_f, inner_d = compare_numbers({k: v for k, v in a.items() if k != "verdict"},
+                                                   {k: v for k, v in b.items() if k != "verdict"},
+                                                   key)
+                margin = _fragile_margin(a)
+                vkey = f"{key}.verdict" if key else "verdict"
+                if not inner_f and margin is not None and margin[0] <= margin[1]:
+                    drifts.extend(inner_d)
+                    drifts.append({"key": vkey, "reference": va, "fresh": vb,
+                                   "drift": margin[0], "tolerance": margin[1],
+                                   "kind": "verdict"})
+                else:
+                    fails.extend(inner_f)
+                    drifts.extend(inner_d)
+                    fails.append({"key": vkey, "reference": va, "fresh": vb,
+                                  "tolerance": None, "why": "verdict changed"})
+                return
             for k in sorted(set(a) | set(b), key=str):
                 sub = f"{key}.{k}" if key else str(k)
                 if k not in a or k not in b:
@@ -349,7 +391,7 @@ def check(fresh_lock: Mapping, reference_lock: Mapping, read_fresh: Callable[[st
 
     Returns:
         ``{"same_machine", "comparable", "skipped", "bytes_compared", "bytes_differ",
-        "files_compared", "failures", "drifts", "ok"}``: ``bytes_differ`` lists
+        "files_compared", "failures", "drifts", "fragile_flips", "ok"}``: ``bytes_differ`` lists
         ``"stage: path"`` outs that should be identical and are not; ``failures`` the numbers,
         verdicts and texts of comparable stages' metrics files beyond :func:`tolerance`, each
         with the file, key, both values and the tolerance."""
@@ -379,7 +421,9 @@ def check(fresh_lock: Mapping, reference_lock: Mapping, read_fresh: Callable[[st
             drifts += [{"file": f, "stage": n, **x} for x in dr]
     return {"same_machine": same_machine, "comparable": ok_stages, "skipped": skipped,
             "bytes_compared": must, "bytes_differ": differ, "files_compared": files,
-            "failures": failures, "drifts": drifts, "ok": not differ and not failures}
+            "failures": failures, "drifts": drifts,
+            "fragile_flips": [d for d in drifts if d["kind"] == "verdict"],
+            "ok": not differ and not failures}
 
 
 def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD") -> dict:
@@ -416,6 +460,10 @@ def summarize(res: Mapping, limit: int = 20) -> str:
              f"{len(res['comparable'])}, byte-compared {len(res['bytes_compared'])}, "
              f"metrics files {len(res['files_compared'])}"]
     lines += [f"bytes differ: {d}" for d in res["bytes_differ"][:limit]]
+    lines += [f"fragile verdict flipped (not a failure): {d['file']}: {d['key']}: "
+              f"{d['reference']!r} -> {d['fresh']!r}, margin {d['drift']:.4g} within the "
+              f"bound's tolerance {d['tolerance']:.4g}"
+              for d in res.get("fragile_flips", [])[:limit]]
     for f in res["failures"][:limit]:
         tol = "" if f.get("tolerance") is None else f", tolerance {f['tolerance']:.4g}"
         lines.append(f"{f['file']}: {f['key']}: reference {f['reference']!r}, fresh "
