@@ -14,7 +14,8 @@ out). Each profile takes as long as ``dvc repro`` of the default. Results are me
 ``benchmarks/results/machine_profiles.json`` as ``{"<machine>/w<N>/<mode>": {"env",
 "workers", "mode", "seconds", "comparable", "bytes_differ", "failures", "max_drift",
 "reference"}}`` (``max_drift``: the largest drift per metrics file and kind, with its
-tolerance), each run's stage times into
+tolerance), the largest drift per kind over all profiles and the committed record's
+fragile verdicts into ``benchmarks/results/reprocheck_drift.json``, each run's stage times into
 ``benchmarks/results/stage_times_machine_<machine>_w<N>_<mode>.json``; the command exits 1
 when the check fails.
 """
@@ -87,10 +88,41 @@ def run_profile(machine: str, workers: int, mode: str = "standard",
            "reference": f"dvc.lock and metrics at {head}", "comparable": len(res["comparable"]),
            "skipped": res["skipped"], "bytes_compared": res["bytes_compared"],
            "bytes_differ": res["bytes_differ"], "failures": res["failures"],
-           "max_drift": reprocheck.max_drift(res), "ok": res["ok"]}
+           "fragile_flips": res["fragile_flips"], "max_drift": reprocheck.max_drift(res),
+           "ok": res["ok"]}
     if keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return rec
+
+
+def write_drift(results: dict) -> dict:
+    """``benchmarks/results/reprocheck_drift.json``: what the tolerance of
+    ``reprocheck.TOLERANCE`` rests on -- per kind of number, the largest drift any recorded
+    profile showed as a fraction of its tolerance (with the profile, file and key), each
+    profile's fragile verdict flips, and the committed record's fragile verdicts with their
+    margins."""
+    worst: dict = {}
+    for key, rec in results.items():
+        for f, kinds in rec.get("max_drift", {}).items():
+            for kind, d in kinds.items():
+                if kind == "verdict":
+                    continue
+                cur = worst.get(kind)
+                if cur is None or d["fraction"] > cur["fraction"]:
+                    worst[kind] = {"profile": key, "file": f, **d}
+    validity = json.loads((REPO / "metrics/validity.json").read_text())
+    out = {"tolerance": reprocheck.TOLERANCE, "largest_drift_by_kind": worst,
+           "profiles": {k: {"ok": r.get("ok"), "bytes_differ": len(r.get("bytes_differ", [])),
+                            "failures": len(r.get("failures", [])),
+                            "fragile_flips": r.get("fragile_flips", [])}
+                        for k, r in results.items() if "max_drift" in r},
+           "fragile_verdicts": reprocheck.fragile_verdicts(validity),
+           "checks": len(validity.get("checks", []))}
+    path = REPO / "benchmarks/results/reprocheck_drift.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+    return out
 
 
 def main(argv=None) -> int:
@@ -117,11 +149,15 @@ def main(argv=None) -> int:
         tmp = RESULTS.with_suffix(".tmp")
         tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
         tmp.replace(RESULTS)
+        write_drift(results)
         print(f"machine_profiles: {key}: {rec['comparable']} stages comparable, "
               f"{len(rec['bytes_differ'])} outs differ, {len(rec['failures'])} numbers or "
               f"verdicts beyond tolerance, {rec['seconds']} s", flush=True)
         for d in rec["bytes_differ"]:
             print(f"  differs: {d}")
+        for d in rec["fragile_flips"]:
+            print(f"  fragile verdict flipped: {d['file']}: {d['key']}: {d['reference']} -> "
+                  f"{d['fresh']} (margin {d['drift']:.3g} <= tolerance {d['tolerance']:.3g})")
         for f in rec["failures"][:30]:
             print(f"  {f['file']}: {f['key']}: {f['reference']!r} -> {f['fresh']!r} "
                   f"(tolerance {f['tolerance']}, {f['why']})")
