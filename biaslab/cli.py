@@ -525,8 +525,12 @@ def _run_reprocheck(args: argparse.Namespace) -> int:
                          | {"max_drift": reprocheck.max_drift(res)}, indent=1, default=str))
     else:
         print(reprocheck.summarize(res))
-        print("reproduced" if res["ok"] else "NOT reproduced")
-    return 0 if res["ok"] else 1
+        if not res["comparable"]:
+            print(f"nothing compared: no stage has the code and params of {args.rev}'s "
+                  f"dvc.lock (this run is of other code; compare with the revision it ran)")
+        else:
+            print("reproduced" if res["ok"] else "NOT reproduced")
+    return 0 if res["ok"] and res["comparable"] else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

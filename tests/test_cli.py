@@ -724,3 +724,40 @@ def test_gender_x_skin_lic_has_four_groups_and_masks_gender_words(tmp_path, caps
     assert out["LIC_details"]["words"] == "lic"          # the gender words are masked
     assert res[False]["LIC_M"] == pytest.approx(6.25, abs=4), res[False]["LIC_M"]
     assert out["LIC_M"] > out["LIC_D"] + 3, (out["LIC_M"], out["LIC_D"])
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+
+
+def test_reprocheck_passes_a_run_of_the_record_and_refuses_one_of_other_code(tmp_path, capsys):
+    """``biaslab reprocheck`` on a run equal to the committed record says so (exit 0); a run
+    within tolerance passes; one whose code differs from the lock's compares nothing and
+    exits 1 instead of claiming it reproduced."""
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "stages/train.py").write_text("pass\n")
+    rec = {"acc": {"mean": 70.0, "ci95": 2.0, "lo": 68.0, "hi": 72.0, "verdict": "holds"}}
+    (tmp_path / "metrics/train.json").write_text(json.dumps(rec))
+    lock = ("schema: '2.0'\nstages:\n  train:\n    cmd: python stages/train.py\n    deps:\n"
+            "    - path: stages/train.py\n      md5: aaa\n    outs:\n"
+            "    - path: metrics/train.json\n      md5: bbb\n")
+    (tmp_path / "dvc.lock").write_text(lock)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "record")
+    assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip().endswith("reproduced")
+    rec["acc"]["mean"] = 70.9                                 # within 0.5 x half-width 2.0
+    (tmp_path / "metrics/train.json").write_text(json.dumps(rec))
+    (tmp_path / "dvc.lock").write_text(lock.replace("bbb", "ccc"))
+    assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 0
+    rec["acc"]["mean"] = 71.1                                 # beyond it
+    (tmp_path / "metrics/train.json").write_text(json.dumps(rec))
+    assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 1
+    assert "acc.mean" in capsys.readouterr().out
+    (tmp_path / "dvc.lock").write_text(lock.replace("aaa", "zzz"))   # other code
+    assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 1
+    assert "nothing compared" in capsys.readouterr().out
