@@ -426,9 +426,11 @@ def check(fresh_lock: Mapping, reference_lock: Mapping, read_fresh: Callable[[st
             "ok": not differ and not failures}
 
 
-def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD") -> dict:
+def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD",
+                      same_machine: bool | None = None) -> dict:
     """:func:`check` of the run in ``run_dir`` against the lock, metrics and lock machine
-    committed at ``rev`` in the git repository ``repo``."""
+    committed at ``rev`` in the git repository ``repo``; ``same_machine`` overrides the
+    comparison of :func:`machine` with the lock's (False for a simulated other CPU)."""
     run_dir, repo = Path(run_dir), Path(repo)
 
     def read_fresh(p):
@@ -448,7 +450,7 @@ def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD") 
         lock_machine = json.loads(read_reference(LOCK_MACHINE_FILE))
     except FileNotFoundError:
         lock_machine = None
-    same = lock_machine == machine()
+    same = lock_machine == machine() if same_machine is None else same_machine
     return check(lockcheck.stages(run_dir / "dvc.lock"), lockcheck.committed(repo, rev),
                  read_fresh, read_reference, same_machine=same)
 
