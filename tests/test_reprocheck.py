@@ -169,3 +169,14 @@ def test_a_verdict_flip_fails_when_the_record_was_not_fragile_or_its_numbers_mov
     # without a numeric threshold the record's fragility is unknown: a flip fails
     fails, _ = R.compare_numbers({"verdict": "holds"}, {"verdict": "inconclusive"})
     assert fails and fails[0]["why"] == "verdict changed"
+
+
+def test_the_sign_of_a_mean_may_flip_only_where_the_mean_was_within_tolerance_of_zero():
+    ref = {"d": {"mean": -0.01, "ci95": 0.2, "std": 0.1, "n": 3, "sign": -1}}  # tolerance 0.1
+    near = {"d": {"mean": 0.02, "ci95": 0.2, "std": 0.1, "n": 3, "sign": 1}}
+    fails, drifts = R.compare_numbers(ref, near)
+    assert fails == [] and [d["key"] for d in drifts if d["kind"] == "verdict"] == ["d.sign"]
+    far_ref = {"d": {"mean": -0.15, "ci95": 0.2, "std": 0.1, "n": 3, "sign": -1}}
+    fails, _ = R.compare_numbers(far_ref, {"d": {"mean": -0.15, "ci95": 0.2, "std": 0.1, "n": 3,
+                                                 "sign": 1}})
+    assert [f["why"] for f in fails] == ["sign changed"]

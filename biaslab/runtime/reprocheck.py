@@ -209,6 +209,8 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
     tolerance of the threshold (so a drift the tolerance allows can cross it), and whose
     numbers all stay within their tolerance. Such a flip is recorded as a drift of kind
     ``verdict`` (``drift``: the reference's margin, ``tolerance``: the bound's tolerance).
+    The ``sign`` of a CI record's mean is judged the same way: it may flip only where the
+    reference mean lay within the mean's tolerance of 0.
 
     Returns:
         ``(failures, drifts)``: each failure ``{"key", "reference", "fresh", "tolerance",
@@ -286,7 +288,17 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
                     fails.append({"key": sub, "reference": a.get(k), "fresh": b.get(k),
                                   "tolerance": None, "why": "on one side only"})
                     continue
-                if h is not None and k not in ("n", "n_boot", "n_seeds", "n_pairs", "seed"):
+                if h is not None and k == "sign" and a[k] != b[k]:
+                    # the sign of a mean is as decided as the mean: a flip is fragile where
+                    # the reference mean lay within its own tolerance of 0
+                    m, tol = a.get("mean"), TOLERANCE["ci_fraction"] * h
+                    if isinstance(m, (int, float)) and abs(m) <= tol:
+                        drifts.append({"key": sub, "reference": a[k], "fresh": b[k],
+                                       "drift": abs(m), "tolerance": tol, "kind": "verdict"})
+                    else:
+                        fails.append({"key": sub, "reference": a[k], "fresh": b[k],
+                                      "tolerance": None, "why": "sign changed"})
+                elif h is not None and k not in ("n", "n_boot", "n_seeds", "n_pairs", "seed"):
                     walk(a[k], b[k], sub, hw=h, kind="ci")
                 elif isinstance(sd, Mapping) and k in sd:
                     walk(a[k], b[k], sub, sd=sd[k], kind="seed")
