@@ -1,4 +1,4 @@
-CI's check of the published profile: recompute ``published_bias`` for a subset of the
+"""CI's check of the published profile: recompute ``published_bias`` for a subset of the
 released captioners (``--models``, default ``nic``) on this machine and compare the result with
 the committed ``metrics/published.json`` by the reproducibility contract of
 ``biaslab.runtime.reprocheck``: the same input files (sha256), every count and text identical,
@@ -7,7 +7,8 @@ CPU in the default numeric mode).
 
 Each model's numbers are computed independently of the others (its own LIC jobs and seeds), so
 a subset checks the same code paths as ``dvc repro --force published/dvc.yaml`` at a ninth of
-its time (about 90 s for NIC against 650 s for all nine on the 2-core dev machine, stop 60).
+its time (about 90 s for NIC against 202 s for all nine in standard numerics on the 2-core dev
+machine).
 Exit 0 when every checked block passes, 1 otherwise; each failure is printed with both
 values and its tolerance.
 

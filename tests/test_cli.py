@@ -348,7 +348,8 @@ def readme_commands() -> list[list[str]]:
 
 
 def test_readme_lists_both_commands():
-    assert {c[0] for c in readme_commands()} == {"evaluate-captions", "libra", "plan"}
+    assert {c[0] for c in readme_commands()} == {"evaluate-captions", "libra", "plan",
+                                                 "reprocheck"}
 
 
 def test_console_script_registers_every_command_and_shows_version_and_defaults():
@@ -389,8 +390,16 @@ def test_readme_commands_run_through_the_console_script(files, dcg_model):
     shutil.copy(files / "human.json", work / "captions_val2017.json")
     fast = {"evaluate-captions": ["--metrics", "ratio", "error", "biasamp",
                                   "--biasamp-min-count", "1"],
-            "libra": ["--threads", "1"], "plan": []}
+            "libra": ["--threads", "1"], "plan": [], "reprocheck": []}
+    record = _tiny_record(work / "record")       # a committed run for reprocheck, branch main
     for argv in readme_commands():
+        if argv[0] == "reprocheck":              # in the repository it checks
+            p = subprocess.run(_console() + argv, cwd=record, capture_output=True, text=True,
+                               env=_env(), timeout=300)
+            assert p.returncode == 0, (argv, p.stdout, p.stderr)
+            if "--json" in argv:
+                assert json.loads(p.stdout)["ok"] is True
+            continue
         if argv[0] == "libra":
             (work / "results.json").write_text(json.dumps(
                 [{"image_id": i, "caption": c} for i, c in zip((1, 2, 3, 4), caps)]))
@@ -730,6 +739,23 @@ def _git(cwd, *args):
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
                    env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
                         "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+
+
+def _tiny_record(root):
+    """A git repository (branch main) with one stage's committed dvc.lock and metrics file."""
+    (root / "stages").mkdir(parents=True)
+    (root / "metrics").mkdir()
+    (root / "stages/train.py").write_text("pass\n")
+    rec = {"acc": {"mean": 70.0, "ci95": 2.0, "lo": 68.0, "hi": 72.0, "verdict": "holds"}}
+    (root / "metrics/train.json").write_text(json.dumps(rec))
+    (root / "dvc.lock").write_text(
+        "schema: '2.0'\nstages:\n  train:\n    cmd: python stages/train.py\n    deps:\n"
+        "    - path: stages/train.py\n      md5: aaa\n    outs:\n"
+        "    - path: metrics/train.json\n      md5: bbb\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "record")
+    return root
 
 
 def test_reprocheck_passes_a_run_of_the_record_and_refuses_one_of_other_code(tmp_path, capsys):
