@@ -256,7 +256,7 @@ def direction_note(classification: Mapping[str, Any], digits: int = 2) -> str:
            "is unknown")
     return (f"log r: 0 = the masked persons read as neither gender; {ref}. Seeds are averaged "
             "before any fold, so a row whose seeds lean opposite ways reads near 0 here while "
-            "its folded Ratio is large. Not in paper 000 (issue 31).")
+            "its folded Ratio is large. Not in paper 000.")
 
 
 def table2(captioning: Mapping[str, Any]) -> dict:
@@ -452,7 +452,7 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
     return ("Training sets (metrics/datasets.json): " + "; ".join(parts) + ". "
             "datasets.max_copies caps the repeats and relaxes the skew bound to the smallest "
             "feasible one; plots/datasets/oversample_tradeoff.png shows the bound each cap "
-            "allows (issue 31).")
+            "allows.")
 
 
 def leakage_f1_note(classification: Mapping[str, Any]) -> str:
@@ -509,7 +509,7 @@ def domain_note(classification: Mapping[str, Any]) -> str:
                       f"{rec(r, 'mAP_generated')} generated (gap {rec(r, 'domain_gap')})"
                       for r in rows)
     probe = dom.get("probe_auc") or {}
-    return ("Domain check (issue 31; metrics/classification.json `domain`): object mAP of each "
+    return ("Domain check (metrics/classification.json `domain`): object mAP of each "
             "model on the real photos and on the same-group generated counterfactuals of the "
             "train scenes it never trained on (same scenes, objects and gender; only the person "
             f"re-generated): {parts}. A logistic regression on the frozen features tells real "
@@ -529,7 +529,7 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
                        f"{100 * float((residue.get('mask_fraction') or {}).get(k) or 0):.0f} % of "
                        f"the image)" for k, v in er.items())
     n = residue.get("n_images")
-    txt = (f"Residue check (issue 31; metrics/residue.json; n = {n} masked train images, "
+    txt = (f"Residue check (metrics/residue.json; n = {n} masked train images, "
            f"bootstrap 95 % CIs over them): a cross-fitted gender probe on the "
            f"frozen features reads the source gender at AUC "
            f"{stats.format_cell(residue.get('probe_auc'), 1)} on the real train images and, "
@@ -550,7 +550,7 @@ def residue_note(residue: Mapping[str, Any] | None) -> str:
     if sk.get("skipped"):
         txt += f". Skin-tone check of the counterfactuals: not measured ({sk['skipped']})"
     elif sk.get("target_auc"):
-        txt += (f". Skin-tone check (issue 29; a dark-vs-light probe cross-fitted on "
+        txt += (f". Skin-tone check (a dark-vs-light probe cross-fitted on "
                 f"{sk.get('n_real_dark')} dark / {sk.get('n_real_light')} light real images, "
                 f"AUC {stats.format_cell(sk.get('probe_auc'), 1)} on them): it reads the "
                 f"TARGET tone of the skin-tone counterfactuals at AUC "
