@@ -762,18 +762,9 @@ def test_reprocheck_passes_a_run_of_the_record_and_refuses_one_of_other_code(tmp
     """``biaslab reprocheck`` on a run equal to the committed record says so (exit 0); a run
     within tolerance passes; one whose code differs from the lock's compares nothing and
     exits 1 instead of claiming it reproduced."""
-    (tmp_path / "stages").mkdir()
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "stages/train.py").write_text("pass\n")
-    rec = {"acc": {"mean": 70.0, "ci95": 2.0, "lo": 68.0, "hi": 72.0, "verdict": "holds"}}
-    (tmp_path / "metrics/train.json").write_text(json.dumps(rec))
-    lock = ("schema: '2.0'\nstages:\n  train:\n    cmd: python stages/train.py\n    deps:\n"
-            "    - path: stages/train.py\n      md5: aaa\n    outs:\n"
-            "    - path: metrics/train.json\n      md5: bbb\n")
-    (tmp_path / "dvc.lock").write_text(lock)
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-qm", "record")
+    _tiny_record(tmp_path)
+    rec = json.loads((tmp_path / "metrics/train.json").read_text())
+    lock = (tmp_path / "dvc.lock").read_text()
     assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip().endswith("reproduced")
     rec["acc"]["mean"] = 70.9                                 # within 0.5 x half-width 2.0
