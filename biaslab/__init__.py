@@ -26,6 +26,15 @@ from biaslab.runtime import guard as _guard  # noqa: E402
 
 _guard.check_command()
 
+# The modules this process imports, for the check that every stage lists them as deps (only
+# with BIASLAB_IMPORT_LOG set: the end-to-end test).
+import os as _os  # noqa: E402
+
+if _os.environ.get("BIASLAB_IMPORT_LOG"):
+    from biaslab.runtime.stagedeps import log_imports as _log_imports
+
+    _log_imports()
+
 # Old flat import paths (``from biaslab import stats``) keep resolving to the moved modules.
 from biaslab import _moved  # noqa: E402
 

@@ -1,4 +1,5 @@
 """params.yaml must equal the Hydra composition of conf/ (what `dvc exp run -S` writes)."""
+import sys
 import yaml
 from dvc.utils.hydra import compose_and_dump
 
@@ -88,24 +89,43 @@ def test_names_re_exported_by_a_package_map_to_their_defining_module(tmp_path):
             "biaslab/classify/methods/__init__.py"} <= mods
 
 
-def test_every_stage_depends_on_the_modules_its_script_imports():
-    """A module whose code shapes a stage's output must be a dep of that stage, or DVC serves a
-    stale result after the module changes. Package ``__init__`` files (re-exports) and
-    ``biaslab/runtime/io.py`` (file plumbing, read by every stage) are exempt."""
-    import re
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    missing = {}
-    for name, st in stages.items():
-        st = st.get("do", st)              # foreach stages: the template under `do`
-        script = re.search(r"python (stages/\S+\.py)", st["cmd"]).group(1)
-        deps = {d if isinstance(d, str) else next(iter(d)) for d in st.get("deps", [])}
-        lack = sorted(m for m in _direct_biaslab_modules(REPO / script)
-                      if not m.endswith("__init__.py") and m != "biaslab/runtime/io.py"
-                      and m not in deps and not any(m.startswith(d.rstrip("/") + "/")
-                                                    for d in deps))
-        if lack:
-            missing[name] = lack
-    assert not missing, f"dvc.yaml deps lack imported modules: {missing}"
+def test_every_stage_depends_on_its_scripts_whole_import_closure():
+    """A module whose code can shape a stage's output must be a dep of that stage, or DVC
+    serves a stale result after the module changes: every module the script imports,
+    transitively (`biaslab/runtime/io.py`'s number rounding reaches every metrics file,
+    `validate.py`'s normalised params reach `select`), none exempt. The fix is one command."""
+    from biaslab.runtime.stagedeps import missing_deps
+    assert missing_deps(REPO / "dvc.yaml", REPO) == {}, \
+        "run `python scripts/stage_deps.py --write`"
+
+
+def test_the_deps_check_adds_what_a_stage_lacks_and_keeps_the_rest(tmp_path):
+    """`scripts/stage_deps.py --write` on a dvc.yaml whose stage lists only its script: the
+    closure is added under the marker, the hand-written comment and the data deps stay, and
+    the check then passes; the check names the stage before."""
+    import subprocess
+    from biaslab.runtime.stagedeps import MARK, missing_deps, script_closure
+    y = tmp_path / "dvc.yaml"
+    y.write_text("stages:\n  prepare:\n    cmd: python stages/prepare.py\n    deps:\n"
+                 "      - stages/prepare.py   # the script\n      - data/raw\n"
+                 "    outs:\n      - data/prepared\n")
+    before = missing_deps(y, REPO)
+    assert set(before) == {"prepare"}
+    assert "biaslab/data/coco.py" in before["prepare"] and \
+        "biaslab/runtime/io.py" in before["prepare"]
+    assert set(before["prepare"]) == set(script_closure("stages/prepare.py"))
+    r = subprocess.run([sys.executable, "scripts/stage_deps.py", "--dvc-yaml", str(y)],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 1 and "stage prepare: imports, but does not list" in r.stdout
+    r = subprocess.run([sys.executable, "scripts/stage_deps.py", "--dvc-yaml", str(y),
+                        "--write"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = y.read_text()
+    assert "- stages/prepare.py   # the script\n      - data/raw\n      " + MARK in text
+    assert text.endswith("    outs:\n      - data/prepared\n")
+    assert missing_deps(y, REPO) == {}
+    deps = yaml.safe_load(text)["stages"]["prepare"]["deps"]
+    assert "biaslab/runtime/" in deps          # most of the package: the directory
 
 
 def test_every_stage_depends_on_the_numerics_and_the_library_versions():

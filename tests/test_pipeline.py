@@ -31,6 +31,7 @@ def pipeline_repo(tmp_path_factory):
     # run-cache): a later `dvc repro` there (CI runs one right after the tests) restores
     # these results instead of recomputing them
     env = clone_worktree(dst, "e2e", drop=("dvc.lock",))
+    env["BIASLAB_IMPORT_LOG"] = str(dst.parent / "imports")   # the modules each stage loads
     # timed per stage (benchmarks/stage_times.py passes DVC's output through unchanged)
     out = _run([sys.executable, "benchmarks/stage_times.py", "--name", "e2e", "--",
                 "dvc", "repro"], dst, env)
@@ -62,6 +63,19 @@ def test_repro_runs_every_stage_and_writes_metrics(pipeline_repo):
     assert (repo / "data/split.parquet").exists()
     # the main pipeline (published/dvc.yaml reads ../shared, beside the repository only)
     assert "up to date" in _run(["dvc", "status", "dvc.yaml"], repo, env)
+
+
+def test_every_stage_lists_the_library_modules_it_imported(pipeline_repo):
+    """The dynamic half of the deps check (biaslab/runtime/stagedeps.py): a module a stage
+    loaded by name (a registry target, a lazy submodule) must be one of its deps too, or an
+    edit of it leaves that stage "up to date" in `dvc status`. Stages DVC restored from the
+    run-cache ran no process and are not seen here."""
+    from biaslab.runtime.stagedeps import read_import_log, uncovered_imports
+    repo, env, _ = pipeline_repo
+    seen = read_import_log(env["BIASLAB_IMPORT_LOG"])
+    assert len(seen) >= 20, sorted(seen)               # the log itself works
+    assert all("biaslab/runtime/io.py" in f for f in seen.values())
+    assert uncovered_imports(seen, repo / "dvc.yaml") == {}
 
 
 def test_repro_ends_with_the_papers_tables(pipeline_repo):

@@ -33,7 +33,9 @@ from pathlib import Path
 NOT_IN_DIGEST = frozenset({"biaslab.runtime.validate", "biaslab._moved"})
 
 
-def _module_file(name: str) -> Path | None:
+def module_file(name: str) -> Path | None:
+    """The ``.py`` source file of importable module ``name``, or None (not found, not a
+    Python source module)."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -71,23 +73,23 @@ def _imports(path: Path, name: str, is_pkg: bool, package: str) -> set[str]:
     return out
 
 
-def import_closure(*modules: str) -> dict[str, Path]:
+def import_closure(*modules: str, exclude: frozenset[str] = NOT_IN_DIGEST) -> dict[str, Path]:
     """``{module name: source file}`` of ``modules`` and every module of their top-level
     package that they import, transitively (static: nothing is imported or executed), less
-    :data:`NOT_IN_DIGEST` and what only those import.
+    ``exclude`` (default :data:`NOT_IN_DIGEST`) and what only those import.
 
     Raises:
         ValueError: a named module that has no Python source file.
     """
     todo, seen = list(modules), {}
     for m in modules:
-        if _module_file(m) is None:
+        if module_file(m) is None:
             raise ValueError(f"{m!r}: no Python source file found for this module")
     while todo:
         m = todo.pop()
-        if m in seen or m in NOT_IN_DIGEST:
+        if m in seen or m in exclude:
             continue
-        f = _module_file(m)
+        f = module_file(m)
         if f is None:
             continue
         seen[m] = f
