@@ -51,6 +51,58 @@ def test_classify_command_lines(argv, kind):
     assert guard.classify(argv) == kind
 
 
+@pytest.mark.parametrize("argv,orig,kind", [
+    # `python -m dvc ...`: at start-up sys.argv is ["-m", ...], the module is in orig_argv
+    (["-m", "exp", "run", "-S", "x=1"], ["/v/bin/python", "-m", "dvc", "exp", "run", "-S",
+                                         "x=1"], "workspace"),
+    (["-m", "repro"], ["python3", "-X", "utf8", "-m", "dvc", "repro"], "workspace"),
+    (["-m", "exp", "run"], ["python", "-mdvc", "exp", "run"], "workspace"),
+    (["-m", "exp", "run"], ["python", "-m", "dvcx", "exp", "run"], None),
+    (["-c"], ["python", "-c", "import dvc", "-m", "dvc", "repro"], None),
+    (["stages/x.py"], ["python", "stages/x.py", "-m", "dvc"], None),
+    # --cd / -C before the command
+    (["dvc", "--cd", "/r", "exp", "run", "-S", "x=1"], None, "workspace"),
+    (["dvc", "--cd=/r", "repro"], None, "workspace"),
+    (["dvc", "-C", "/r", "exp", "run", "--queue"], None, "isolated"),
+    (["dvc", "-q", "--cd", "/r", "repro", "--dry"], None, None),
+    # commands that rewrite the workspace
+    (["dvc", "exp", "apply", "exp-1a2b3"], None, "changes"),
+    (["dvc", "--cd", "r", "checkout"], None, "changes"),
+    (["dvc", "pull"], None, "changes"),
+    (["dvc", "exp", "show"], None, None),
+])
+def test_classify_recognises_every_way_dvc_is_started(argv, orig, kind):
+    assert guard.classify(argv, orig) == kind
+
+
+def test_a_registered_stage_process_holds_the_claim_after_dvc_is_gone(tmp_path):
+    """``kill -9`` of dvc alone leaves its stage running: the claim holds while the stage
+    process lives, and is taken over once it is gone."""
+    root = _fake_repo(tmp_path)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    (root / guard.CLAIM).write_text(json.dumps({"pid": dead, "command": "dvc repro"}))
+    (root / guard.PIDS).mkdir()
+    (root / guard.PIDS / str(os.getppid())).write_text("")      # a live "stage"
+    with pytest.raises(guard.Refused, match=rf"stage process \(pid {os.getppid()}\)"):
+        guard.claim_or_refuse(["dvc", "repro"], cwd=root)
+    with pytest.raises(guard.Refused):
+        guard.claim_or_refuse(["dvc", "exp", "apply", "e"], cwd=root)
+    (root / guard.PIDS / str(os.getppid())).unlink()
+    (root / guard.PIDS / str(dead)).write_text("")                # a dead one
+    claim = guard.claim_or_refuse(["dvc", "repro"], cwd=root)
+    assert claim == root / guard.CLAIM and not list((root / guard.PIDS).iterdir())
+    assert guard.register_stage(claim) == root / guard.PIDS / str(os.getpid())
+    guard.release(claim)
+    assert not claim.exists() and not list((root / guard.PIDS).iterdir())
+
+
+def test_a_recycled_pid_is_not_the_claimant(tmp_path):
+    root = _fake_repo(tmp_path)
+    (root / guard.CLAIM).write_text(json.dumps({"pid": os.getppid(), "created": 1.0}))
+    assert guard.holder(root) is None          # the live pid started long after the claim
+
+
 def _fake_repo(tmp_path):
     (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
     return tmp_path
@@ -160,6 +212,75 @@ def test_second_experiment_is_refused_before_params_yaml_is_touched(tmp_path):
     # the workspace is free again: queueing works, and the queue runs in DVC's temp copies
     r = _run([DVC, "exp", "run", "--queue", "-S", "x=5"], repo, env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _wait_started(tmp_path, first):
+    deadline = time.time() + 120
+    while not (tmp_path / "started").exists() and time.time() < deadline:
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.1)
+
+
+def test_every_way_of_starting_dvc_is_refused_during_a_run(tmp_path):
+    """`python -m dvc`, `dvc --cd <repo>` from elsewhere, and `dvc exp apply` / `checkout`
+    are refused while a run holds the workspace, with nothing written."""
+    repo, env = _dvc_repo(tmp_path, seconds=10)
+    first = subprocess.Popen([DVC, "exp", "run", "-S", "x=2"], cwd=repo, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_started(tmp_path, first)
+        params_during = (repo / "params.yaml").read_bytes()
+        for cmd, cwd in (([sys.executable, "-m", "dvc", "exp", "run", "-S", "x=3"], repo),
+                         ([DVC, "--cd", str(repo), "exp", "run", "-S", "x=4"], tmp_path),
+                         ([DVC, "exp", "apply", "HEAD"], repo),
+                         ([DVC, "checkout"], repo)):
+            r = _run(cmd, cwd, env, timeout=60)
+            assert r.returncode == 2 and "refused" in r.stderr, (cmd, r.stdout + r.stderr)
+            assert "Traceback" not in r.stderr
+            assert (repo / "params.yaml").read_bytes() == params_during
+        out, _ = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, out
+    assert "x: 2" in (repo / "dvc.lock").read_text()
+
+
+def test_killing_dvc_alone_does_not_free_the_workspace_while_its_stage_runs(tmp_path):
+    import signal
+    repo, env = _dvc_repo(tmp_path, seconds=15)
+    first = subprocess.Popen([DVC, "repro"], cwd=repo, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        _wait_started(tmp_path, first)
+        os.kill(first.pid, signal.SIGKILL)                  # dvc only: its stage goes on
+        first.wait(timeout=30)
+        r = _run([DVC, "repro"], repo, env, timeout=60)
+        assert r.returncode == 2 and "stage process" in r.stderr, r.stdout + r.stderr
+        assert not (repo / "out.txt").exists()
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)               # the orphaned stage too
+    deadline = time.time() + 30
+    while guard.holder(repo) is not None and time.time() < deadline:
+        time.sleep(0.2)
+    r = _run([DVC, "repro"], repo, env, timeout=120)       # now free: taken over, runs
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_run_says_what_it_ignores_and_what_it_replaces(tmp_path):
+    """BIASLAB_NUMERICS in the shell is named as ignored; a hand edit of params.yaml that
+    `dvc exp run -S` is about to discard (Hydra recomposes from conf/) is named."""
+    repo, env = _dvc_repo(tmp_path)
+    (repo / "params.yaml").write_text("data:\n  root: local\nx: 7\n")       # by hand
+    r = _run([DVC, "exp", "run", "-S", "data=local"], repo,
+             {**env, "BIASLAB_NUMERICS": "native"}, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "BIASLAB_NUMERICS=native is ignored" in r.stderr
+    assert "x: 7 -> 1" in r.stderr and "put it in conf/" in r.stderr
+    assert "x: 1" in (repo / "params.yaml").read_text()      # what DVC then did
+    # a value set by the overrides is not a loss
+    r = _run([DVC, "exp", "run", "-S", "x=3"], repo, env, timeout=300)
+    assert r.returncode == 0 and "are replaced" not in r.stderr, r.stderr
 
 
 def test_temp_and_queued_runs_find_a_data_root_outside_the_repository(tmp_path):

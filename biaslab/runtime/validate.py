@@ -504,6 +504,16 @@ def check_executor(p: Mapping) -> None:
         raise ParamError(key, msg.removeprefix(key).lstrip(": ")) from None
 
 
+def check_numerics(p: Mapping) -> None:
+    """Group ``numerics``: ``mode`` (every stage) and ``decoding`` (LIBRA's stages and
+    eval_captioner), each one of :data:`biaslab.runtime.numerics.MODES`."""
+    from biaslab.runtime.numerics import MODES
+    _known_keys(p, "numerics", ("mode", "decoding"))
+    for k in ("mode", "decoding"):
+        if k in p and p[k] not in MODES:
+            raise ParamError(f"numerics.{k}", f"must be one of {list(MODES)}, got {p[k]!r}")
+
+
 def check_probe(p: Mapping) -> None:
     """Group ``probe``: ``min_seeds_t`` >= 2 (a t interval needs two seeds), ``n_boot`` >= 1,
     ``seed`` >= 0, ``flip_images`` >= 0 (0 = no attribute-flip probe)."""
@@ -843,6 +853,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "eval_retrieval": check_eval_retrieval,
     "spurious": check_spurious,
     "executor": check_executor,
+    "numerics": check_numerics,
     "probe": check_probe,
     "report": check_report,
     "datasets": check_datasets,
