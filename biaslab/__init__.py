@@ -20,6 +20,12 @@ from biaslab.runtime import numerics as _numerics  # noqa: E402
 
 _numerics.pin()
 
+# No connection to the Hugging Face Hub unless the user allows it (BIASLAB_ALLOW_DOWNLOADS=1):
+# every default is offline, and a missing checkpoint must fail at once, not after retries.
+from biaslab.runtime import hub as _hub  # noqa: E402
+
+_hub.pin_offline()
+
 # One run at a time in a workspace (issue 26): a second `dvc exp run` / `dvc repro` beside a
 # running one is refused here, at interpreter start-up, before DVC writes anything.
 from biaslab.runtime import guard as _guard  # noqa: E402

@@ -185,7 +185,8 @@ def _word_list_names() -> tuple[str, ...]:
                        "writes one JSON object.")
 def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--pred", required=True, help="COCO results JSON: "
-                   "[{\"image_id\": int, \"caption\": str}, ...]")
+                   "[{\"image_id\": int, \"caption\": str}, ...]; a regular file of at "
+                   "most 256 MiB")
     p.add_argument("--gender", "--labels", dest="gender", required=True,
                    help="CSV with image_id and the attribute's labels: gender or bb_gender "
                    "(Male/Female), or with --attribute skin, skin or bb_skin (Dark/Light; "
@@ -388,7 +389,8 @@ def _setup_libra(p: argparse.ArgumentParser):
                                    "it from (masked caption, image) with a trained DCG "
                                    "(paper 003 sec. 4). Writes a COCO results file.")
     d.add_argument("--pred", required=True,
-                   help="COCO results JSON: [{\"image_id\": int, \"caption\": str}, ...]")
+                   help="COCO results JSON: [{\"image_id\": int, \"caption\": str}, ...]; a "
+                        "regular file of at most 256 MiB")
     d.add_argument("--images", required=True,
                    help="COCO-layout directory (annotations/*.json + images/<split>/) or a "
                         "folder of images named by id (000000000139.jpg)")

@@ -51,9 +51,42 @@ from biaslab.runtime.io import InputError, read_json
 
 #: drop reasons of ``check_image``
 IMAGE_PROBLEMS = ("image_file_missing", "image_file_empty", "image_not_an_image",
-                  "image_file_truncated", "image_size_mismatch")
+                  "image_file_truncated", "image_too_large", "image_size_mismatch",
+                  "image_outside_root")
 
 _CAPTIONS_RE = re.compile(r"^captions_(.+)\.json$")
+#: a split name becomes a directory name (images/<split>): no separator, no dot
+_SPLIT_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """True when ``path``, every symlink resolved (``os.path.realpath``), lies in ``root``
+    (resolved too): what an input named by a dataset may open."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _records(path: Path, data: dict, key: str, what: str) -> list[dict]:
+    """``data[key]`` checked to be a list of JSON objects (the COCO layout)."""
+    items = data[key]
+    if not isinstance(items, list):
+        raise InputError(path, f"'{key}' must be a list of {what} objects, got a JSON "
+                               f"{type(items).__name__}")
+    for i, it in enumerate(items):
+        if not isinstance(it, dict):
+            raise InputError(path, f"{key}[{i}] must be a JSON object ({what}), got "
+                                   f"{it!r:.60}")
+    return items
+
+
+def _int(path: Path, where: str, value) -> int:
+    """A COCO id or count: a JSON integer (or an integral number); else one-line InputError
+    naming the entry and the field."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise InputError(path, f"{where} = {value!r:.60} is not an integer")
 
 
 def _coco_index(path: Path, data: dict) -> COCO:
@@ -74,14 +107,18 @@ def _check_keys(path: Path, data, keys: tuple[str, ...]) -> None:
         raise InputError(path, f"missing key(s) {missing} (not COCO format)")
 
 
-def _check_unique(path: Path, items: list[dict], what: str) -> None:
+def _check_unique(path: Path, data: dict, key: str, what: str) -> list[dict]:
+    """``data[key]``: a list of objects with unique integer ``id`` (InputError otherwise)."""
+    items = _records(path, data, key, what)
     ids = [it.get("id") for it in items]
     if any(i is None for i in ids):
         raise InputError(path, f"a {what} entry has no 'id'")
+    ids = [_int(path, f"{key}[{n}].id", i) for n, i in enumerate(ids)]
     dup = [i for i, n in Counter(ids).items() if n > 1]
     if dup:
         raise InputError(path, f"duplicate {what} id(s): {sorted(dup)[:10]}"
                                f"{' ...' if len(dup) > 10 else ''}")
+    return items
 
 
 def _image_dir(root: Path, split: str) -> Path:
@@ -109,10 +146,12 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
     """Read one image file and check it: ``(problem, digest)``.
 
     ``problem`` is None for a good image, else one of ``IMAGE_PROBLEMS``: ``image_file_missing``
-    (absent or unreadable), ``image_file_empty`` (0 bytes), ``image_not_an_image`` (PIL cannot
-    identify it), ``image_file_truncated`` (``Image.verify`` or a full decode fails, or a JPEG's last 8
+    (absent, unreadable or not a regular file), ``image_file_empty`` (0 bytes),
+    ``image_not_an_image`` (PIL cannot identify it), ``image_file_truncated``
+    (``Image.verify`` or a full decode fails, or a JPEG's last 8
     rows are libjpeg's flat grey fill of missing data: a truncated file with its end marker
-    appended, ``_grey_filled``), ``image_size_mismatch`` (header size != ``width`` x ``height``;
+    appended, ``_grey_filled``), ``image_too_large`` (more pixels than PIL's decompression-bomb
+    limit, ``Image.MAX_IMAGE_PIXELS``: refused before decoding), ``image_size_mismatch (header size != ``width`` x ``height``;
     0 = not annotated, not compared). ``digest`` is ``biaslab.models.features.bytes_digest`` of the
     bytes (None when unreadable). Every file is fully decoded once here, so an image that
     passes ``prepare`` decodes in every later stage.
@@ -120,6 +159,8 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
     from PIL import Image, UnidentifiedImageError
 
     from biaslab.models.features import bytes_digest
+    if not Path(path).is_file():          # absent, or a directory / FIFO / device
+        return "image_file_missing", None
     try:
         data = Path(path).read_bytes()
     except OSError:
@@ -139,7 +180,9 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
                 return "image_file_truncated", digest
     except UnidentifiedImageError:
         return "image_not_an_image", digest
-    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+    except Image.DecompressionBombError:
+        return "image_too_large", digest
+    except (OSError, SyntaxError, ValueError, EOFError):
         return "image_file_truncated", digest
     if (width and int(width) != size[0]) or (height and int(height) != size[1]):
         return "image_size_mismatch", digest
@@ -187,12 +230,21 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
         ``(tables, drops)``: tables ``images, captions, persons, objects, perceived_gender``
         , attributes (pandas DataFrames) and ``drops`` {reason: count}.
 
+    Every file is opened only when its real path (symlinks resolved) lies in ``root``: an
+    image that leaves it is dropped as ``image_outside_root``, an annotation file that does
+    raises.
+
     Raises:
-        InputError: missing root/annotations, no captions file, a whole-file problem, or a
-            ``file_name`` that leaves the dataset root.
+        InputError: missing root/annotations, no captions file, a split name that is not
+            letters, digits, ``_`` or ``-``, a whole-file problem, a malformed entry (an id
+            that is not an integer, a list that is not a list of objects: the message names
+            the file, the entry and the field), or a ``file_name`` / annotation file that
+            leaves the dataset root.
     """
     root_str = str(root)
     root = Path(root)
+    if not root.is_dir():
+        raise InputError(root, "dataset root not found (params data.root)")
     ann_dir = root / "annotations"
     if not ann_dir.is_dir():
         raise InputError(ann_dir, "annotations directory not found (expected COCO layout: "
@@ -200,6 +252,14 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
     cap_files = sorted(p for p in ann_dir.iterdir() if _CAPTIONS_RE.match(p.name))
     if not cap_files:
         raise InputError(ann_dir, "no captions_<split>.json file")
+    for f in cap_files:
+        if not _SPLIT_RE.match(_CAPTIONS_RE.match(f.name).group(1)):
+            raise InputError(f, f"split name {_CAPTIONS_RE.match(f.name).group(1)!r} must be "
+                                f"letters, digits, '_' or '-' (it names images/<split>/)")
+    for f in ann_dir.iterdir():
+        if not inside(f, root):
+            raise InputError(f, f"leaves the dataset root {root} (a symlink to "
+                                f"{os.path.realpath(f)}); inputs must lie inside data.root")
     drops: Counter = Counter()
     images, captions, persons, objects = [], [], [], []
     seen_images: dict[int, str] = {}
@@ -209,17 +269,17 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
         split = _CAPTIONS_RE.match(cap_path.name).group(1)
         data = read_json(cap_path)
         _check_keys(cap_path, data, ("images", "annotations"))
+        _check_unique(cap_path, data, "images", "image")
+        _check_unique(cap_path, data, "annotations", "caption")
         if not data["annotations"]:
             raise InputError(cap_path, "captions file has no captions")
-        _check_unique(cap_path, data["images"], "image")
-        _check_unique(cap_path, data["annotations"], "caption")
         coco = _coco_index(cap_path, data)
         img_dir = _image_dir(root, split)
         rel_dir = os.path.relpath(img_dir, root)
         split_ids = set()
         for img in tqdm(data["images"], desc=f"images {split}", disable=not progress,
                         leave=False):
-            iid = int(img["id"])
+            iid = _int(cap_path, "images[].id", img["id"])
             if iid in seen_images:
                 raise InputError(cap_path, f"image id {iid} also appears in "
                                            f"{seen_images[iid]}")
@@ -238,6 +298,9 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
                 raise InputError(cap_path, f"image {iid}: width/height {img.get('width')!r}/"
                                            f"{img.get('height')!r} are not integers") from None
             digest = None
+            if check_files and not inside(img_dir / fname, root):
+                drops["image_outside_root"] += 1        # a symlink out of the dataset
+                continue
             if check_files:
                 problem, digest = check_image(img_dir / fname, width, height)
                 if problem:
@@ -274,14 +337,19 @@ def read_coco(root: str | os.PathLike, kp_iou: float = 0.3, check_files: bool = 
         if inst_path.exists():
             inst = read_json(inst_path)
             _check_keys(inst_path, inst, ("images", "annotations", "categories"))
-            _check_unique(inst_path, inst["annotations"], "annotation")
-            cat_names.update({int(c["id"]): c["name"] for c in inst["categories"]})
-            for ann in inst["annotations"]:
+            anns = _check_unique(inst_path, inst, "annotations", "annotation")
+            for n, c in enumerate(_check_unique(inst_path, inst, "categories", "category")):
+                if not isinstance(c.get("name"), str) or not c["name"]:
+                    raise InputError(inst_path, f"categories[{n}].name = {c.get('name')!r:.60} "
+                                                f"is not a category name")
+                cat_names[int(c["id"])] = c["name"]
+            for n, ann in enumerate(anns):
                 iid = ann.get("image_id")
                 if iid not in split_ids:
                     drops["instance_unknown_or_dropped_image"] += 1
                     continue
-                cid = int(ann.get("category_id", -1))
+                cid = _int(inst_path, f"annotations[{n}].category_id",
+                           ann.get("category_id", -1))
                 if cid not in cat_names:
                     drops["instance_unknown_category"] += 1
                     continue
@@ -347,7 +415,7 @@ def _attach_keypoints(kp_path: Path, persons: list[dict], split_ids: set[int], k
                       drops: Counter) -> None:
     kp = read_json(kp_path)
     _check_keys(kp_path, kp, ("images", "annotations"))
-    _check_unique(kp_path, kp["annotations"], "annotation")
+    _check_unique(kp_path, kp, "annotations", "annotation")
     by_img: dict[int, list[dict]] = {}
     for p in persons:
         by_img.setdefault(p["image_id"], []).append(p)

@@ -96,7 +96,14 @@ def _split_of(name: str) -> str | None:
 
 
 def _find(root: Path, pattern: str) -> list[Path]:
+    """The files matching ``pattern`` in ``root`` and ``root/annotations``; InputError for
+    one whose real path (symlinks resolved) leaves ``root``."""
+    from biaslab.data.coco import inside
     found = {p for d in (root, root / "annotations") if d.is_dir() for p in d.glob(pattern)}
+    for p in found:
+        if not inside(p, root):
+            raise InputError(p, f"leaves the dataset root {root} (a symlink to "
+                                f"{os.path.realpath(p)}); inputs must lie inside data.root")
     return sorted(found)
 
 
@@ -218,7 +225,7 @@ def read_openimages(root: str | os.PathLike, check_files: bool = True,
     """
     from PIL import Image
 
-    from biaslab.data.coco import check_image
+    from biaslab.data.coco import check_image, inside
     root_str, root = str(root), Path(root)
     if not root.is_dir():
         raise InputError(root, "OpenImages root directory not found")
@@ -296,6 +303,9 @@ def read_openimages(root: str | os.PathLike, check_files: bool = True,
     for oid in tqdm(sorted(named), desc="images", disable=not progress, leave=False):
         path, dsplit = files[oid]
         digest = None
+        if not inside(path, root):                   # a symlink out of the dataset
+            drops["image_outside_root"] += 1
+            continue
         if check_files:
             problem, digest = check_image(path)
             if problem:

@@ -780,6 +780,14 @@ def _meta_of(directory: Path) -> tuple[dict, DCGSettings]:
             # the directory may come from anyone: it must not choose what gets loaded
             raise InputError(meta_p, f"settings.backbone {s.backbone!r} is not one of the "
                                      f"project's image backbones {list(allowed_image_encoders())}")
+        from biaslab import registry
+        from biaslab.runtime.hub import in_local_cache
+        entry = next(e for e in registry.BACKBONES if e.name == s.backbone)
+        if str(entry.target).endswith(":HFImageEncoder") and not in_local_cache(s.backbone):
+            # a name from a file anyone may have written is never downloaded
+            raise InputError(meta_p, f"settings.backbone {s.backbone!r} is not in the local "
+                                     f"Hugging Face cache; a saved model's backbone is loaded "
+                                     f"from there only, never downloaded")
     return meta, s
 
 

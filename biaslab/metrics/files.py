@@ -5,6 +5,7 @@ and the problem (``biaslab.runtime.io.InputError``). Used by the ``biaslab`` CLI
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,21 @@ INTERSECTIONS = {"gender_skin": ("gender", "skin")}
 
 
 
+#: the largest predictions file ``read_predictions`` accepts (bytes, 256 MiB): COCO's 123,287
+#: images with a 100-word caption each take about 80 MB as a results file
+MAX_PREDICTIONS_BYTES = 256 * 2 ** 20
+
+
 def read_predictions(path: str | Path) -> dict[int, str]:
     """COCO results file ``[{"image_id": int, "caption": str}, ...]`` -> {image_id: caption}.
+    ``image_id`` may be a JSON integer or a string of ASCII digits.
 
     Raises:
-        InputError: missing/empty/invalid JSON, not a list, an entry without an int
-            ``image_id`` or a string ``caption``, duplicate image ids, no entries.
+        InputError: missing/empty/invalid JSON, not a regular file (a device, a FIFO) or over
+            :data:`MAX_PREDICTIONS_BYTES`, not a list, an entry without an int ``image_id`` or
+            a string ``caption``, duplicate image ids, no entries.
     """
-    data = read_json(path)
+    data = read_json(path, MAX_PREDICTIONS_BYTES)
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of {{\"image_id\", \"caption\"}} objects "
                                f"(COCO results format), got {type(data).__name__}")
@@ -49,7 +57,8 @@ def read_predictions(path: str | Path) -> dict[int, str]:
                                    f"'caption': {str(item)[:80]}")
         iid, cap = item["image_id"], item["caption"]
         if isinstance(iid, bool) or not isinstance(iid, int):
-            if isinstance(iid, str) and iid.strip().isdigit():
+            # ASCII digits only: str.isdigit() accepts "²", which int() refuses
+            if isinstance(iid, str) and re.fullmatch(r"[0-9]+", iid.strip()):
                 iid = int(iid)
             else:
                 raise InputError(path, f"entry {n}: image_id {iid!r} is not an integer")

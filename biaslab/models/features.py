@@ -224,15 +224,24 @@ class HFImageEncoder(ImageEncoder):
     ``AutoImageProcessor``; see the module docstring for the pooled feature used."""
 
     def __init__(self, name: str, device: str = "cpu", image_size: int | None = None,
-                 num_threads: int | None = None):
+                 num_threads: int | None = None, local_files_only: bool | None = None):
         super().__init__(name, device, image_size or 0, num_threads)
         import torch
         from transformers import AutoImageProcessor, AutoModel
-        # a Hub name is the paper tier's: downloaded on first use where there is network (README
-        # "Full COCO / paper tier"); every default names the offline efficientnet_lite0, and a
-        # saved model may only name a registered one (allowed_image_encoders)
-        self.processor = AutoImageProcessor.from_pretrained(name)
-        self.model = AutoModel.from_pretrained(name).eval().to(device)
+
+        from biaslab.runtime import hub
+        from biaslab.runtime.io import InputError
+        # a Hub name is the paper tier's: from the local cache, or downloaded on first use with
+        # BIASLAB_ALLOW_DOWNLOADS=1 (biaslab/runtime/hub.py); every default names the offline
+        # efficientnet_lite0, and a saved model may only name a registered, cached one
+        lfo = hub.local_files_only() if local_files_only is None else bool(local_files_only)
+        try:
+            self.processor = AutoImageProcessor.from_pretrained(name, local_files_only=lfo)
+            self.model = AutoModel.from_pretrained(name, local_files_only=lfo).eval().to(device)
+        except OSError as e:
+            raise InputError(name, f"image backbone not found locally ({str(e).splitlines()[0]}"
+                                   f"); downloads are off: put it in the Hugging Face cache, "
+                                   f"or set {hub.ALLOW}=1 on a machine with network") from None
         # probe the output width with one blank image (cheap; avoids guessing config fields)
         with torch.inference_mode():
             probe = self._forward(self._preprocess([Image.new("RGB", (64, 64))]))
@@ -756,8 +765,10 @@ class TextEncoder:
         self.name = str(name)
         src = str(minilm_path()) if self.name.lower() in ("minilm", "all-minilm-l6-v2") \
             else self.name
-        self.tokenizer = AutoTokenizer.from_pretrained(src)
-        self.model = AutoModel.from_pretrained(src).eval().to(device)
+        from biaslab.runtime import hub
+        lfo = hub.local_files_only()
+        self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=lfo)
+        self.model = AutoModel.from_pretrained(src, local_files_only=lfo).eval().to(device)
         self.device = device
         self.max_length = int(max_length)
         self.dim = int(self.model.config.hidden_size)

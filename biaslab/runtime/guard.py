@@ -27,6 +27,11 @@ registers its pid beside the claim, so a ``kill -9`` of ``dvc`` alone, which lea
 running, does not free the workspace for a second run that would write the same outputs.
 A claim whose processes are all gone (checked by pid and start time) is taken over.
 
+A run whose ``data.root`` (after the ``-S`` overrides) is not a directory is refused before
+DVC starts, for every ``data.source`` but ``synthetic`` (whose root stage synthesize writes):
+DVC would otherwise remove the first stages' outputs, re-run them, and only then fail on the
+missing dep with a bare ``[Errno 2]``.
+
 Two warnings, without refusing: ``BIASLAB_NUMERICS`` in the environment of a run (the stages
 take the mode from params ``numerics.*``, so it is ignored), and, for ``dvc exp run -S``, the
 values of ``params.yaml`` that DVC's Hydra composition is about to replace (hand edits, or an
@@ -325,26 +330,58 @@ def _flat(d, prefix=""):
     return {prefix[:-1]: d}
 
 
+def _compose(root: Path, hydra: dict, overrides: list[str]) -> dict:
+    import tempfile
+    import yaml
+    from dvc.utils.hydra import compose_and_dump
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "params.yaml"
+        compose_and_dump(str(out), str((root / hydra["config_dir"]).resolve()), None,
+                         hydra["config_name"], str(root / hydra["plugins_path"]), overrides)
+        return yaml.safe_load(out.read_text()) or {}
+
+
+def run_params(root: Path, overrides: list[str] | None) -> dict | None:
+    """The params a run of ``root`` will use: ``params.yaml`` recomposed with ``overrides``
+    (``dvc exp run -S``, Hydra on), else ``params.yaml`` as it is; None when unreadable."""
+    import yaml
+    hydra = _hydra(root)
+    try:
+        if overrides and hydra is not None:
+            return _compose(root, hydra, overrides)
+        return yaml.safe_load((root / "params.yaml").read_text()) or {}
+    except Exception:     # DVC reports a bad params.yaml or override in its own words
+        return None
+
+
+def data_root_problem(root: Path, params: dict) -> str | None:
+    """Why the run cannot read its data (``data.root`` is not a directory, for any
+    ``data.source`` but ``synthetic``, whose root stage synthesize writes), or None."""
+    data = params.get("data") if isinstance(params, dict) else None
+    if not isinstance(data, dict) or data.get("source") in (None, "synthetic"):
+        return None
+    d = data.get("root")
+    if not isinstance(d, str) or not d:
+        return f"params data.root is empty (data.source={data.get('source')!r})"
+    path = Path(d) if Path(d).is_absolute() else root / d
+    if not path.is_dir():
+        return (f"params data.root: {path} is not a directory (data.source="
+                f"{data.get('source')!r}); put the dataset there or pass -S data.root=<dir>")
+    return None
+
+
 def replaced_params(root: Path, overrides: list[str]) -> dict[str, tuple]:
     """``{dotted key: (params.yaml's value, the value after composition)}``: the values of
     ``root/params.yaml`` that ``dvc exp run -S <overrides>`` will replace and that came from
     neither ``conf/`` nor the overrides (a hand edit, or an earlier ``-S`` in the workspace).
     Empty when Hydra is off in DVC's config or params.yaml is absent."""
+    import yaml
     hydra = _hydra(root)
     params = root / "params.yaml"
     if hydra is None or not params.exists():
         return {}
-    import tempfile
-    import yaml
-    from dvc.utils.hydra import compose_and_dump
-    conf = str((root / hydra["config_dir"]).resolve())
-    with tempfile.TemporaryDirectory() as tmp:
-        got = {}
-        for name, ov in (("base", []), ("new", overrides)):
-            out = Path(tmp) / f"{name}.yaml"
-            compose_and_dump(str(out), conf, None, hydra["config_name"],
-                             str(root / hydra["plugins_path"]), ov)
-            got[name] = _flat(yaml.safe_load(out.read_text()) or {})
+    got = {name: _flat(_compose(root, hydra, ov))
+           for name, ov in (("base", []), ("new", overrides))}
     now = _flat(yaml.safe_load(params.read_text()) or {})
     return {k: (v, got["new"].get(k, "(removed)")) for k, v in now.items()
             if v != got["new"].get(k, object()) and v != got["base"].get(k, object())}
@@ -407,7 +444,17 @@ def check_command() -> None:
         args = dvc_args(argv, orig) or []
         cd, words, _ = parse(args)
         root = _repo_root((Path.cwd() / cd if cd else Path.cwd()).resolve())
-        if root is not None and words[:1] in (["exp"], ["experiments"]):
+        is_exp = words[:1] in (["exp"], ["experiments"])
+        if root is not None:
+            problem = data_root_problem(root, run_params(root, _overrides(args) if is_exp
+                                                         else None) or {})
+            if problem:      # before DVC removes a stage's outputs to re-run it
+                print(f"biaslab: refused: {problem}. Nothing was written.", file=sys.stderr,
+                      flush=True)
+                if claim is not None:
+                    release(claim)
+                os._exit(2)
+        if root is not None and is_exp:
             _warn_replaced(root, args)
     if claim is not None:
         os.environ[ENV] = str(claim)

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -46,14 +47,26 @@ class ParamsError(InputError):
         return type(self), (self.path, self.param, self.param_problem)
 
 
-def check_input_file(path: str | os.PathLike) -> Path:
-    """``path`` as a Path if it is an existing file; else ``InputError`` (not found / is a
-    directory)."""
+#: the largest file a reader that loads its input whole accepts (bytes, 2 GiB): COCO's largest
+#: annotation file (instances_train2017.json) is 448 MB
+MAX_INPUT_BYTES = 2 * 1024 ** 3
+
+
+def check_input_file(path: str | os.PathLike, max_bytes: int | None = MAX_INPUT_BYTES) -> Path:
+    """``path`` as a Path if it is an existing regular file of at most ``max_bytes`` bytes
+    (None: any size); else ``InputError`` (not found / a directory / not a regular file: a
+    device such as /dev/zero or a FIFO, which would be read without end / too large)."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "file not found")
     if path.is_dir():
         raise InputError(path, "is a directory, expected a file")
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(path, "is not a regular file (a device, FIFO or socket); give a file")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise InputError(path, f"is {st.st_size / 2 ** 20:.0f} MiB, over the "
+                               f"{max_bytes / 2 ** 20:.0f} MiB this input may have")
     return path
 
 
@@ -243,10 +256,11 @@ def is_skipped(obj: Any) -> bool:
     return isinstance(obj, dict) and "skipped" in obj
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Read JSON; missing, empty, truncated or invalid files raise ``InputError`` naming the file
-    and the position of the problem."""
-    path = check_input_file(path)
+def read_json(path: str | os.PathLike, max_bytes: int | None = MAX_INPUT_BYTES) -> Any:
+    """Read JSON; missing, empty, truncated or invalid files, files that are not regular
+    files or larger than ``max_bytes`` (:func:`check_input_file`) raise ``InputError`` naming
+    the file and the position of the problem."""
+    path = check_input_file(path, max_bytes)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -315,7 +329,9 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
         ParamsError: a value that would give a traceback or a silently wrong result; the
             message reads ``params.yaml: filters.weights: ...``. When the caller is a stage
             script (``stages/<name>.py`` run as the main program) this prints
-            ``<name>: params.yaml: filters.weights: ...`` to stderr and exits 2 instead.
+            ``<name>: params.yaml: filters.weights: ...`` to stderr and exits 2 instead, and
+            so it does for a ``data.root`` that is not a directory
+            (``biaslab.runtime.guard.data_root_problem``).
 
     In a stage script it also installs a ``sys.excepthook`` that prints an uncaught
     ``InputError`` as one line ``<name>: <file>: <problem>`` (exit code 1) instead of a
@@ -347,6 +363,12 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
                 print(f"{stage}: {err}", file=sys.stderr)
                 raise SystemExit(2) from err
             raise err from e
+        if stage is not None:        # the stage's data must be there (synthetic: made here)
+            from biaslab.runtime.guard import data_root_problem
+            problem = data_root_problem(Path.cwd(), params)
+            if problem:
+                print(f"{stage}: {path}: {problem}", file=sys.stderr)
+                raise SystemExit(2)
     return params
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +279,10 @@ def work(params: dict, base: Path | None = None) -> Work:
     if data.get("root") and (root / "annotations").is_dir():
         return _capped(coco_work_from_root(root, params), data.get("max_images"))
     if data.get("source") == "coco":
-        return _capped(coco_work_documented(), data.get("max_images"))
+        w = coco_work_documented()
+        w = replace(w, source=f"data.root {root} not found: {w.source} (a run refuses until "
+                              f"the dataset is there)")
+        return _capped(w, data.get("max_images"))
     raise InputError("data.root", f"{root} does not exist and data.source="
                      f"{data.get('source')!r} has no documented size; plan -S data=coco "
                      f"(documented COCO 2017 sizes) or a COCO-layout data.root")
