@@ -226,3 +226,17 @@ def test_only_the_headline_is_a_dvc_metric():
     metrics = [next(iter(m)) if isinstance(m, dict) else m
                for st in stages.values() for m in (st.get("metrics") or [])]
     assert metrics == ["metrics/summary.json"]
+
+
+def test_every_stage_records_its_numeric_mode_in_its_cmd():
+    """The numeric mode decides the last bits of every float out, so it is part of each
+    stage's record: the cmd sets BIASLAB_NUMERICS from params numerics.* (dvc.lock stores the
+    resolved cmd), and a BIASLAB_NUMERICS in the user's shell cannot reach a stage."""
+    import re
+    for path in (REPO / "dvc.yaml", REPO / "published" / "dvc.yaml"):
+        for name, st in yaml.safe_load(path.read_text())["stages"].items():
+            cmd = st.get("do", st)["cmd"]
+            assert re.match(r"^BIASLAB_NUMERICS=(\$\{numerics\.(mode|decoding)\}|standard) "
+                            r"python stages/", cmd), (path.name, name, cmd)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    assert params["numerics"] == {"mode": "standard", "decoding": "portable"}
