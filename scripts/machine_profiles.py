@@ -55,15 +55,16 @@ def run_profile(machine: str, workers: int, mode: str = "standard",
     clone = work / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     os.symlink(REPO / ".venv", clone / ".venv")
-    params = yaml.safe_load((clone / "params.yaml").read_text())
-    (clone / "params.yaml").write_text(yaml.safe_dump(_set_workers(params, workers),
-                                                      sort_keys=False))
+    params = _set_workers(yaml.safe_load((clone / "params.yaml").read_text()), workers)
+    # the mode is a param (each stage's cmd sets BIASLAB_NUMERICS from it): another mode than
+    # the record's is another record, so reprocheck compares only the stages it leaves alone
+    params.setdefault("numerics", {})["mode"] = mode
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {k: v for k, v in os.environ.items()
            if k not in numerics.ENV and k != "BIASLAB_NUMERICS"}
     env.update(env_machine)
     env["PATH"] = f"{REPO / '.venv/bin'}:{env['PATH']}"
     env["DVC_NO_ANALYTICS"] = "1"
-    env["BIASLAB_NUMERICS"] = mode
     t0 = time.perf_counter()
     log = work / "repro.log"
     name = f"machine_{machine}_w{workers}_{mode}"
