@@ -1,4 +1,4 @@
-"""Diagnostic for issue 11: where do the synthetic-artifact test's flips come from?
+"""Diagnostic: where do the synthetic-artifact test's flips come from?
 
 Paper 000's Table 3 inpaints a random body part of every test person with the caption (so the
 person's gender) as the prompt and reads the change of the gender ratio, Δ, as the models'
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 md.append("")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     from biaslab import report as R
-    # it outlives runs of other profiles: say which run it belongs to (issue 31 item 7)
+    # it outlives runs of other profiles: say which run it belongs to
     text = R.stamp("\n".join(md) + "\n", R.made_by("scripts/artifact_flips.py", ROOT))
     with atomic_path(args.out) as t:
         Path(t).write_text(text)

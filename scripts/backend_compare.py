@@ -1,5 +1,5 @@
 """copy_paste vs render: the synthetic-artifact test (Table 3) on counterfactuals from each
-backend (issue 11 item 5; biaslab/analysis/backends.py states the claim).
+backend (biaslab/analysis/backends.py states the claim).
 
 usage (after set-up, from the repository root):
     python scripts/backend_compare.py --run --collect    # queue the copy_paste run, compare
@@ -58,7 +58,7 @@ def collect(out_dir: Path, a: str, b: str) -> str:
                       "|Ratio_orig - Ratio_inp| / Ratio_orig x100 on the same inpainted test "
                       "images (biaslab/analysis/backends.py).", "", B.markdown(runs, a, b)])
     prov = R.made_by("scripts/backend_compare.py", ROOT)
-    text = R.stamp(text, prov)      # it outlives runs of other profiles (issue 31 item 7)
+    text = R.stamp(text, prov)      # it outlives runs of other profiles
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "backend_compare.md") as tmp:
         tmp.write_text(text, encoding="utf-8")

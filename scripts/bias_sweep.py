@@ -1,4 +1,4 @@
-"""Dose-response sweep: the bias metrics against the planted bias (issue 11 item 3).
+"""Dose-response sweep: the bias metrics against the planted bias.
 
 usage (after set-up, from the repository root):
     python scripts/bias_sweep.py --run --collect                # b in 0, 0.3, 0.6, 0.9
@@ -17,7 +17,7 @@ plots/report/bias_sweep.png (one panel per metric, one line per variant) and
 plots/report/bias_sweep.json (the points and the validity checks at b = 0, which the report
 stage merges into metrics/validity.json when present).
 
---controls (issue 22 item 3) runs only the stages the control models need (`dvc exp run
+--controls runs only the stages the control models need (`dvc exp run
 --queue controls -n ctl-bB`: synthesize, prepare, label_gender, split, controls; about 40 s
 per bias instead of 15 min) at b = 0, 0.3, 0.6, 0.8, 0.9 unless --biases says otherwise.
 --collect then adds the section "Metric response (control models)" to bias_sweep.md: each
@@ -124,14 +124,14 @@ def collect(out_dir: Path) -> str:
         comp = MC.sweep_comparison(runs)
         text = MC.sweep_markdown(comp)
         if text:
-            md += ["## Which captioning metric sees the planted bias (issue 30)", "",
+            md += ["## Which captioning metric sees the planted bias", "",
                    "The amplification metrics against the stereotype amplifier's known rate q "
                    "(the human caption is q = 0) at every planted bias b, and their dataset "
                    "terms against b; extra attacker encoders from `controls.attackers` "
                    "(`python scripts/bias_sweep.py --run --controls --collect -S "
                    "'controls.attackers=[bert_pre]'`).", "", text]
     prov = R.made_by("scripts/bias_sweep.py", ROOT)
-    text = R.stamp("\n".join(md), prov)   # it outlives runs of other profiles (issue 31)
+    text = R.stamp("\n".join(md), prov)   # it outlives runs of other profiles
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "bias_sweep.md") as tmp:
         tmp.write_text(text, encoding="utf-8")

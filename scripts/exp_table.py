@@ -24,7 +24,7 @@ terminal's width, $COLUMNS, else 120):
    Original row shows ``mean ±ci95``); ``*`` marks a difference whose CI excludes 0; ``∞``
    a mean with infinite seeds (Ratio with a never-predicted gender); ``–`` not measured.
    Columns that do not fit are dropped from the right, with a note saying which.
-3. **noise floor** (issue 25 item 2): per metric, the half-width of the 95 % CI of a
+3. **noise floor**: per metric, the half-width of the 95 % CI of a
    difference between two revisions of Original with its n seeds (``stats.noise_floor`` of
    the seed-to-seed std): a difference between two experiments smaller than it is seed noise.
 

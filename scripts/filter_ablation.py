@@ -12,7 +12,7 @@ combinations of Table 4 (biaslab.report.TABLE4_WEIGHTS over prompt adherence, ob
 consistency, color fidelity) and runs them with `dvc exp run --run-all`. Each re-runs only
 `select` and the stages after it (generate and score are cached). Extra `-S` overrides go to
 every experiment. Queued experiments run in a temporary copy of the repository; the data
-profiles compose `data.root` to an absolute path (`${repo_path:...}`, issue 26), so
+profiles compose `data.root` to an absolute path (`${repo_path:...}`), so
 `-S data=coco_mini` finds ../shared/coco-mini from that copy too.
 
 --collect reads every experiment's params and metrics (`dvc exp show --json`) and writes one
@@ -51,7 +51,7 @@ def collect(out: Path) -> str:
           "Object / Color / Prompt: mean filter scores of the selected candidates (stand-ins "
           "for the paper's human ratings); CLIPScore of the captioner trained on S_synthetic.\n\n"
           + R.table4_markdown(rows) + "\n")
-    md = R.stamp(md, R.made_by("scripts/filter_ablation.py", ROOT))   # issue 31 item 7
+    md = R.stamp(md, R.made_by("scripts/filter_ablation.py", ROOT))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(md)

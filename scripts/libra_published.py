@@ -1,4 +1,4 @@
-"""LIBRA's DCG on the published captioners of the LIC paper (issue 24 item 5): each model's
+"""LIBRA's DCG on the published captioners of the LIC paper: each model's
 released captions (`../shared/published-captions/<model>.gender.jsonl.gz`) on the images that
 also lie in a COCO-layout image folder (coco-mini), debiased with a trained DCG exactly as
 `biaslab libra debias` does (`biaslab.libra.debias_results`), and Ratio / Error before and

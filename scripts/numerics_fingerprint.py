@@ -1,5 +1,5 @@
 """Fingerprint of the project's numeric code paths: an md5 per workload of the bytes it
-computes, so two machines (or two simulated ones) can be compared in seconds (issue 34).
+computes, so two machines (or two simulated ones) can be compared in seconds.
 
 usage: python scripts/numerics_fingerprint.py [--workers N] [--only NAME ...] [--threads T]
 
@@ -134,7 +134,7 @@ def t5(threads: int = 1) -> str:
 
 def dcg() -> str:
     """LIBRA's edit DCG (stage dcg_train's default formulation): training and its edits on
-    gender-swapped captions (issue 24 item 4: the DCG's outputs must not depend on the CPU)."""
+    gender-swapped captions (the DCG's outputs must not depend on the CPU)."""
     from biaslab.libra import dcg as D
     x, g, cup, _ = _toy_features(n=48, d=16)
     caps = [f"a {'man' if a else 'woman'} with a {'cup' if b else 'dog'}"

@@ -1,4 +1,4 @@
-"""Write the overlay plots' run lists in dvc.yaml from params.yaml (issue 25 item 3: every
+"""Write the overlay plots' run lists in dvc.yaml from params.yaml (every
 training set x seed is drawn, not the first three seeds).
 
 usage (from the repository root): python scripts/plot_runs.py [--check]

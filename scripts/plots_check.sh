@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Render the DVC plots page offline and look at it in a real headless browser (issue 14 item 4).
+# Render the DVC plots page offline and look at it in a real headless browser.
 #
 # usage (from the repository root, with the project's venv active):
 #   scripts/plots_check.sh                       # dvc plots show
@@ -48,7 +48,7 @@ if grep -q 'cdn\.jsdelivr' "$HTML"; then echo "plots_check: a CDN reference is l
 
 n_specs=$(grep -c 'vegaEmbed(' "$HTML" || true)
 n_imgs=$(grep -o '<img [^>]*src="[^"]*"' "$HTML" | wc -l)
-# measure the rendered page (issue 25): a script appended to the page writes, once the charts
+# measure the rendered page: a script appended to the page writes, once the charts
 # had time to render, the page's full size, every chart's and image's box and the images that
 # failed to load into <pre id="plots-check">; the DOM dump carries it out of the browser
 cat >> "$HTML" <<'JS'

@@ -1,10 +1,10 @@
-"""Diagnostic for issue 11: is the Ratio protocol's person mask gender-neutral?
+"""Diagnostic: is the Ratio protocol's person mask gender-neutral?
 
 Paper 000's Ratio blacks out every person of a test image and counts the classifier's gender
 predictions. A model that ignores context should then be at Ratio 1. On the embedded synthetic
 data the models trained on S_augment / S_synthetic read gender from the person's body shape
 (renderer version 2 drew men with a rectangular shirt torso, women with a trapezoid dress; version 3
-draws both with one silhouette, issue 23), and a
+draws both with one silhouette), and a
 black *rectangle* over the person may itself look male to them.
 
 This script evaluates the trained classifiers (``classifier.datasets`` rows original, augment,
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
             r = np.mean(rows, 0)
             lines.append(f"| {d} | {name} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.2f} |")
     from biaslab import report as R
-    # it outlives runs of other profiles: say which run it belongs to (issue 31 item 7)
+    # it outlives runs of other profiles: say which run it belongs to
     text = R.stamp("\n".join(lines) + "\n", R.made_by("scripts/ratio_mask_diagnostic.py",
                                                         Path(__file__).resolve().parents[1]))
     with atomic_path(args.out) as t:

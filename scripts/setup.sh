@@ -32,7 +32,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Portable numerics (biaslab/runtime/numerics.py, issue 34): every Python of this venv (dvc, each stage,
+# Portable numerics (biaslab/runtime/numerics.py): every Python of this venv (dvc, each stage,
 # pytest, forked and Ray workers) pins the CPU float paths at start-up, before NumPy or torch
 # load, so the committed dvc.lock is reproduced on any x86-64 machine whatever the shell sets.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
