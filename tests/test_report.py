@@ -281,7 +281,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "1 of 3 tested object categories differ between the groups (Kruskal-Wallis" in md
     assert "| dog | male_dark | female_light | – | 0.01 |" in md
     assert "| cup | 40 | 0.900 ± 0.050 | 0.450 | 2.00 | 0.0099 |" in md, md
-    assert "## Protected attribute: gender_skin (issue 29; stage eval_attribute)" in md
+    assert "## Protected attribute: gender_skin (stage eval_attribute)" in md
     assert ("female_dark 5, female_light 30, male_dark 8, male_light 40 (n = 83). The two "
             "smallest groups (female_dark, male_dark) detect a difference of a per-image rate "
             "(e.g. Error) of 80.0 percentage points") in md
@@ -291,7 +291,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "| Original | 11.0 ± 12.7 | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
     summary = json.loads((tmp_path / "metrics/summary.json").read_text())
     assert summary["attribute"] == {"name": "gender_skin",
-                                    "original": {"LIC": "5.0±12.7", "Leakage": "3.0±12.7"}}
+                                    "original": {"LIC": {"mean": 5.0, "ci95": 12.7},
+                                                 "Leakage": {"mean": 3.0, "ci95": 12.7}}}
     assert ("Classifiers: Leakage of gender_skin from their object predictions (paper 000 Eq. 7 "
             "and appendix B; a 4-way attacker") in md
     # the same models' mAP leads the attribute's classifier table (Table 1's utility)
@@ -340,15 +341,23 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     summary = json.loads((m / "summary_full.json").read_text())
     assert summary["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
     assert summary["original"]["mAP"]["mean"] == 79.0 and "diff" not in summary["original"]["mAP"]
-    # the one DVC metric (issue 25 item 1): few keys, one string per cell, the noise floor
+    # the one DVC metric: numbers only (DVC's views diff numbers), the noise floor
     compact = json.loads((m / "summary.json").read_text())
-    flat = [(r, k) for r, v in compact.items() for k in v]
-    assert len(flat) <= 40
-    assert compact["original"]["mAP"].startswith("79.0")
-    assert compact["synthetic"]["Leakage"].startswith("Δ-4.9")
+
+    def leaves(x):
+        return [v for y in x.values() for v in leaves(y)] if isinstance(x, dict) else [x]
+    numeric = {k: v for k, v in compact.items() if k != "attribute"}   # attribute.name: a label
+    assert all(v is None or isinstance(v, (int, float)) for v in leaves(numeric)), compact
+    assert compact["original"]["mAP"] == {"mean": 79.0,
+                                          "ci95": round(summary["original"]["mAP"]["ci95"], 1)}
+    assert compact["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
+    lo, hi = compact["synthetic"]["Leakage"]["lo"], compact["synthetic"]["Leakage"]["hi"]
+    assert lo < -4.9 < hi
+    assert "Ratio (classifier)" in compact["original"]
     assert set(compact["validity"]) == {"holds", "fails", "inconclusive", "not_informative",
                                         "n"}
-    assert set(compact["noise"]) <= {"Leakage", "mAP", "LIC", "Error"}
+    assert set(compact["noise"]) <= {"Leakage", "mAP", "LIC", "Error", "masked AUC",
+                                     "Ratio (classifier)", "Ratio (captioner)"}
     val = json.loads((m / "validity.json").read_text())
     ids = {c["id"]: c["verdict"] for c in val["checks"]}
     # issue 31 item 3: every check carries its reason and the file it came from
@@ -536,11 +545,12 @@ def test_summary_files_carry_the_direction_measures():
     assert full["original"]["masked calls %"] == {"man": 40.0, "woman": 15.0, "both": 0.0,
                                                   "neither": 45.0}
     compact = mod.compact(full, m, {"holds": 1}, 1)
-    assert compact["original"]["masked AUC"].startswith("82.0±")
-    assert compact["synthetic"]["masked AUC"].startswith("Δ-21.0±")
-    assert compact["original"]["log r"].startswith("+1.04±")
-    assert compact["synthetic"]["log r"].startswith("-1.04±")
-    assert compact["oversample"]["log r"] == "+∞ (2/2 seeds)"
+    assert compact["original"]["masked AUC"]["mean"] == 82.0
+    assert compact["synthetic"]["masked AUC"]["diff"] == -21.0
+    assert compact["original"]["log r"]["mean"] == 1.04
+    assert compact["synthetic"]["log r"]["mean"] == -1.04
+    # a seed that never calls one gender: no finite mean, and the count says why
+    assert compact["oversample"]["log r"] == {"mean": None, "ci95": None, "n_inf": 2}
     assert compact["validity"]["not_informative"] == 0
 
 

@@ -1,4 +1,4 @@
-"""The bias report as a document (issue 27 item 4: the markdown assembly out of the stage).
+"""The bias report as a document (the markdown assembly out of the stage).
 
 :func:`build` turns the pipeline's metrics files into ``plots/report/tables.md`` (paper 000
 Tables 1-4 with every cell mean ± 95 % CI and n, each bias metric's difference from Original,
@@ -13,7 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from biaslab import registry
 from biaslab import report as R
+from biaslab.report.glance import mitigation_blocks
 from biaslab.runtime import stats
 from biaslab.analysis import validity
 from biaslab.runtime.io import is_skipped
@@ -55,7 +57,7 @@ def headline(m: dict) -> dict:
                 "n": rec.get("n"), "n_inf": rec.get("n_inf"),
                 **({"diff": stats.to_json(d.get("diff"), 4), "diff_lo": stats.to_json(d.get("lo"), 4),
                     "diff_hi": stats.to_json(d.get("hi"), 4)} if row != "original" else {})}
-    # issue 31 item 1: which way the masked calls lean, signed and averaged before any fold
+    # which way the masked calls lean, signed and averaged before any fold
     for row, cols in R.direction_table(m["classification"]).items():
         if (cols.get("log_r") or {}).get("na"):
             continue
@@ -70,82 +72,75 @@ def headline(m: dict) -> dict:
     return out
 
 
-#: what metrics/summary.json (the one DVC metric) compares per model family: the bias metric
+#: what metrics/summary.json (the one DVC metric) compares per model family: the bias metrics
 #: and the utility of each of paper 000's tables
-COMPACT = (("classification", ("Leakage", "mAP", "masked AUC")),
-           ("captioning", ("LIC", "Error")))
+COMPACT = (("classification", ("Leakage", "Ratio (classifier)", "masked AUC", "mAP")),
+           ("captioning", ("LIC", "Ratio (captioner)", "Error")))
 
 
-def _cell(mean, half, digits: int, prefix: str = "") -> str:
-    """``"12.3±1.1"`` / ``"Δ-9.1±2.8"``; ``∞`` for an infinite value, ``n/a`` when missing."""
-    if mean is None:
-        return "n/a"
-    if isinstance(mean, str) or not math.isfinite(float(mean)):
-        return prefix + ("-∞" if str(mean).startswith("-") else "∞")
-    h = "" if half is None else f"±{float(half):.{digits}f}"
-    return f"{prefix}{float(mean):+.{digits}f}{h}" if prefix else f"{float(mean):.{digits}f}{h}"
+def _num(v, digits: int) -> float | None:
+    """A JSON number rounded to ``digits``, or None (missing, a string such as ``"inf"``,
+    not finite): DVC's metric views compare numbers only."""
+    if v is None or isinstance(v, (str, bool)):
+        return None
+    f = float(v)
+    return round(f, digits) if math.isfinite(f) else None
 
 
 def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
-    """metrics/summary.json, the only file DVC registers as ``metrics`` (issue 25 item 1), so
-    ``dvc exp show`` / ``dvc metrics diff`` stay readable (about 40 keys):
+    """metrics/summary.json, the only file DVC registers as ``metrics``: numbers only, so
+    ``dvc metrics diff`` and ``dvc exp show`` compare them as numbers.
 
-    * ``<row>.<metric>``: Original ``"mean±h"`` (h: half-width of its 95 % t CI over seeds);
-      every other row ``"Δdiff±h"``, its difference from Original with the half-width of the
-      Welch 95 % CI (symmetric); ``∞`` / ``n/a`` where the metric is infinite / missing.
-      Metrics: Leakage, mAP and the masked gender AUC for the classifier rows, LIC and Error
-      for the captioner rows (x100 scale, as the tables).
-    * ``<row>."log r"``: the signed ln r of the persons-masked calls, ``"+0.41±0.30"``, on
-      every classifier row *not* as a difference (its sign is the direction, > 0 leans
-      "man"; issue 31 item 1). The man / woman / both / neither shares are in
-      metrics/summary_full.json (``"masked calls %"``).
+    * ``original.<metric>``: ``{"mean", "ci95"}``, Original's mean over seeds and the
+      half-width of its 95 % t CI.
+    * ``<row>.<metric>`` for every other row: ``{"diff", "lo", "hi"}``, its difference from
+      Original (same seeds' Welch 95 % CI, ``lo`` and ``hi`` its bounds).
+      Metrics (x100 scale, as the tables): Leakage, Ratio, the masked gender AUC and mAP for
+      the classifier rows; LIC, Ratio and Error for the captioner rows. A value that is
+      infinite or missing is null.
+    * ``<row>."log r"``: ``{"mean", "ci95", "n_inf"}``, the signed ln r of the persons-masked
+      calls on every classifier row, *not* as a difference (its sign is the direction, > 0
+      leans "man"; ``n_inf`` seeds that never call one gender make the mean null). The man /
+      woman / both / neither shares are in metrics/summary_full.json.
     * ``noise.<metric>``: the seed-to-seed noise floor, the half-width of the 95 % CI of a
       difference between two revisions of Original with its n seeds
       (``stats.noise_floor``): a change between two experiments below it is seed noise.
     * ``validity.{holds, fails, inconclusive, not_informative, n}``: metrics/validity.json's
       counts.
-    * ``attribute.name``, ``attribute.<row>.LIC`` and ``attribute.<row>.Leakage`` (issue 29):
-      with ``attribute`` skin or gender_skin, that attribute's LIC of every captioner row and
-      Leakage of every classifier row, ``"mean±h"`` (absolute: 0 = no more than the human
-      captions / the ground truth); absent for gender (Tables 1 and 2 have them).
+    * ``attribute.name`` and ``attribute.<row>.{LIC, Leakage}`` ``{"mean", "ci95"}``: with
+      ``attribute`` skin or gender_skin, that attribute's LIC of every captioner row and
+      Leakage of every classifier row (absolute: 0 = no more than the human captions / the
+      ground truth); absent for gender (Tables 1 and 2 have them).
 
-    Everything else (CIs' bounds, n, Ratio, per-seed values) stays in
-    metrics/summary_full.json and the stages' metrics/*.json (plain outs, committed), read by
-    ``scripts/exp_table.py`` and tables.md."""
+    Per-seed values and n stay in metrics/summary_full.json and the stages' metrics/*.json
+    (plain outs, committed), read by ``scripts/exp_table.py`` and tables.md."""
     out: dict = {}
     noise: dict = {}
     for fkey, names in COMPACT:
-        rows = R._rows(m[fkey])
-        for row in rows:
+        for row in R._rows(m[fkey]):
             for name in names:
                 rec = (full.get(row) or {}).get(name)
                 if not rec or rec.get("n") in (None, 0):
                     continue
                 if row == "original":
-                    out.setdefault(row, {})[name] = _cell(rec.get("mean"), rec.get("ci95"),
-                                                          digits)
+                    out.setdefault(row, {})[name] = {"mean": _num(rec.get("mean"), digits),
+                                                     "ci95": _num(rec.get("ci95"), digits)}
                     nf = stats.noise_floor(rec.get("std"), int(rec.get("n") or 0))
                     noise[name] = None if nf is None else round(nf, digits + 1)
                 else:
-                    lo, hi = rec.get("diff_lo"), rec.get("diff_hi")
-                    half = None if lo is None or hi is None or isinstance(lo, str) \
-                        or isinstance(hi, str) else (float(hi) - float(lo)) / 2
-                    out.setdefault(row, {})[name] = _cell(rec.get("diff"), half, digits, "Δ")
-    # the signed ln r of the masked calls (issue 31 item 1): absolute on every row, its sign
+                    out.setdefault(row, {})[name] = {
+                        "diff": _num(rec.get("diff"), digits), "lo": _num(rec.get("diff_lo"), digits),
+                        "hi": _num(rec.get("diff_hi"), digits)}
+    # the signed ln r of the masked calls: absolute on every row, its sign
     # is the direction (> 0 leans "man"); averaged over seeds before any fold
     for row in R._rows(m["classification"]):
         rec = (full.get(row) or {}).get("log r")
         if rec and rec.get("n"):
-            if int(rec.get("n_inf") or 0):     # a seed that never calls one gender
-                sign = "-" if (rec.get("sign") or 1) < 0 else "+"
-                txt = f"{sign}∞ ({int(rec['n_inf'])}/{int(rec['n'])} seeds)"
-            elif isinstance(rec.get("mean"), (int, float)):
-                txt = f"{rec['mean']:+.2f}" + ("" if rec.get("ci95") is None
-                                               else f"±{float(rec['ci95']):.2f}")
-            else:
-                txt = "n/a"
-            out.setdefault(row, {})["log r"] = txt
-    # the protected attribute's LIC (issue 29; stage eval_attribute), absolute on every row:
+            n_inf = int(rec.get("n_inf") or 0)
+            out.setdefault(row, {})["log r"] = {
+                "mean": None if n_inf else _num(rec.get("mean"), 2),
+                "ci95": None if n_inf else _num(rec.get("ci95"), 2), "n_inf": n_inf}
+    # the protected attribute's LIC (stage eval_attribute), absolute on every row:
     # only when that stage computed it (skin, gender_skin), so the gender default is unchanged
     att = m.get("attribute") or {}
     if att.get("metrics") == "computed here" and att.get("rows"):
@@ -153,14 +148,15 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
         for row, rec in att["rows"].items():
             r = rec.get("LIC") or {}
             if r.get("n"):
-                block[row] = {"LIC": _cell(r.get("mean"), r.get("ci95"), digits)}
+                block[row] = {"LIC": {"mean": _num(r.get("mean"), digits),
+                                      "ci95": _num(r.get("ci95"), digits)}}
         cls_att = (m.get("classification") or {}).get("attribute") or {}
         if cls_att.get("name") == block["name"]:
             for row, rec in (cls_att.get("rows") or {}).items():
                 r = rec.get("Leakage") or {}
                 if r.get("n"):
-                    block.setdefault(row, {})["Leakage"] = _cell(r.get("mean"), r.get("ci95"),
-                                                                 digits)
+                    block.setdefault(row, {})["Leakage"] = {"mean": _num(r.get("mean"), digits),
+                                                            "ci95": _num(r.get("ci95"), digits)}
         out["attribute"] = block
     out["noise"] = noise
     out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive",
@@ -194,7 +190,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     ufloor = float((params.get("report") or {}).get("utility_floor", 0.0) or 0.0)
     deg1 = R.degenerate_rows(t1, R.UTILITY["table1"], ufloor)
     deg2 = R.degenerate_rows(t2, R.UTILITY["table2"], ufloor)
-    # captions that stop naming people read Ratio ≈ 1: never "best" (issue 31 item 2)
+    # captions that stop naming people read Ratio ≈ 1: never "best"
     gw_loss = float((params.get("report") or {}).get("max_gender_word_loss",
                                                      R.MAX_GENDER_WORD_LOSS))
     cdeg2 = R.caption_degenerate_rows(t2, gw_loss, ufloor)
@@ -216,11 +212,11 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity.retrieval_checks(m["retrieval"]) + \
         validity.spurious_checks(m.get("spurious")) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
-    # a claim whose metric misses its controls' known answer is not judged (issue 22)
+    # a claim whose metric misses its controls' known answer is not judged
     checks = validity.apply_controls(checks, m["controls"])
-    # a Ratio claim on a mask that itself reads as one gender is not judged (issue 23 item 2)
+    # a Ratio claim on a mask that itself reads as one gender is not judged
     checks = validity.apply_mask_neutral(checks, m["probe"])
-    # every check with its reason and file; a measure that cannot move is no pass (issue 31)
+    # every check with its reason and file; a measure that cannot move is no pass
     checks = validity.explain(checks)
     vsum = validity.summary(checks)
     neutral = validity.mask_neutral_rows(m["probe"])
@@ -273,9 +269,12 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         f"({hb.get('lic_classifier', '?')}).",
         "",
     ]
+    glance = mitigation_blocks(headline(m), checks, R.row_names(),
+                               {e.row: e.doc for e in registry.row_entries() if e.doc}, digits)
     lines = [
         "# Bias report",
         "",
+        *([*glance, "", "## How to read the tables", ""] if glance else []),
         f"Data: `{source}`; counterfactual backend (S_augment, S_synthetic, Table 3): "
         f"`{backend}`. Every cell is mean ± 95 % CI over training seeds (Student t; n seeds in "
         "each heading); `∞ (k/n seeds)` marks seeds whose Ratio is infinite (a model that never "
@@ -287,7 +286,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "x100. In Tables 1 and 2 the best mean of each ranked column (↑ higher, ↓ lower, →x "
         "closest to x: 1 for the classifiers' calls on persons-masked images, as paper 000; "
         "the test set's own man : woman ratio for captions of unmasked images, Burns et al. "
-        "2018, issue 31) is **bold** and the second best <u>underlined</u>, as in paper 000; "
+        "2018) is **bold** and the second best <u>underlined</u>, as in paper 000; "
         "where their CIs overlap the order is not significant. Models are the tiny offline "
         "tier unless `models: paper` is composed: not comparable with the papers' numbers.",
         "",
@@ -311,7 +310,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         R.power_line(m["controls"], "classifier", digits, R.TABLE1_COLUMNS),
         "",
-        "### Table 1, direction: which way the persons-masked calls lean (issue 31)",
+        "### Table 1, direction: which way the persons-masked calls lean",
         "",
         R.markdown(R.direction_table(m["classification"]), R.DIRECTION_COLUMNS, 2),
         "",
@@ -334,10 +333,10 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
         "images with a random body part inpainted (inp); Δ = 100 |Ratio_orig - Ratio_inp| / "
         "Ratio_orig of the seed-mean ratios (paper 000 Table 3). A large Δ means the model "
-        "reacts to the inpainted part, artifacts or not; Δ_artifact (our addition, issue 23) "
+        "reacts to the inpainted part, artifacts or not; Δ_artifact (our addition) "
         "= Δ(backend) - Δ(the same parts of the same images re-drawn by the generator): the "
         "part of Δ the backend's artifacts cause, 0 by construction when the backend is "
-        "`render`, with a bootstrap 95 % CI over test images. Δ, other group (issue 31): "
+        "`render`, with a bootstrap 95 % CI over test images. Δ, other group: "
         "the positive control, the same parts filled from the other group, so the gender cue "
         "can change; where it stays near 0 the test cannot move a call on this data and a "
         "small Δ is no evidence. Test-set inpainting backend: "
@@ -374,7 +373,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
             "Captioners (sampled gender word):", "", R.markdown(p_cap, R.PROBE_COLUMNS, 3), "",
             *(["Captioners on the teacher-forced margin (log P(male version) - log P(female "
                "version) of the same caption under both images of a pair, nats; continuous, "
-               "so fewer seeds decide a claim; issue 23 item 5):", "",
+               "so fewer seeds decide a claim):", "",
                R.markdown(p_mrg, R.PROBE_COLUMNS, 2), ""] if p_mrg else [])]
     else:
         lines += [str(m["probe"].get("note") or "No probe on this data (no planted truth)."), ""]
@@ -419,7 +418,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         "### Which captioning metric sees the planted bias",
         "",
-        "The captioning bias metrics on the same controls (issue 30): LIC, BiasAmp, DBA_O and "
+        "The captioning bias metrics on the same controls: LIC, BiasAmp, DBA_O and "
         "DBAC (Nair, Tokas & Kerner 2025, biaslab/metrics/dbac.py) in both directions, with "
         "the authors' prior correction and without it (direct). A metric that reads the "
         "planted bias matches every control: the stereotype amplifiers raise it above the "
@@ -838,7 +837,7 @@ def _audit_context_markdown(a: Mapping, groups: list, top: int) -> list[str]:
 
 
 def controls_attribute_markdown(c: Mapping) -> list[str]:
-    """The attribute's controls (issue 29 item 6; stage ``controls_attribute``,
+    """The attribute's controls (stage ``controls_attribute``,
     ``biaslab.analysis.controls_attribute``): per control and metric the known answer, the
     measured mean ± t 95 % CI over the replicates and the verdict. Empty for gender or
     without the file."""
@@ -849,7 +848,7 @@ def controls_attribute_markdown(c: Mapping) -> list[str]:
     n_rep = len(c.get("replicates") or [])
     summ = c.get("summary") or {}
     lines = [f"## Controls for {a}: the attribute's Leakage and LIC against known answers "
-             "(issue 29 item 6; stage controls_attribute)", "",
+             "(stage controls_attribute)", "",
              "Control models whose bias is known by construction, through the code that "
              "evaluates the trained models: oracle (the true objects: Leakage = 0 exactly), "
              "amplifier@q (adds the group's stereotype object, "
@@ -885,7 +884,7 @@ def controls_attribute_markdown(c: Mapping) -> list[str]:
 def attribute_markdown(att: Mapping, classifiers: Mapping | None = None,
                        utility: Mapping[str, Any] | None = None
                        ) -> list[str]:
-    """The protected attribute's section (issue 29; stage ``eval_attribute``): the captioned
+    """The protected attribute's section (stage ``eval_attribute``): the captioned
     test images per group, the smallest difference the two smallest groups detect, and for
     skin / gender_skin the captioners' LIC (and Error per group with the worst-group gap for
     gender_skin), mean ± 95 % CI over captioner seeds; with ``classifiers`` (the
@@ -905,7 +904,7 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None,
     per = ti.get("per_group") or {}
     mdd = ti.get("min_detectable_difference_pp")
     pair = ti.get("smallest_pair") or []
-    lines = [f"## Protected attribute: {a} (issue 29; stage eval_attribute)", "",
+    lines = [f"## Protected attribute: {a} (stage eval_attribute)", "",
              "Captioned test images per group: " + ", ".join(f"{g} {n}" for g, n in per.items())
              + f" (n = {ti.get('n', '?')}). "
              + (f"The two smallest groups ({', '.join(pair)}) detect a difference of a per-image "

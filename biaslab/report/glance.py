@@ -1,0 +1,158 @@
+"""The answer first: one block per mitigation at the top of ``tables.md``.
+
+A reader's first question is "did this mitigation reduce bias against Original, by how much,
+how sure?". Each block answers it from what the report already computed, with no number of
+its own: the headline differences from Original (``metrics/summary_full.json``: the mean
+over seeds and the Welch 95 % CI of the difference, n seeds per row, as in Tables 1 and 2)
+and, where ``metrics/validity.json`` holds a check of that difference, its verdict. The net
+line counts the bias metrics whose 95 % CI lies wholly on one side of 0; a CI that contains 0
+is "not decided by these seeds", never "no effect".
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: the headline bias metrics as ``(task, summary_full name, label, key of its validity
+#: check)``; each is read against its unbiased value (:data:`UNBIASED`, else 0)
+BIAS_METRICS = (
+    ("classifier", "Leakage", "Leakage", "leakage"),
+    ("classifier", "masked AUC", "masked AUC", "masked_auc"),
+    ("classifier", "Ratio (classifier)", "Ratio", "ratio"),
+    ("captioner", "LIC", "LIC", "lic"),
+    ("captioner", "Error", "Error", "error"),
+)
+UTILITY_METRICS = (("classifier", "mAP", "mAP"),)
+TASK_LABEL = {"classifier": "Classifier", "captioner": "Captioner"}
+#: a mitigation's key in the validity check ids where it differs from its row key
+CHECK_ROW = {"original+LIBRA": "libra"}
+#: the unbiased value of a bias metric other than 0: chance for the masked gender AUC, an even
+#: man : woman split for the classifier's Ratio on persons-masked images (paper 000)
+UNBIASED = {"masked AUC": 50.0, "Ratio (classifier)": 1.0}
+
+
+def _finite(x: Any) -> float | None:
+    if x is None or isinstance(x, (str, bool)):
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def bias_direction(name: str, original_mean: float | None, diff: float | None,
+                   lo: float | None, hi: float | None) -> str:
+    """``"less"``, ``"more"`` or ``"undecided"`` bias for a difference from Original of a
+    bias metric, decided by its 95 % CI ``[lo, hi]``.
+
+    Leakage, LIC and Error: lower is less bias (the papers' ↓; a negative Leakage or LIC
+    amplifies less than the data), so a CI wholly below 0 is ``"less"`` and wholly above is
+    ``"more"``. A metric with an unbiased value ``u`` (:data:`UNBIASED`: masked AUC 50, the
+    classifier's Ratio 1) is read by the distance from ``u`` given Original's mean: ``"less"``
+    when ``|Original + d - u| < |Original - u|`` for every d in the CI, ``"more"`` when it is
+    larger for every d, so a difference that crosses ``u`` (masked AUC from 70 to 20) is not
+    less bias. A missing bound or an interval that decides neither is ``"undecided"``.
+    """
+    if lo is None or hi is None or diff is None:
+        return "undecided"
+    if name not in UNBIASED or original_mean is None:
+        return "less" if hi < 0 else "more" if lo > 0 else "undecided"
+    u = UNBIASED[name]
+    d0 = abs(original_mean - u)
+    d_lo, d_hi = abs(original_mean + lo - u), abs(original_mean + hi - u)
+    # the distance is convex in the difference: its largest over [lo, hi] is at a bound
+    if max(d_lo, d_hi) < d0:
+        return "less"
+    # the smallest is at a bound unless the interval reaches the unbiased value
+    reaches = (original_mean + lo - u) * (original_mean + hi - u) <= 0
+    if not reaches and min(d_lo, d_hi) > d0:
+        return "more"
+    return "undecided"
+
+
+def _fmt_diff(rec: Mapping[str, Any], digits: int) -> str:
+    d, lo, hi = (_finite(rec.get(k)) for k in ("diff", "diff_lo", "diff_hi"))
+    if d is None:
+        return "n/a"
+    if lo is None or hi is None:
+        return f"{d:+.{digits}f} (no CI)"
+    return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def _check_for(checks: Sequence[Mapping[str, Any]], task: str, row: str,
+               key: str) -> Mapping[str, Any] | None:
+    """The validity check of ``row`` - Original on metric ``key`` (ids such as
+    ``classifier/synthetic-original/leakage<0``), or None."""
+    rx = re.compile(rf"^{task}/{re.escape(CHECK_ROW.get(row, row))}-original/{key}[<>≤≥]")
+    return next((c for c in checks if rx.match(str(c.get("id", "")))), None)
+
+
+def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
+                      checks: Sequence[Mapping[str, Any]], names: Mapping[str, str],
+                      docs: Mapping[str, str] | None = None, digits: int = 1) -> list[str]:
+    """The markdown lines of the answer-first section.
+
+    Args:
+        full: ``metrics/summary_full.json`` (:func:`biaslab.report.document.headline`):
+            ``{row: {metric name: {"mean", "ci95", "n", "diff", "diff_lo", "diff_hi"}}}``.
+        checks: ``metrics/validity.json`` ``checks`` (each with ``id`` and ``verdict``).
+        names: ``{row key: display label}`` in table order (``biaslab.registry.row_names``).
+        docs: ``{row key: one-line description}`` (the registry's ``doc``), optional.
+        digits: decimals of the differences.
+
+    Returns:
+        Lines (no trailing blank); empty when ``full`` has no row but Original.
+    """
+    docs = docs or {}
+    base = full.get("original") or {}
+    rows = [r for r in names if r != "original" and r in full]
+    rows += [r for r in full if r not in names and r != "original"]
+    if not rows:
+        return []
+    out = ["## At a glance: each mitigation against Original", "",
+           "Difference from Original: mean over seeds [Welch 95 % CI], n seeds per model "
+           "(Tables 1 and 2 have every column). Less bias: the whole CI lowers Leakage, LIC or "
+           "Error, or brings the masked AUC closer to 50 or the classifier's Ratio closer to "
+           "1. A CI that contains no change is *not decided* by these seeds, which is not the "
+           "same as no effect. \"check\" is that difference's verdict in "
+           "metrics/validity.json, where it has one.", ""]
+    for row in rows:
+        rec = full[row]
+        doc = docs.get(row)
+        out.append(f"**{names.get(row, row)}**" + (f": {doc}" if doc else ""))
+        counts = {"less": [], "more": [], "undecided": []}
+        for task in ("classifier", "captioner"):
+            parts = []
+            for t, name, label, key in BIAS_METRICS:
+                r = rec.get(name)
+                if t != task or not r or "diff" not in r:
+                    continue
+                orig = _finite((base.get(name) or {}).get("mean"))
+                way = bias_direction(name, orig, _finite(r.get("diff")),
+                                     _finite(r.get("diff_lo")), _finite(r.get("diff_hi")))
+                counts[way].append(label)
+                word = {"less": "less bias", "more": "more bias",
+                        "undecided": "not decided"}[way]
+                chk = _check_for(checks, task, row, key)
+                verdict = f"; check {chk['verdict']}" if chk else ""
+                parts.append(f"{label} {_fmt_diff(r, digits)}: {word}{verdict}")
+            for t, name, label in UTILITY_METRICS:
+                r = rec.get(name)
+                if t == task and r and "diff" in r:
+                    parts.append(f"utility {label} {_fmt_diff(r, digits)}")
+            if parts:
+                n = next(((rec.get(m[1]) or {}).get("n") for m in BIAS_METRICS
+                          if m[0] == task and (rec.get(m[1]) or {}).get("n")), None)
+                out.append(f"- {TASK_LABEL[task]} (n = {n}): " + "; ".join(parts) + ".")
+        net = []
+        for way, word in (("less", "less bias on"), ("more", "more bias on"),
+                          ("undecided", "not decided on")):
+            if counts[way]:
+                net.append(f"{word} {', '.join(counts[way])}")
+        if net:
+            out.append("- Net: " + "; ".join(net) + ".")
+        out.append("")
+    return out[:-1] if out and out[-1] == "" else out
+
+
+__all__ = ["BIAS_METRICS", "UNBIASED", "bias_direction", "mitigation_blocks"]
