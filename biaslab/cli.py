@@ -1,6 +1,6 @@
 """``biaslab`` command line: argparse on top of the library.
 
-The CLI imports the library and nothing in the library imports the CLI (issue 27 item 3). Its
+The CLI imports the library and nothing in the library imports the CLI. Its
 commands are this module's own (``evaluate-captions``, ``libra debias``, ``plan``), each a
 ``setup(parser) -> handler(args) -> int`` function registered with ``@register_command``
 below. A separate package adds a command without editing this repository through the entry
@@ -185,10 +185,12 @@ def _word_list_names() -> tuple[str, ...]:
                        "writes one JSON object.")
 def _setup_evaluate(p: argparse.ArgumentParser):
     p.add_argument("--pred", required=True, help="COCO results JSON: "
-                   "[{\"image_id\": int, \"caption\": str}, ...]; a regular file of at "
-                   "most 256 MiB")
+                   "[{\"image_id\": int, \"caption\": str}, ...], or JSON Lines with those "
+                   "keys (*.jsonl; gzip allowed: the published captioners' *.jsonl.gz); a "
+                   "regular file of at most 256 MiB")
     p.add_argument("--gender", "--labels", dest="gender", required=True,
-                   help="CSV with image_id and the attribute's labels: gender or bb_gender "
+                   help="CSV (or JSON Lines, such as the --pred file of a published "
+                   "captioner) with image_id and the attribute's labels: gender or bb_gender "
                    "(Male/Female), or with --attribute skin, skin or bb_skin (Dark/Light; "
                    "Zhao et al. 2021's perceived_gender_skin.csv), with --attribute "
                    "gender_skin both; any case, other values ignored")
@@ -429,7 +431,7 @@ def _run_debias(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# plan (issue 16.4): the logic is biaslab.runtime.plan; imported when the command runs
+# plan: the logic is biaslab.runtime.plan; imported when the command runs
 
 
 @register_command("plan", help="Cost model of a run: per heavy stage the work (images, "

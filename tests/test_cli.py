@@ -778,3 +778,39 @@ def test_reprocheck_passes_a_run_of_the_record_and_refuses_one_of_other_code(tmp
     (tmp_path / "dvc.lock").write_text(lock.replace("aaa", "zzz"))   # other code
     assert cli.main(["reprocheck", "--repo", str(tmp_path)]) == 1
     assert "nothing compared" in capsys.readouterr().out
+
+
+def test_the_published_captioners_json_lines_read_as_predictions_and_labels(files, capsys):
+    """A published captioner's file (``<model>.gender.jsonl.gz``: image_id, caption,
+    bb_gender, bb_skin per line) is both --pred and --gender, as shipped: gzip, JSON Lines,
+    and the same numbers as the JSON + CSV pair of the same captions and labels."""
+    import gzip
+    pred = json.loads((files / "pred.json").read_text())
+    labels = {int(r.split(",")[0]): r.split(",")[1]
+              for r in (files / "labels.csv").read_text().splitlines()[1:]}
+    lines = [json.dumps({**p, "bb_gender": labels.get(p["image_id"], ""), "bb_skin": "Light",
+                         "split": "val"}) for p in pred]
+    with gzip.open(files / "m.gender.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n\n")          # a trailing blank line is skipped
+    gz = files / "m.gender.jsonl.gz"
+    rc, out_gz, _ = run(capsys, "evaluate-captions", "--pred", gz, "--gender", gz,
+                        "--metrics", "ratio", "error")
+    assert rc == 0
+    rc, out_csv, _ = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                         "--gender", files / "labels.csv", "--metrics", "ratio", "error")
+    assert rc == 0
+    a, b = json.loads(out_gz), json.loads(out_csv)
+    assert a["Ratio"] == b["Ratio"] and a["Error"] == b["Error"]
+    assert a["Ratio"]["n_images"] == 2 * N
+
+
+def test_a_broken_json_lines_or_gzip_file_is_one_line_naming_it(files, capsys):
+    (files / "bad.jsonl").write_text('{"image_id": 1, "caption": "a man"}\n[1, 2]\n')
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "bad.jsonl",
+                     "--gender", files / "labels.csv", "--metrics", "ratio")
+    assert rc == 2 and "bad.jsonl" in err and "line 2 is not a JSON object" in err, err
+    (files / "bad.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00 not gzip at all")
+    rc, _, err = run(capsys, "evaluate-captions", "--pred", files / "bad.jsonl.gz",
+                     "--gender", files / "labels.csv", "--metrics", "ratio")
+    assert rc == 2 and "bad.jsonl.gz" in err and "not a readable gzip file" in err, err
+    assert len(err.strip().splitlines()) == 1, err

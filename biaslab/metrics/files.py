@@ -1,7 +1,7 @@
 """Readers of the files a user brings to the captioning metrics (COCO results, gender labels,
 COCO captions) and the strict-JSON conversion of their results. Every error names the file
 and the problem (``biaslab.runtime.io.InputError``). Used by the ``biaslab`` CLI, the stages and
-``biaslab.runtime.plan``; the library never imports ``biaslab.cli`` (issue 27 item 3)."""
+``biaslab.runtime.plan``; the library never imports ``biaslab.cli``."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from typing import Any
 
 from biaslab.runtime.io import InputError, check_input_file, read_json
 
-__all__ = ["ATTRIBUTES", "INTERSECTIONS", "read_predictions", "read_gender_labels",
+__all__ = ["ATTRIBUTES", "INTERSECTIONS", "is_json_lines", "read_records", "read_predictions", "read_gender_labels",
            "read_group_labels", "read_human_captions", "read_categories", "jsonable"]
 
 #: protected attributes of the captioning metrics: label columns (first found wins) and the
@@ -24,7 +24,7 @@ ATTRIBUTES = {"gender": (("gender", "bb_gender"), ("female", "male")),
               "gender_skin": (("gender", "bb_gender", "skin", "bb_skin"),
                               ("female_dark", "female_light", "male_dark", "male_light"))}
 #: intersectional attributes: their parts (attributes above); a group is ``<part1>_<part2>``,
-#: defined where every part's label is (issue 29, paper 000 sec. 7's four gender x skin groups)
+#: defined where every part's label is (paper 000 sec. 7's four gender x skin groups)
 INTERSECTIONS = {"gender_skin": ("gender", "skin")}
 
 
@@ -34,16 +34,78 @@ INTERSECTIONS = {"gender_skin": ("gender", "skin")}
 MAX_PREDICTIONS_BYTES = 256 * 2 ** 20
 
 
+def is_json_lines(path: str | Path) -> bool:
+    """True for a JSON Lines file by its name: ``*.jsonl`` or ``*.jsonl.gz``."""
+    name = Path(path).name.lower()
+    return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
+
+
+def read_records(path: str | Path, max_bytes: int = MAX_PREDICTIONS_BYTES) -> Any:
+    """A JSON file, or a JSON Lines file (``*.jsonl``; one object per line, blank lines
+    skipped) as a list of its objects; either may be gzip-compressed (``*.gz``, e.g. the
+    published captioners' ``<model>.gender.jsonl.gz``). ``max_bytes`` bounds the file and,
+    for a gzip file, its decompressed text.
+
+    Raises:
+        InputError: what :func:`biaslab.runtime.io.read_json` raises; a gzip file that is
+            corrupt or decompresses past ``max_bytes``; a JSON Lines line that is not a JSON
+            object (named by its line number).
+    """
+    import gzip
+    import json
+    import zlib
+    path = Path(path)
+    if not path.name.lower().endswith(".gz") and not is_json_lines(path):
+        return read_json(path, max_bytes)
+    path = check_input_file(path, max_bytes)
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read(max_bytes + 1)
+            if len(raw) > max_bytes:
+                raise InputError(path, f"decompresses to more than {max_bytes:,} bytes")
+        else:
+            raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(path, f"not a readable gzip file ({e})") from e
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (offset {e.start})") from e
+    if not text.strip():
+        raise InputError(path, "file is empty")
+    if not is_json_lines(path):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"invalid or truncated JSON at line {e.lineno} column "
+                                   f"{e.colno}: {e.msg}") from e
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"line {n} is not valid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise InputError(path, f"line {n} is not a JSON object")
+        rows.append(obj)
+    return rows
+
+
 def read_predictions(path: str | Path) -> dict[int, str]:
-    """COCO results file ``[{"image_id": int, "caption": str}, ...]`` -> {image_id: caption}.
-    ``image_id`` may be a JSON integer or a string of ASCII digits.
+    """Captions of one model -> {image_id: caption}: a COCO results file ``[{"image_id":
+    int, "caption": str}, ...]``, or JSON Lines with the same keys per line (``*.jsonl``,
+    gzip allowed: :func:`read_records`; other keys, such as the published captioners'
+    ``bb_gender``, are ignored here). ``image_id`` may be a JSON integer or a string of ASCII
+    digits.
 
     Raises:
         InputError: missing/empty/invalid JSON, not a regular file (a device, a FIFO) or over
             :data:`MAX_PREDICTIONS_BYTES`, not a list, an entry without an int ``image_id`` or
             a string ``caption``, duplicate image ids, no entries.
     """
-    data = read_json(path, MAX_PREDICTIONS_BYTES)
+    data = read_records(path, MAX_PREDICTIONS_BYTES)
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of {{\"image_id\", \"caption\"}} objects "
                                f"(COCO results format), got {type(data).__name__}")
@@ -109,7 +171,7 @@ def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict
     columns, groups = ATTRIBUTES[attribute]
     path = check_input_file(path)
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        df = _label_table(path)
     except pd.errors.EmptyDataError as e:
         raise InputError(path, "file is empty") from e
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
@@ -152,6 +214,17 @@ def read_group_labels(path: str | Path, attribute: str = "gender") -> tuple[dict
                  "n_by_group": {g: sum(1 for v in out.values() if v == g) for g in groups}}
 
 
+def _label_table(path: Path):
+    """A labels file as a DataFrame of strings: CSV, or JSON Lines (:func:`read_records`: the
+    published captioners' files carry ``image_id``, ``bb_gender`` and ``bb_skin`` per line)."""
+    import pandas as pd
+    if not is_json_lines(path):
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    rows = read_records(path)
+    df = pd.DataFrame.from_records(rows)
+    return df.map(lambda v: "" if v is None else str(v)) if len(df) else df
+
+
 def _read_intersection(path: str | Path, attribute: str) -> tuple[dict[int, str], dict]:
     """:func:`read_group_labels` of an intersectional attribute: its parts read one by one,
     an image's group the parts' groups joined by ``_`` where every part has one."""
@@ -163,7 +236,7 @@ def _read_intersection(path: str | Path, attribute: str) -> tuple[dict[int, str]
     import pandas as pd
     # rows without a group (a duplicate row of a grouped image is not ignored); the parts
     # have checked every id
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df = _label_table(Path(path))
     id_col = next(c for c in df.columns if c.strip().lower() == "image_id")
     n_ignored = sum(int(float(str(x).strip())) not in out for x in df[id_col])
     return out, {"n_rows": parts[0][1]["n_rows"], "n_ignored": n_ignored,
