@@ -1,12 +1,12 @@
 """Why the tiny DCG rewrote correct captions, and what each part of the default's DCG buys
-(issue 24 item 1): stage `dcg_train` + `dcg_apply` re-run on the workspace's own inputs (after
+: stage `dcg_train` + `dcg_apply` re-run on the workspace's own inputs (after
 `dvc repro`) with one `libra.dcg` setting changed per row, outputs to a temporary directory.
 
 usage: python benchmarks/dcg_ablation.py [--rows NAME ...] [--out benchmarks/results/dcg_ablation.json]
 
 Rows (each a set of `libra.dcg` overrides of params.yaml):
   paper        the paper's generate DCG (Eq. 9) on the BCS pairs alone, masking eta at inference
-               (the default before issue 24: 40 epochs)
+               (40 epochs, as in the paper)
   generate+pairs  the same decoder with the identity / swap pairs and no inference masking
   edit-only    the edit formulation on the BCS pairs alone
   edit+eta     the default with the paper's inference masking (infer_eta = eta = 0.2)

@@ -1,4 +1,4 @@
-"""SD inpainting throughput on a GPU (issue 16.4): images/s for batch size x dtype x steps,
+"""SD inpainting throughput on a GPU: images/s for batch size x dtype x steps,
 through the repository's backend (``biaslab.counterfactual.sd_inpaint.SDInpaintBackend.generate``,
 the call stage generate makes: one pipeline call per batch of candidates of one image, group and
 guidance scale, CPU-seeded generators, composite back into the original).

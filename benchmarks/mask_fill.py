@@ -1,4 +1,4 @@
-"""What the Ratio protocol's mask fill reads as (issue 23 item 2): for every classifier of the
+"""What the Ratio protocol's mask fill reads as: for every classifier of the
 default run, the mask effect Ratio_E(masked) / Ratio_E(the same images drawn without their
 person) with each fill (black 0, grey 128, the mean colour of the unmasked pixels), on the
 100 context-free images (probe/neutral.csv) and on the 600 probe images in context, plus how

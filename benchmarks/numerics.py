@@ -1,4 +1,4 @@
-"""Cost of the portable numerics (biaslab.runtime.numerics, issue 34): the same work with the pinned
+"""Cost of the portable numerics (biaslab.runtime.numerics): the same work with the pinned
 CPU paths and with the libraries' own (``BIASLAB_NUMERICS=native``), as ratios measured in
 the same run.
 

@@ -1,4 +1,4 @@
-"""Cost of the continuous captioner probe (issue 23 item 5) against the probe's own baseline,
+"""Cost of the continuous captioner probe against the probe's own baseline,
 caption generation, on the same images in the same run.
 
 usage (after `dvc repro probe`, from the repository root):
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab import captioner as C  # noqa: E402
+from biaslab.captioning.clipcap import Captioner  # noqa: E402
 from biaslab.analysis import probe as P  # noqa: E402
 from biaslab.classify import encode_files  # noqa: E402
 from biaslab.runtime.io import load_params, write_json  # noqa: E402
@@ -30,7 +30,7 @@ def main() -> int:
     paths = sorted(glob.glob("data/probe/masked/*.png"))
     if not paths:
         sys.exit("probe_margin: no data/probe/masked/*.png (run `dvc repro probe` first)")
-    model = C.Captioner.load(model_dir("captioner", "original", int(cap["seeds"][0])))
+    model = Captioner.load(model_dir("captioner", "original", int(cap["seeds"][0])))
     feats = encode_files(paths, params["features"]["cache_dir"], model.config.image_encoder,
                          image_size=model.config.image_size, batch_size=1, num_threads=1)
     t = time.perf_counter()

@@ -1,5 +1,5 @@
 """Where the probe checks' uncertainty comes from, and what more probe pairs or more seeds
-would buy (issue 23: 16 of the default's inconclusive checks are probe checks).
+would buy (16 of the default's inconclusive checks are probe checks).
 
 usage (after `dvc repro`, from the repository root):
     python benchmarks/probe_power.py     # -> benchmarks/results/probe_power.json

@@ -1,5 +1,5 @@
 """Time of one LIC_M classifier at the paper preset (thesis 2.8.1) on the published NIC
-gender study: 1 and 2 epochs, so that per-epoch and set-up costs separate (issue 28 item 3).
+gender study: 1 and 2 epochs, so that per-epoch and set-up costs separate.
 Result: benchmarks/results/published_paper_preset.json (written by hand from the output)."""
 import time, json
 from biaslab.data import published as P

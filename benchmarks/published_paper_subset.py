@@ -1,5 +1,5 @@
 """Gender LIC_M of two published captioners at the paper preset (thesis 2.8.1: LSTM embedding
-100, hidden 256, 20 epochs, lr 5e-5), 3 seeds each, on 2 workers: the check of issue 28 that
+100, hidden 256, 20 epochs, lr 5e-5), 3 seeds each, on 2 workers: the check that
 the ci profile cannot make on a CPU in CI time (the full paper profile is ~17.5 h here).
 
 Usage: python benchmarks/published_paper_subset.py [--models nic nic_equalizer] [--seeds 3]

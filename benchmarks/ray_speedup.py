@@ -1,5 +1,5 @@
 """Benchmark: executor=ray with 1 vs 2 worker actors, and the local executor with 1 vs 2 forked
-workers, in the same run (issue 16), for
+workers, in the same run, for
 ``generate`` (the ``render`` backend, the synthetic default's, on a small synthetic dataset)
 and ``features`` (``encode_cached`` with efficientnet_lite0 into an empty cache).
 

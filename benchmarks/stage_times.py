@@ -11,7 +11,7 @@ is passed through unchanged.
 
 CPU time is the machine-wide busy time from /proc/stat (user + nice + system + irq + softirq)
 between two stage boundaries, so forked workers, Java (METEOR) and DVC itself all count; it is
-the pipeline's CPU use only on an otherwise idle machine (issue 16 item 3: utilisation = summed
+the pipeline's CPU use only on an otherwise idle machine (utilisation = summed
 CPU time / wall time, in cores; 2.0 = both cores busy). Absent where /proc/stat is not readable.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ Papers implemented (texts in ``../shared/papers``):
 
 __version__ = "0.1.0"
 
-# Portable numerics (issue 34): pin the CPU float paths before NumPy / torch load, so a result
+# Portable numerics: pin the CPU float paths before NumPy / torch load, so a result
 # has the same bits on any x86-64 machine. The project's .venv already did this at start-up
 # (biaslab_numerics.pth, scripts/setup.sh); this covers any other installation.
 from biaslab.runtime import numerics as _numerics  # noqa: E402
@@ -26,7 +26,7 @@ from biaslab.runtime import hub as _hub  # noqa: E402
 
 _hub.pin_offline()
 
-# One run at a time in a workspace (issue 26): a second `dvc exp run` / `dvc repro` beside a
+# One run at a time in a workspace: a second `dvc exp run` / `dvc repro` beside a
 # running one is refused here, at interpreter start-up, before DVC writes anything.
 from biaslab.runtime import guard as _guard  # noqa: E402
 
@@ -40,8 +40,3 @@ if _os.environ.get("BIASLAB_IMPORT_LOG"):
     from biaslab.runtime.stagedeps import log_imports as _log_imports
 
     _log_imports()
-
-# Old flat import paths (``from biaslab import stats``) keep resolving to the moved modules.
-from biaslab import _moved  # noqa: E402
-
-_moved.install()

@@ -1,4 +1,4 @@
-"""One registry of the swappable components (issue 27 item 1): training-set variants, model-level
+"""One registry of the swappable components: training-set variants, model-level
 methods, caption post-processors, counterfactual backends, captioner architectures, the
 candidate filters of weighted rank selection, image backbones and captioning metrics.
 
@@ -324,7 +324,7 @@ _builtin("datasets", "augment", f"{_V}:augment", "S_augment", 120,
 _builtin("datasets", "synthetic", f"{_V}:synthetic", "S_synthetic", 130,
          doc="the counterfactuals only (paper 000 Eq. 2)")
 _builtin("datasets", "matched", f"{_V}:matched", "Original, size-matched", 30,
-         params="datasets", doc="Original at sub-sampling's size and gender counts (issue 23)")
+         params="datasets", doc="Original at sub-sampling's size and gender counts")
 
 # Model-level methods of paper 000 Table 1 (biaslab/classify/methods/, one module each).
 _M = "biaslab.classify.methods"
@@ -395,9 +395,9 @@ for _order, (_name, _target, _label, _better, _scale, _doc) in enumerate((
         ("Ratio", f"{_Q}.captions:ratio", "Ratio", "one", 1,
          "max(r, 1/r), r = #man / #woman captions (paper 000 Table 2)"),
         ("no_gender_word", "biaslab.data.gender:caption_gender", "no gender word %", None, 1,
-         "% of gender-labelled images whose caption names no gender (issue 31)"),
+         "% of gender-labelled images whose caption names no gender"),
         ("length", "biaslab.data.gender:tokenize", "words", None, 1,
-         "mean tokens per caption (issue 31)"),
+         "mean tokens per caption"),
         ("LIC", f"{_Q}.lic:lic", "LIC", "lower", 1,
          "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
         ("DBAC_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A", "lower", 100,

@@ -25,7 +25,8 @@ out:  metrics/artifact_captioner.json ({dataset: {ratio_orig, ratio_inp: record,
 
 import pandas as pd
 
-from biaslab import captioner as C
+from biaslab.captioning.clipcap import Captioner
+from biaslab.captioning.data import image_features, path_id
 from biaslab.analysis.artifact import caption_artifact_scores, caption_calls, table3_json
 from biaslab.runtime.io import (InputError, json_number, load_params, read_parquet, run_stage,
                                 stage_parser, write_json)
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     images = read_parquet("data/prepared/images.parquet").set_index("image_id")
     ids = parts["image_id"].astype(int).tolist()
     orig = pd.DataFrame({"image_id": ids, "path": images.loc[ids, "path"].astype(str).tolist()})
-    inp = pd.DataFrame({"image_id": [C._path_id(x) for x in parts["path"].astype(str)],
+    inp = pd.DataFrame({"image_id": [path_id(x) for x in parts["path"].astype(str)],
                         "path": parts["path"].astype(str).tolist()})
     genders = parts["gender"].astype(str).tolist()
     datasets = list(a.get("datasets", ["original", "augment", "synthetic"]))
@@ -57,17 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     # features of every captioner's encoder are read before the fork (workers inherit them)
     feats: dict = {}
     for dataset, seed in jobs:
-        cfg = C.Captioner.load(model_dir("captioner", dataset, seed)).config
+        cfg = Captioner.load(model_dir("captioner", dataset, seed)).config
         key = (cfg.image_encoder, cfg.image_size)
         if key not in feats:
-            feats[key] = tuple(C.image_features(t, cache, *key, num_threads=cfg.num_threads,
+            feats[key] = tuple(image_features(t, cache, *key, num_threads=cfg.num_threads,
                                                 progress=True, executor=params.get("executor"))
                                for t in (orig, inp))
     kw = dict(beam=p.get("beam"), max_len=p.get("max_len"),
               no_repeat_ngram=p.get("no_repeat_ngram"))
 
     def caption(job: tuple[str, int]) -> tuple[list, list]:
-        model = C.Captioner.load(model_dir("captioner", *job))
+        model = Captioner.load(model_dir("captioner", *job))
         f = feats[(model.config.image_encoder, model.config.image_size)]
         return model.generate(f[0], **kw), model.generate(f[1], **kw)
 

@@ -20,9 +20,9 @@ out: data/artifact/ (images/<image_id>.jpg or .png (render), parts.parquet: imag
        {<dataset>: {ratio_orig, ratio_inp: record (per-seed raw r), delta: {mean, ci95, lo, hi,
                     n, n_boot, n_undefined} (Delta of the seed means, bootstrap CI),
                     delta_control: the same Delta with the parts filled from the OTHER group
-                    (data/artifact/control/; the positive control, issue 31 item 3),
+                    (data/artifact/control/; the positive control),
                     delta_artifact: Delta(backend) - Delta(the same parts re-drawn by the
-                    generator), bootstrap CI over images (issue 23 item 4; 0 by construction
+                    generator), bootstrap CI over images (0 by construction
                     on render runs, "not available" without a generator),
                     delta_seeds: record (per-seed Delta), flip_rate: record,
                     per_seed: [{seed, ratio_orig, ratio_inp, delta, flip_rate, n_man_orig,
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 parts["image_id"]].reset_index()
         except (InputError, ValueError) as e:   # real data: no generator to re-draw with
             why_no_redraw = f"not available: {e}"
-    # the positive control (issue 31 item 3): the same parts filled from the other group, so
+    # the positive control: the same parts filled from the other group, so
     # the gender cue can change; a test whose control moves no call cannot move at all
     control = inpaint(backend, f"{OUT}/control", other_group=True).set_index("image_id").loc[
         parts["image_id"]].reset_index()

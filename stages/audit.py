@@ -1,6 +1,6 @@
 """DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit),
 and the same person- and object-based measures for the run's protected attribute
-(biaslab.analysis.audit_attribute; issue 29 item 8).
+(biaslab.analysis.audit_attribute).
 
 Reads  data/prepared/{images,captions,persons,objects}.parquet, data/labels/images.parquet,
 data/prepared/perceived_gender.parquet (skin tone, for attribute skin / gender_skin),

@@ -1,15 +1,15 @@
 """Stage `build_datasets`: training-set variants original / oversample / subsample / augment /
 synthetic (paper 000 Eqs. 2-3) and matched (a random subset of original of sub-sampling's size
-and gender counts: its capacity control, issue 23 item 3; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
+and gender counts: its capacity control; params `datasets`, `label.words`) -> data/datasets/<name>.parquet
 manifests, metrics/datasets.json (per variant: sizes, group sizes, object and hidden-attribute
 skew; `sources`: how many train images every variant draws on; `oversample.tradeoff`: the
 smallest skew bound per repeat cap) and plots/datasets/oversample_tradeoff.png.
 
 The variants are the entries of `biaslab.registry.DATASETS` (builders in biaslab/data/variants.py):
 every built-in one, then each installed plug-in variant that `classifier.datasets`,
-`captioner.datasets` or `artifact.datasets` names (issue 27 item 1).
+`captioner.datasets` or `artifact.datasets` names.
 
-Param `attribute` (issue 29 item 3): for skin / gender_skin the counterfactuals are of that
+Param `attribute`: for skin / gender_skin the counterfactuals are of that
 attribute's groups (stage generate), every manifest gets a `group` column (the originals': the
 perceived group of data/prepared/perceived_gender.parquet, None where the image has none) and
 S_augment adds the groups other than the image's own (every group where it has none). The
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                    read_parquet(f"{PREP}/objects.parquet"), read_parquet("data/labels/images.parquet"),
                    read_parquet("data/split.parquet"), splits=p["splits"])
     attribute = params.get("attribute", "gender")
-    if attribute != "gender":   # each original's perceived group (issue 29 item 3)
+    if attribute != "gender":   # each original's perceived group
         from biaslab.analysis.attribute_eval import PERCEIVED, group_labels
         groups = group_labels(attribute, dict(zip(d["image_id"], d["gender"])),
                               read_parquet(PERCEIVED))
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     cols = [c for c in attributes.columns if c != "image_id"] if attributes is not None else []
     skew_by_dataset({label: {n: m.get(f"{label}_mean_abs_skew") for n, m in metrics.items()}
                      for label in ["objects"] + cols}, "plots/datasets/skew.png")
-    # what a repeat cap costs in balance on this data (issue 31 item 5): the cap used is one
+    # what a repeat cap costs in balance on this data: the cap used is one
     # point of this curve, so a reader can see what a larger one would buy
     caps = sorted({1, 2, 5, 10, 20, 50, 100, 200, 500}
                   | ({int(p["max_copies"])} if p["max_copies"] is not None else set()))

@@ -1,5 +1,5 @@
 """Stage `contrast_set`: GenSynth's gender-balanced contrast set of the test split (paper 001
-sec. 4; issue 32 item 1): every test image whose persons can be masked is edited into one
+sec. 4): every test image whose persons can be masked is edited into one
 version per group with the background fixed (the masks of stage `masks` and the backend of
 `generate.backend`, through the same code: biaslab.counterfactual), each version is judged by
 the KNN filter (paper 001 Eqs. 1-2: K, tau_R, tau_G of `filters.knn_*`; the real images R are
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     # the directory out holds a skipped.json (biaslab.runtime.io.is_skipped reads it)
     if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
         return 0
-    from biaslab import captioner as C
+    from biaslab.captioning.data import image_features
     from biaslab.models.clipscorer import load_scorer
     from biaslab.counterfactual.contrast import contrast_counts, contrast_pairs
     from biaslab.counterfactual import generate as gen
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(scorer, "accepts_features", False):
             return np.asarray(scorer.encode_images(table["path"].astype(str).tolist()))
         cfg = scorer.config
-        return scorer.encode_images(np.asarray(C.image_features(
+        return scorer.encode_images(np.asarray(image_features(
             table, cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads,
             progress=True, workers=int(c["workers"])), np.float32))
     ids = sorted(int(i) for i in cands["image_id"].unique())

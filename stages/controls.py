@@ -1,5 +1,5 @@
 """Stage `controls`: every bias metric fed control models whose bias is known by construction
-(biaslab.analysis.controls, issue 22; run by biaslab.analysis.controls_eval.run_controls),
+(biaslab.analysis.controls; run by biaslab.analysis.controls_eval.run_controls),
 with the same code that evaluates the trained models:
 biaslab.classify.evaluate_outputs (mAP, Ratio, Ratio_E, Error = 100 - gender accuracy,
 Leakage) plus BiasAmp / DBA_O on the classifier's objects (biaslab.metrics.biasamp), the

@@ -1,5 +1,5 @@
 """Stage `controls_attribute`: the protected attribute's Leakage and LIC fed control models
-whose bias is known by construction (issue 29 item 6; biaslab.analysis.controls_attribute):
+whose bias is known by construction (biaslab.analysis.controls_attribute):
 oracle (Leakage = 0 exactly), amplifier@q (Leakage > 0, LIC > 0), blind (LK_M < 100 / K),
 human (LIC ≈ 0), through the code that evaluates the trained models
 (biaslab.classify.attribute_leakage, biaslab.metrics.evaluate.evaluate_captions).

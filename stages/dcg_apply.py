@@ -8,7 +8,7 @@ gender words swapped (`swapped`: a captioner that always gets the gender wrong).
 debiased and scored against the image gender labels (caption gender wrong / neutral / both).
 
 On data with a planted truth (the synthetic default) two more stand-ins are the captioner
-controls of issue 22 that name the gender their context implies, person ignored
+controls that name the gender their context implies, person ignored
 (biaslab.analysis.controls.captioner_captions; the same test images as `human`): `context_reader` reads
 objects, scene and cast (the Bayes decision: at b = 0.8 it is wrong on few images) and
 `context_reader[cast]` reads the colour cast alone (wrong on about (1 - b) / 2 of them).

@@ -1,5 +1,5 @@
 """Stage `eval_attribute`: the captioners' bias for the run's protected attribute (param
-``attribute``: gender | skin | gender_skin; issue 29) -> metrics/attribute.json,
+``attribute``: gender | skin | gender_skin) -> metrics/attribute.json,
 plots/attribute.csv.
 
 Reads every captioner's test captions (data/captions/<row>-<seed>.json, written by stage

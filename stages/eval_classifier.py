@@ -37,13 +37,13 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
                  <name>: {mAP_real, mAP_generated, domain_gap (generated - real), gender_acc_real,
                           gender_acc_generated, n_real, n_generated: record over seeds,
                           per_seed: [{seed, ...the same keys}]}}
-                (biaslab.classify.domain, issue 31 item 4: every model on the real photos and
+                (biaslab.classify.domain: every model on the real photos and
                 the same-group generated counterfactuals of the train sources it never trained
                 on; first backbone only),
         leakage_train: {n_images, n_labelled, n_male, n_female, rounds},
         [attribute: {name, groups, n_test_labelled_by_group, n_train_by_group,
                      rows: {<name>: {Leakage, LK_M, LK_D: record over seeds, per_seed}}} -- only
-         when param `attribute` is skin or gender_skin (issue 29): that attribute's Leakage
+         when param `attribute` is skin or gender_skin: that attribute's Leakage
          (paper 000 appendix B: from the object predictions, a K-way attacker for K groups;
          groups from the perceived skin tone of data/prepared/perceived_gender.parquet and
          the caption-derived gender; first backbone)]}

@@ -53,7 +53,8 @@ out:  metrics/retrieval.json::
 """
 from pathlib import Path
 
-from biaslab import captioner as C
+from biaslab.captioning.data import image_features
+from biaslab.captioning.evaluation import gender_labels
 from biaslab.analysis.retrieval_eval import DEFAULTS, evaluate_retrieval, neutral_queries
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
                                 skip_without_captions, stage_parser, write_json)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                          "missing: no CLIP-style scorer there (run stage train_scorer)")
     per = Path("data/prepared/perceived_gender.parquet")
     lab = Path("data/labels/images.parquet")
-    labels, used = C.gender_labels(source, read_parquet(per) if per.exists() else None,
+    labels, used = gender_labels(source, read_parquet(per) if per.exists() else None,
                                    read_parquet(lab))  # label_gender always writes it
     split = read_parquet("data/split.parquet")
     test = set(split.loc[split["split"] == "test", "image_id"].astype(int))
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = (params.get("lic") or {}).get("num_threads")
 
     def encode(t):
-        return C.image_features(t, cache, cfg["image_encoder"], cfg.get("image_size"),
+        return image_features(t, cache, cfg["image_encoder"], cfg.get("image_size"),
                                 num_threads=threads, progress=True)
     pairs = Path("data/contrast/pairs.parquet")
     stored = read_parquet(pairs) if pairs.exists() else None

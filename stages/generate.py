@@ -1,7 +1,7 @@
 """DVC stage `generate`: m counterfactual candidates per (image, group) (paper 000 Eq. 1; logic:
 biaslab.counterfactual.generate + the backend named by `generate.backend`), over the groups of
-the param `attribute` (gender: female/male; skin: dark/light; gender_skin: the four; issue 29
-item 3). copy_paste's donors of a skin-tone group come from the perceived skin tone of
+the param `attribute` (gender: female/male; skin: dark/light; gender_skin: the four).
+copy_paste's donors of a skin-tone group come from the perceived skin tone of
 data/prepared/perceived_gender.parquet (bb_skin).
 
 Reads  data/masks/masks.parquet (+ the mask PNGs it names), data/prepared/{images,persons,
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = {}
     if p.get("backend", "copy_paste") == "copy_paste":   # the donor pool
         labels = read_parquet(args.labels)
-        if attribute != "gender":   # the donors' perceived skin tone (issue 29 item 3)
+        if attribute != "gender":   # the donors' perceived skin tone
             skin = skin_labels(read_parquet(args.perceived), where=args.perceived)
             labels = labels.assign(skin=labels["image_id"].map(skin))
         tables = dict(persons=persons, images=images, labels=labels,

@@ -4,7 +4,7 @@ labels: Ratio and Error of every human caption (Burns et al. 2018) and LIC_D (th
 
 Gender labels: ONE source, chosen by the same param as stage eval_captioner
 (``eval_captioner.gender_source``: auto = perceived labels where the data has them, else
-caption-derived; ``biaslab.captioner.gender_labels``), so both stages judge captions against
+caption-derived; ``biaslab.captioning.evaluation.gender_labels``), so both stages judge captions against
 the same labels. Params: ``lic`` (classifier, preset, seeds, num_threads, workers), ``label.words``,
 ``eval_captioner.gender_source``.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from biaslab.runtime import stats
-from biaslab.captioner import gender_labels
+from biaslab.captioning.evaluation import gender_labels
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
                                 stage_parser, write_json)
 from biaslab.metrics.captions import error, ratio

@@ -24,7 +24,7 @@ out:  data/probe/masked/*.png (person-blacked-out probe images), data/probe/neut
       biaslab.analysis.probe.classifier_logit_output), "captioner": {...} (the sampled gender word,
       -1 / 0 / +1), "captioner_margin": {...} (the teacher-forced margin log P(male version)
       - log P(female version) of one caption pair per probe pair, scored under both images:
-      biaslab.analysis.probe.caption_margin_output; issue 23 item 5), "ci_rule", "blackout", and
+      biaslab.analysis.probe.caption_margin_output), "ci_rule", "blackout", and
       "classifier_na": {name: why} for models without gender outputs (adversarial), which
       the probe's output P(man) - P(woman) does not exist for}, "mask_neutral": {dataset:
       biaslab.analysis.probe.mask_neutral_record on the context-free images, with "context": the same

@@ -1,4 +1,4 @@
-"""Stage `published_bias` (published/dvc.yaml; issue 28): bias of the nine published captioners
+"""Stage `published_bias` (published/dvc.yaml): bias of the nine published captioners
 of the LIC paper from their released outputs (biaslab.data.published; params `published`).
 
 For every model of `published.models`: Ratio and Error (gender study, bootstrap CI over
@@ -8,7 +8,7 @@ gender (gender words masked) and for race (Light / Dark, captions not masked), m
 `published.workers` forked processes, one torch thread each.
 
 With `published.human_captions` (a COCO captions file, or a list, holding these val2014 images, e.g.
-`captions_val2014.json`; issue 28 item 4) the same stage also computes LIC_D and LIC (thesis
+`captions_val2014.json`) the same stage also computes LIC_D and LIC (thesis
 Eqs. 2.9, 2.11; `published.lic.max_human_captions` of each image's captions, null = all, the
 thesis) and BLEU-4, CIDEr, METEOR, ROUGE-L on the gender study's images (pycocoevalcap).
 

@@ -1,4 +1,4 @@
-"""Stage `published_report` (published/dvc.yaml; issue 28): the thesis' published numbers beside
+"""Stage `published_report` (published/dvc.yaml): the thesis' published numbers beside
 ours for the nine released captioners (biaslab.report.published).
 
 in:  metrics/published.json (stage published_bias), published/paper_tables.csv (the thesis'

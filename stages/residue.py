@@ -1,5 +1,5 @@
 """Stage `residue`: how much of the original person the masks and the counterfactuals leave
-(issue 31 item 6; biaslab.counterfactual.residue; params `residue`, `masks`, `features`).
+(biaslab.counterfactual.residue; params `residue`, `masks`, `features`).
 
 For every masked train image (the images the `masks` stage selects) and every mask shape of
 `residue.shapes` (polygon: the COCO polygon dilated; box: the person's bounding box), the
@@ -21,7 +21,7 @@ out: data/residue/<shape>/<image_id>.png (the erased, unfilled images),
                          counterfactuals: 100 = read as the new group, < 50 = as the source
                          gender), target_auc_same (the same-group counterfactuals), n_other,
                          n_same},
-        counterfactual_skin (param `attribute` skin or gender_skin, issue 29; the automatic
+        counterfactual_skin (param `attribute` skin or gender_skin; the automatic
                          skin-tone check of the counterfactuals that paper 000 B.3 does with
                          human raters): {probe_auc (a cross-fitted dark-vs-light probe on the
                          masked real images with a perceived tone, each image kept only inside
@@ -103,7 +103,7 @@ def _person_images(out, table, common: list[int], path_of: dict, sel):
 
 def skin_check(common: list[int], real: np.ndarray, selected, tone: dict[int, str],
                folds: int, encode) -> dict:
-    """The skin-tone check of the counterfactuals (issue 29; stage docstring's
+    """The skin-tone check of the counterfactuals (stage docstring's
     ``counterfactual_skin``): a dark-vs-light probe cross-fitted on the features ``real`` (n,
     d) of the masked train images ``common`` (n,) that have a perceived tone (the stage passes
     the person-only images, :func:`_person_images`: on the whole image a probe reads the
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     frac.append(float((m > 0).mean()))
                     Image.fromarray(R.erase(img, m)).save(out / shape / f"{i}.png")
                 fractions[shape] = float(np.mean(frac))
-            if skin_on:   # the person alone, for the skin-tone check (issue 29)
+            if skin_on:   # the person alone, for the skin-tone check
                 skin_sel = _person_images(out, tables["polygon" if "polygon" in tables
                                                       else shapes[0]], common, path_of, sel)
     ids, base = load_features()
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 cache, backbone, **enc), src)
     pos = {i: k for k, i in enumerate(common)}
     sel = sel[sel["image_id"].astype(np.int64).isin(pos)].sort_values(["image_id", "group"])
-    # the probe reads gender: a skin-tone target (attribute skin, issue 29) sets no gender, and
+    # the probe reads gender: a skin-tone target (attribute skin) sets no gender, and
     # a gender x skin target counts by its gender
     tgt = sel["group"].map(lambda g: group_parts(g)[0])
     sel = sel.assign(group=tgt)[tgt.notna().to_numpy()]

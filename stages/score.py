@@ -12,7 +12,7 @@ models trained here (data/scorer, data/objects). `filters.names` picks the filte
 in biaslab.registry.FILTERS: the paper's three, or a plug-in's); `filters.weights` is not a
 parameter here, so a weights-only experiment never re-runs this stage. The KNN filter's real
 images are labelled with their group of the param `attribute` (gender from the captions; skin
-tone from the perceived bb_skin of data/prepared/perceived_gender.parquet; issue 29 item 3).
+tone from the perceived bb_skin of data/prepared/perceived_gender.parquet).
 """
 import time
 

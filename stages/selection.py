@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     p = params["filters"]
     scores = read_parquet("data/score/scores.parquet")
     names = list(p["names"])
-    # skin tone: no colour fidelity (paper 000 appendix B.1; issue 29 item 3)
+    # skin tone: no colour fidelity (paper 000 appendix B.1)
     weights = attribute_weights(names, list(p["weights"]), params.get("attribute", "gender"))
     if weights == [float(w) for w in p["weights"]]:
         weights = list(p["weights"])    # as given (ints stay ints in metrics/select.json)

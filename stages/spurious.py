@@ -1,5 +1,5 @@
 """Stage `spurious` (biaslab.analysis.spurious_eval.run_spurious): spurious correlations between context and gender in the data, and whether
-the contrast set removes them (paper 001 appendix D; issue 32 item 4). The definitions and the
+the contrast set removes them (paper 001 appendix D). The definitions and the
 choices where paper 001 is silent are in biaslab.analysis.spurious.
 
 * Caption clusters (app. D.1 / D.3): every image of known gender (all splits), its

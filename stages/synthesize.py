@@ -4,7 +4,7 @@ correlation (params `synthetic`) -> data/raw/synthetic/.
 Only the `synthetic` data profile reads it (stage `prepare` reads `${data.root}`). Under any
 other profile (`data.source` != synthetic) the stage writes no images: data/raw/synthetic holds
 one NOT_USED.txt and metrics/synthetic.json says why, so a run on COCO costs nothing here and
-caches no dataset it never reads (issue 31 item 7)."""
+caches no dataset it never reads."""
 import shutil
 from pathlib import Path
 

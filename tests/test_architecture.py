@@ -1,4 +1,4 @@
-"""The import graph of the library (issue 27 item 3): no import cycles, counting lazy imports
+"""The import graph of the library: no import cycles, counting lazy imports
 inside functions too (a cycle that only a lazy import hides still ties two modules together:
 neither can be understood, tested or replaced alone)."""
 from __future__ import annotations
@@ -97,9 +97,9 @@ def test_the_report_stage_is_thin():
     assert len((ROOT / "stages" / "report.py").read_text().splitlines()) < 80
 
 
-#: issue 27 item 6: the top of biaslab/ holds only the package marker, the entry modules and
-#: two compatibility modules; everything else lives in a package named for its subject
-TOP_LEVEL = {"__init__", "_moved", "captioner", "cli", "registry"}
+#: the top of biaslab/ holds only the package marker and the entry modules; everything else
+#: lives in a package named for its subject
+TOP_LEVEL = {"__init__", "cli", "registry"}
 PACKAGES = {"analysis", "captioning", "classify", "counterfactual", "data", "libra", "metrics",
             "models", "report", "runtime"}
 
@@ -110,59 +110,7 @@ def test_the_top_level_holds_only_the_entry_modules():
     assert {p.name for p in lib.iterdir() if (p / "__init__.py").is_file()} == PACKAGES
 
 
-def test_the_old_module_names_map_to_their_packages_by_hand():
-    from biaslab import _moved
-    assert _moved.new_name("biaslab.stats") == "biaslab.runtime.stats"
-    assert _moved.new_name("biaslab.synthetic") == "biaslab.data.synthetic"
-    assert _moved.new_name("biaslab.filters.x") == "biaslab.counterfactual.filters.x"
-    assert _moved.new_name("biaslab.registry") is None
-    assert _moved.new_name("biaslab.metrics.lic") is None
-    assert _moved.new_name("biaslab") is None
-    assert _moved.new_name("other.stats") is None
-    for old, pkg in _moved.MOVED.items():            # every target exists
-        where = ROOT / "biaslab" / pkg / old
-        assert where.with_suffix(".py").is_file() or (where / "__init__.py").is_file(), old
-
-
-def test_an_old_import_path_is_the_moved_module_with_a_warning():
-    import importlib
-    import sys
-
-    import pytest
-    new = importlib.import_module("biaslab.analysis.sweep")
-    sys.modules.pop("biaslab.sweep", None)           # only the alias, never the module itself
-    with pytest.warns(DeprecationWarning, match="biaslab.analysis.sweep"):
-        old = importlib.import_module("biaslab.sweep")
-    assert old is new
-    sys.modules.pop("biaslab.sweep", None)
-    import biaslab
-    vars(biaslab).pop("sweep", None)                 # the import above set it on the package
-    with pytest.warns(DeprecationWarning):
-        from biaslab import sweep                    # noqa: F401  (the README's old form)
-    assert sweep is new
-
-
-def test_the_repository_uses_only_the_new_module_paths():
-    """Every import in the library, the stages, tests, scripts, benchmarks and the example
-    plug-in names a module where it lives now (the old names are only for outside code)."""
-    from biaslab import _moved
-    old = []
-    for d in ("biaslab", "stages", "tests", "scripts", "benchmarks", "examples"):
-        for f in sorted((ROOT / d).rglob("*.py")):
-            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                else:
-                    continue
-                old += [f"{f.relative_to(ROOT)}: {n}" for n in names
-                        if _moved.new_name(n) and not (f.name == "test_architecture.py"
-                                                       and n == "biaslab.sweep")]
-    assert old == []
-
-
-#: the longest a stage script may be (issue 27 item 4): a stage reads params and files, calls
+#: the longest a stage script may be: a stage reads params and files, calls
 #: the library and writes its outs; dcg_train (245 lines, its DVCLive hooks) is the longest
 STAGE_MAX_LINES = 260
 
@@ -227,3 +175,36 @@ def test_run_stage_prints_an_expected_error_as_one_line(tmp_path):
     assert (r.returncode, r.stderr.strip()) == (1, "demo: bad value")
     r = run("key")
     assert r.returncode == 1 and "Traceback" in r.stderr and "KeyError" in r.stderr
+
+
+#: where code, params and docs explain themselves: the tracker's numbers and the project's
+#: history live in git and the issue notes, not in what a user reads
+EXPLAINED = ("biaslab", "stages", "scripts", "benchmarks", "conf", "docs", "hydra_plugins",
+             "examples", "dvc.yaml", "published/dvc.yaml", "README.md", ".ci/run")
+HISTORY = r"\b(?:issues? #?\d|stop \d+\b|DESIGN\.md)"
+
+
+def test_code_params_and_docs_say_why_not_which_issue_or_stop():
+    import re
+    history = re.compile(HISTORY, re.IGNORECASE)
+    hits = []
+    for entry in EXPLAINED:
+        p = ROOT / entry
+        files = [p] if p.is_file() else sorted(
+            f for f in p.rglob("*") if f.is_file() and f.suffix in (".py", ".md", ".yaml", ".toml")
+            and "__pycache__" not in f.parts)
+        for f in files:
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+                if history.search(line):
+                    hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    assert hits == [], "\n".join(hits)
+
+
+def test_the_history_check_sees_what_it_must():
+    import re
+    history = re.compile(HISTORY, re.IGNORECASE)
+    assert history.search("the logic of stage probe (issue 27 item 4)")
+    assert history.search("Since stop 65 the controls")
+    assert history.search("see DESIGN.md")
+    assert not history.search("early stopping after 2 epochs")
+    assert not history.search("stage_times_ci_issue31.json")

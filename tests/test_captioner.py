@@ -1,4 +1,4 @@
-"""ClipCap-style captioner (biaslab/captioner.py) and its stages (train_captioner,
+"""ClipCap-style captioner (biaslab/captioning/) and its stages (train_captioner,
 eval_captioner)."""
 import importlib.util
 import json
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab import captioner as C
+from biaslab.captioning import clipcap, data, evaluation, tokens, training
 from biaslab.runtime import runstats
-from biaslab.runtime.io import without_run_stats
+from biaslab.runtime.io import InputError, without_run_stats
 from tests.conftest import REPO
 
 torch = pytest.importorskip("torch")
@@ -45,34 +45,34 @@ def _toy(n_per=6, dim=16, seed=0):
 def _cfg(**kw):
     base = dict(layers=1, d_model=32, heads=2, prefix_len=2, max_len=8, epochs=40, lr=3e-3,
                 batch_size=16, patience=5, beam=2, dropout=0.0, min_count=1, warmup=0.05)
-    return C.CaptionerConfig(**{**base, **kw})
+    return clipcap.CaptionerConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
 def toy_model():
     feats, caps, rows, cluster = _toy()
-    model, hist = C.train_captioner(feats, caps, rows, feats, caps, rows, _cfg())
+    model, hist = clipcap.train_captioner(feats, caps, rows, feats, caps, rows, _cfg())
     return model, hist, feats, cluster
 
 
 # --------------------------------------------------------------------------------- tokenizer
 def test_tokenizer_round_trip():
     caps = ["A woman holding an umbrella.", "a man riding a skateboard", "A woman, a man."]
-    tok = C.build_tokenizer(caps, min_count=1)
-    assert [tok.convert_ids_to_tokens(i) for i in range(3)] == [C.PAD, C.UNK, C.EOS]
+    tok = tokens.build_tokenizer(caps, min_count=1)
+    assert [tok.convert_ids_to_tokens(i) for i in range(3)] == [tokens.PAD, tokens.UNK, tokens.EOS]
     assert tok.pad_token_id == 0 and tok.eos_token_id == 2
     for c in caps:
         ids = tok(c, add_special_tokens=False)["input_ids"]
-        assert C.UNK not in tok.convert_ids_to_tokens(ids)
-        assert C._tidy(tok.decode(ids)) == c.lower()
+        assert tokens.UNK not in tok.convert_ids_to_tokens(ids)
+        assert tokens._tidy(tok.decode(ids)) == c.lower()
     ids = tok("a woman with a giraffe", add_special_tokens=False)["input_ids"]
-    assert tok.convert_ids_to_tokens(ids) == ["a", "woman", C.UNK, "a", C.UNK]
+    assert tok.convert_ids_to_tokens(ids) == ["a", "woman", tokens.UNK, "a", tokens.UNK]
     # min_count drops rare words
-    assert "umbrella" not in C.build_tokenizer(caps, min_count=2).get_vocab()
+    assert "umbrella" not in tokens.build_tokenizer(caps, min_count=2).get_vocab()
 
 
 def test_tidy_rejoins_punctuation_and_clitics():
-    assert C._tidy("a woman ' s bag , on a table .") == "a woman's bag, on a table."
+    assert tokens._tidy("a woman ' s bag , on a table .") == "a woman's bag, on a table."
 
 
 # --------------------------------------------------------------------------------- model
@@ -80,12 +80,12 @@ def test_forward_backward_shapes():
     feats, caps, rows, _ = _toy(n_per=2, dim=16)
     cfg = _cfg(prefix_len=3)
     torch.manual_seed(0)
-    cap = C.build_captioner(cfg, caps, feature_dim=16)
+    cap = clipcap.build_captioner(cfg, caps, feature_dim=16)
     x = torch.from_numpy(feats[:3])
     assert cap.model.prefix(x).shape == (3, 3, 32)
     ids = cap.encode_captions(caps[:3])
     assert all(s[-1] == cap.tokenizer.eos_token_id for s in ids)
-    inp, att = C._pad(ids, cap.tokenizer.pad_token_id)
+    inp, att = training.pad(ids, cap.tokenizer.pad_token_id)
     lsum, n = cap.model.token_losses(x, inp, att)
     assert lsum.ndim == 0 and n == sum(len(s) for s in ids)
     assert math.isfinite(float(lsum.detach())) and float(lsum.detach()) / n > 0
@@ -96,7 +96,7 @@ def test_forward_backward_shapes():
 
 
 def test_truncation_to_max_len():
-    cap = C.build_captioner(_cfg(max_len=3), ["a b c d e f"], feature_dim=4)
+    cap = clipcap.build_captioner(_cfg(max_len=3), ["a b c d e f"], feature_dim=4)
     (ids,) = cap.encode_captions(["a b c d e f"])
     assert len(ids) == 4 and ids[-1] == cap.tokenizer.eos_token_id
 
@@ -119,8 +119,8 @@ def test_beam_search_is_bounded_and_deterministic(toy_model):
         assert all(isinstance(s, str) and len(s.split()) <= 3 for s in a)
     # the same seed gives the same model, hence the same captions
     f, caps, rows, _ = _toy(n_per=2)
-    m1, _ = C.train_captioner(f, caps, rows, config=_cfg(epochs=2, seed=3))
-    m2, _ = C.train_captioner(f, caps, rows, config=_cfg(epochs=2, seed=3))
+    m1, _ = clipcap.train_captioner(f, caps, rows, config=_cfg(epochs=2, seed=3))
+    m2, _ = clipcap.train_captioner(f, caps, rows, config=_cfg(epochs=2, seed=3))
     assert m1.generate(f) == m2.generate(f)
     with pytest.raises(ValueError, match="features must be"):
         model.generate(np.zeros((2, 5), np.float32))
@@ -129,15 +129,15 @@ def test_beam_search_is_bounded_and_deterministic(toy_model):
 def test_save_load_round_trip(toy_model, tmp_path):
     model, _, feats, _ = toy_model
     d = model.save(tmp_path / "m")
-    assert (d / C.CONFIG_FILE).is_file() and (d / "decoder").is_dir()
-    loaded = C.Captioner.load(d)
+    assert (d / clipcap.CONFIG_FILE).is_file() and (d / "decoder").is_dir()
+    loaded = clipcap.Captioner.load(d)
     assert loaded.config == model.config and loaded.meta == without_run_stats(model.meta)
     assert loaded.generate(feats) == model.generate(feats)
     caps = [c for k in TOY for c in TOY[k]]
     f = np.repeat(feats[::6], 2, axis=0)
     assert loaded.loss(f, caps) == pytest.approx(model.loss(f, caps), rel=1e-6)
-    with pytest.raises(C.InputError, match="not a saved captioner"):
-        C.Captioner.load(tmp_path)
+    with pytest.raises(InputError, match="not a saved captioner"):
+        clipcap.Captioner.load(tmp_path)
 
 
 def test_pretrained_decoder_path_with_a_local_directory(tmp_path):
@@ -145,26 +145,26 @@ def test_pretrained_decoder_path_with_a_local_directory(tmp_path):
     tokenizer, captions after a leading space) with a small GPT-2 saved locally."""
     from transformers import GPT2Config, GPT2LMHeadModel
     feats, caps, rows, cluster = _toy(n_per=3)
-    tok = C.build_tokenizer(caps, min_count=1)
+    tok = tokens.build_tokenizer(caps, min_count=1)
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=32, n_embd=32, n_layer=1,
                                n_head=2)).save_pretrained(tmp_path / "lm")
     tok.save_pretrained(tmp_path / "lm")
     cfg = _cfg(decoder=str(tmp_path / "lm"), epochs=30)
-    model, _ = C.train_captioner(feats, caps, rows, config=cfg)
+    model, _ = clipcap.train_captioner(feats, caps, rows, config=cfg)
     out = model.generate(feats)
     assert np.mean([o in TOY[k] for o, k in zip(out, cluster)]) >= 0.75, out
-    assert C.Captioner.load(model.save(tmp_path / "m")).generate(feats) == out
-    with pytest.raises(C.InputError, match="cannot load the decoder"):
-        C.build_captioner(_cfg(decoder=str(tmp_path / "no-such-model")), feature_dim=4)
+    assert clipcap.Captioner.load(model.save(tmp_path / "m")).generate(feats) == out
+    with pytest.raises(InputError, match="cannot load the decoder"):
+        clipcap.build_captioner(_cfg(decoder=str(tmp_path / "no-such-model")), feature_dim=4)
 
 
 def test_config_validation():
-    cfg = C.config_from_params({"layers": 3, "datasets": ["original"], "seeds": [0]}, seed=4)
+    cfg = clipcap.config_from_params({"layers": 3, "datasets": ["original"], "seeds": [0]}, seed=4)
     assert cfg.layers == 3 and cfg.seed == 4
     with pytest.raises(ValueError, match="divisible"):
-        C.config_from_params({"d_model": 30, "heads": 4})
+        clipcap.config_from_params({"d_model": 30, "heads": 4})
     with pytest.raises(ValueError, match="beam"):
-        C.config_from_params({"beam": 0})
+        clipcap.config_from_params({"beam": 0})
 
 
 # --------------------------------------------------------------------------------- plumbing
@@ -174,11 +174,11 @@ def test_manifest_tables_key_counterfactuals_by_path():
         "path": ["a.png", "a.png", "cf/a_m.png", "b.png"], "gender": ["female"] * 3 + ["male"],
         "captions": [["a woman"], ["a woman"], ["a man", "he"], ["a man"]],
         "objects": [[]] * 4, "counterfactual": [False, False, True, False]})
-    t = C.manifest_image_table(m)
+    t = data.manifest_image_table(m)
     assert list(t["path"]) == ["a.png", "cf/a_m.png", "b.png"]
     assert t["image_id"].iloc[0] == 1 and t["image_id"].iloc[2] == 2
-    assert t["image_id"].iloc[1] < 0 and t["image_id"].iloc[1] == C._path_id("cf/a_m.png")
-    caps, rows = C.manifest_samples(m, t)
+    assert t["image_id"].iloc[1] < 0 and t["image_id"].iloc[1] == data.path_id("cf/a_m.png")
+    caps, rows = data.manifest_samples(m, t)
     assert caps == ["a woman", "a woman", "a man", "he", "a man"]   # over-sampled row repeats
     assert rows.tolist() == [0, 0, 1, 1, 2]
 
@@ -187,7 +187,7 @@ def test_seed_records_count_infinite_and_missing_seeds():
     rows = [{"LIC": 1.0, "Ratio": math.inf, "Error": None},
             {"LIC": 3.0, "Ratio": 2.0, "Error": 4.0},
             {"LIC": 5.0, "Ratio": 1.0, "Error": 6.0}]
-    s = C.seed_records(rows, keys=("LIC", "Ratio", "Error"), seeds=[0, 1, 2])
+    s = evaluation.seed_records(rows, keys=("LIC", "Ratio", "Error"), seeds=[0, 1, 2])
     # LIC: mean 3, sample std 2, ci95 = t(0.975, 2) * 2 / sqrt(3) = 4.3027 * 1.1547
     assert s["LIC"]["mean"] == pytest.approx(3.0) and s["LIC"]["std"] == pytest.approx(2.0)
     assert s["LIC"]["ci95"] == pytest.approx(4.302653 * 2 / math.sqrt(3), rel=1e-5)
@@ -198,17 +198,17 @@ def test_seed_records_count_infinite_and_missing_seeds():
     assert s["per_seed"][0] == {"seed": 0, "LIC": 1.0, "Ratio": "inf", "Error": None}
     json.dumps(s, allow_nan=False)                      # strict JSON
     with pytest.raises(ValueError):
-        C.seed_records(rows, seeds=[0])
+        evaluation.seed_records(rows, seeds=[0])
 
 
 def test_caption_metrics_keep_an_infinite_ratio_and_name_error_Error():
     preds = {1: "a man on a bike", 2: "a man in a kitchen", 3: "a man with a dog"}
     genders = {1: "male", 2: "female", 3: "male"}
-    flat, det = C.caption_metrics(preds, genders, {}, metrics=("ratio", "error"))
+    flat, det = evaluation.caption_metrics(preds, genders, {}, metrics=("ratio", "error"))
     assert flat["Ratio"] == math.inf                   # never says "woman": r = inf
     assert flat["Error"] == pytest.approx(100 / 3)     # image 2 called a man
     assert "error" not in flat and flat["DBA_G"] is None and flat["LIC"] is None
-    flat, det = C.caption_metrics(preds, genders, {}, metrics=("ratio",),
+    flat, det = evaluation.caption_metrics(preds, genders, {}, metrics=("ratio",),
                                   image_objects={1: ["bicycle"], 2: ["oven"], 3: ["dog"]})
     assert det["DBA"]["n_images"] == 3 and det["DBA"]["n_objects"] == 3
     assert flat["DBA_O"] is not None and flat["DBA_G"] is not None
@@ -220,25 +220,25 @@ def test_caption_metrics_report_captions_without_gender_words_and_length():
     per caption over every prediction (the unlabelled image 4 too)."""
     preds = {1: "a man on a bike", 2: "kitchen.", 3: "a man and a woman", 4: "a dog"}
     genders = {1: "male", 2: "female", 3: "male", 4: "unsure"}
-    flat, _ = C.caption_metrics(preds, genders, {}, metrics=("ratio",))
+    flat, _ = evaluation.caption_metrics(preds, genders, {}, metrics=("ratio",))
     assert flat["no_gender_word"] == pytest.approx(100 / 3)     # image 2 of 1, 2, 3
     assert flat["length"] == pytest.approx((5 + 1 + 5 + 2) / 4)
-    assert {"no_gender_word", "length"} <= set(C.METRICS)
+    assert {"no_gender_word", "length"} <= set(evaluation.METRICS)
 
 
 def test_gender_labels_one_source():
     per = pd.DataFrame({"image_id": [1, 2, 3], "perceived_gender": ["female", "male", "unsure"]})
     cap = pd.DataFrame({"image_id": [1, 2, 4], "gender": ["male", "male", "female"]})
-    assert C.gender_labels("auto", per, cap) == ({1: "female", 2: "male"}, "perceived")
-    assert C.gender_labels("caption", per, cap) == ({1: "male", 2: "male", 4: "female"},
+    assert evaluation.gender_labels("auto", per, cap) == ({1: "female", 2: "male"}, "perceived")
+    assert evaluation.gender_labels("caption", per, cap) == ({1: "male", 2: "male", 4: "female"},
                                                     "caption")
     empty = per.iloc[:0]
-    assert C.gender_labels("auto", empty, cap)[1] == "caption"
-    assert C.gender_labels("auto", None, cap)[1] == "caption"
-    with pytest.raises(C.InputError, match="perceived"):
-        C.gender_labels("perceived", empty, cap)
-    with pytest.raises(C.InputError, match="gender_source"):
-        C.gender_labels("crowd", per, cap)
+    assert evaluation.gender_labels("auto", empty, cap)[1] == "caption"
+    assert evaluation.gender_labels("auto", None, cap)[1] == "caption"
+    with pytest.raises(InputError, match="perceived"):
+        evaluation.gender_labels("perceived", empty, cap)
+    with pytest.raises(InputError, match="gender_source"):
+        evaluation.gender_labels("crowd", per, cap)
 
 
 def test_clip_score_for_uses_cached_features_with_a_lit_scorer():
@@ -253,7 +253,7 @@ def test_clip_score_for_uses_cached_features_with_a_lit_scorer():
             assert not texts[0].startswith("A photo")   # no prefix: the scorer never saw one
             return np.eye(4, dtype=np.float32)[:len(texts)]
 
-    assert C.clip_score_for(FakeLiT(), ["a", "b"], image_feats=np.zeros((2, 4))) == \
+    assert evaluation.clip_score_for(FakeLiT(), ["a", "b"], image_feats=np.zeros((2, 4))) == \
         pytest.approx(250.0)
 
 
@@ -307,7 +307,7 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
     for ds in ("original", "oversample"):
         train.main(["--dataset", ds, "--seed", "0"])
         model_dir = tmp_path / f"data/models/captioner/{ds}/{ds}-0"
-        assert (model_dir / C.CONFIG_FILE).is_file()
+        assert (model_dir / clipcap.CONFIG_FILE).is_file()
         live = json.loads((tmp_path / f"dvclive/captioner/{ds}/{ds}-0/metrics.json").read_text())
         assert live["epochs_run"] == 2 and "val" in live
         assert runstats.split(live)[1] == {}, live      # wall times: benchmarks/runs/
@@ -328,7 +328,7 @@ def test_stages_train_and_eval_smoke(tmp_path, monkeypatch):
     assert ts["gender_source_param"] == "auto"
     assert ts["biasamp_reference"] == "train" and ts["n_reference_captions"] > 0
     for m in metrics.values():
-        assert set(m) == set(C.METRICS) | {"per_seed"}
+        assert set(m) == set(evaluation.METRICS) | {"per_seed"}
         assert m["METEOR"]["n"] == 1 and m["METEOR"]["mean"] is not None
         assert m["CIDEr"]["mean"] is not None
         assert m["CLIPScore"]["mean"] is None and m["CLIPScore"]["n_missing"] == 1  # no scorer
@@ -348,9 +348,9 @@ def _tiny_dcg(root: Path, image_size: int) -> None:
     """A barely trained LIBRA DCG at data/libra/dcg (exercises the +LIBRA hook)."""
     from biaslab.libra import dcg as L
     m = pd.read_parquet(root / "data/datasets/original.parquet")
-    t = C.manifest_image_table(m)
-    caps, rows = C.manifest_samples(m, t)
-    f = C.image_features(t, root / "data/cache/features", image_size=image_size)
+    t = data.manifest_image_table(m)
+    caps, rows = data.manifest_samples(m, t)
+    f = data.image_features(t, root / "data/cache/features", image_size=image_size)
     s = L.DCGSettings(epochs=1, hidden=32, layers=1, heads=2, image_size=image_size,
                       num_threads=1)
     L.save(L.train_dcg(caps, caps, f[rows], s, seed=0), root / "data/libra/dcg")
@@ -362,7 +362,7 @@ def test_eval_stage_names_a_missing_model(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({
         "lic": {"classifier": "lstm", "preset": "ci", "seeds": 1},
         "captioner": {"seeds": [0], "datasets": ["original"]}}))
-    with pytest.raises(C.InputError, match=r"original-0"):
+    with pytest.raises(InputError, match=r"original-0"):
         _load_stage("eval_captioner").main()
 
 
@@ -396,7 +396,7 @@ def test_synthetic_truth_captioner_learns_and_bias_grows(tmp_path):
                                      workers=2)))
     out = {}
     for bias, r in runs.items():
-        flat, _ = C.caption_metrics(r["preds"], r["genders"], r["human"], seeds=3,
+        flat, _ = evaluation.caption_metrics(r["preds"], r["genders"], r["human"], seeds=3,
                                     biasamp_min_count=5)
         rng = np.random.default_rng(0)
         base = coco_caption_scores({i: r["train_caps"][rng.integers(len(r["train_caps"]))]
@@ -442,11 +442,11 @@ def _synthetic_run(tmp_path, bias, n_images=300, size=128):
     sp = stratified_split(li, {"train": 0.6, "val": 0.1, "test": 0.3}, seed=0)
     args = (tabs["images"], tabs["captions"], tabs["objects"], li, sp)
     tr, va, te = (D.original(*args, splits=(s,)) for s in ("train", "val", "test"))
-    tabs_ = [C.manifest_image_table(m) for m in (tr, va, te)]
-    feats = [C.image_features(t, tmp_path / "cache", image_size=size) for t in tabs_]
-    (tc, trow), (vc, vrow) = C.manifest_samples(tr, tabs_[0]), C.manifest_samples(va, tabs_[1])
-    model, _ = C.train_captioner(feats[0], tc, trow, feats[1], vc, vrow,
-                                 C.CaptionerConfig(image_size=size, epochs=20, patience=3))
+    tabs_ = [data.manifest_image_table(m) for m in (tr, va, te)]
+    feats = [data.image_features(t, tmp_path / "cache", image_size=size) for t in tabs_]
+    (tc, trow), (vc, vrow) = data.manifest_samples(tr, tabs_[0]), data.manifest_samples(va, tabs_[1])
+    model, _ = clipcap.train_captioner(feats[0], tc, trow, feats[1], vc, vrow,
+                                 clipcap.CaptionerConfig(image_size=size, epochs=20, patience=3))
     ids = tabs_[2]["image_id"].astype(int).tolist()
     return {"model": model, "train_caps": tc, "test_feats": feats[2],
             "preds": dict(zip(ids, model.generate(feats[2]))),

@@ -291,7 +291,7 @@ def test_stages_on_a_small_release(tmp_path):
     assert "DBAC" not in nic["race"]
 
     text, cmp_, png = _run_report(tmp_path)
-    assert "| DBAC (Nair, Tokas & Kerner 2025; issue 30) |" in text
+    assert "| DBAC (Nair, Tokas & Kerner 2025) |" in text
     assert "| NIC | 2.47 (rounding ±0.005) |" in text and "| OSCAR |" in text
     assert "## Not available from these files" in text and "LIC_D, LIC" in text
     assert {r["model"] for r in cmp_["rows"]} == {"nic", "oscar"}

@@ -229,7 +229,7 @@ def build_inpainted_test_set(items: pd.DataFrame, persons: pd.DataFrame, backend
         seed: part choice (``default_rng([seed, image_id])``) and backend seed.
         other_group: fill the part from the OTHER group (copy_paste: a donor of the other
             gender; render: the part re-drawn for the other gender), the same parts as with
-            ``False``: Table 3's positive control (issue 31 item 3). Where the part can carry
+            ``False``: Table 3's positive control. Where the part can carry
             the gender cue, calls must move; a Δ of 0 on it too means the test cannot move
             on this data, so a Δ of 0 with the person's own group is no evidence.
 
@@ -459,7 +459,7 @@ def _calls_array(calls: Sequence[tuple]) -> np.ndarray:
 
 def delta_artifact(calls_backend: Sequence[tuple], calls_redraw: Sequence[tuple], *,
                    n_boot: int | None = None, seed: int = 0) -> dict:
-    """Δ_artifact = Δ(backend) - Δ(re-draw) (issue 23 item 4): paper 000's Table 3 Δ of the
+    """Δ_artifact = Δ(backend) - Δ(re-draw): paper 000's Table 3 Δ of the
     backend's inpainted parts minus the Δ of the same parts of the same test images re-drawn
     by the synthetic generator for the person's own gender (``render``: no artifact), for the
     same models. What is left is the part of Δ that the backend's artifacts cause; what

@@ -1,4 +1,4 @@
-"""The run's protected attribute (param ``attribute``, issue 29): each image's group from the
+"""The run's protected attribute (param ``attribute``): each image's group from the
 attribute's source, the test images per group with the smallest difference that size can
 detect, and the captioners' LIC (and Error per group) for that attribute.
 

@@ -1,4 +1,4 @@
-"""REVISE's person- and object-based audit for the run's protected attribute (issue 29 item 8;
+"""REVISE's person- and object-based audit for the run's protected attribute (
 paper 004 Sect. 5.1, which audits gender, skin tone and their intersections alike).
 
 :mod:`biaslab.analysis.audit` is the gender audit (female vs male, with every REVISE detail);

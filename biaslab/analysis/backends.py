@@ -1,5 +1,5 @@
 """copy_paste vs render: does the artifact test separate the two counterfactual backends?
-(issue 11 item 5).
+.
 
 The synthetic profile's default backend ``render`` re-draws the person (no pixel outside the
 person changes: an oracle without inpainting artifacts); ``copy_paste`` pastes a donor person

@@ -1,5 +1,5 @@
-"""Paper 000's Table 1 from the trained classifiers (sec. 3.1; issue 27 item 4: the logic of
-stage ``eval_classifier``, which now only reads its inputs, writes the persons-masked test
+"""Paper 000's Table 1 from the trained classifiers (sec. 3.1; the logic of
+stage ``eval_classifier``, which only reads its inputs, writes the persons-masked test
 images and the files). The record's layout is in ``stages/eval_classifier.py``'s docstring.
 
 :func:`evaluate_classifiers` runs every (backbone, model, seed) through
@@ -30,7 +30,7 @@ DOMAIN_KEYS = ("mAP_real", "mAP_generated", "domain_gap", "gender_acc_real",
 KEYS = ("mAP", "Ratio", "ratio_raw", "Ratio_expected", "Leakage", "LK_M", "LK_D", "gender_acc",
         "masked_gender_acc", "masked_gender_auc", "Leakage_F1", "LK_D_F1", "F1")
 #: stored key -> key of biaslab.classify.evaluate's result: metrics/ uses the tables' names
-#: (Ratio, Leakage), as metrics/captioning.json does (issue 14: one key style)
+#: (Ratio, Leakage), as metrics/captioning.json does (one key style)
 SOURCE = {"Ratio": "ratio", "Ratio_expected": "ratio_expected", "Leakage": "leakage",
           "Leakage_std": "leakage_std", "Leakage_F1": "leakage_F1"}
 COUNTS = ("n_man", "n_woman", "n_both", "n_neither")
@@ -98,7 +98,7 @@ ATTRIBUTE_KEYS = (("Leakage", "leakage"), ("LK_M", "LK_M"), ("LK_D", "LK_D"),
 
 def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict],
                    test: pd.DataFrame, test_groups, train_groups) -> dict:
-    """The ``attribute`` block of ``metrics/classification.json`` (issue 29): ``{"name",
+    """The ``attribute`` block of ``metrics/classification.json``: ``{"name",
     "groups", "n_test_labelled_by_group", "n_train_by_group", "rows": {model: {"Leakage",
     "LK_M", "LK_D", "Leakage_F1", "LK_D_F1", "F1": record over seeds, "per_seed"}}}`` (x100;
     Leakage = LK_M - LK_D, paper 000 Eq. 7; Leakage_F1 = LK_M - LK_D_F1, the accuracy-matched
@@ -151,7 +151,7 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
             ``classifier.datasets`` (a method trained on Original uses ``original``).
         ids, base: :func:`biaslab.models.features.load_features` (image ids, base features).
         cache: the feature cache directory.
-        attribute, groups: the run's protected attribute (param ``attribute``, issue 29) and
+        attribute, groups: the run's protected attribute (param ``attribute``) and
             ``{image_id: group}`` (:func:`biaslab.analysis.attribute_eval.group_labels`); for
             an attribute other than gender every model of the first backbone also gets that
             attribute's Leakage (:func:`biaslab.classify.attribute_leakage`, paper 000
@@ -167,7 +167,7 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
     base_backbone = fp.get("backbone", "efficientnet_lite0")
     backbones = classifier_backbones(params)
     lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0,
-          # Wang et al. 2019's accuracy-matched LK_D (issue 31 item 4); [] = off
+          # Wang et al. 2019's accuracy-matched LK_D; [] = off
           "f1_flips": tuple(float(x) for x in (p.get("leakage_f1_flips") or ()))}
     names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
                                    if m not in p["datasets"]]
@@ -181,12 +181,12 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
     def variant(b: str) -> str | None:
         return None if b == backbones[0] else b
 
-    # the real-vs-generated domain check (issue 31 item 4; biaslab.classify.domain): every
+    # the real-vs-generated domain check (biaslab.classify.domain): every
     # model on the real photos and the generated counterfactuals of the sources it never
     # trained on
     # the same-group counterfactuals only: the same scene and the same gender, only the person
     # re-generated, so a gap is the domain's and not the swapped gender's
-    # (a skin-tone run, issue 29: the same perceived group; an image without one has none)
+    # (a skin-tone run: the same perceived group; an image without one has none)
     col = "group" if "group" in generated.columns and "group" in original.columns \
         else "gender"
     src_gender = dict(zip(original["image_id"].astype(np.int64), original[col]))

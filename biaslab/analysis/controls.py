@@ -1,4 +1,4 @@
-"""Control models: every bias metric checked against a known answer (issue 22).
+"""Control models: every bias metric checked against a known answer.
 
 A trained model mixes two unknowns, what the metric measures and what the model learned. A
 *control* is a model whose bias is known by construction: a deterministic function of the

@@ -1,4 +1,4 @@
-"""Control models for another protected attribute (issue 29 item 6): the attribute's Leakage
+"""Control models for another protected attribute: the attribute's Leakage
 (paper 000 Eq. 7 with the attribute's groups, appendix B) and LIC (thesis sec. 2.5.3) checked
 against known answers, on any COCO-layout data that has the attribute's labels.
 

@@ -1,4 +1,4 @@
-"""Running the control models through the metric code (issue 22; issue 27 item 4: the logic of
+"""Running the control models through the metric code (the logic of
 stage ``controls``, which now only reads its inputs and writes ``metrics/controls.json``).
 
 :func:`run_controls` takes the prepared tables and the params and returns the record the stage
@@ -34,8 +34,8 @@ DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "wor
 LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
 DBAC_METRICS = tuple(m for m, _, _ in C.DBAC_KEYS) + tuple(LAMBDA_D_KEYS.values())
 #: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
-#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (issue 30 item 3:
-#: the spread across encoders)
+#: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (the
+#: spread across encoders)
 ATTACKER_METRICS = ("LIC", "LIC_M", "LIC_D") + DBAC_METRICS
 
 

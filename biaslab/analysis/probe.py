@@ -129,7 +129,7 @@ def sequence_logprobs(captioner, feats: np.ndarray, captions: Sequence[str],
                       batch_size: int = 64) -> np.ndarray:
     """Teacher-forced log-probability (nats) of each caption (its tokens and the end token)
     given the image features, float64 (n,); row i of ``feats`` (n, F) goes with caption i.
-    ``captioner``: a ClipCap :class:`biaslab.captioner.Captioner` (prefix + decoder)."""
+    ``captioner``: a ClipCap :class:`biaslab.captioning.clipcap.Captioner` (prefix + decoder)."""
     import torch
     from biaslab.captioning.training import pad
     from biaslab.models.features import torch_threads
@@ -157,7 +157,7 @@ def sequence_logprobs(captioner, feats: np.ndarray, captions: Sequence[str],
 
 def caption_margin_output(captioner, feats: np.ndarray, texts: Sequence[tuple[str, str]],
                           batch_size: int = 64) -> np.ndarray:
-    """The continuous captioner probe output (issue 23 item 5): per image, ``log P(male
+    """The continuous captioner probe output: per image, ``log P(male
     version | image) - log P(female version | image)`` (nats, float64 (n,)) of the caption
     pair ``texts[i]`` (:func:`gendered_versions`), teacher-forced. Unlike the sampled gender
     word (:func:`caption_output`, -1 / 0 / +1) it moves with every change of the model's
@@ -224,7 +224,7 @@ def mask_neutral_record(per_seed: Sequence[tuple[np.ndarray, np.ndarray]],
                         genders: Sequence[str], *,
                         empty: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
                         n_boot: int = 2000, seed: int = 0) -> dict:
-    """What a persons-masked image reads as to one classifier (issue 23 item 2), from its gender
+    """What a persons-masked image reads as to one classifier, from its gender
     outputs on masked images and, when given, on the same images drawn without the person.
 
     Two quantities, because a model's call on a masked image mixes two things:
@@ -414,7 +414,7 @@ def summarize_sensitivity(per_seed: Mapping[int, pd.DataFrame], *,
 
 
 # --------------------------------------------------------------------------------------------
-# The attribute-flip probe (issue 29 item 6)
+# The attribute-flip probe
 # --------------------------------------------------------------------------------------------
 
 #: the person attributes each value of param ``attribute`` flips
@@ -476,7 +476,7 @@ def flip_table(root: str | os.PathLike, dims: Sequence[str], n_images: int,
     ids = list(range(n_train + 1, n_train + n_test + 1))[:int(n_images)]
     if "skin" in dims and any(truth[i].get("skin") is None for i in ids):
         raise InputError(Path(root) / "annotations" / "synth_truth.csv",
-                         "no skin column (written before issue 29): re-run stage synthesize")
+                         "no skin column: re-run stage synthesize")
     rows = []
     todo = [(d, i, v) for d in dims for i in ids for v in S.FLIP_VALUES[d]]
     for d, i, v in tqdm(todo, disable=not progress, desc="flip pairs", unit="img"):
@@ -545,7 +545,7 @@ def flip_reference(root: str | os.PathLike, dims: Sequence[str], *, n_boot: int 
         vals = np.asarray([truth[i].get(d) for i in ids], dtype=object)
         if d == "skin" and any(v is None for v in vals):
             raise InputError(Path(root) / "annotations" / "synth_truth.csv",
-                             "no skin column (written before issue 29): re-run stage synthesize")
+                             "no skin column: re-run stage synthesize")
         objs = np.empty(len(ids), dtype=object)
         objs[:] = [truth[i]["objects"] for i in ids]
         rec = stats.bootstrap(lambda v, o: association_sensitivity(v, o, d), vals, objs,

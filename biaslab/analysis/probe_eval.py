@@ -1,5 +1,5 @@
-"""The causal probe run on every trained model (paper 000 sec. 2.1; issue 23 items 2 and 5;
-issue 27 item 4: the logic of stage ``probe``, which now only reads its inputs and writes its
+"""The causal probe run on every trained model (paper 000 sec. 2.1;
+the logic of stage ``probe``, which only reads its inputs and writes its
 files; the record's layout is in ``stages/probe.py``'s docstring). The probe's definitions
 (pair sensitivities, summaries, the mask-neutrality record) are :mod:`biaslab.analysis.probe`.
 """
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biaslab import captioner as C
+from biaslab.captioning.clipcap import CONFIG_FILE, Captioner
 from biaslab.analysis import probe as P
 from biaslab.data.synthetic import FLIP_VALUES as S_FLIP, read_generator_params
 from biaslab.classify import GenderObjectClassifier, encode_files, file_id, model_features
@@ -57,7 +57,7 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
                               fill=c.get("blackout_fill", 0), progress=True)
     table = masked[["path"]].assign(image_id=[file_id(p) for p in masked["path"]])
     rows, out = [], {"classifier": {}, "classifier_logit": {}, "captioner": {}}
-    # the attribute-flip probe (issue 29 item 6): test images with the person's gender / skin
+    # the attribute-flip probe: test images with the person's gender / skin
     # tone flipped, person visible; object outputs, not gender
     attribute = params.get("attribute") or "gender"
     flip, flip_note = None, None
@@ -72,7 +72,7 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
         fout = {"classifier": {}, "captioner": {}}
 
     if neutral is not None and not neutral.empty:
-        # the mask-neutrality test (issue 23 item 2): masked images and the same images drawn
+        # the mask-neutrality test: masked images and the same images drawn
         # without their person, context-free (neutral.csv) and in context (the probe pairs)
         empty = P.person_free_images(neutral, root, out_dir / "empty", progress=True)
         empty_ctx = P.person_free_images(pairs, root, out_dir / "empty", progress=True)
@@ -148,11 +148,11 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
 
     cap_dirs = [(d, s) for d in cap["datasets"] for s in cap["seeds"]]
     missing = [f"{d}-{s}" for d, s in cap_dirs
-               if not Path(f"{model_dir('captioner', d, s)}/{C.CONFIG_FILE}").exists()]
+               if not Path(f"{model_dir('captioner', d, s)}/{CONFIG_FILE}").exists()]
     if missing:
         raise InputError("data/models/captioner", f"no trained captioner for {missing}")
     # masked probe images encoded once, before the fork (content-keyed feature cache)
-    first = C.Captioner.load(model_dir("captioner", *cap_dirs[0]))
+    first = Captioner.load(model_dir("captioner", *cap_dirs[0]))
     key0 = (first.config.image_encoder, first.config.image_size)
     encoded(feats_by_encoder, masked["path"].tolist(), key0, first.config.num_threads,
             params.get("executor"))
@@ -162,7 +162,7 @@ def run_probe(params: dict, root: str, pairs: pd.DataFrame, neutral: pd.DataFram
 
     def caption_pairs(job: tuple[str, int]):
         d, s = job
-        model = C.Captioner.load(model_dir("captioner", d, s))
+        model = Captioner.load(model_dir("captioner", d, s))
         key = (model.config.image_encoder, model.config.image_size)
         feats = encoded(feats_by_encoder, masked["path"].tolist(), key,
                         model.config.num_threads)

@@ -1,5 +1,5 @@
 """Gender bias in text-to-image retrieval (GenSynth, paper 001 sec. 3 and 5, appendix C,
-Eqs. 3-5; issue 27 item 4: the logic of stage ``eval_retrieval``, which now only reads its
+Eqs. 3-5; the logic of stage ``eval_retrieval``, which only reads its
 inputs and writes ``metrics/retrieval.json``; the protocol and the record's layout are in that
 stage's docstring).
 

@@ -1,4 +1,4 @@
-"""Spurious correlations between context and gender (paper 001 appendix D; issue 32 item 4).
+"""Spurious correlations between context and gender (paper 001 appendix D).
 
 Two analyses, both on gender-labelled images with the explicit gender information removed:
 
@@ -37,7 +37,7 @@ tests/test_spurious.py):
   and val with undefined images dropped).
 * Persons are removed as the Ratio protocol removes them (``classifier.blackout*``: boxes,
   dilated, filled with the mean colour), not with black pixels as paper 001: a black box
-  imitated the synthetic generator's male torso (issue 23 item 2).
+  imitated the synthetic generator's male torso.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Spurious correlations between context and gender in the data, and whether the contrast
-set removes them (paper 001 appendix D; issue 32 item 4; issue 27 item 4: the logic of stage
-``spurious``, which now only reads its inputs and writes its files). The definitions and the
+set removes them (paper 001 appendix D; the logic of stage
+``spurious``, which only reads its inputs and writes its files). The definitions and the
 choices where paper 001 is silent are in :mod:`biaslab.analysis.spurious`; the record's
 layout in ``stages/spurious.py``'s docstring.
 """

@@ -1,4 +1,4 @@
-"""Dose-response of the bias metrics against the planted bias (issue 11 item 3).
+"""Dose-response of the bias metrics against the planted bias.
 
 The synthetic generator (``biaslab.data.synthetic``) plants a gender-context correlation of strength
 ``b = synthetic.bias``. One DVC experiment per ``b`` (``scripts/bias_sweep.py``) gives, for each
@@ -13,7 +13,7 @@ Pure functions over ``dvc exp show --json`` output (no file-system conventions):
 * :func:`bias0_checks` -- the validity checks at ``b = 0`` (``biaslab.analysis.validity`` format).
 * :func:`plot_sweep` -- one panel per metric, one line per variant, 95 % CI error bars.
 * :func:`control_points`, :func:`control_response`, :func:`control_markdown` -- the control
-  models' metrics per planted bias (stage ``controls``, issue 22 item 3) and which metrics
+  models' metrics per planted bias (stage ``controls``) and which metrics
   cannot see the planted bias.
 """
 from __future__ import annotations
@@ -145,7 +145,7 @@ CONTROL_METRICS: tuple[tuple[str, str, str], ...] = (
     ("captioner", "LIC", "LIC (captioner)"),
     ("captioner", "BiasAmp", "BiasAmp (captioner)"),
     ("captioner", "DBA_O", "DBA_O (captioner)"),
-    # DBAC (issue 30; biaslab.metrics.dbac): both directions, the authors' prior and direct
+    # DBAC (biaslab.metrics.dbac): both directions, the authors' prior and direct
     ("captioner", "DBAC_T_to_A", "DBAC T→A, prior (captioner)"),
     ("captioner", "DBAC_A_to_T", "DBAC A→T, prior (captioner)"),
     ("captioner", "DBAC_direct_T_to_A", "DBAC T→A, direct (captioner)"),
@@ -168,7 +168,7 @@ def _controls_records(exp_show: Any) -> list[tuple[float, str, dict]]:
 
 
 def control_points(exp_show: Any) -> list[dict]:
-    """The control models' measured values per planted bias (issue 22 item 3), from every
+    """The control models' measured values per planted bias, from every
     record of ``dvc exp show --json`` with ``synthetic.bias`` and ``metrics/controls.json``
     (the controls-only experiments of ``scripts/bias_sweep.py --controls``, full sweep
     experiments and the workspace alike: the controls stage re-runs in each), one record per
@@ -210,7 +210,7 @@ def control_points(exp_show: Any) -> list[dict]:
 
 
 def control_runs(exp_show: Any) -> dict[float, dict]:
-    """planted bias -> that record's ``metrics/controls.json`` (issue 30 item 3: the metric
+    """planted bias -> that record's ``metrics/controls.json`` (the metric
     comparison over the sweep), one record per bias in :func:`_controls_records`' order (the
     newest controls-only experiment, where ``controls.attackers`` may add encoders, first), the
     same records :func:`control_points` reads."""
@@ -321,7 +321,7 @@ def sweep_markdown(points: Sequence[Mapping[str, Any]], digits: int = 2) -> str:
     return "\n".join(out)
 
 
-#: metrics the b = 0 checks cover (issue 11 item 5: "every variant's sensitivities and Leakage
+#: metrics the b = 0 checks cover ("every variant's sensitivities and Leakage
 #: ≈ 0, Ratio ≈ 1"). LIC, Error and BiasAmp are drawn but not checked: Error is the rate of
 #: wrong-gender captions, > 0 for any imperfect captioner whatever the planted bias, and LIC /
 #: BiasAmp of a finite training sample need not vanish at b = 0 (no paper states they do).

@@ -1,4 +1,4 @@
-"""Validity report: the planted truth of the synthetic data as referee (issue 11 item 5).
+"""Validity report: the planted truth of the synthetic data as referee.
 
 On the synthetic default the generator plants a gender-context correlation in labeled objects,
 the scene and an unlabeled colour cast (``biaslab.data.synthetic``). The causal probe
@@ -16,7 +16,7 @@ the person masked out. Paper 000's claims then become checkable directions:
 
 Each check: ``{"id", "claim", "expect", "reference", "mean", "lo", "hi", "n", "verdict",
 "reason", "source"}`` (``reason``: why the verdict, in words with the numbers; ``source``: the
-metrics file it was read from; both filled by :func:`explain`, issue 31 item 3) with
+metrics file it was read from; both filled by :func:`explain`) with
 ``verdict`` from ``biaslab.runtime.stats.verdict`` on the 95 % CI: "holds" (the CI lies on the
 expected side), "fails" (on the other side), "inconclusive" (it straddles). Differences between
 rows are Welch t intervals over seeds (``biaslab.runtime.stats.difference``); single-row effects the
@@ -57,7 +57,7 @@ ATTRIBUTES = ("objects", "scene", "cast")
 #: resampled row -> its size-matched control (a random subset of Original with the same size and
 #: gender counts; ``biaslab.data.datasets.matched_subset``)
 MATCHED = {"subsample": "matched"}
-#: the mask-neutrality precondition's interval for Ratio_E (issue 23 item 2)
+#: the mask-neutrality precondition's interval for Ratio_E
 NEUTRAL_RANGE = (0.67, 1.5)
 #: attribute -> whether label-based resampling can see it
 LABELED = {"objects": True, "scene": False, "cast": False}
@@ -164,7 +164,7 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
                                (fam.get("original") or {}).get(a), ">", 0.0))
     for row in ("oversample", "subsample"):
         # sub-sampling keeps a fraction of Original: compared with a random subset of Original
-        # of the same size and gender counts (row "matched", issue 23 item 3) when there is
+        # of the same size and gender counts (row "matched") when there is
         # one, so that what balancing does is not confounded with what capacity does
         ref = MATCHED.get(row) if vals(MATCHED.get(row), "objects") is not None else None
         ref = ref or "original"
@@ -219,7 +219,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
                               "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
                               "than Original's", es, eo, "<")))
-    # issue 31 item 1: the same claim without a threshold or a fold: the ROC AUC of
+    # the same claim without a threshold or a fold: the ROC AUC of
     # P(man) - P(woman) on the persons-masked images against the true gender (50 = the masked
     # image tells nothing). A ranking measure: the mask's overall lean (Ratio's precondition)
     # does not move it, and it needs no gender imbalance in the test set
@@ -237,7 +237,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         out.append(_diff("classifier/synthetic-original/masked_auc<0",
                          "classifier: S_synthetic reads gender less from the persons-masked "
                          "images than Original (masked gender AUC)", a_s, a_o, "<"))
-    # the real-vs-generated domain check (issue 31 item 4): S_synthetic never trained on a real
+    # the real-vs-generated domain check: S_synthetic never trained on a real
     # photo; where it recognises objects better on generated images of unseen scenes than on
     # the real photos of the same scenes, its Leakage is read outside its training domain
     dom = (classification.get("domain") or {})
@@ -254,7 +254,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
                   "probe_auc": (dom.get("probe_auc") or {}).get("mean"),
                   "verdict": out[-1]["verdict"]}
     # paper 000 Table 1's Leakage claim, and the same at the model's own F1 (Wang et al.
-    # 2019, issue 31 item 4): a model that leaks less only by being less accurate passes the
+    # 2019): a model that leaks less only by being less accurate passes the
     # first and not the second
     for key, cid, what in (("Leakage", "leakage<0", "Leakage (Eq. 7)"),
                            ("Leakage_F1", "leakage_f1<0",
@@ -267,7 +267,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
             if domain is not None:
                 c["domain"] = domain   # read by explain: the cause beside the verdict
             out.append(c)
-    # issue 23 item 4: the artifact part of Δ, where the backend is not the re-draw itself
+    # the artifact part of Δ, where the backend is not the re-draw itself
     backend = (artifact.get("test_set") or {}).get("backend")
     as_, ao = _seed_values(artifact, "synthetic", "delta_artifact"), \
         _seed_values(artifact, "original", "delta_artifact")
@@ -282,7 +282,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         c = _diff("classifier/synthetic-original/delta≤0",
                   "classifier: S_synthetic's Table 3 Δ no larger than Original's", ds, do,
                   "≤", "metrics/artifact.json")
-        # Table 3's positive control (issue 31 item 3): the same parts filled from the other
+        # Table 3's positive control: the same parts filled from the other
         # group; :func:`explain` reads whether it moved
         ctl = {row: {k: (artifact.get(row) or {}).get("delta_control", {}).get(k)
                      for k in ("mean", "lo", "hi")} for row in ("original", "synthetic")}
@@ -305,7 +305,7 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
                     ) -> list[dict]:
     """The claims that registered components declare about their own rows
     (:attr:`biaslab.registry.Entry.claims`, e.g. an installed plug-in's), each against
-    Original on the same seeds' metrics (issue 27 item 1: a new method gets verdicts with no
+    Original on the same seeds' metrics (a new method gets verdicts with no
     edit of this module).
 
     ``{metric: expect}``: a probe attribute (``objects``, ``scene``, ``cast``) is checked on
@@ -362,7 +362,7 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
 
 #: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
 LIBRA_ERROR_TOLERANCE = 1.6
-#: issue 24's bars for the DCG on the test split's human captions / their gender swaps
+#: the bars for the DCG on the test split's human captions / their gender swaps
 DCG_KEEP_CORRECT, DCG_FIX_SWAPPED = 0.97, 0.80
 
 
@@ -393,7 +393,7 @@ def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, 
 
 def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | None = None
                  ) -> list[dict]:
-    """Paper 003's claims on the default (issue 24 item 3), from ``metrics/captioning.json``
+    """Paper 003's claims on the default, from ``metrics/captioning.json``
     (rows ``original`` and ``original+LIBRA``: LIBRA on the same captioner seeds, so the
     differences are paired by seed) and ``metrics/dcg_apply.json``:
 
@@ -614,7 +614,7 @@ CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
 
 
 def control_preconditions(controls: Mapping[str, Any] | None) -> dict:
-    """Which metrics the control models validate on this data (issue 22 item 5):
+    """Which metrics the control models validate on this data:
     ``{(task, metric): [names of controls that do not match]}`` for every metric with at least
     one control (``metrics/controls.json``, stage ``controls``); the probe's entry is
     ``("probe", None)``. Empty when no controls were run. An "inconclusive" control (a
@@ -684,7 +684,7 @@ def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
 
 
 def attribute_precondition_rows(controls_attribute: Mapping[str, Any] | None) -> dict:
-    """The attribute's controls as preconditions (issue 29 item 6): ``{"attribute", "rows":
+    """The attribute's controls as preconditions: ``{"attribute", "rows":
     :func:`precondition_rows` of ``metrics/controls_attribute.json`` (stage
     ``controls_attribute``, the same ``{task: {control: {metric: judged}}}`` layout as
     ``metrics/controls.json``)}``, or ``{"attribute", "skipped": why}`` where the stage
@@ -703,7 +703,7 @@ def attribute_precondition_rows(controls_attribute: Mapping[str, Any] | None) ->
 
 def mask_neutral_rows(probe: Mapping[str, Any] | None,
                       bounds: tuple[float, float] = NEUTRAL_RANGE) -> list[dict]:
-    """The mask-neutrality precondition of the Ratio claims (issue 23 item 2): one row per
+    """The mask-neutrality precondition of the Ratio claims: one row per
     training set / method from ``metrics/probe.json["mask_neutral"]`` (stage ``probe``,
     :func:`biaslab.analysis.probe.mask_neutral_record`).
 
@@ -898,7 +898,7 @@ def _reason(c: Mapping[str, Any]) -> str:
 
 
 def _seeds_needed(c: Mapping[str, Any]) -> str:
-    """Why an interval cannot decide (issue 31: "or says why not"): the seeds per row that
+    """Why an interval cannot decide ("or says why not"): the seeds per row that
     would put an effect of the observed size ``|mean - reference|`` at the CI's edge, with the
     spread unchanged: n' = ceil(n (half-width / effect)^2) (a normal approximation; it
     ignores the t quantile's shrinking, so it errs low for n' near n). "" without the
@@ -917,7 +917,7 @@ def _seeds_needed(c: Mapping[str, Any]) -> str:
 
 
 def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Every check with a ``reason`` and a ``source`` (issue 31 item 3), and no empty verdict:
+    """Every check with a ``reason`` and a ``source``, and no empty verdict:
 
     * a check judged from its interval whose measure has no variance (zero-width CI: every
       seed of the compared rows gives the same value, e.g. a Table 3 Δ that is 0 for every
@@ -957,8 +957,8 @@ def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
 
 
 def _domain_words(d: Mapping[str, Any], verdict: str) -> str:
-    """The real-vs-generated domain check beside a Leakage check of ``verdict`` (issue 31
-    item 4): whether S_synthetic's Leakage is read inside its training domain."""
+    """The real-vs-generated domain check beside a Leakage check of ``verdict``:
+    whether S_synthetic's Leakage is read inside its training domain."""
     g = d["gap"]
     probe = (f"; a logistic regression on the frozen features tells real from generated at "
              f"AUC {_fmt(d['probe_auc'])} (50 = alike)" if d.get("probe_auc") is not None

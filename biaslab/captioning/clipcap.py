@@ -400,9 +400,6 @@ def train_captioner(feats: np.ndarray, captions: Sequence[str], caption_image: S
                          val_caption_image, cfg, on_epoch, progress, desc="captioner")
 
 
-# kept under their old names (biaslab.captioner re-exports them)
-_check_samples, _check_val, _val_loss = check_samples, check_val, val_loss
-
 
 #: the model class of this architecture (``biaslab.captioning.Arch.load``)
 MODEL = Captioner

@@ -14,7 +14,7 @@ __all__ = ["manifest_image_table", "manifest_samples", "image_features", "grid_f
            "load_grid_encoder", "path_id"]
 
 
-def _path_id(path: str) -> int:
+def path_id(path: str) -> int:
     """Stable negative int64 id of a path (feature-cache key of an image that has no COCO id of
     its own, e.g. a counterfactual)."""
     h = int.from_bytes(hashlib.blake2b(str(path).encode(), digest_size=8).digest(), "big")
@@ -34,7 +34,7 @@ def manifest_image_table(manifest: pd.DataFrame) -> pd.DataFrame:
     m = manifest.drop_duplicates("path")
     cf = m["counterfactual"].astype(bool) if "counterfactual" in m.columns else \
         pd.Series(False, index=m.index)
-    ids = [(_path_id(p) if c else int(i)) for i, p, c in zip(m["image_id"], m["path"], cf)]
+    ids = [(path_id(p) if c else int(i)) for i, p, c in zip(m["image_id"], m["path"], cf)]
     out = pd.DataFrame({"image_id": np.asarray(ids, np.int64), "path": m["path"].astype(str)})
     dup = out["image_id"].duplicated()
     if dup.any():
@@ -85,8 +85,6 @@ def image_features(table: pd.DataFrame, cache_dir: str | os.PathLike,
                          progress=progress, stats=stats, executor=executor)
     return f
 
-
-path_id = _path_id
 
 
 # --------------------------------------------------------------------------------------------

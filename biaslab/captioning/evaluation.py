@@ -46,7 +46,7 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
 
 #: flat metric names of :func:`caption_metrics` (paper 000 Table 2 + thesis Table 2.1), the
 #: keys of each row of ``metrics/captioning.json``. ``Error`` is capitalised on purpose: DVC
-#: reads any metrics key named exactly ``error`` as a load error (issue 14).
+#: reads any metrics key named exactly ``error`` as a load error.
 METRICS = ("METEOR", "BLEU-4", "CIDEr", "CLIPScore", "Ratio", "Error", "LIC", "LIC_M",
            "LIC_D", "BiasAmp", "DBA_G", "DBA_O", "no_gender_word", "length",
            "DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
@@ -139,7 +139,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     dropped), or None when not computable (LIC when a gender has too few images, CLIPScore
     without a scorer, DBA without ``image_objects``, BiasAmp with no word in L); plus
     ``ratio_raw`` (#man/#woman) and ``n_images``. Two degeneracy measures sit beside Ratio
-    (issue 31 item 2; not in the papers): ``no_gender_word``, the % of the gender-labelled
+    (not in the papers): ``no_gender_word``, the % of the gender-labelled
     images whose caption has no word of the ``words`` list (``biaslab.data.gender.caption_gender``
     "none"; a captioner that drops the person reads "unbiased" on Ratio), and ``length``,
     the mean number of tokens (``biaslab.data.gender.tokenize``) per caption over every
@@ -279,8 +279,8 @@ def seed_records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str] | None =
 
 def gender_labels(source: str, perceived: pd.DataFrame | None,
                   caption_labels: pd.DataFrame | None) -> tuple[dict[int, str], str]:
-    """Image gender labels of the captioning evaluation, from ONE documented source (issue 12
-    item 11; the same rule in stages ``eval_captioner`` and ``human_bias``).
+    """Image gender labels of the captioning evaluation, from ONE documented source (the
+    same rule in stages ``eval_captioner`` and ``human_bias``).
 
     Args:
         source: ``"perceived"``: crowd-sourced perceived gender (``perceived_gender.parquet``,

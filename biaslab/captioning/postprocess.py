@@ -1,4 +1,4 @@
-"""Caption post-processors (issue 27 item 1): a method that rewrites a trained captioner's
+"""Caption post-processors: a method that rewrites a trained captioner's
 captions, as LIBRA's debiasing caption generator does (paper 003 sec. 4), is an entry of
 :data:`biaslab.registry.POSTPROCESSORS`. Stage ``eval_captioner`` applies each one named in
 ``eval_captioner.postprocessors`` to every seed of its ``base`` captioner (Original) and

@@ -1,4 +1,4 @@
-"""Paper 000's Table 2 and thesis Table 2.1 from the trained captioners (issue 27 item 4: the
+"""Paper 000's Table 2 and thesis Table 2.1 from the trained captioners (the
 logic of stage ``eval_captioner``, which now only reads its inputs and writes its files; the
 record's layout is in ``stages/eval_captioner.py``'s docstring).
 

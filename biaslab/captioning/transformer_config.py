@@ -1,7 +1,7 @@
 """Configuration of the ``transformer`` captioner (:mod:`biaslab.captioning.transformer`)
 and its saved-model constants, in a module of their own so that the paper-tier
 implementation (:mod:`biaslab.captioning.vit_gpt2`) and the offline one share them without
-importing each other (issue 27 item 3: no import cycles)."""
+importing each other (no import cycles)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

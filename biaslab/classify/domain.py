@@ -1,4 +1,4 @@
-"""Real-vs-generated domain check (issue 31 item 4): is a classifier trained on generated
+"""Real-vs-generated domain check: is a classifier trained on generated
 images (S_synthetic, paper 000 Eq. 2) scored on real test images outside its training domain?
 
 Paper 000 trains S_synthetic on inpainted images only and reads its Leakage (Eq. 7) on real

@@ -53,7 +53,7 @@ def expected_ratio(p_woman, p_man) -> dict:
     predictions under the model's own probabilities, ``r_E = sum(p_man) / sum(p_woman)`` over
     the images (float arrays (n,), values in [0, 1]), and ``max(r_E, 1 / r_E)`` (-> 1).
 
-    Not in paper 000 (our addition, issue 11): paper 000's Ratio counts thresholded
+    Not in paper 000 (our addition): paper 000's Ratio counts thresholded
     predictions, and on person-masked images a model that ignores context has both outputs near
     their priors, so the validation-tuned thresholds put every image on one side and r is 0 or
     inf by the threshold, not by the model (metrics/classification.json n_man / n_woman).
@@ -173,7 +173,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
                      leakage_kwargs: dict | None = None) -> dict:
     """:func:`evaluate` on a model's outputs instead of the model: the one code path of the
     classification metrics, shared by the trained classifiers and the control models
-    (:mod:`biaslab.analysis.controls`, issue 22).
+    (:mod:`biaslab.analysis.controls`).
 
     Args:
         probs: float (n, n_objects + 2) outputs on the unmasked test images (objects, then
@@ -250,7 +250,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
     except ValueError as e:   # too few labelled images of a group
         out.update({"leakage": None, "leakage_error": str(e)})
     if flips and out.get("leakage") is not None and all(given) and n_obj:
-        # Wang et al. 2019's leakage at the model's own performance (issue 31 item 4): LK_D
+        # Wang et al. 2019's leakage at the model's own performance: LK_D
         # of ground truth perturbed to the model's macro F1, beside paper 000's Eq. 7
         from biaslab.metrics.leakage import dataset_leakage_curve, lk_d_at_f1, macro_f1
         dkw = {k: v for k, v in kw.items() if k not in ("train_gt", "train_pred",
@@ -287,7 +287,7 @@ def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled:
                       test_groups: Sequence, train_pred: np.ndarray, train_objects: np.ndarray,
                       train_groups: Sequence, groups: Sequence[str],
                       leakage_kwargs: dict | None = None) -> dict:
-    """Leakage of another protected attribute (issue 29; paper 000 appendix B: skin tone,
+    """Leakage of another protected attribute (paper 000 appendix B: skin tone,
     where "the classifiers predict objects only") from a model's object predictions: paper 000
     Eq. 7 with the attribute's groups in place of gender, the same protocol as the gender
     Leakage of :func:`evaluate` (attackers trained on the training images' ground truth /

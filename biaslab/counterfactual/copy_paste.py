@@ -57,7 +57,7 @@ def donor_group(group: str, source_gender: str | None) -> str:
     """The donor group that serves target group ``group``: the group itself when it names a
     gender (female, male, ``<gender>_<skin>``); for a skin tone alone, that tone within the
     source person's gender (``"dark"`` of a woman -> ``"female_dark"``), so a skin-tone
-    counterfactual changes the skin tone, not the gender (issue 29 item 3).
+    counterfactual changes the skin tone, not the gender.
 
     Raises:
         ValueError: unknown group, or a skin tone with no source gender."""

@@ -332,7 +332,7 @@ def _file_digest(path: str | os.PathLike) -> str:
 def shard_fingerprint(items: pd.DataFrame, backend_fp: dict, settings: dict) -> str:
     """sha256 over the settings, the backend fingerprint and the shard's work items (ids,
     image/mask paths, source-image and mask bytes, boxes, prompts). A source image rewritten
-    in place changes its shard's fingerprint (issue 13.2); donor image bytes enter through
+    in place changes its shard's fingerprint; donor image bytes enter through
     ``backend_fp`` (``donor_images_fingerprint``)."""
     rows = []
     for it in items.to_dict("records"):
@@ -349,7 +349,7 @@ def code_digest(backend) -> str:
     defines ``backend``'s class (a plug-in backend outside this package included), with every
     module of their packages they import (``biaslab.runtime.provenance.source_digest``). Part of every
     shard fingerprint, so an edited backend or generate loop recomputes the shards with no
-    version constant to bump (issue 26 item 1)."""
+    version constant to bump."""
     from biaslab.runtime.provenance import source_digest
     try:
         return source_digest(__name__, type(backend).__module__)

@@ -31,11 +31,11 @@ Mask omega (``person_mask``), per selected person, in this order of preference:
    body unit (shoulder/hip width, torso length, box height), clipped to the person box;
 3. ``box``: the bounding box (``floor(x) .. ceil(x + w)``).
 
-``shape="sam"`` (issue 33; paper 000 app. A.1's OpenImages masks, where MIAP gives boxes only)
+``shape="sam"`` (paper 000 app. A.1's OpenImages masks, where MIAP gives boxes only)
 replaces 1-3 by Segment Anything prompted with each selected person's box, cut to the box
 (``biaslab.counterfactual.sam``; the paper tier, weights from ``masks.sam_model``).
 
-``shape="box"`` (param ``masks.shape``; issue 31 item 6) skips 1-2 and masks every selected
+``shape="box"`` (param ``masks.shape``) skips 1-2 and masks every selected
 person's bounding box, paper 000's COCO wording ("the person's bounding box"): a polygon
 tighter than the person leaves parts of the original (hair, a sleeve, a bag) and with them its
 gender cue beside the pasted donor, a box leaves none but erases more context.

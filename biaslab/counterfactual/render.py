@@ -10,7 +10,7 @@ inside omega = the union of the original and the new person's masks (the body sh
 two genders differ, so omega is not the source person's mask); there are no inpainting seams,
 no donor and no prompt to follow. It separates what the method does (decorrelating context
 from gender) from what a generator's artifacts do: ``copy_paste`` / ``sd_inpaint`` on the same
-data measure the artifact cost (DESIGN.md, "Counterfactual image backends").
+data measure the artifact cost.
 
 The backend reads the dataset's generator arguments (``annotations/synth_params.json``) and
 truth (``annotations/synth_truth.csv``) from the data root, so it needs no parameters of its

@@ -1,4 +1,4 @@
-"""Residue check of the person masks and of the counterfactuals (issue 31 item 6).
+"""Residue check of the person masks and of the counterfactuals.
 
 Paper 000 (appendix A.1) erases the selected person under omega and fills omega with a person
 of the other group. Where omega is tighter than the person (a COCO polygon misses hair, a
@@ -50,7 +50,7 @@ def erase(image: np.ndarray, mask: np.ndarray, fill: int = ERASE_FILL) -> np.nda
 def keep_only(image: np.ndarray, mask: np.ndarray, fill: int = ERASE_FILL) -> np.ndarray:
     """The complement of :func:`erase`: ``image`` (H, W, 3) uint8 with every pixel OUTSIDE
     ``mask`` (nonzero = omega, the masked persons) painted ``fill``, so a probe on it sees the
-    person and not the scene (issue 29's skin-tone check). A mask of another size is resized
+    person and not the scene (the skin-tone check). A mask of another size is resized
     to the image (nearest neighbour: a counterfactual may be stored at another resolution)."""
     img = np.asarray(image)
     m = np.asarray(mask)

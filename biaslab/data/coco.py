@@ -173,7 +173,7 @@ def check_image(path: str | os.PathLike, width: int = 0, height: int = 0
             size, fmt = im.size, im.format
             im.verify()
         # verify() checks a JPEG's markers only: corrupt entropy-coded data surfaces at decode
-        # (issue 26: such a file used to pass prepare and abort the features stage)
+        # (such a file used to pass prepare and abort the features stage)
         with Image.open(io.BytesIO(data)) as im:
             im.load()
             if fmt == "JPEG" and _grey_filled(im):

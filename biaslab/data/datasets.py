@@ -7,7 +7,7 @@ A manifest is a DataFrame with one row per training sample:
 group), ``objects`` (list[str], labelled image-level objects a_i), ``counterfactual`` (bool).
 Resampled manifests repeat rows (over-sampling) or drop rows (sub-sampling).
 
-For a protected attribute other than gender (issue 29 item 3: counterfactuals of skin tone or
+For a protected attribute other than gender (counterfactuals of skin tone or
 of the four gender x skin groups) the manifests have one more column, ``group`` (str or None):
 the depicted group of the attribute (a counterfactual's target group; an original image's
 perceived group where it has one). ``gender`` stays the depicted gender: a skin-tone
@@ -54,7 +54,7 @@ def _presence(manifest: pd.DataFrame) -> tuple[list[str], np.ndarray]:
 
 def _codes(manifest: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     """Group codes (n,) int in [0, K) and the K sorted group names of a manifest whose rows
-    all have a group: its ``group`` column where it has one (a non-gender attribute, issue 29),
+    all have a group: its ``group`` column where it has one (a non-gender attribute),
     else ``gender``. Two genders give female = 0, male = 1."""
     col = _group_column(manifest)
     lab = manifest[col]
@@ -291,7 +291,7 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     until every labelled object co-occurs equally often with each gender, p(o | female) =
     p(o | male), with equally many female and male samples. Nothing is dropped.
 
-    Groups (issue 29): the manifest's ``group`` column where it has one (skin tone: dark /
+    Groups: the manifest's ``group`` column where it has one (skin tone: dark /
     light; gender x skin: four groups), else ``gender``. Images without a group are left out
     (:func:`resampling_set`; ``result.attrs["n_unlabelled"]``). For K groups the constraints
     below become equal group sizes and, for every object seen with every group,
@@ -315,7 +315,7 @@ def oversample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     on the embedded default, while the LP takes milliseconds and its rounding is off by at most
     one copy per image.
 
-    Why a cap (issue 31 item 5): the bound is met by repeating the few counter-stereotypical
+    Why a cap: the bound is met by repeating the few counter-stereotypical
     images. Uncapped, the embedded default (bias 0.8, 3.6 objects per image) needs one image
     475 times (28 % of the samples; effective size 6.6 images of 280); the smallest possible
     largest repeat at |skew| <= 0.05 is ~1,070 copies (an LP bound). The default cap, 20,
@@ -403,7 +403,7 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
     images exists (e.g. 60 capped images of the default) the bound relaxes to 1 and the
     subsample only balances the group sizes.
 
-    Groups (issue 29) as in :func:`oversample`: the ``group`` column where the manifest has
+    Groups as in :func:`oversample`: the ``group`` column where the manifest has
     one, images without a group left out (``result.attrs["n_unlabelled"]``); for K groups
     every group keeps as many images and |K n_o^g - n_o| <= ``max_skew`` n_o for every object
     and group (an object missing from one group must vanish).
@@ -441,7 +441,7 @@ def subsample(manifest: pd.DataFrame, seed: int = 0, max_skew: float = 0.05,
 
 
 def matched_subset(manifest: pd.DataFrame, like: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The size-matched control of a resampled set (issue 23 item 3): a uniformly random subset
+    """The size-matched control of a resampled set: a uniformly random subset
     of ``manifest`` (Original) with as many images of each group (``group`` where the
     manifests have that column, else gender) as ``like`` has distinct source images (sub-sampling keeps each image at most once), drawn with
     ``numpy.random.default_rng(seed)`` from the rows sorted by image_id. It has sub-sampling's
@@ -581,7 +581,7 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     cast) is given, for each attribute ``<col>_mean_abs_skew`` over its values and ``<col>``
     {value: [f, m]} (what label-based resampling cannot see).
 
-    With a ``group`` column (a non-gender attribute, issue 29) also ``n_unlabelled`` (rows
+    With a ``group`` column (a non-gender attribute) also ``n_unlabelled`` (rows
     without a group) and ``group_objects_mean_abs_skew`` / ``group_objects_max_abs_skew``: the
     K-group skew max_g |K r_o^g / sum_h r_o^h - 1| of each object present (r_o^g: share of
     g's samples holding o; in [0, K - 1]; for K = 2 it is |skew_o| above), over the labelled
@@ -596,7 +596,7 @@ def cooccurrence(manifest: pd.DataFrame, attributes: pd.DataFrame | None = None)
     out = {"n_samples": int(len(manifest)), "n_female": nf, "n_male": nm,
            "n_images": int(manifest["image_id"].nunique()),
            "max_repeats": int(reps.max()) if len(reps) else 0,
-           # how the repeats spread (issue 31 item 5): a resample that meets its skew bound
+           # how the repeats spread: a resample that meets its skew bound
            # by repeating one image hundreds of times trains on that image, not on the data
            "repeats_median": float(np.median(reps)) if len(reps) else 0.0,
            "repeats_p90": float(np.quantile(reps, 0.9)) if len(reps) else 0.0,

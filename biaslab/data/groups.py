@@ -1,4 +1,4 @@
-"""The target groups of the counterfactuals per protected attribute (issue 29 item 3): gender
+"""The target groups of the counterfactuals per protected attribute: gender
 (female, male; paper 000 sec. 2.2), skin tone (dark, light; appendix B.1) and their four
 intersections ``<gender>_<skin>`` (sec. 7). Plain names, no heavy imports: the generation
 loop, the donor pool and the training-set builders all parse groups with it."""
@@ -11,8 +11,8 @@ SKIN_TONES = ("dark", "light")
 
 
 def generation_groups(attribute: str = "gender") -> tuple[str, ...]:
-    """The target groups g' of the counterfactuals for a protected attribute (issue 29 item
-    3): ``gender`` -> (female, male) (paper 000 sec. 2.2), ``skin`` -> (dark, light) (appendix
+    """The target groups g' of the counterfactuals for a protected attribute:
+    ``gender`` -> (female, male) (paper 000 sec. 2.2), ``skin`` -> (dark, light) (appendix
     B.1), ``gender_skin`` -> the four ``<gender>_<skin>`` groups (sec. 7's intersectional
     extension).
 

@@ -190,7 +190,7 @@ def split_with_fixed(image_labels: pd.DataFrame, images: pd.DataFrame,
                      fixed: dict[str, str] | None = None, source: str = "images") -> pd.DataFrame:
     """Train/val/test split where some COCO splits are assigned whole (``fixed``: COCO split
     name -> split name, e.g. ``{"synthtest": "test"}``: the synthetic generator's separate test
-    set, issue 23 item 1; ``{"val2014": "test"}`` on COCO) and the other images are split by
+    set; ``{"val2014": "test"}`` on COCO) and the other images are split by
     :func:`stratified_split` with ``fractions``.
 
     Args:

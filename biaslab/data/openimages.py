@@ -1,5 +1,5 @@
 """Read OpenImages (V6 / V7 CSV layout, as downloaded) with MIAP person boxes into the prepared
-tables of ``schema.md`` (issue 33; paper 000 appendix B.1, Table 5).
+tables of ``schema.md`` (paper 000 appendix B.1, Table 5).
 
 Layout (``root``; each CSV may also sit in ``root/annotations/``)::
 

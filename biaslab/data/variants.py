@@ -1,4 +1,4 @@
-"""Training-set variants as registry components (issue 27 item 1): the builders stage
+"""Training-set variants as registry components: the builders stage
 ``build_datasets`` calls, one per :data:`biaslab.registry.DATASETS` entry.
 
 A builder takes a :class:`VariantContext` and returns a training manifest
@@ -92,7 +92,7 @@ def synthetic(ctx: VariantContext) -> pd.DataFrame:
 
 
 def matched(ctx: VariantContext) -> pd.DataFrame:
-    """Original at sub-sampling's size and gender counts (issue 23 item 3)."""
+    """Original at sub-sampling's size and gender counts."""
     return D.matched_subset(ctx.original, ctx.variant("subsample"), seed=ctx.seed)
 
 

@@ -384,7 +384,7 @@ def train_authenticity(synthetic: Sequence[str], authentic: Sequence[str], confi
 # filters (pure functions of probabilities)
 
 
-#: decimals every score is rounded to before a threshold or an argmax (issue 24 item 4): a
+#: decimals every score is rounded to before a threshold or an argmax: a
 #: filter decision then depends on the 6th decimal, not on the last float bit a machine's BLAS
 #: or thread count leaves there
 SCORE_DECIMALS = 6

@@ -35,7 +35,7 @@ Formulations (``formulation``; which one a run used is in ``metrics/dcg.json``):
   predicted ``[KEEP]`` (or predicted as itself) character for character and replaces the
   others (``min_edit_prob`` gates a replacement). Eq. 9's loss summed over words instead of
   decoder tokens; the encoder, image input and eta masking in training are the paper's.
-  Why (issue 24, measured on the default): the generate DCG trained on BCS pairs changed
+  Why (measured on the default): the generate DCG trained on BCS pairs changed
   91.5 % of correct human captions and made 8 % of their genders wrong; given also identity and
   swap pairs it kept the gender (99 %) but still rewrote 35.5 % of captions; the edit DCG with
   the same pairs changes 4.5 % and keeps 98 % of genders. Pairs that need an insertion or a

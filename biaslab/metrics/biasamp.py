@@ -410,7 +410,7 @@ def human_null(test_captions: Sequence[Sequence[str]], human_captions: Sequence,
     than the training set's (e.g. 139 men : 61 women against 299 : 221), captions that copy
     the annotators already score BiasAmp != 0, and Zhao's mask ``1[b > 1/2]`` on a finite ``D``
     selects words whose skew regresses on new images. Neither paper gives this value; we add
-    it (issue 29 / the metric controls) so a row's BiasAmp can be read against it and a
+    it (the metric controls) so a row's BiasAmp can be read against it and a
     control drawn like the human captions is judged against it instead of 0.
 
     Decision: a captioner writes ONE caption per image, so the null is computed the same way:

@@ -13,7 +13,7 @@
   images (e.g. before / after LIBRA's DCG, paper 003 Table 2's Error columns), with its CI.
 * ``error_by_group`` -- Error within each group of an intersectional attribute (gender x
   skin tone: is a dark-skinned woman misgendered more often than a light-skinned man?), with
-  the worst-group gap (issue 29 item 4).
+  the worst-group gap.
 * ``classification_ratio`` -- paper 000 sec. 3.1 "Ratio" for multi-label classifiers that also
   predict {woman, man}: persons are masked out of the test images and r = #man / #woman
   predictions, each gender output counted where it is above its threshold (an image with both

@@ -59,7 +59,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     the wrong words.
 
     ``attribute="gender_skin"`` (the four groups female_dark, female_light, male_dark,
-    male_light; issue 29): LIC with a 4-way classifier (:mod:`biaslab.metrics.lic`, unbiased
+    male_light): LIC with a 4-way classifier (:mod:`biaslab.metrics.lic`, unbiased
     about 100 / 16 = 6.25). Decision: the captions' gender words ARE masked, as in the gender
     LIC (otherwise the gender half of every group is read off the words in both LIC_M and
     LIC_D, and LIC would mostly measure how often captions name a gender); skin tone has no

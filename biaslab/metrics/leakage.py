@@ -33,7 +33,7 @@ Decisions (the paper gives no attacker details):
 * ``pred_objects`` may be scores; with ``threshold`` (default 0.5) they are binarised
   (``>= threshold``), matching "input y (i.e. set of objects)"; ``threshold=None`` feeds the
   scores as they are.
-* Accuracy-matched leakage (Wang et al. 2019 sec. 4.2; issue 31 item 4):
+* Accuracy-matched leakage (Wang et al. 2019 sec. 4.2):
   :func:`dataset_leakage_curve` perturbs the ground truth to a range of macro F1 levels and
   :func:`lk_d_at_f1` reads LK_D at a model's own F1, so ``LK_M - LK_D(F1_M)`` compares a
   model with data *as noisy as the model*; paper 000's ``LK_M - LK_D`` compares it with the

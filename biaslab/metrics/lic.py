@@ -31,7 +31,7 @@ Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leak
   not in the vocabulary of the MODEL captions become an out-of-vocabulary token before the LIC_D
   classifiers are trained and tested. The thesis defines both vocabularies "for all
   annotations and predictions in the training set": per seed, ``V_pre`` is the token set of
-  the masked model captions of that seed's TRAINING images only (issue 12 item 7; the test
+  the masked model captions of that seed's TRAINING images only (the test
   images' captions never shape what a classifier can read). Decision: this differs from the
   authors' code, which saved ``V_pre`` from their model captions' train and test splits
   together (``--save_model_vocab``). The replacement token is the one the classifier reads as
@@ -49,7 +49,7 @@ Protocol (thesis 2.5 "Data", "LIC metric details"; the authors' code ``lstm_leak
   (paired by seed, because both use the same split).
 * Classifier seeds: the seed-``s`` LIC_M classifier and the LIC_D classifier of index ``k``
   are initialised with distinct seeds derived from ``(s, role, k)`` by ``numpy.SeedSequence``.
-* More than two groups (issue 29: gender x skin tone's four, ``groups`` of length K > 2).
+* More than two groups (gender x skin tone's four, ``groups`` of length K > 2).
   The thesis defines LIC for two groups; Eqs. 2.9-2.10 carry over unchanged with a K-way
   classifier (softmax over K, ``textclf.train(n_classes=K)``) and the balanced split takes
   ``round(test_ratio * n)`` test images of EACH of the K groups (n = the smallest group).

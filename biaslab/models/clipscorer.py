@@ -1,6 +1,6 @@
 """Offline CLIP-style scorer for prompt adherence (paper 000, sec. 2.3, Eq. 4) built LiT-style.
 
-No pretrained CLIP weights exist offline (DESIGN.md), so the tiny tier builds a joint
+No pretrained CLIP weights are installed offline, so the tiny tier builds a joint
 image-text space the way LiT does (Zhai et al. 2022, "Locked-image Tuning"): both towers are
 frozen pretrained encoders -- EfficientNet-Lite0 (1280-d pooled ImageNet features) for images and
 MiniLM (384-d mean-pooled sentence embeddings) for texts, see :mod:`biaslab.models.features` -- and only

@@ -1,5 +1,5 @@
 """Frozen image and text backbones: embeddings for the scorer, the object predictor and the
-classifiers (DESIGN.md "Offline pretrained weights that exist").
+classifiers, from the pretrained weights installed offline.
 
 Image side (:class:`ImageEncoder`, :func:`load_image_encoder`), one ``name`` parameter:
 
@@ -43,8 +43,7 @@ any id or path are encoded once: score, the classifiers and the captioners name 
 counterfactual differently), texts by the set of texts -- inside a directory named by encoder
 name, image size, layout version and the digest of the code that encodes
 (``cache_key``: ``biaslab.runtime.provenance.source_digest`` of this module and what it imports, so an
-edited preprocessing, e.g. ``IMAGENET_MEAN``, starts a new directory with no constant to bump;
-issue 26 item 1). A rewritten image therefore gets a new row (the old one stays, unused). What
+edited preprocessing, e.g. ``IMAGENET_MEAN``, starts a new directory with no constant to bump). A rewritten image therefore gets a new row (the old one stays, unused). What
 the key does *not* cover: the encoder's weights. After changing those without changing the
 name (a local checkpoint rewritten in place), delete the encoder's cache directory;
 deleting the whole cache is always safe (it is rebuilt on demand).

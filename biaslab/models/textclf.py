@@ -8,7 +8,7 @@ does not mask.
 Classes (index order of every probability array): ``CLASSES = ("female", "male")``, i.e.
 column 0 is p(female), column 1 is p(male). Labels may be given as 0/1 or as the strings.
 ``train(..., n_classes=k)`` trains a k-way classifier instead (labels 0..k-1, probabilities
-``(n, k)``): LIC over more than two groups, e.g. gender x skin tone's four (issue 29); the
+``(n, k)``): LIC over more than two groups, e.g. gender x skin tone's four; the
 saved ``classifier.json`` then records ``n_classes``. With the default 2 the networks, their
 initialisation and the saved files are those of the two-class model.
 

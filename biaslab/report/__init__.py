@@ -79,7 +79,7 @@ def caption_columns(captioning: Mapping[str, Any] | None = None) -> tuple:
 
 
 TABLE3_COLUMNS = (("ratio_orig", "Ratio_orig"), ("ratio_inp", "Ratio_inp"), ("delta", "Δ ↓"))
-#: the classifier's Table 3 adds Δ_artifact = Δ(backend) - Δ(generator re-draw) (issue 23 item 4)
+#: the classifier's Table 3 adds Δ_artifact = Δ(backend) - Δ(generator re-draw)
 TABLE3_CLASSIFIER_COLUMNS = TABLE3_COLUMNS + (("delta_artifact", "Δ_artifact ↓"),
                                               ("delta_control", "Δ, other group"))
 #: bias columns whose difference from Original the report prints, per table
@@ -196,14 +196,14 @@ def table1(classification: Mapping[str, Any]) -> dict:
     return table(classification, TABLE1_COLUMNS)
 
 
-#: issue 31 item 1: which way the persons-masked calls lean, threshold-free and unfolded
+#: which way the persons-masked calls lean, threshold-free and unfolded
 DIRECTION_COLUMNS = (("log_r", "log r (signed)"), ("masked_gender_auc", "masked AUC →50"),
                      ("share_man", "man only %"), ("share_woman", "woman only %"),
                      ("share_both", "both %"), ("share_neither", "neither %"))
 
 
 def direction_table(classification: Mapping[str, Any]) -> dict[str, dict[str, dict | None]]:
-    """Direction-aware group measures of Table 1's rows (issue 31 item 1), from the per-seed
+    """Direction-aware group measures of Table 1's rows, from the per-seed
     records of ``metrics/classification.json`` (persons-masked test images):
 
     * ``log_r``: the signed ``ln r``, r = #man / #woman calls (paper 000 sec. 3.1's r before
@@ -354,8 +354,8 @@ def _target(header: str) -> float | None:
 def true_ratio(test_set: Mapping[str, Any] | None) -> float | None:
     """The test set's own folded man : woman ratio ``max(n_male / n_female, its inverse)``
     (None when a count is missing or 0): what the Ratio of a captioner that names every
-    person's gender as annotated reads on *unmasked* images (Burns et al. 2018's reference;
-    issue 31 item 2). On persons-masked images (paper 000's classifier protocol) the
+    person's gender as annotated reads on *unmasked* images (Burns et al. 2018's reference).
+    On persons-masked images (paper 000's classifier protocol) the
     reference is 1."""
     ts = test_set or {}
     m, f = _num(ts.get("n_male")), _num(ts.get("n_female"))
@@ -377,8 +377,8 @@ def table2_columns(captioning: Mapping[str, Any], digits: int = 2) -> tuple:
 
 
 def made_by(script: str, cwd: str | os.PathLike = ".") -> dict:
-    """Provenance of a file a script (not the DVC DAG) writes into ``plots/report/`` (issue 31
-    item 7): ``{"script", "data_source", "commit", "modified"}`` from ``params.yaml``'s
+    """Provenance of a file a script (not the DVC DAG) writes into ``plots/report/``:
+    ``{"script", "data_source", "commit", "modified"}`` from ``params.yaml``'s
     ``data.source`` and ``git`` in ``cwd`` (None where unavailable). Such files stay after a
     run of another profile; the stamp says which run they belong to."""
     import subprocess
@@ -415,7 +415,7 @@ def stamp(text: str, prov: Mapping[str, Any]) -> str:
 
 def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
         "oversample", "subsample"), names: Mapping[str, str] | None = None) -> str:
-    """How the resampled training sets were reached (issue 31 item 5), from
+    """How the resampled training sets were reached, from
     ``metrics/datasets.json``: samples, distinct images, the most repeated image's count and
     share of the samples, Kish's effective number of images, and the skew bound reached
     ("" when the file has none of ``rows``). Over-sampling meets its skew bound on strongly
@@ -435,7 +435,7 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
                     f"{int(d.get('n_repeated') or 0)} images repeated, Kish's effective "
                     f"number of images {float(d.get('effective_images') or 0):.1f}")
         if d.get("max_skew_bound") is not None:
-            if d.get("group_objects_max_abs_skew") is not None:   # issue 29: the groups
+            if d.get("group_objects_max_abs_skew") is not None:   # the groups
                 groups = " / ".join(g for g in (d.get("by_group") or {})
                                     if g != "none") or "the attribute's groups"
                 txt += (f", balanced over {groups}: skew bound reached "
@@ -457,7 +457,7 @@ def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
 
 def leakage_f1_note(classification: Mapping[str, Any]) -> str:
     """The line under Table 1 that reads Leakage@F1 (Wang et al. 2019's accuracy-matched
-    leakage, issue 31 item 4) beside paper 000's Leakage; "" when the file has none."""
+    leakage) beside paper 000's Leakage; "" when the file has none."""
     rows = [r for r in _rows(classification)
             if _num((classification[r].get("Leakage_F1") or {}).get("mean")) is not None]
     if not rows:
@@ -477,8 +477,8 @@ def leakage_f1_note(classification: Mapping[str, Any]) -> str:
 
 def attributes_note(classification: Mapping[str, Any]) -> str:
     """The line under Table 1's heading naming its attributes (paper 000 app. B.1): how many
-    object classes, by which co-occurrence rule, where the list is ("" before issue 33's
-    ``attributes`` record)."""
+    object classes, by which co-occurrence rule, where the list is ("" for a record
+    without ``attributes``)."""
     a = classification.get("attributes")
     if not isinstance(a, Mapping) or a.get("n") is None:
         return ""
@@ -491,7 +491,7 @@ def attributes_note(classification: Mapping[str, Any]) -> str:
 
 
 def domain_note(classification: Mapping[str, Any]) -> str:
-    """The line under Table 1 that gives the real-vs-generated domain check (issue 31 item 4;
+    """The line under Table 1 that gives the real-vs-generated domain check (
     ``metrics/classification.json`` ``domain``, :mod:`biaslab.classify.domain`): per training
     set, object mAP on the real photos and on the same-group generated counterfactuals of the
     train sources the model never trained on, their difference, and the feature probe's AUC
@@ -520,7 +520,7 @@ def domain_note(classification: Mapping[str, Any]) -> str:
 
 
 def residue_note(residue: Mapping[str, Any] | None) -> str:
-    """The line under Table 3 that gives the residue check (issue 31 item 6;
+    """The line under Table 3 that gives the residue check (
     ``metrics/residue.json``, stage ``residue``); "" without the file's numbers."""
     if not isinstance(residue, Mapping) or not residue.get("erased_auc"):
         return ""
@@ -613,7 +613,7 @@ MAX_GENDER_WORD_LOSS = 10.0
 def caption_degenerate_rows(tab: Mapping[str, Mapping[str, Any]], max_loss: float,
                             length_floor: float, reference: str = "original"
                             ) -> dict[str, str]:
-    """Captioner rows that lose gender words or length (issue 31 item 2): ``{row: why}`` for
+    """Captioner rows that lose gender words or length: ``{row: why}`` for
     every row whose mean ``no_gender_word`` (% of gender-labelled images whose caption names
     no gender) exceeds the ``reference`` row's by more than ``max_loss`` points, or whose mean
     ``length`` (tokens per caption) is below ``length_floor`` x the reference's. Such a row's
@@ -805,7 +805,7 @@ def exp_show(cwd: str | os.PathLike = ".") -> list:
 def out_metric_files(dvc_yaml: str | os.PathLike = "dvc.yaml") -> list[str]:
     """The JSON files under ``metrics/`` that ``dvc.yaml`` declares as plain outs (not DVC
     ``metrics``): the detailed results, committed to Git (``cache: false``) but kept out of
-    DVC's metric views so that those stay readable (issue 25: only ``metrics/summary.json``
+    DVC's metric views so that those stay readable (only ``metrics/summary.json``
     is a DVC metric)."""
     import yaml
     stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages") or {}
@@ -1003,10 +1003,10 @@ def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,
             "Ratio and Error of a fixed model on a fixed test set carry only the seeds' spread.")
 
 
-#: the captioning bias metrics compared on the controls (issue 30 item 3): key, label
+#: the captioning bias metrics compared on the controls: key, label
 def metric_comparison_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
-    """"Which captioning metric sees the planted bias" on the control models (issue 30 item
-    3): :func:`biaslab.report.metric_compare.run_markdown` (per metric and attacker encoder:
+    """"Which captioning metric sees the planted bias" on the control models:
+    :func:`biaslab.report.metric_compare.run_markdown` (per metric and attacker encoder:
     controls matched / missed / undecided, the strongest amplifier's and the human caption's
     values, the slope d/dq and the smallest detectable q). Empty string without captioner
     controls."""

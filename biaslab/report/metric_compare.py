@@ -1,4 +1,4 @@
-"""Which captioning bias metric sees the planted bias (issue 30 item 3), from the control models
+"""Which captioning bias metric sees the planted bias, from the control models
 of stage ``controls`` (``metrics/controls.json``), on one run and over the bias sweep.
 
 The controls' known answers give two doses:

@@ -1,4 +1,4 @@
-"""The published captioners' report (issue 28; issue 27 item 4: the logic of stage
+"""The published captioners' report (the logic of stage
 ``published_report``, which now only parses its arguments and writes the files): the thesis'
 numbers (``published/paper_tables.csv``, :func:`biaslab.data.published.read_paper_tables`)
 beside ours (``metrics/published.json``, stage ``published_bias``) for the nine released
@@ -17,7 +17,7 @@ import pandas as pd
 from biaslab.data import published as P
 from biaslab.runtime.io import atomic_path
 
-#: what the released files cannot give, and what a user must add (issue 28 item 4)
+#: what the released files cannot give, and what a user must add
 NOT_AVAILABLE = [
     ("LIC_D, LIC (Tables 2.1, 2.2, 2.3, 2.5)", "the human captions of the same COCO val2014 "
      "images (COCO 2014 `captions_val2014.json`): LIC_D trains the same classifier on them"),
@@ -27,7 +27,7 @@ NOT_AVAILABLE = [
      "(`instances_val2014.json`)"),
     ("BLEU-4, CIDEr, METEOR, ROUGE-L (Table 2.1)", "the reference captions "
      "(`captions_val2014.json`)"),
-    ("DBAC (Nair, Tokas & Kerner 2025; issue 30)", "the human captions of the same images "
+    ("DBAC (Nair, Tokas & Kerner 2025)", "the human captions of the same images "
      "(`published.human_captions`): DBAC's lambda_D trains the attacker on them"),
     ("LIC with BERT-ft / BERT-pre (Tables 2.2, 2.5)", "the paper tier's `bert-base-uncased` "
      "(Hugging Face cache; `published.lic.classifier: bert_ft`), a GPU for its time"),

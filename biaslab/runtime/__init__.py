@@ -1,4 +1,4 @@
-"""Plumbing every stage shares and no paper defines (issue 27 item 6): atomic I/O and params
+"""Plumbing every stage shares and no paper defines: atomic I/O and params
 (``io``, ``settings``, ``validate``), where models go (``paths``), statistics (``stats``), work
 across processes and machines (``parallel``, ``executor``, ``plan``), progress and logging
 (``progress``, ``live``, ``runstats``), and reproducibility (``numerics``, ``provenance``,

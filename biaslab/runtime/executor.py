@@ -1,6 +1,6 @@
 """Where per-shard work runs: on this machine (``executor.name: local``, the default: in this
-process, or on ``workers`` forked processes) or on a Ray cluster (``executor.name: ray``;
-issue 16). Used by the stages ``features``, ``generate`` and ``score`` through one call,
+process, or on ``workers`` forked processes) or on a Ray cluster (``executor.name: ray``).
+Used by the stages ``features``, ``generate`` and ``score`` through one call,
 :func:`run_shards`.
 
 Contract (what makes the two executors interchangeable): a *shard* is a picklable description

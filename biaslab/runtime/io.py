@@ -373,7 +373,7 @@ def load_params(path: str | os.PathLike = "params.yaml", validate: bool = True) 
 
 
 def stage_parser(doc: str | None) -> argparse.ArgumentParser:
-    """The argument parser of a stage script (issue 27 item 4: one skeleton): ``--help`` prints
+    """The argument parser of a stage script (one skeleton): ``--help`` prints
     the script's docstring (what it reads, writes and which params), and an argument the stage
     does not define is refused with the usage line (exit 2) instead of being ignored. A stage
     with path or selection arguments adds them to this parser."""

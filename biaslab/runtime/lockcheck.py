@@ -1,4 +1,4 @@
-"""Compare a fresh run's ``dvc.lock`` with a reference one (issue 34): every stage whose
+"""Compare a fresh run's ``dvc.lock`` with a reference one: every stage whose
 inputs (deps' md5 and params) equal the reference's must have byte-identical outs.
 
 Used by the end-to-end test (fresh ``dvc repro`` against the *committed* lock, read from git so

@@ -35,7 +35,7 @@ def live_dir(kind: str, name: str, seed: int, variant: str | None = None) -> str
 def repo_path(rel: str, root: str | os.PathLike | None = None) -> str:
     """``rel`` as an absolute, normalised path against the repository ``root`` (default: the
     nearest directory at or above the working directory that holds ``.dvc``). The Hydra
-    resolver ``${repo_path:...}`` of conf/data (issue 26 item 2): DVC runs queued and
+    resolver ``${repo_path:...}`` of conf/data: DVC runs queued and
     ``--temp`` experiments in a copy under ``.dvc/tmp/exps/``, where a relative data root
     outside the repository (``../shared/coco-mini``) or an untracked one (``data/raw/coco``)
     does not exist; composed to an absolute path it names the same data from every copy. An

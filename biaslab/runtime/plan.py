@@ -1,4 +1,4 @@
-"""Cost model of a pipeline run (issue 16.4): work per heavy stage x per-item rate -> wall time.
+"""Cost model of a pipeline run: work per heavy stage x per-item rate -> wall time.
 
 ``compose(overrides)`` composes conf/ exactly as ``dvc exp run -S`` and
 ``scripts/compose_params.py`` do (``dvc.utils.hydra.compose_and_dump``, Hydra), ``work(params)``

@@ -1,4 +1,4 @@
-"""Progress bars for long loops (issue 14: "silent for minutes"): one place that decides whether
+"""Progress bars for long loops ("silent for minutes"): one place that decides whether
 and how a tqdm bar is drawn, always on stderr (stdout and every output file stay unchanged).
 
 ``progress`` argument of :func:`bar` (and of the library functions that pass it through):

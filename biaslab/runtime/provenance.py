@@ -1,4 +1,4 @@
-"""Code digests for the caches that live outside DVC (issue 26 item 1).
+"""Code digests for the caches that live outside DVC.
 
 DVC re-runs a stage when one of its listed source files changes, but two of our stages keep
 work between runs in places DVC does not manage: ``generate``'s shards (a ``persist`` out, so
@@ -13,12 +13,11 @@ inside functions included, e.g. ``make_backend``'s lazy backend imports), so any
 that can reach a result changes the key. It over-invalidates (a docstring edit recomputes),
 which costs time, never correctness.
 
-Two modules are left out on purpose (:data:`NOT_IN_DIGEST`): ``biaslab.runtime.validate``, reached through
+One module is left out on purpose (:data:`NOT_IN_DIGEST`): ``biaslab.runtime.validate``, reached through
 ``biaslab.runtime.io.load_params``. It accepts or rejects params and computes nothing a shard or a
 feature holds (a value that reaches a result is in the digested settings themselves), and it
 grows with every param group: in the digest, each new check re-keyed every generate shard and
-re-ran the whole pipeline for identical bytes. ``biaslab._moved`` is left out for the same
-reason: it only maps the old flat import paths to the packages (issue 27 item 6).
+re-ran the whole pipeline for identical bytes.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from pathlib import Path
 
 
 #: modules :func:`import_closure` neither lists nor follows (see the module docstring)
-NOT_IN_DIGEST = frozenset({"biaslab.runtime.validate", "biaslab._moved"})
+NOT_IN_DIGEST = frozenset({"biaslab.runtime.validate"})
 
 
 def module_file(name: str) -> Path | None:

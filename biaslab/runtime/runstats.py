@@ -1,7 +1,7 @@
 """Run statistics (timings, throughput, cache counters) kept OUT of ``metrics/``.
 
 ``metrics/*.json`` hold results only, so ``dvc metrics diff`` and ``dvc exp show`` compare what
-an experiment changed, not how fast the machine was or how warm a cache was (issue 14 item 1).
+an experiment changed, not how fast the machine was or how warm a cache was.
 A stage splits its dict with :func:`split` and hands the run part to :func:`publish`, which
 prints it (one line, stage name first) and writes ``benchmarks/runs/<name>.json`` (git-ignored:
 per machine, last run only; ``benchmarks/stage_times.py`` records whole-stage wall times).

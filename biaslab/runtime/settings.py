@@ -1,5 +1,5 @@
 """Settings dataclasses from ``params.yaml`` groups: one helper for every settings class
-(issue 27 item 5).
+.
 
 A settings class is a frozen or plain ``dataclass`` whose fields are one params group's keys
 with their defaults (``biaslab.captioning.clipcap.CaptionerConfig``, ``biaslab.libra.dcg.

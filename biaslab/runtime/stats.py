@@ -1,6 +1,6 @@
 """One statistics module for every table: seed summaries, 95 % CIs, differences, bootstrap.
 
-Conventions (DESIGN.md "Statistics and validity"; issue 12 item 10), the same everywhere:
+Conventions, the same everywhere:
 
 * **std** is the sample standard deviation (``ddof=1``); with one value it is None.
 * **ci95** is the half-width of a two-sided 95 % confidence interval of the mean:
@@ -98,7 +98,7 @@ def noise_floor(std: float | None, n: int, level: float = LEVEL) -> float | None
     """Half-width of the CI of a difference between two n-seed means whose seeds spread by
     ``std`` each: ``t_{(1+level)/2, 2n-2} std sqrt(2/n)`` (the pooled two-sample t interval
     with equal spread). A difference between two revisions (same method, same n seeds)
-    smaller than this is within seed-to-seed noise (issue 25 item 2).
+    smaller than this is within seed-to-seed noise.
 
     Returns: float >= 0, or None for n < 2 or a missing / non-finite std.
 

@@ -43,7 +43,7 @@ What is rejected, and why:
   training half of the DAG).
 * ``executor`` (``biaslab.runtime.executor.resolve``'s rules), ``probe``, ``report``,
   ``datasets``, ``audit``, ``residue``, ``masks``, ``scale`` and ``models``: counts, rates and
-  names out of range, unknown keys (issue 27 item 5).
+  names out of range, unknown keys.
 * ``lic``, ``features``, ``objects``, ``scorer``: their names and defaults live in modules that
   import torch, so :func:`_literal` reads them from the source instead of importing it.
   ``libra`` and ``published`` (nested blocks of model settings) are checked by their own
@@ -872,7 +872,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
 
 
 def check_attribute(v: Any) -> None:
-    """Param ``attribute`` (issue 29): the protected attribute of the run, one of
+    """Param ``attribute``: the protected attribute of the run, one of
     ``biaslab.metrics.files.ATTRIBUTES`` (gender, skin, gender_skin)."""
     known = list(_literal("biaslab.metrics.files", "ATTRIBUTES"))
     if v not in known:
@@ -886,7 +886,7 @@ def check_params(params: Mapping) -> None:
         ParamError: the first bad value (its ``param`` is the dotted name), or a group that
             is not a mapping.
     """
-    if "attribute" in params:    # a scalar, not a group (issue 29)
+    if "attribute" in params:    # a scalar, not a group
         check_attribute(params["attribute"])
     for group, check in CHECKS.items():
         if group not in params or params[group] is None:

@@ -9,7 +9,7 @@ Every image shows exactly one person drawn with PIL. Gender is balanced in the t
 (``ceil(n/2)`` female, ``floor(n/2)`` male, seeded shuffle); an optional separate test split
 (``test_images``, COCO split ``synthtest``) has ``test_gender_ratio`` men per woman (COCO's
 test set: 2.3). Both genders have the same silhouette and colours; gender is visible only in the
-direction of the tunic's accent stripes (renderer version 3, issue 23 item 2: a uniform fill
+direction of the tunic's accent stripes (renderer version 3: a uniform fill
 over the person must not look like either gender, and the person's box must not tell gender):
 
 * female: horizontal stripes;
@@ -44,7 +44,7 @@ associated with ``g``, ``-1`` if with the other gender, ``0`` if neutral):
     Datasets Are Not Enough", EMNLP 2024 -- paper 000 -- sec. 2.1). It is recorded only in the
     returned summary and in ``annotations/synth_truth.csv``.
 
-(d) **Skin tone** (issue 29, the second protected attribute): the person's skin colour is drawn
+(d) **Skin tone** (the second protected attribute): the person's skin colour is drawn
     from a shared palette (``N_LIGHT`` light tones, as many dark ones) by the first draw of
     the ``appearance`` stream, so it is light or dark with probability 1/2, independently of
     gender (:func:`appearance_skin`); ``bb_skin`` carries it (Light / Dark). The planted
@@ -106,7 +106,7 @@ are written to ``probe/`` only, never into the COCO annotations, so they never e
 
 Every file is written atomically; the same arguments give byte-identical files.
 
-Modules (issue 27 item 6; this package re-exports their public names):
+Modules (this package re-exports their public names):
 
 * ``world``: what is planted (objects, scenes, casts, their associations), keypoints, splits;
 * ``figures``: the person (palettes, polygons, the unit figure, its placement);

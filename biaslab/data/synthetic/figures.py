@@ -1,5 +1,5 @@
 """The person: shared palettes, polygon helpers and the unit figure whose only gender cue is
-the direction of the tunic's stripes (issue 23 item 2), its placement box and its fit."""
+the direction of the tunic's stripes, its placement box and its fit."""
 from __future__ import annotations
 
 import math
@@ -148,7 +148,7 @@ def _figure(rng, gender, skin: str | None = None):
     """Person parts in unit coordinates (head top y=0, feet y=1, centre x=0; x to the image
     right is the person's left, the figure faces the viewer).
 
-    Renderer version 3 (issue 23 item 2, "a neutral mask by construction"): both genders have
+    Renderer version 3 ("a neutral mask by construction"): both genders have
     the SAME silhouette (head, hair, torso, arms, legs, shoes: identical polygons for the same
     appearance draws) and the same colours; gender is visible only in the direction of the
     tunic's accent stripes: **horizontal for female, vertical for male**. The two patterns
@@ -168,7 +168,7 @@ def _figure(rng, gender, skin: str | None = None):
     vertical edges and still leans "vertical", which the pipeline's mask-neutrality
     precondition measures and reports (stage ``probe``, ``metrics/validity.json``).
 
-    ``skin`` (``LIGHT`` / ``DARK``, issue 29) moves the drawn skin colour into that half of the
+    ``skin`` (``LIGHT`` / ``DARK``) moves the drawn skin colour into that half of the
     palette (index i -> i mod N_LIGHT in the light half, + N_LIGHT in the dark half); None keeps
     the drawn colour. Every other draw is the same either way.
 

@@ -44,7 +44,7 @@ def read_generator_params(root: str | Path) -> dict:
 def read_truth(root: str | Path) -> dict[int, dict]:
     """``annotations/synth_truth.csv`` of ``root`` as ``{image_id: {"gender", "scene", "cast",
     "objects": [names], "skin": "light"/"dark" or None}}`` (``skin`` is None for a dataset
-    written before issue 29, whose file has no skin column). Raises ``InputError`` when the
+    whose file has no skin column). Raises ``InputError`` when the
     file is missing or malformed."""
     path = Path(root) / "annotations" / "synth_truth.csv"
     if not path.is_file():

@@ -66,7 +66,7 @@ def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = N
         n_female: female images among the n (0..n); None = ``ceil(n / 2)`` (balanced).
         stream: 0 = ``default_rng(seed)`` (the training pool), k > 0 = ``default_rng([seed,
             k])`` (the test split: an independent draw of the same distribution).
-        skin_bias: planted skin-tone bias b_t in [0, 1] (issue 29): ``P(object | t) =
+        skin_bias: planted skin-tone bias b_t in [0, 1]: ``P(object | t) =
             P_OBJECT * (1 + s_t * b_t)`` for the objects of ``SKIN_OBJECT_ASSOCIATION``
             (``s_t = +1`` for the associated tone, -1 for the other). They are the
             gender-neutral objects, so both biases keep their own ground truth and the same
@@ -101,7 +101,7 @@ def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = N
     sign_t = np.where(skin == LIGHT, 1.0, -1.0)
     assoc_t = np.array([{LIGHT: 1.0, DARK: -1.0}.get(SKIN_OBJECT_ASSOCIATION.get(o), 0.0)
                         for o in OBJECTS])
-    # b_t = 0 adds exactly 0.0: the same thresholds, hence the same objects, as before issue 29
+    # b_t = 0 adds exactly 0.0: the same thresholds, hence the same objects, as without a skin bias
     p_obj = P_OBJECT * (1.0 + b * sign[:, None] * assoc[None, :]
                         + bt * sign_t[:, None] * assoc_t[None, :])
     objects = rng.random((n, len(OBJECTS))) < p_obj
@@ -229,7 +229,7 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
         appearance_seed: None = the original person's appearance (colours, arm pose); an int
             draws them from ``numpy.random.default_rng(appearance_seed)`` instead.
         skin: None = the drawn skin colour; ``"light"`` / ``"dark"`` = the same draw moved into
-            that half of the palette (issue 29: the counterfactual of the other skin tone;
+            that half of the palette (the counterfactual of the other skin tone;
             every other colour and the pose are unchanged).
 
     Returns:
@@ -258,7 +258,7 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
                  [present[k] for k in order], appearance_seed, skin=skin)
 
 
-#: The person attributes the attribute-flip probe changes (issue 29 item 6), each with its two
+#: The person attributes the attribute-flip probe changes, each with its two
 #: values in the order (a, b) of :func:`biaslab.analysis.probe.flip_sensitivities`: the
 #: sensitivity is o(b) - o(a), positive when a model follows the planted association.
 FLIP_VALUES = {"gender": (FEMALE, MALE), "skin": (DARK, LIGHT)}
@@ -348,7 +348,7 @@ def render_probe(attribute: str, pair: int, value: str, seed: int, image_size: i
                  spec["objects"], draw_person=draw_person)
 
 
-#: Manifest of the context-free person images (issue 23 item 2: is the Ratio protocol's mask
+#: Manifest of the context-free person images (is the Ratio protocol's mask
 #: neutral?), columns ``PROBE_COLUMNS`` with attribute ``"neutral"``, pair k, value = the
 #: person's gender.
 NEUTRAL_MANIFEST = "probe/neutral.csv"

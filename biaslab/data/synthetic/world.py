@@ -31,7 +31,7 @@ _SUPERCATEGORY = {
 FEMALE_OBJECTS = ("handbag", "umbrella", "cup", "cell phone")
 MALE_OBJECTS = ("tie", "sports ball", "skateboard", "baseball bat")
 NEUTRAL_OBJECTS = ("bicycle", "dog")
-#: The second protected attribute's planted context (issue 29): the gender-neutral objects are
+#: The second protected attribute's planted context: the gender-neutral objects are
 #: associated with a skin tone, so the skin-tone bias and the gender bias act on disjoint
 #: objects and each keeps its own ground truth.
 SKIN_OBJECT_ASSOCIATION = {"bicycle": LIGHT, "dog": DARK}

@@ -158,11 +158,11 @@ def generate(out_dir: str | Path, n_images: int = 400, bias: float = 0.8, seed: 
             directory): see the module docstring, "Probe pairs".
         test_images: images of a separate test split, COCO split ``synthtest`` (int >= 0; ids
             n_images+1..n_images+test_images), drawn at the same planted bias from an
-            independent stream with :func:`test_gender_counts` (issue 23 item 1: paper 000's
+            independent stream with :func:`test_gender_counts` (paper 000's
             Ratio needs a test set with COCO's gender imbalance, while training stays
             balanced). The ``split`` stage assigns it whole to ``test`` (``split.fixed``).
         test_gender_ratio: men per woman in the test split (> 0; COCO's test set: 2.3).
-        skin_bias: planted skin-tone bias b_t in [0, 1] (issue 29; :func:`sample_truth`):
+        skin_bias: planted skin-tone bias b_t in [0, 1] (:func:`sample_truth`):
             the gender-neutral objects (``SKIN_OBJECT_ASSOCIATION``) follow the person's skin
             tone. Skin tone is written as ``bb_skin`` Light / Dark in
             ``perceived_gender_skin.csv`` (Zhao et al. 2021's labels) at every ``b_t``.
@@ -410,7 +410,7 @@ def _readme(s):
         "`annotations/synth_truth.csv` only.",
         f"- Captions: {p['captions_per_image']} per image; a caption is gender-neutral with "
         f"probability {p['p_no_gender_word']}, otherwise it uses words of the true gender only.",
-        f"- Skin tone (issue 29): drawn 50/50 from the shared palette, independent of gender; "
+        f"- Skin tone: drawn 50/50 from the shared palette, independent of gender; "
         f"written as `bb_skin` Light / Dark. Planted skin-tone bias b_t = {p['skin_bias']}: "
         f"P(present | associated tone) = {P_OBJECT} * (1 + b_t) = "
         f"{P_OBJECT * (1 + p['skin_bias']):.3f}, P(present | other tone) = "
