@@ -14,7 +14,7 @@ import pytest
 from biaslab.runtime import numerics
 from tests.conftest import REPO
 
-STATUS = ("import json, numpy, scipy, torch; from biaslab import numerics; "
+STATUS = ("import json, numpy, scipy, torch; from biaslab.runtime import numerics; "
           "print(json.dumps(numerics.status()))")
 
 
