@@ -1,5 +1,6 @@
 """Benchmark: LIBRA's T5 stage at 1 and 2 torch threads, on an idle machine and beside one busy
-core (what a stage meets in CI, where the test suite's other worker keeps one core busy).
+core (what a stage meets in CI, where the test suite's other worker keeps one core busy), and
+with OpenMP's wait policy (``run(..., wait_policy="PASSIVE")``: threads sleep at a barrier).
 
 The stage itself (``stages/t5_finetune.py``, the workspace's own inputs
 data/labels/captions.parquet and data/split.parquet, so run ``dvc repro split`` first) with
@@ -37,12 +38,12 @@ def _digest(d: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def run(threads: int, busy: bool, tmp: Path) -> dict:
+def run(threads: int, busy: bool, tmp: Path, wait_policy: str | None = None) -> dict:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["libra"]["threads"] = threads
     pf = tmp / f"params_{threads}_{int(busy)}.yaml"
     pf.write_text(yaml.safe_dump(params))
-    out = tmp / f"t5_{threads}_{int(busy)}"
+    out = tmp / f"t5_{threads}_{int(busy)}_{wait_policy}"
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         t0 = time.perf_counter()
@@ -50,12 +51,14 @@ def run(threads: int, busy: bool, tmp: Path) -> dict:
                         "--out", str(out), "--metrics", str(tmp / f"m_{threads}_{int(busy)}.json"),
                         "--live", str(tmp / f"live_{threads}_{int(busy)}")], cwd=REPO,
                        check=True, capture_output=True,
-                       env={**os.environ, "BIASLAB_NUMERICS": params["numerics"]["decoding"]})
+                       env={**os.environ, "BIASLAB_NUMERICS": params["numerics"]["decoding"],
+                            **({"OMP_WAIT_POLICY": wait_policy} if wait_policy else {})})
         wall = time.perf_counter() - t0
     finally:
         if burner:
             burner.kill()
-    return {"threads": threads, "busy_core": busy, "wall_s": round(wall, 1),
+    return {"threads": threads, "busy_core": busy, "omp_wait_policy": wait_policy,
+            "wall_s": round(wall, 1),
             "out_sha256_16": _digest(out)}
 
 

@@ -16,5 +16,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$extras" ]; then
   .venv/bin/pip install -q $extras -c requirements.lock
   echo "$extras" > "$stamp"
 fi
+# Two workers keep both cores busy, so a stage with 2 torch threads (LIBRA's) shares its cores
+# with the other worker: OpenMP threads that spin at each barrier then steal the core their
+# partner needs (T5 fine-tuning beside one busy core: 181 s spinning, 96 s sleeping, 70 s on an
+# idle machine; the same bytes: benchmarks/results/libra_threads.json). The suite sleeps;
+# `dvc repro` on an idle machine keeps OpenMP's default.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 python -m pytest -q -n "${BIASLAB_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
   --durations=15 "$@"
