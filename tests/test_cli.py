@@ -381,6 +381,18 @@ def dcg_model(tmp_path_factory):
     return root / "work", CAPS
 
 
+def _published_style(files, dst):
+    """pred.json and labels.csv as one published captioner's file: JSON Lines, gzip, with
+    image_id, caption, bb_gender and bb_skin per line (../shared/published-captions)."""
+    import gzip
+    labels = {int(r.split(",")[0]): r.split(",")[1:]
+              for r in (files / "labels.csv").read_text().splitlines()[1:]}
+    with gzip.open(dst, "wt", encoding="utf-8") as f:
+        for p in json.loads((files / "pred.json").read_text()):
+            g, s = labels.get(p["image_id"], ["", ""])
+            f.write(json.dumps({**p, "bb_gender": g, "bb_skin": s, "split": "val"}) + "\n")
+
+
 def test_readme_commands_run_through_the_console_script(files, dcg_model):
     """Each README command, verbatim, in a directory holding the files it names; options that
     would make it slow (paper LIC: minutes) are overridden by appending them."""
@@ -388,6 +400,7 @@ def test_readme_commands_run_through_the_console_script(files, dcg_model):
     shutil.copy(files / "pred.json", work / "results.json")
     shutil.copy(files / "labels.csv", work / "labels.csv")
     shutil.copy(files / "human.json", work / "captions_val2017.json")
+    _published_style(files, work / "nic.race.jsonl.gz")
     fast = {"evaluate-captions": ["--metrics", "ratio", "error", "biasamp",
                                   "--biasamp-min-count", "1"],
             "libra": ["--threads", "1"], "plan": [], "reprocheck": []}
