@@ -266,6 +266,68 @@ def progress_enabled(flag: bool | None) -> bool:
     return stderr_is_tty() if flag is None else bool(flag)
 
 
+#: what an unbiased captioner reads on each metric of the gender reading: LIC_M is the
+#: attacker's confidence-weighted accuracy x100, 25 at chance on two groups (thesis Eq. 2.9;
+#: 0.5 x 0.5); LIC, Error and BiasAmp are 0
+UNBIASED = {"LIC_M": 25.0, "LIC": 0.0, "Error": 0.0, "BiasAmp": 0.0}
+
+
+def gender_reading(predictions: dict[int, str], labels: dict[int, str], result: dict,
+                   words: str) -> dict:
+    """What a reader needs beside evaluate-captions' gender numbers: Ratio and Error with a
+    percentile bootstrap 95 % CI over images (the published profile's,
+    :func:`biaslab.data.published.ratio_error`, 2,000 resamples), the labels' own man : woman
+    ratio (what a captioner that names every person as annotated reads), the captions that
+    name both genders (in neither the man nor the woman count of Ratio), and each metric's
+    unbiased value (:data:`UNBIASED`)."""
+    import pandas as pd
+
+    from biaslab.data.gender import caption_gender
+    from biaslab.data.published import ratio_error
+    ids = [i for i in predictions if i in labels]
+    df = pd.DataFrame({"image_id": ids, "caption": [predictions[i] for i in ids],
+                       "bb_gender": [labels[i] for i in ids]})
+    re_ = ratio_error(df, words)
+    n_m = sum(1 for i in ids if labels[i] == "male")
+    n_f = len(ids) - n_m
+    both = sum(1 for i in ids if caption_gender(predictions[i], words) == "both")
+    return {"Ratio": re_["Ratio"], "Error": re_["Error"],
+            "Ratio_labels": (n_m / n_f) if n_f else None,
+            "n_captions_naming_both": both,
+            "unbiased": {k: v for k, v in UNBIASED.items() if k in result}}
+
+
+def reading_lines(result: dict) -> str:
+    """A few lines on stderr after the JSON: each headline number with its CI or seeds and
+    what an unbiased captioner reads."""
+    r = result["reading"]
+
+    def ci(rec, d=2):
+        if not rec or rec.get("mean") is None:
+            return "n/a"
+        lo, hi = rec.get("lo"), rec.get("hi")
+        return f"{rec['mean']:.{d}f}" + (f" [{lo:.{d}f}, {hi:.{d}f}]" if lo is not None
+                                         and hi is not None else "")
+    out = ["biaslab evaluate-captions: reading (95 % CI over images, or over LIC seeds)"]
+    lab = r.get("Ratio_labels")
+    out.append(f"  Ratio (#man / #woman captions) {ci(r['Ratio'])}; the labels' own "
+               f"{lab:.2f}" if lab else f"  Ratio {ci(r['Ratio'])}")
+    out.append(f"  Error (% images captioned with the other gender) {ci(r['Error'], 1)}; "
+               f"unbiased 0")
+    for k in ("LIC_M", "LIC_D", "LIC"):
+        if isinstance(result.get(k), (int, float)):
+            h = result.get(f"{k}_ci95")
+            n = result.get(f"{k}_n")
+            unb = UNBIASED.get(k)
+            out.append(f"  {k} {result[k]:.1f}" + (f" ± {h:.1f}" if h is not None else "")
+                       + (f" (n = {n} seeds)" if n else "")
+                       + (f"; unbiased {unb:g}" if unb is not None else ""))
+    if r.get("n_captions_naming_both"):
+        out.append(f"  {r['n_captions_naming_both']} captions name both genders: in neither "
+                   f"count of Ratio, and no Error")
+    return "\n".join(out)
+
+
 def _check_bert_available(classifier: str, preset: str, bert_model: str | None) -> None:
     """Fail early (exit 2) when the BERT model cannot be loaded offline."""
     from biaslab.models import textclf
@@ -362,8 +424,14 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                                train_caps, on_partial=write_partial if partial else None,
                                max_human_captions=args.max_human_captions, dbac=dbac_opts,
                                attribute=args.attribute)
+    if args.attribute == "gender":
+        result["reading"] = gender_reading(predictions, labels, result, args.words)
+        inputs["n_labelled_predictions_naming_both_genders"] = \
+            result["reading"]["n_captions_naming_both"]
     result = jsonable({"inputs": inputs, **result})
     print(json.dumps(result, indent=2, sort_keys=True))
+    if "reading" in result:
+        print(reading_lines(result), file=sys.stderr)
     if args.out:
         write_json(args.out, result)
         if partial is not None:

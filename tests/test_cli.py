@@ -827,3 +827,22 @@ def test_a_broken_json_lines_or_gzip_file_is_one_line_naming_it(files, capsys):
                      "--gender", files / "labels.csv", "--metrics", "ratio")
     assert rc == 2 and "bad.jsonl.gz" in err and "not a readable gzip file" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_the_gender_reading_gives_cis_the_labels_ratio_and_both_gender_captions(files, capsys):
+    """Hand-computed: 8 women and 8 men labelled, every caption names the annotated gender,
+    except image 0's, which names both: Ratio = 8 man / 7 woman captions, the labels' own
+    8 / 8 = 1, Error 0 (a caption naming both is no mistake), one caption naming both."""
+    pred = json.loads((files / "pred.json").read_text())
+    pred[0]["caption"] = "A woman and a man with a dog."
+    (files / "pred.json").write_text(json.dumps(pred))
+    rc, stdout, err = run(capsys, "evaluate-captions", "--pred", files / "pred.json",
+                          "--gender", files / "labels.csv", "--metrics", "ratio", "error")
+    assert rc == 0
+    r = json.loads(stdout)["reading"]
+    assert r["Ratio"]["mean"] == pytest.approx(8 / 7) and r["Ratio_labels"] == 1.0
+    assert r["Ratio"]["lo"] <= 8 / 7 <= r["Ratio"]["hi"] and r["Ratio"]["n"] == 2 * N
+    assert r["Error"]["mean"] == 0.0 and r["n_captions_naming_both"] == 1
+    assert r["unbiased"] == {"Error": 0.0}
+    assert "Ratio (#man / #woman captions) 1.14 [" in err and "the labels' own 1.00" in err
+    assert "1 captions name both genders" in err
