@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from biaslab.report import _file_data, _walk_exp_records, attach_out_metrics  # noqa: E402
+from biaslab.report.dvcview import attach_out_metrics, file_data, walk_exp_records  # noqa: E402
 from biaslab.runtime.stats import noise_floor  # noqa: E402
 
 SUMMARY = "metrics/summary_full.json"
@@ -88,11 +88,11 @@ def records(exp_show: Any, params_file: str = PARAMS,
     ``{"name", "rev", "params": {dotted key: value} of params_file, "summary": the data of
     summary_file ({} when the record has none, e.g. a failed experiment)}``."""
     out = []
-    for rec in _walk_exp_records(exp_show):
+    for rec in walk_exp_records(exp_show):
         data = rec["data"]
         out.append({"name": record_name(rec), "rev": str(data.get("rev") or rec.get("rev")),
-                    "params": flatten(_file_data(data.get("params"), params_file)),
-                    "summary": _file_data(data.get("metrics"), summary_file)})
+                    "params": flatten(file_data(data.get("params"), params_file)),
+                    "summary": file_data(data.get("metrics"), summary_file)})
     return out
 
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from biaslab.runtime import stats
-from biaslab.report import _file_data, _walk_exp_records, row_names
+from biaslab.registry import row_names
+from biaslab.report.dvcview import file_data, walk_exp_records
 from biaslab.analysis.sweep import _dig
 
 #: (family, metrics file) of the synthetic-artifact test
@@ -47,14 +48,14 @@ def runs_by_backend(exp_show: Any) -> dict[str, dict]:
     among records that have ``metrics/artifact.json``. ``record`` is the DVC ``data`` dict
     plus ``"name"``."""
     out: dict[str, dict] = {}
-    for rec in _walk_exp_records(exp_show):
+    for rec in walk_exp_records(exp_show):
         data = rec["data"]
-        params = _file_data(data.get("params"), "params.yaml")
+        params = file_data(data.get("params"), "params.yaml")
         src = _dig(params, ("data", "source"))
         backend = _dig(params, ("generate", "backend"))
         if backend is None or (src is not None and src != "synthetic"):
             continue
-        if not _file_data(data.get("metrics"), "metrics/artifact.json"):
+        if not file_data(data.get("metrics"), "metrics/artifact.json"):
             continue
         if backend not in out:
             out[str(backend)] = {**data, "name": rec.get("name") or data.get("name")
@@ -81,7 +82,7 @@ def checks(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
         return []
     out = []
     for fam, f in ARTIFACT_FILES:
-        ma, mb = _file_data(runs[a].get("metrics"), f), _file_data(runs[b].get("metrics"), f)
+        ma, mb = file_data(runs[a].get("metrics"), f), file_data(runs[b].get("metrics"), f)
         for row in ROWS:
             ra, rb = (_dig(m, (row, "delta_seeds")) for m in (ma, mb))
             if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
@@ -113,7 +114,7 @@ def markdown(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
         for row in ROWS:
             cells = []
             for k in (b, a):
-                rec = _dig(_file_data(runs[k].get("metrics"), f),
+                rec = _dig(file_data(runs[k].get("metrics"), f),
                            [p.format(row=row) for p in path])
                 cells.append(stats.format_cell(rec, digits) if isinstance(rec, Mapping)
                              else "–")

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from biaslab.runtime import stats
-from biaslab.report import _file_data, _walk_exp_records, row_names
+from biaslab.registry import row_names
+from biaslab.report.dvcview import file_data, walk_exp_records
 
 #: (key, metrics file, path inside the file (``{row}`` = the variant), label, reference value)
 #: of every metric the sweep draws. Ratio uses the raw r = #man / #woman, whose unbiased value
@@ -58,7 +59,7 @@ def _dig(node: Any, path: Sequence[str]) -> Any:
 def _rows(data: Mapping[str, Any]) -> list[str]:
     rows = set()
     for _, f, path, _, _ in SWEEP_METRICS:
-        d = _file_data(data.get("metrics"), f)
+        d = file_data(data.get("metrics"), f)
         node = _dig(d, path[:path.index("{row}")])
         if isinstance(node, Mapping):
             rows |= {k for k, v in node.items() if isinstance(v, Mapping) and k != "test_set"}
@@ -75,9 +76,9 @@ def _in_table_order(rows) -> list[str]:
 def _bias_records(exp_show: Any) -> Iterable[tuple[float, str, dict]]:
     """``(bias, experiment name, data)`` of every ``dvc exp show --json`` record of the
     synthetic data with ``synthetic.bias`` (the workspace, baselines, experiments)."""
-    for rec in _walk_exp_records(exp_show):
+    for rec in walk_exp_records(exp_show):
         data = rec["data"]
-        params = _file_data(data.get("params"), "params.yaml")
+        params = file_data(data.get("params"), "params.yaml")
         b = _dig(params, ("synthetic", "bias"))
         src = _dig(params, ("data", "source"))
         if b is None or (src is not None and src != "synthetic"):
@@ -120,7 +121,7 @@ def sweep_points(exp_show: Any) -> list[dict]:
         seen.add(key)
         for row in _rows(data):
             for mkey, f, path, _, _ in SWEEP_METRICS:
-                r = _dig(_file_data(data.get("metrics"), f),
+                r = _dig(file_data(data.get("metrics"), f),
                          [p.format(row=row) for p in path])
                 # an all-infinite metric has no mean (DVC drops the null): keep it, counted
                 if not isinstance(r, Mapping) or ("mean" not in r and not r.get("n_inf")):
@@ -181,7 +182,7 @@ def control_points(exp_show: Any) -> list[dict]:
     """
     pts, seen = [], set()
     for b, name, data in _controls_records(exp_show):
-        c = _file_data(data.get("metrics"), "metrics/controls.json")
+        c = file_data(data.get("metrics"), "metrics/controls.json")
         if not c or b in seen:
             continue
         seen.add(b)
@@ -216,7 +217,7 @@ def control_runs(exp_show: Any) -> dict[float, dict]:
     same records :func:`control_points` reads."""
     out: dict[float, dict] = {}
     for b, _, data in _controls_records(exp_show):
-        c = _file_data(data.get("metrics"), "metrics/controls.json")
+        c = file_data(data.get("metrics"), "metrics/controls.json")
         if c and b not in out:
             out[b] = c
     return dict(sorted(out.items()))
