@@ -624,21 +624,6 @@ def _eval_batches(dcg: DCG, batch: tuple, images, batch_size: int = 256) -> floa
     return tot / max(1, len(inputs))
 
 
-def eval_loss(dcg: DCG, masked: Sequence[str], originals: Sequence[str], images,
-              batch_size: int = 256) -> float:
-    """Mean Eq. 9 loss per caption over already-masked inputs (eval mode, no gradient)."""
-    import torch
-    dcg.eval()
-    tot = 0.0
-    with torch.no_grad():
-        for b in range(0, len(masked), batch_size):
-            idx = np.arange(b, min(b + batch_size, len(masked)))
-            loss, _ = dcg.loss([masked[i] for i in idx], _take(images, idx),
-                               [originals[i] for i in idx])
-            tot += float(loss) * len(idx)
-    return tot / max(1, len(masked))
-
-
 def debias(dcg: DCG, captions: Sequence[str], images, num_beams: int | None = None,
            eta: float | None = None, seed: int = 0, batch_size: int = 64,
            max_new_tokens: int | None = None, progress: bool | None = False) -> list[str]:
