@@ -15,12 +15,13 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
 out:  plots/report/tables.md,
       metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its
-      Welch 95 % CI), metrics/summary.json (the one DVC metric: ``compact``, ~40 keys),
+      Welch 95 % CI), metrics/summary.json (the one DVC metric, numbers only: ``compact``),
       metrics/validity.json ({"checks": [...] (each with its reason and source file),
       "summary": {holds, fails, inconclusive, not_testable, metric_not_valid_on_this_data,
       mask_not_neutral, not_informative, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
-      plots/report/table1.png, table2.png, table3.png, probe.png
+      plots/report/forest.png (each mitigation's difference from Original per headline
+      metric with its CI), table1.png, table2.png, table3.png, probe.png
 
 Table 4 across filter combinations needs one experiment per combination:
 `python scripts/filter_ablation.py --run` queues and runs them, `--collect` writes
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json("metrics/summary_full.json", rep["summary_full"])
     write_json("metrics/summary.json", rep["summary"])
     write_json("metrics/validity.json", rep["validity"])
+    charts.forest_plot(OUT / "forest.png", rep["summary_full"])
     for name, table, columns, title, ideal in rep["charts"]:
         charts.bar_chart(OUT / name, table, columns, title, ideal)
     print(rep["markdown"])

@@ -52,3 +52,22 @@ def test_a_block_per_mitigation_with_its_ci_n_verdict_and_net_line():
     assert "oversample" not in text
     # nothing to compare: no section
     assert mitigation_blocks({"original": full["original"]}, [], {"original": "Original"}) == []
+
+
+def test_the_forest_plot_shares_rows_across_panels_and_says_where_a_ci_is_missing(tmp_path):
+    from biaslab.report import charts
+    full = {"original": {"Leakage": {"mean": 0.4, "n": 5}},
+            "synthetic": {"Leakage": {"diff": -10.0, "diff_lo": -11.0, "diff_hi": -8.5, "n": 5},
+                          "LIC": {"diff": -2.0, "diff_lo": -18.0, "diff_hi": 14.0, "n": 3}},
+            "adversarial": {"Leakage": {"diff": -5.0, "diff_lo": None, "diff_hi": None, "n": 5}}}
+    rows = charts.forest_rows(full, {"original": "Original", "adversarial": "Adversarial",
+                                     "synthetic": "S_synthetic"})
+    assert rows == ["adversarial", "synthetic"]
+    lk = charts.forest_layout(full, "Leakage", rows)
+    assert lk["notes"] == ["n/a", ""] and lk["diffs"][1] == -10.0
+    assert lk["lower"][1] == pytest.approx(1.0) and lk["upper"][1] == pytest.approx(1.5)
+    assert lk["n"] == [5]
+    lic = charts.forest_layout(full, "LIC", rows)
+    assert lic["notes"] == ["", ""] and lic["diffs"][0] != lic["diffs"][0]   # NaN: no LIC row
+    charts.forest_plot(tmp_path / "forest.png", full)
+    assert (tmp_path / "forest.png").stat().st_size > 1000

@@ -372,6 +372,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "no domain gap is shown, so the Leakage is read inside" in lk["reason"]
     assert ids["classifier/synthetic-original/cast<0"] == "holds"
     assert (tmp_path / "plots/report/table1.png").stat().st_size > 1000
+    assert (tmp_path / "plots/report/forest.png").stat().st_size > 1000
+    md_full = (tmp_path / "plots/report/tables.md").read_text()
+    assert md_full.index("## At a glance") < md_full.index("## Table 1") < md_full.index("## Glossary")
     assert (tmp_path / "plots/report/probe.png").stat().st_size > 1000
 
     (m / "artifact.json").unlink()

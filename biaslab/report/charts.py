@@ -98,3 +98,87 @@ def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None =
 
 
 __all__ = ["FLOOR", "LOG_AXIS", "bar_chart", "bar_layout"]
+
+
+#: the forest plot's panels: (summary_full name, label, its no-effect value on the
+#: difference scale, what a lower difference means)
+FOREST = (("Leakage", "Leakage (classifier) ↓", "less bias"),
+          ("masked AUC", "masked AUC (classifier) →50", "toward chance"),
+          ("Ratio (classifier)", "Ratio (classifier) →1", "toward 1"),
+          ("mAP", "mAP (classifier) ↑", "lower utility"),
+          ("LIC", "LIC (captioner) ↓", "less bias"),
+          ("Error", "Error (captioner) ↓", "less bias"))
+
+
+def forest_rows(full: dict, names: dict) -> list[str]:
+    """The mitigations of the forest plot: every row of ``full`` but Original that has a
+    difference from it on one of :data:`FOREST`'s metrics, in ``names``' (table) order, then
+    any other row."""
+    def has(r):
+        return any("diff" in ((full.get(r) or {}).get(m) or {}) for m, _, _ in FOREST)
+    rows = [r for r in names if r != "original" and r in full and has(r)]
+    return rows + [r for r in full if r not in names and r != "original" and has(r)]
+
+
+def forest_layout(full: dict, metric: str, rows: list[str]) -> dict:
+    """What one panel of :func:`forest_plot` draws for ``metric``, one entry per row of
+    ``rows`` (so every panel shares the rows' positions): the difference from Original
+    (``metrics/summary_full.json``: ``diff``, ``diff_lo``, ``diff_hi``, the Welch 95 % CI) and
+    the CI's arms, NaN with a note where the row has no such difference ("") or no finite
+    interval ("n/a"); ``n``: the seeds per row, as in the tables."""
+    import math
+    diffs, lower, upper, notes, ns = [], [], [], [], set()
+    for r in rows:
+        rec = (full.get(r) or {}).get(metric) or {}
+        d, lo, hi = rec.get("diff"), rec.get("diff_lo"), rec.get("diff_hi")
+        ok = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (d, lo, hi))
+        diffs.append(float(d) if ok else float("nan"))
+        lower.append(float(d) - float(lo) if ok else 0.0)
+        upper.append(float(hi) - float(d) if ok else 0.0)
+        notes.append("" if ok or "diff" not in rec else "n/a")
+        if ok and isinstance(rec.get("n"), int):
+            ns.add(rec["n"])
+    return {"diffs": diffs, "lower": lower, "upper": upper, "notes": notes, "n": sorted(ns)}
+
+
+def forest_plot(path: Path, full: dict) -> None:
+    """The answer in one figure: each mitigation's difference from Original (mean over seeds,
+    Welch 95 % CI) on every headline metric, one panel per metric, a dashed line at no change
+    (0); a row whose interval is not finite is written "n/a", a row without the metric (a
+    classifier-only method on a captioner metric) is left empty. Mitigations top to bottom in
+    table order; each panel's title gives the seeds per row (n).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = row_names()
+    rows = forest_rows(full, names)
+    panels = [(m, lab, note, forest_layout(full, m, rows)) for m, lab, note in FOREST]
+    panels = [p for p in panels if any(x == x for x in p[3]["diffs"]) or any(p[3]["notes"])]
+    if not rows or not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.9 * len(panels) + 1.2,
+                                                      0.42 * len(rows) + 1.7),
+                             squeeze=False, sharey=True)
+    y = list(range(len(rows)))[::-1]
+    for ax, (m, lab, note, lay) in zip(axes[0], panels):
+        ax.errorbar(lay["diffs"], y, xerr=[lay["lower"], lay["upper"]], fmt="o", color="C0",
+                    ecolor="C0", capsize=3, markersize=4)
+        ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
+        for yi, txt in zip(y, lay["notes"]):
+            if txt:
+                ax.text(0.0, yi, txt, ha="center", va="center", fontsize=8)
+        ax.set_yticks(y)
+        ax.set_yticklabels([names.get(r, r) for r in rows], fontsize=8)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        n = "/".join(map(str, lay["n"]))
+        ax.set_title(lab + (f"\n(n = {n} seeds)" if n else ""), fontsize=9)
+        ax.set_xlabel(f"difference from Original\n(< 0: {note})", fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("Each mitigation against Original: mean difference over seeds, "
+                 "Welch 95 % CI", fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)

@@ -15,7 +15,7 @@ from typing import Any
 
 from biaslab import registry
 from biaslab import report as R
-from biaslab.report.glance import mitigation_blocks
+from biaslab.report.glance import glossary_lines, mitigation_blocks
 from biaslab.runtime import stats
 from biaslab.analysis import validity
 from biaslab.runtime.io import is_skipped
@@ -472,6 +472,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
                          f"{100 * f.get('correct', 0):.1f}%, words changed in "
                          f"{100 * a.get('changed', 0):.1f}%{paired}.")
     lines.append("")
+    lines += [*glossary_lines(), ""]
     full = headline(m)
     return {
         "markdown": "\n".join(lines),

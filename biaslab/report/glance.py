@@ -155,4 +155,52 @@ def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
     return out[:-1] if out and out[-1] == "" else out
 
 
-__all__ = ["BIAS_METRICS", "UNBIASED", "bias_direction", "mitigation_blocks"]
+#: the terms the report uses, each in one line, for the glossary at its end
+GLOSSARY = (
+    ("Original", "the model trained on the training images as they are (paper 000's D)"),
+    ("S_augment / S_synthetic", "trained on Original plus its counterfactual images / on the "
+     "counterfactuals only: each person repainted as the other gender, objects and scene kept "
+     "(paper 000 Eqs. 2-3)"),
+    ("Over-sampling / Sub-sampling", "repeat / drop training images until every object's "
+     "gender skew is bounded (paper 000 Table 1's resampling baselines); Original, "
+     "size-matched: Original cut to sub-sampling's size and gender counts"),
+    ("Adversarial, DomInd, GroupDRO", "model-level baselines: a gender adversary on the "
+     "features (Wang et al. 2019), one classifier head per gender (Wang et al. 2020), the "
+     "worst group's loss (Sagawa et al. 2020)"),
+    ("Original + LIBRA", "Original's captions rewritten by LIBRA's debiasing caption "
+     "generator (Hirota et al., CVPR 2023)"),
+    ("Ratio", "#man / #woman predictions, folded as max(r, 1/r) in Tables 1-2 (1 = balanced; "
+     "for captions of unmasked images the test set's own ratio is the reference)"),
+    ("Ratio_E", "Ratio from the expected counts sum P(man) / sum P(woman): threshold-free"),
+    ("masked AUC", "how well the classifier's gender score separates women from men on "
+     "images with the persons masked out (50 = reads no gender from the context)"),
+    ("log r", "the signed log of r on persons-masked images: its sign says which gender the "
+     "context leans to (> 0: man)"),
+    ("Leakage, LK_M, LK_D", "an attacker's accuracy at predicting gender from the model's "
+     "predictions (LK_M) minus from the ground-truth labels (LK_D), x100 (paper 000 Eq. 7)"),
+    ("LIC, LIC_M, LIC_D", "the same for captions, with gender words masked: an attacker's "
+     "confidence-weighted accuracy on model captions minus on human captions, x100 "
+     "(Hirota et al., CVPR 2022)"),
+    ("Error", "% of images captioned with the other gender (Burns et al. 2018)"),
+    ("BiasAmp, DBA_O, DBAC", "bias amplification of words or objects over the training data "
+     "(Zhao et al. 2017; Wang & Russakovsky 2021; Nair et al. 2025); BiasAmp is read against "
+     "the human captions' own value"),
+    ("CI, n", "95 % confidence interval; n = seeds (training runs) behind a cell"),
+    ("†", "a row whose utility is below the report's floor: its bias numbers are not ranked"),
+    ("holds / fails / inconclusive", "a validity check's verdict: its CI lies wholly on the "
+     "claimed side / wholly on the other / contains the boundary"),
+    ("controls (oracle, context reader, amplifier@q)", "models whose bias is known by "
+     "construction, used to check that each metric reads it"),
+    ("papers", "000: Hirota et al., Resampled Datasets Are Not Enough (EMNLP 2024); 001: "
+     "Smith et al., Balancing the Picture (GenSynth); 002: Hirota's thesis; 003: LIBRA "
+     "(CVPR 2023); 004: REVISE (IJCV 2022)"),
+)
+
+
+def glossary_lines() -> list[str]:
+    """The glossary section that ends ``tables.md`` (:data:`GLOSSARY`)."""
+    return ["## Glossary", ""] + [f"- **{k}**: {v}." for k, v in GLOSSARY]
+
+
+__all__ = ["BIAS_METRICS", "GLOSSARY", "UNBIASED", "bias_direction", "glossary_lines",
+           "mitigation_blocks"]
