@@ -349,7 +349,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     numeric = {k: v for k, v in compact.items() if k != "attribute"}   # attribute.name: a label
     assert all(v is None or isinstance(v, (int, float)) for v in leaves(numeric)), compact
     assert compact["original"]["mAP"] == {"mean": 79.0,
-                                          "ci95": round(summary["original"]["mAP"]["ci95"], 1)}
+                                          "ci95": round(summary["original"]["mAP"]["ci95"], 1),
+                                          "n": summary["original"]["mAP"]["n"]}
     assert compact["synthetic"]["Leakage"]["diff"] == pytest.approx(-4.9)
     lo, hi = compact["synthetic"]["Leakage"]["lo"], compact["synthetic"]["Leakage"]["hi"]
     assert lo < -4.9 < hi

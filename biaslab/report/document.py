@@ -91,10 +91,10 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
     """metrics/summary.json, the only file DVC registers as ``metrics``: numbers only, so
     ``dvc metrics diff`` and ``dvc exp show`` compare them as numbers.
 
-    * ``original.<metric>``: ``{"mean", "ci95"}``, Original's mean over seeds and the
-      half-width of its 95 % t CI.
-    * ``<row>.<metric>`` for every other row: ``{"diff", "lo", "hi"}``, its difference from
-      Original (same seeds' Welch 95 % CI, ``lo`` and ``hi`` its bounds).
+    * ``original.<metric>``: ``{"mean", "ci95", "n"}``, Original's mean over its n seeds and
+      the half-width of its 95 % t CI.
+    * ``<row>.<metric>`` for every other row: ``{"diff", "lo", "hi", "n"}``, its difference
+      from Original (Welch 95 % CI, ``lo`` and ``hi`` its bounds; n the row's seeds).
       Metrics (x100 scale, as the tables): Leakage, Ratio, the masked gender AUC and mAP for
       the classifier rows; LIC, Ratio and Error for the captioner rows. A value that is
       infinite or missing is null.
@@ -124,13 +124,14 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
                     continue
                 if row == "original":
                     out.setdefault(row, {})[name] = {"mean": _num(rec.get("mean"), digits),
-                                                     "ci95": _num(rec.get("ci95"), digits)}
+                                                     "ci95": _num(rec.get("ci95"), digits),
+                                                     "n": rec.get("n")}
                     nf = stats.noise_floor(rec.get("std"), int(rec.get("n") or 0))
                     noise[name] = None if nf is None else round(nf, digits + 1)
                 else:
                     out.setdefault(row, {})[name] = {
                         "diff": _num(rec.get("diff"), digits), "lo": _num(rec.get("diff_lo"), digits),
-                        "hi": _num(rec.get("diff_hi"), digits)}
+                        "hi": _num(rec.get("diff_hi"), digits), "n": rec.get("n")}
     # the signed ln r of the masked calls: absolute on every row, its sign
     # is the direction (> 0 leans "man"); averaged over seeds before any fold
     for row in R._rows(m["classification"]):
