@@ -536,6 +536,16 @@ def check_report(p: Mapping) -> None:
     _real(p, "report", "max_gender_word_loss", 0.0)
 
 
+def check_validity(p: Mapping) -> None:
+    """Params ``validity.*``: ``margin_fraction`` in [0, 1), the fraction of a check's
+    reference effect that is its equivalence margin (``biaslab.analysis.validity.decide``,
+    ``biaslab.analysis.controls_eval.decide_equivalence``)."""
+    _known_keys(p, "validity", ("margin_fraction",))
+    v = p.get("margin_fraction")
+    if not _is_real(v) or not 0.0 <= float(v) < 1.0:
+        raise ParamError("validity.margin_fraction", f"must be a number in [0, 1), got {v!r}")
+
+
 def check_datasets(p: Mapping) -> None:
     """Group ``datasets`` (stage build_datasets): ``splits`` names, ``seed`` >= 0,
     ``same_sources`` a bool, ``max_skew`` in [0, 1], ``max_copies`` null or >= 1,
@@ -856,6 +866,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "numerics": check_numerics,
     "probe": check_probe,
     "report": check_report,
+    "validity": check_validity,
     "datasets": check_datasets,
     "audit": check_audit,
     "residue": check_residue,
