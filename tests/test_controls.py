@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from biaslab.analysis import controls as K
-from biaslab.analysis import validity
+from biaslab.analysis import verdicts
 from biaslab.classify import evaluate_outputs, object_matrix
+from biaslab.runtime import stats
 
 
 def _table(rows):
@@ -162,11 +163,66 @@ def test_stereotype_object_is_the_largest_share_difference():
     ({"direction": ">", "reference": 0.0}, 2.0, 0.5, 3.5, "matches"),
     ({"direction": ">", "reference": 0.0}, 0.5, -1.0, 2.0, "inconclusive"),
     ({"direction": ">", "reference": 0.0}, -2.0, -3.0, -1.0, "does not match"),
-    ({"direction": "≈", "reference": 0.0}, 0.5, -1.0, 2.0, "matches"),
-    ({"direction": "≈", "reference": 0.0}, 2.0, 1.0, 3.0, "does not match"),
+    # "≈" without a margin: a CI that covers the reference is no evidence of equality
+    ({"direction": "≈", "reference": 0.0}, 0.5, -1.0, 2.0, "inconclusive"),
+    ({"direction": "≈", "reference": 0.0}, 2.0, 1.0, 3.0, "inconclusive"),
 ])
 def test_verdict_rule(expected, measured, lo, hi, want):
     assert K.verdict(expected, measured, lo, hi) == want
+
+
+@pytest.mark.parametrize("ci95,ci90,delta,want", [
+    ((-0.9, 0.9), (-0.7, 0.7), 1.0, "matches"),          # 90 % CI inside +-1
+    ((-1.3, 1.3), (-1.0, 1.0), 1.0, "inconclusive"),     # touches the bound: not inside
+    ((1.1, 3.0), (1.3, 2.8), 1.0, "does not match"),     # 95 % CI wholly beyond +1
+    ((0.5, 1.5), (0.6, 1.4), 1.0, "inconclusive"),
+])
+def test_equivalence_verdict_of_a_control(ci95, ci90, delta, want):
+    e = {"direction": "≈", "reference": 0.0}
+    m = (ci95[0] + ci95[1]) / 2
+    assert K.verdict(e, m, *ci95, delta=delta, ci90=ci90) == want
+
+
+def test_decide_equivalence_takes_the_margin_from_the_strongest_amplifier():
+    from biaslab.analysis.controls_eval import decide_equivalence
+    rec = lambda m, sd, n=3: {"mean": m, "std": sd, "n": n,  # noqa: E731
+                              "ci95": stats.t_halfwidth(sd, n)}
+    task = {
+        "person_oracle": {"LIC": {"expected": {"direction": "≈", "reference": 0.0},
+                                  "measured": rec(0.1, 0.2), "verdict": "matches"}},
+        "amplifier@0.5": {"LIC": {"expected": {"direction": ">", "reference": 0.0},
+                                  "paired": rec(4.0, 1.0), "measured": rec(4.1, 1.0),
+                                  "verdict": "matches"}},
+        "amplifier@1": {"LIC": {"expected": {"direction": ">", "reference": 0.0},
+                                "paired": rec(10.0, 1.0), "measured": rec(10.1, 1.0),
+                                "verdict": "matches"}},
+        "human": {"LIC": {"expected": {"direction": "≈", "reference": 0.0},
+                          "measured": rec(0.5, 2.0), "verdict": "matches"}}}
+    out = decide_equivalence(task, 0.1)
+    o = out["person_oracle"]["LIC"]
+    # margin 0.1 x 10 (amplifier@1's paired effect) = 1; 90 % t CI: 0.1 +- 2.919986 x 0.2 /
+    # sqrt(3) = [-0.237, 0.437], inside (-1, 1)
+    assert o["margin"]["delta"] == pytest.approx(1.0) and o["verdict"] == "matches"
+    assert "amplifier@1" in o["margin"]["basis"]
+    # human: 0.5 +- 2.919986 x 2 / sqrt(3) = [-2.87, 3.87]: neither inside nor outside
+    assert out["human"]["LIC"]["verdict"] == "inconclusive"
+    assert out["amplifier@1"]["LIC"] == task["amplifier@1"]["LIC"]    # directions unchanged
+    # no amplifier: no margin, no equality shown
+    alone = decide_equivalence({"person_oracle": task["person_oracle"]}, 0.1)
+    assert alone["person_oracle"]["LIC"]["verdict"] == "inconclusive"
+    assert alone["person_oracle"]["LIC"]["margin"] is None
+
+
+def test_an_unresolved_control_leaves_its_metric_unvalidated():
+    checks = [{"id": "captioner/libra-original/lic<0", "claim": "x", "verdict": "holds"}]
+    ctl = {"captioner": {"human": {"LIC": {"verdict": "inconclusive"}},
+                         "person_oracle": {"LIC": {"verdict": "matches"}}}}
+    out = verdicts.apply_controls(checks, ctl)
+    assert out[0]["verdict"] == "metric not valid on this data"
+    assert "cannot resolve" in out[0]["reason"] and "human" in out[0]["reason"]
+    rows = verdicts.precondition_rows(ctl)
+    assert rows == [{"task": "captioner", "metric": "LIC", "valid": False, "not_matching": [],
+                     "inconclusive": ["human"]}]
 
 
 def test_a_claim_on_a_metric_whose_control_misses_is_not_judged():
@@ -177,15 +233,15 @@ def test_a_claim_on_a_metric_whose_control_misses_is_not_judged():
                "verdict": "fails"}]
     ok = {"classifier": {"context_reader": {"Ratio": {"verdict": "matches"}}},
           "probe": {"context_reader[cast]": {"cast": {"verdict": "matches"}}}}
-    assert [c["verdict"] for c in validity.apply_controls(checks, ok)] == \
+    assert [c["verdict"] for c in verdicts.apply_controls(checks, ok)] == \
         ["holds", "fails", "fails"]
     bad = {"classifier": {"context_reader": {"Ratio": {"verdict": "does not match"}}},
            "probe": {"context_reader[cast]": {"cast": {"verdict": "does not match"}}}}
-    out = validity.apply_controls(checks, bad)
+    out = verdicts.apply_controls(checks, bad)
     assert [c["verdict"] for c in out] == ["metric not valid on this data"] * 2 + ["fails"]
     assert "context_reader[cast]/cast" in out[0]["reason"]
-    assert validity.summary(out)["metric_not_valid_on_this_data"] == 2
-    rows = validity.precondition_rows(bad)
+    assert verdicts.summary(out)["metric_not_valid_on_this_data"] == 2
+    rows = verdicts.precondition_rows(bad)
     assert {(r["task"], r["metric"], r["valid"]) for r in rows} == \
         {("classifier", "Ratio", False), ("probe", "probe", False)}
 
@@ -280,7 +336,10 @@ def test_caption_biasamp_is_judged_against_the_human_captions_null_not_0():
     # the default's human control read -6.45 +- 4.20 and was called "does not match" against 0
     e = K.expected_captioner("human", HAND, biasamp_null=-6.1)
     assert e["BiasAmp"] == {"direction": "≈", "reference": -6.1}
-    assert K.verdict(e["BiasAmp"], -6.45, -10.65, -2.25) == "matches"
+    # an equivalence claim: without a margin a wide CI over the null shows nothing
+    assert K.verdict(e["BiasAmp"], -6.45, -10.65, -2.25) == "inconclusive"
+    assert K.verdict(e["BiasAmp"], -6.45, -7.0, -5.9, delta=1.0, ci90=(-6.9, -6.0)) == "matches"
+    assert K.verdict(e["BiasAmp"], -0.5, -1.0, 0.0, delta=1.0) == "does not match"
     assert e["LIC"]["reference"] == 0.0 and e["DBA_O"]["reference"] == 0.0
     # the amplifier: paired with the oracle whose captions it extends, on any data
     st = {"female": "handbag", "male": "tie"}
@@ -322,7 +381,8 @@ def test_a_paired_control_is_judged_on_its_differences_from_its_base():
     out = judge_control({"BiasAmp": e, "LIC": {"direction": "≈", "reference": 0.0}},
                         {"BiasAmp": amp, "LIC": [1.0, -1.0, 0.5], "LIC_M": [1, 2, 3]}, raw)
     assert out["BiasAmp"]["verdict"] == "matches" and "paired" in out["BiasAmp"]
-    assert out["LIC"]["verdict"] == "matches" and "paired" not in out["LIC"]
+    # "≈" waits for its margin (decide_equivalence, after every control has run)
+    assert out["LIC"]["verdict"] == "inconclusive" and "paired" not in out["LIC"]
     assert "verdict" not in out["LIC_M"]
     exp, meas = control_cells(out["BiasAmp"])
     assert exp == "> person_oracle (paired)"

@@ -14,6 +14,7 @@ from PIL import Image
 from biaslab.data import synthetic as S
 from biaslab.data.synthetic import figures as SF
 from biaslab.analysis import validity
+from biaslab.analysis import verdicts
 from biaslab.data.datasets import matched_subset
 from biaslab.runtime.io import InputError
 from biaslab.data.labels import split_with_fixed
@@ -257,20 +258,20 @@ def test_ratio_claims_read_mask_not_neutral_outside_the_bounds():
                               "synthetic": {"ratio_expected": 2.0, "per_seed": [2.0],
                                             "n_images": 10},
                               "oversample": {"ratio_expected": None, "ratio_flag": "r=inf"}}}
-    rows = {r["dataset"]: r for r in validity.mask_neutral_rows(probe)}
+    rows = {r["dataset"]: r for r in verdicts.mask_neutral_rows(probe)}
     assert rows["original"]["met"] and not rows["synthetic"]["met"]
     assert not rows["oversample"]["met"] and rows["oversample"]["ratio_expected"] == np.inf
     checks = [{"id": "classifier/synthetic-original/ratio<0", "verdict": "holds"},
               {"id": "classifier/original/objects>0", "verdict": "holds"}]
-    out = validity.apply_mask_neutral(checks, probe)
+    out = verdicts.apply_mask_neutral(checks, probe)
     assert out[0]["verdict"] == "mask not neutral" and "2.00" in out[0]["reason"]
     assert out[1]["verdict"] == "holds"
     # within the bounds for both rows: verdict kept
     probe["mask_neutral"]["synthetic"]["ratio_expected"] = 0.7
-    assert validity.apply_mask_neutral(checks, probe)[0]["verdict"] == "holds"
-    assert validity.summary(out)["mask_not_neutral"] == 1
-    assert "| synthetic | 2.00 |" in "\n".join(validity.mask_neutral_markdown(
-        validity.mask_neutral_rows({"mask_neutral": {"synthetic": {"ratio_expected": 2.0,
+    assert verdicts.apply_mask_neutral(checks, probe)[0]["verdict"] == "holds"
+    assert verdicts.summary(out)["mask_not_neutral"] == 1
+    assert "| synthetic | 2.00 |" in "\n".join(verdicts.mask_neutral_markdown(
+        verdicts.mask_neutral_rows({"mask_neutral": {"synthetic": {"ratio_expected": 2.0,
                                                                    "per_seed": [2.0]}}})))
 
 
@@ -339,17 +340,17 @@ def test_mask_neutral_verdict_uses_the_mask_effect_in_and_out_of_context():
                 "mask_effect_hi": effect + 0.1, "mask_effect_per_seed": [effect],
                 "n_images": 10, "context": {"mask_effect": ctx_effect, "n_images": 20}}
     probe = {"mask_neutral": {"original": rec(1.0, 1.1), "synthetic": rec(1.0, 0.5)}}
-    rows = {r["dataset"]: r for r in validity.mask_neutral_rows(probe)}
+    rows = {r["dataset"]: r for r in verdicts.mask_neutral_rows(probe)}
     # original reads an empty image as a woman (0.25) but its mask adds nothing: met
     assert rows["original"]["met"] and rows["original"]["measure"] == "mask_effect"
     assert not rows["synthetic"]["met"]                     # the mask reads "woman" in context
     checks = [{"id": "classifier/synthetic-original/ratio<0", "verdict": "fails"}]
-    out = validity.apply_mask_neutral(checks, probe)[0]
+    out = verdicts.apply_mask_neutral(checks, probe)[0]
     assert out["verdict"] == "mask not neutral"
     assert "synthetic's mask effect is 1.00 without context and 0.50 in context" in out["reason"]
     probe["mask_neutral"]["synthetic"] = rec(1.2, 0.9)
-    assert validity.apply_mask_neutral(checks, probe)[0]["verdict"] == "fails"
-    md = "\n".join(validity.mask_neutral_markdown(validity.mask_neutral_rows(probe)))
+    assert verdicts.apply_mask_neutral(checks, probe)[0]["verdict"] == "fails"
+    md = "\n".join(verdicts.mask_neutral_markdown(verdicts.mask_neutral_rows(probe)))
     assert "| original | 1.00 [0.90, 1.10] | 1.00 | 1.10 | 0.25 | 0.25 | 10 / 20 | yes |" in md
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from biaslab import registry as R
 from biaslab.analysis import validity
+from biaslab.analysis import verdicts
 from biaslab.captioning import postprocess as PP
 from biaslab.data.variants import VariantContext, build
 from tests.conftest import REPO
@@ -249,7 +250,7 @@ def test_declared_claims_are_judged_against_original_and_gated(monkeypatch):
         assert obj["mean"] == pytest.approx(-0.20) and obj["verdict"] == "holds"
         assert obj["declared_by"] == "pkg" and "Mine" in obj["claim"]
         assert checks["classifier/mine-original/leakage≤0"]["verdict"] == "fails"
-        gated = {c["id"]: c for c in validity.apply_controls(list(checks.values()), controls)}
+        gated = {c["id"]: c for c in verdicts.apply_controls(list(checks.values()), controls)}
         assert gated["classifier/mine-original/ratio<0"]["verdict"] == \
             "metric not valid on this data"
         assert gated["classifier/mine-original/leakage≤0"]["verdict"] == "fails"
@@ -258,12 +259,12 @@ def test_declared_claims_are_judged_against_original_and_gated(monkeypatch):
                                "original": {"mask_effect": 1.0, "context": {"mask_effect": 1.0}},
                                "synthetic": {"mask_effect": 1.0,
                                              "context": {"mask_effect": 1.0}}}}
-        assert {r["dataset"] for r in validity.mask_neutral_rows(mn) if not r["met"]} == {"mine"}
-        out = validity.apply_mask_neutral([checks["classifier/mine-original/ratio<0"]], mn)
+        assert {r["dataset"] for r in verdicts.mask_neutral_rows(mn) if not r["met"]} == {"mine"}
+        out = verdicts.apply_mask_neutral([checks["classifier/mine-original/ratio<0"]], mn)
         assert out[0]["verdict"] == "mask not neutral" and "mine's mask effect" in \
             out[0]["reason"]
         mn["mask_neutral"]["mine"] = mn["mask_neutral"]["original"]     # both neutral now
-        out = validity.apply_mask_neutral([checks["classifier/mine-original/ratio<0"]], mn)
+        out = verdicts.apply_mask_neutral([checks["classifier/mine-original/ratio<0"]], mn)
         assert out[0]["verdict"] == "holds"
     finally:
         monkeypatch.undo()

@@ -288,7 +288,8 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert ("| Training set | LIC_M | LIC_D | LIC ↓ | Error (pooled) | Error female_dark (5 img) | "
             "Error female_light (30 img) | Error male_dark (8 img) | Error male_light (40 img) | "
             "worst-group gap ↓ |") in md
-    assert "| Original | 11.0 ± 12.7 | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
+    # LIC_M (an accuracy x100, >= 0) keeps its interval in range: 11.0 ± 12.7 would reach -1.7
+    assert "| Original | 11.0 [0.0, 23.7] | 6.0 ± 0.0 | 5.0 ± 12.7 | 3.0 ± 0.0 |" in md, md
     summary = json.loads((tmp_path / "metrics/summary.json").read_text())
     assert summary["attribute"] == {"name": "gender_skin",
                                     "original": {"LIC": {"mean": 5.0, "ci95": 12.7},
@@ -727,3 +728,17 @@ def test_residue_note_says_when_the_skin_tone_probe_cannot_read_real_people():
     res["counterfactual_skin"]["probe_auc"] = {"mean": 49.7, "ci95": 6.6, "lo": 43.1,
                                                "hi": 56.3}
     assert "no evidence of their tone" in residue_note(res)
+
+
+def test_bounded_metrics_keep_their_intervals_inside_their_range():
+    from biaslab import report as R
+    # an AUC of 95.6 +- 7.1 over seeds: the t interval would reach 102.7
+    rec = {"mean": 95.6, "ci95": 7.1, "n": 3, "n_inf": 0}
+    assert R.bounded_cell(rec, 1, R.RANGES["masked_gender_auc"]) == "95.6 [88.5, 100.0]"
+    assert R.bounded_cell({"mean": 50.0, "ci95": 7.1, "n": 3}, 1, (0.0, 100.0)) == "50.0 ± 7.1"
+    # a paired difference of Errors (each in [0, 100]) never leaves [-100, 100]
+    m = {"original": {"per_seed": [{"Error": 90.0}, {"Error": 0.0}, {"Error": 95.0}]},
+         "x": {"per_seed": [{"Error": 0.0}, {"Error": 100.0}, {"Error": 2.0}]}}
+    d = R.differences(m, (("Error", "Error"),))["x"]["Error"]
+    assert d["lo"] == -100.0 and d["clipped"] is True and d["hi"] < 100.0
+    assert R.difference_range("Error") == (-100.0, 100.0) and R.difference_range("x") is None

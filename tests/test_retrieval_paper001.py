@@ -112,8 +112,8 @@ def _retrieval_json(diff_tfidf, diff_clip, nat_bias, bal_bias, bal_ms_tfidf, bal
 
 
 def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
-    from biaslab.analysis import validity
-    holds = {c["id"]: c for c in validity.retrieval_checks(
+    from biaslab.analysis import validity_paper001
+    holds = {c["id"]: c for c in validity_paper001.retrieval_checks(
         _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09))}
     # K = 200 would hold all 200 images of known gender: the largest K judged is 100
     assert set(holds) == {"retrieval/tfidf-random/maxskew@100>0",
@@ -125,19 +125,19 @@ def test_paper001_checks_read_the_right_numbers_and_decide_both_ways():
     # conservative interval: 0.39 - 0.05 - (-0.02 + 0.01) and 0.39 + 0.05 - (-0.02 - 0.01)
     assert nb["mean"] == pytest.approx(0.41)
     assert (nb["lo"], nb["hi"]) == (pytest.approx(0.35), pytest.approx(0.47))
-    fails = {c["id"]: c["verdict"] for c in validity.retrieval_checks(
+    fails = {c["id"]: c["verdict"] for c in validity_paper001.retrieval_checks(
         _retrieval_json(-0.05, 0.05, -0.10, 0.20, 0.05, 0.15))}
     assert set(fails.values()) == {"fails"}, fails
-    assert validity.retrieval_checks({"skipped": True}) == []
+    assert validity_paper001.retrieval_checks({"skipped": True}) == []
 
 
 def test_paper001_checks_skip_a_k_that_holds_every_gendered_image():
     """coco-mini at 600 images: 120 test images, 62 of known gender; at K = 100 the top K
     holds all of them and MaxSkew reads 0 whatever the model: K = 50 is judged instead."""
-    from biaslab.analysis import validity
+    from biaslab.analysis import validity_paper001
     r = _retrieval_json(0.18, -0.09, 0.39, -0.02, 0.15, 0.09)
     r["setup"] = {"ks": [10, 25, 50, 100], "n_gallery": 120, "n_female": 18, "n_male": 44}
     r["differences"] = {k: {"MaxSkew@50": v["MaxSkew@100"]} for k, v in r["differences"].items()}
-    ids = {c["id"] for c in validity.retrieval_checks(r)}
+    ids = {c["id"] for c in validity_paper001.retrieval_checks(r)}
     assert "retrieval/tfidf-random/maxskew@50>0" in ids
     assert not any("@100" in i for i in ids), ids

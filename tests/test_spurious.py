@@ -1,12 +1,13 @@
 """Spurious correlations (paper 001 appendix D; biaslab.analysis.spurious, stage spurious, the report's
-section and validity.spurious_checks): hand-computed expectations."""
+section and validity_paper001.spurious_checks): hand-computed expectations."""
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
 from biaslab.analysis import spurious as S
-from biaslab.analysis import validity
+from biaslab.analysis import validity_paper001
+from biaslab.analysis import verdicts
 from biaslab.report.document import spurious_markdown
 
 
@@ -135,7 +136,7 @@ def _record(p=1e-9, bg_contrast=(0.504, 0.497, 0.512), cl_auc=(0.7, 0.6, 0.8)):
 
 
 def test_spurious_checks_verdicts():
-    v = {c["id"]: c for c in validity.explain(validity.spurious_checks(_record()))}
+    v = {c["id"]: c for c in verdicts.explain(validity_paper001.spurious_checks(_record()))}
     assert v["spurious/clusters/natural/auc>0.5"]["verdict"] == "holds"
     assert v["spurious/clusters/natural/auc>0.5"]["n"] == 20
     # every check carries its interval (tests/test_foreign_data.py asks it of each verdict)
@@ -147,11 +148,11 @@ def test_spurious_checks_verdicts():
     assert v["spurious/text/natural/auc>0.5"]["verdict"] == "holds"
     assert v["spurious/image/contrast/auc>0.5"]["verdict"] == "inconclusive"
     # a background still read on the contrast set fails; a non-significant test is no verdict
-    w = {c["id"]: c for c in validity.explain(validity.spurious_checks(
+    w = {c["id"]: c for c in verdicts.explain(validity_paper001.spurious_checks(
         _record(bg_contrast=(0.7, 0.6, 0.8), cl_auc=(0.55, 0.45, 0.65))))}
     assert w["spurious/background/contrast/auc≤0.5"]["verdict"] == "fails"
     assert w["spurious/clusters/natural/auc>0.5"]["verdict"] == "inconclusive"
-    assert validity.spurious_checks({"skipped": "no captions"}) == []
+    assert validity_paper001.spurious_checks({"skipped": "no captions"}) == []
 
 
 def test_spurious_markdown_has_both_tables():

@@ -124,3 +124,4 @@ def test_difference_of_records_equals_difference_of_values():
     assert inf["diff"] is None and inf["n"] == 2
     one = stats.difference_of_records(stats.record([5.0]), stats.record(b))
     assert one["diff"] == pytest.approx(5.0 - 11.75) and one["ci95"] is None
+

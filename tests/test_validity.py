@@ -2,6 +2,7 @@
 import pytest
 
 from biaslab.analysis import sweep, validity
+from biaslab.analysis import verdicts
 
 
 def _rec(values):
@@ -30,7 +31,7 @@ def test_probe_checks_verdicts_hand_made():
     assert checks["classifier/synthetic-oversample/scene<0"]["verdict"] == "holds"
     d = checks["classifier/synthetic-original/cast<0"]
     assert d["mean"] == pytest.approx((0.02 - 0.01 + 0.0) / 3 - 0.40)
-    assert validity.summary(checks.values())["fails"] == 0
+    assert verdicts.summary(checks.values())["fails"] == 0
 
 
 def test_probe_checks_fail_when_truth_disagrees():
@@ -75,12 +76,12 @@ def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
     o = checks["classifier/original/masked_auc>50"]
     assert o["verdict"] == "holds" and o["mean"] == pytest.approx(91.0)
     assert o["lo"] == pytest.approx(91.0 - 4.3027 / 3 ** 0.5, abs=1e-3)
-    assert validity.CONTROLLED_METRIC["original/masked_auc>50"] == ("classifier", "masked_AUC")
+    assert verdicts.CONTROLLED_METRIC["original/masked_auc>50"] == ("classifier", "masked_AUC")
     probe = {"mask_neutral": {"synthetic": {"ratio_expected": 0.2, "lo": 0.1, "hi": 0.3,
                                             "per_seed": [0.2], "n_images": 10}}}
-    after = {c["id"]: c for c in validity.apply_mask_neutral(list(checks.values()), probe)}
+    after = {c["id"]: c for c in verdicts.apply_mask_neutral(list(checks.values()), probe)}
     assert after["classifier/synthetic-original/masked_auc<0"]["verdict"] == "holds"
-    assert validity.CONTROLLED_METRIC["masked_auc<0"] == ("classifier", "masked_AUC")
+    assert verdicts.CONTROLLED_METRIC["masked_auc<0"] == ("classifier", "masked_AUC")
     cls["synthetic"]["per_seed"] = [{"masked_gender_auc": v} for v in (95.0, 93.0, 94.0)]
     c = {c["id"]: c for c in validity.table_checks(cls, {})}[
         "classifier/synthetic-original/masked_auc<0"]
@@ -92,7 +93,7 @@ def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
 
 def test_markdown_lists_every_check():
     checks = validity.probe_checks(PROBE)
-    md = validity.markdown(checks)
+    md = verdicts.markdown(checks)
     assert len(md.splitlines()) == 2 + len(checks)
     # S_synthetic vs over-sampling on objects: both near 0, the CI straddles 0
     c = {c["id"]: c for c in checks}["classifier/synthetic-oversample/objects<0"]
@@ -201,11 +202,12 @@ def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
         assert c["verdict"] == "not testable" and "40 men, 40 women" in c["reason"]
         assert c["mean"] < 0                  # the measured effect is still reported
     assert checks["classifier/synthetic-original/delta≤0"]["verdict"] == "holds"
-    s = validity.summary(checks.values())
-    assert s == {"holds": 1, "fails": 0, "inconclusive": 0, "not_testable": 2,
+    s = verdicts.summary(checks.values())
+    assert s == {"holds": 1, "fails": 0, "no_practical_effect": 0, "inconclusive": 0,
+                 "not_testable": 2,
                  "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0,
                  "not_informative": 0, "n": 3}
-    md = validity.markdown(list(checks.values()))
+    md = verdicts.markdown(list(checks.values()))
     assert "**not testable**" in md and "Not testable: classifier: S_synthetic's Ratio" in md
     # 41 / 40 is still balanced to one image; 40 / 17 (2.35:1) is testable
     assert validity.ratio_testable({"n_male": 41, "n_female": 40}) is not None
@@ -253,7 +255,7 @@ def test_libra_checks_paired_by_seed_hand_computed():
 def test_libra_lic_claim_follows_the_lic_controls():
     cap = _cap({"original": {"LIC": [5, 6, 7]}, "original+LIBRA": {"LIC": [4, 5, 6]}})
     controls = {"captioner": {"human": {"LIC": {"verdict": "does not match"}}}}
-    c = validity.apply_controls(validity.libra_checks(cap), controls)
+    c = verdicts.apply_controls(validity.libra_checks(cap), controls)
     assert c[0]["verdict"] == "metric not valid on this data" and "captioner/LIC" in c[0]["reason"]
 
 
@@ -289,7 +291,7 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
            "test_set": {"n_male": 60, "n_female": 30}}
     zero = {"original": {"per_seed": [{"delta": 0.0}] * 3},
             "synthetic": {"per_seed": [{"delta": 0.0}] * 3}}
-    out = {c["id"]: c for c in validity.explain(validity.table_checks(cls, zero))}
+    out = {c["id"]: c for c in verdicts.explain(validity.table_checks(cls, zero))}
     d = out["classifier/synthetic-original/delta≤0"]
     assert d["verdict"] == "not informative"
     assert "no variance" in d["reason"] and "changed no gender call" in d["reason"]
@@ -297,25 +299,25 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
     r = out["classifier/synthetic-original/ratio<0"]
     assert r["verdict"] == "holds" and r["source"] == "metrics/classification.json"
     assert r["reason"].startswith("the 95 % CI [") and "lies entirely below 0" in r["reason"]
-    assert validity.summary(out.values())["not_informative"] == 1
-    md = validity.markdown(list(out.values()))
+    assert verdicts.summary(out.values())["not_informative"] == 1
+    md = verdicts.markdown(list(out.values()))
     assert "**not informative**" in md and "| artifact.json |" in md
     assert "Not informative: classifier: S_synthetic's Table 3" in md
     # with seed spread the same check is judged, and a one-sided pass says what it is
     moved = {"original": {"per_seed": [{"delta": 5.0}, {"delta": 6.0}, {"delta": 4.0}]},
              "synthetic": {"per_seed": [{"delta": 5.0}, {"delta": 4.0}, {"delta": 6.0}]}}
-    d = {c["id"]: c for c in validity.explain(validity.table_checks(cls, moved))}[
+    d = {c["id"]: c for c in verdicts.explain(validity.table_checks(cls, moved))}[
         "classifier/synthetic-original/delta≤0"]
     assert d["verdict"] == "holds" and "one-sided" in d["reason"]
-    assert "(one-sided)" in validity.markdown([d])
+    assert "(one-sided)" in verdicts.markdown([d])
     # constant but different rows: still no interval to judge from
     const = {"original": {"per_seed": [{"delta": 9.0}] * 3},
              "synthetic": {"per_seed": [{"delta": 0.0}] * 3}}
-    d = {c["id"]: c for c in validity.explain(validity.table_checks(cls, const))}[
+    d = {c["id"]: c for c in verdicts.explain(validity.table_checks(cls, const))}[
         "classifier/synthetic-original/delta≤0"]
     assert d["verdict"] == "not informative" and d["mean"] == -9.0
     # one seed: no interval, inconclusive with the reason; earlier verdicts keep theirs
-    one = validity.explain([{"id": "x/a<0", "claim": "a", "expect": "<", "reference": 0.0,
+    one = verdicts.explain([{"id": "x/a<0", "claim": "a", "expect": "<", "reference": 0.0,
                              "mean": -1.0, "lo": None, "hi": None, "n": 1,
                              "verdict": "inconclusive", "source": "metrics/probe.json"},
                             {"id": "x/b<0", "claim": "b", "expect": "<", "reference": 0.0,
@@ -323,9 +325,9 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
                              "verdict": "not testable", "reason": "balanced"}])
     assert "fewer than 2 seeds" in one[0]["reason"]
     # an "≈" claim (the sweep's at b = 0) says whether the CI covers its reference
-    near = validity.explain([{"id": "x/c≈1", "claim": "c", "expect": "≈", "reference": 1.0,
+    near = verdicts.explain([{"id": "x/c≈1", "claim": "c", "expect": "≈", "reference": 1.0,
                               "mean": 1.1, "lo": 0.9, "hi": 1.3, "n": 3, "verdict": "holds"}])
-    assert near[0]["reason"] == "the 95 % CI [+0.9, +1.3] covers 1"
+    assert near[0]["reason"] == "the 95 % CI [+0.9, +1.3] covers 1 (no margin)"
     assert one[1]["verdict"] == "not testable" and one[1]["reason"] == "balanced"
 
 
@@ -340,12 +342,12 @@ def test_leakage_claim_and_its_accuracy_matched_twin():
                                       {"Leakage": -10.0, "Leakage_F1": 2.1},
                                       {"Leakage": -9.5, "Leakage_F1": 1.4}]},
            "test_set": {"n_male": 60, "n_female": 30}}
-    out = {c["id"]: c for c in validity.explain(validity.table_checks(cls, {}))}
+    out = {c["id"]: c for c in verdicts.explain(validity.table_checks(cls, {}))}
     assert out["classifier/synthetic-original/leakage<0"]["verdict"] == "holds"
     assert out["classifier/synthetic-original/leakage<0"]["mean"] == pytest.approx(-11.0)
     assert out["classifier/synthetic-original/leakage_f1<0"]["verdict"] == "inconclusive"
     bad = {"classifier": {"context_reader": {"Leakage": {"verdict": "does not match"}}}}
-    judged = {c["id"]: c["verdict"] for c in validity.apply_controls(list(out.values()), bad)}
+    judged = {c["id"]: c["verdict"] for c in verdicts.apply_controls(list(out.values()), bad)}
     assert judged["classifier/synthetic-original/leakage<0"] == "metric not valid on this data"
     assert judged["classifier/synthetic-original/leakage_f1<0"] == "inconclusive"
 
@@ -360,7 +362,7 @@ def test_table3_positive_control_decides_whether_the_test_can_move():
             for r in ("original", "synthetic")}
 
     def check(art):
-        return {c["id"]: c for c in validity.explain(validity.table_checks(cls, art))}[
+        return {c["id"]: c for c in verdicts.explain(validity.table_checks(cls, art))}[
             "classifier/synthetic-original/delta≤0"]
 
     still = {r: {**v, "delta_control": {"mean": 0.0, "lo": 0.0, "hi": 0.0}}
@@ -395,38 +397,143 @@ def test_table3_positive_control_decides_whether_the_test_can_move():
 def test_inconclusive_reason_says_how_many_seeds_would_decide():
     # the foreign set's S_synthetic masked-AUC difference (CI run of stop 42): -7.5 [-22.3,
     # +7.4] over 5 seeds: half-width 14.85, so 5 (14.85 / 7.5)^2 = 19.6 -> about 20 seeds
-    from biaslab.analysis import validity as V
+    from biaslab.analysis import verdicts
     c = {"id": "classifier/synthetic-original/masked_auc<0", "claim": "x", "expect": "<",
          "reference": 0.0, "mean": -7.5, "lo": -22.3, "hi": 7.4, "n": 5,
          "verdict": "inconclusive", "source": "metrics/classification.json"}
-    r = V.explain([c])[0]["reason"]
+    r = verdicts.explain([c])[0]["reason"]
     assert "contains 0" in r and "about 20 seeds per row, not 5" in r
     # an effect of exactly the reference: no estimate
-    assert "seeds per row" not in V.explain([{**c, "mean": 0.0}])[0]["reason"]
+    assert "seeds per row" not in verdicts.explain([{**c, "mean": 0.0}])[0]["reason"]
 
 
 def test_attribute_preconditions_from_the_attribute_controls():
     """Issue 29 item 6: metrics/controls_attribute.json's verdicts become precondition rows of
     validity.json (the same rule as the gender controls'); gender's skip record says why."""
-    from biaslab.analysis import validity as V
+    from biaslab.analysis import verdicts
     ca = {"attribute": "skin", "classifier": {
               "oracle": {"Leakage": {"verdict": "matches"}},
               "amplifier@0.5": {"Leakage": {"verdict": "does not match"}},
               "blind": {"LK_M": {"verdict": "matches"}, "LK_D": {"measured": {}}}},
           "captioner": {"human": {"LIC": {"verdict": "matches"}},
                         "amplifier@0.5": {"LIC": {"verdict": "inconclusive"}}}}
-    out = V.attribute_precondition_rows(ca)
+    out = verdicts.attribute_precondition_rows(ca)
     assert out["attribute"] == "skin"
     rows = {(r["task"], r["metric"]): r for r in out["rows"]}
     assert set(rows) == {("classifier", "Leakage"), ("classifier", "LK_M"),
                          ("captioner", "LIC")}
     assert rows[("classifier", "Leakage")]["valid"] is False
     assert rows[("classifier", "Leakage")]["not_matching"] == ["amplifier@0.5"]
-    assert rows[("captioner", "LIC")]["valid"] is True
+    # an amplifier the run cannot resolve leaves the metric unvalidated (for want of power)
+    assert rows[("captioner", "LIC")]["valid"] is False
     assert rows[("captioner", "LIC")]["inconclusive"] == ["amplifier@0.5"]
-    skip = V.attribute_precondition_rows({"attribute": "gender", "skipped": "its controls"})
+    skip = verdicts.attribute_precondition_rows({"attribute": "gender", "skipped": "its controls"})
     assert skip == {"attribute": "gender", "skipped": "its controls"}
-    assert "skipped" in V.attribute_precondition_rows(None)
+    assert "skipped" in verdicts.attribute_precondition_rows(None)
     # a task the stage skipped (data without captions) gives no row
     ca["captioner"] = {"skipped": "the data has no captions"}
-    assert {r["task"] for r in V.attribute_precondition_rows(ca)["rows"]} == {"classifier"}
+    assert {r["task"] for r in verdicts.attribute_precondition_rows(ca)["rows"]} == {"classifier"}
+
+
+def test_decide_gives_every_check_its_margin_and_the_four_outcomes():
+    """Hand-computed: Original's objects sensitivity is 0.31 (mean of 0.30, 0.32, 0.31), so
+    every check against Original on the objects gets the margin 0.1 x 0.31 = 0.031."""
+    probe = {"classifier": {
+        "original": {"objects": _rec([0.30, 0.32, 0.31]), "scene": _rec([0.20, 0.22, 0.21]),
+                     "cast": _rec([0.40, 0.41, 0.39])},
+        # oversample: objects the same as Original within 0.01: no practical effect
+        "oversample": {"objects": _rec([0.31, 0.30, 0.315]), "scene": _rec([0.2, 0.21, 0.22]),
+                       "cast": _rec([0.2, 0.6, 0.45])},
+        "synthetic": {"objects": _rec([0.0, 0.01, -0.01]), "scene": _rec([0.01, 0.0, -0.01]),
+                      "cast": _rec([0.02, -0.01, 0.0])}}}
+    raw = {c["id"]: c for c in validity.probe_checks(probe)}
+    # before decide: the old one-sided rule lets the noisy cast pass ("reaches 0")
+    assert raw["classifier/oversample-original/cast≥0"]["verdict"] == "holds"
+    checks = {c["id"]: c for c in validity.decide(list(raw.values()), 0.1)}
+    o = checks["classifier/oversample-original/objects<0"]
+    assert o["margin"]["delta"] == pytest.approx(0.031)
+    assert o["margin"]["effect"] == pytest.approx(0.31)
+    # Welch 90 % CI of (0.31, 0.30, 0.315) - (0.30, 0.32, 0.31): inside +-0.031
+    assert -0.031 < o["lo90"] and o["hi90"] < 0.031
+    assert o["verdict"] == "no practical effect"
+    # the noisy cast (0.2, 0.6, 0.45 vs 0.40, 0.41, 0.39): the one-sided 5 % test cannot rule
+    # out a decrease of 0.1 x 0.40 or more
+    c = checks["classifier/oversample-original/cast≥0"]
+    assert c["margin"]["delta"] == pytest.approx(0.04)
+    assert c["verdict"] == "inconclusive" and "seeds per row" in verdicts.explain([c])[0][
+        "reason"]
+    assert checks["classifier/synthetic-original/objects<0"]["verdict"] == "holds"
+    # single-row: the probe's full swing 2 -> margin 0.2
+    assert checks["classifier/original/objects>0"]["margin"]["delta"] == pytest.approx(0.2)
+    s = verdicts.summary(checks.values())
+    assert s["no_practical_effect"] >= 1 and s["n"] == len(checks)
+    md = verdicts.markdown(verdicts.explain(list(checks.values())))
+    assert "| margin |" in md and "± 0.031" in md
+    with pytest.raises(ValueError):
+        validity.decide(list(raw.values()), 1.5)
+
+
+def test_the_continuous_probe_views_get_the_probability_margin_in_their_unit():
+    # P(man) 0.5 -> 0.55 on each image: logit(0.55) = 0.2006707; a pair of images moves
+    # 2 x 2 x 0.2007 logit units (logit P(man) - logit P(woman), the two outputs apart) and
+    # 2 x 0.2007 nats (log P(male caption) - log P(female caption))
+    lg = validity.probe_full_swing("classifier_logit", 0.1)
+    mg = validity.probe_full_swing("captioner_margin", 0.1)
+    assert 0.1 * lg[0] == pytest.approx(4 * 0.2006707, rel=1e-6)
+    assert 0.1 * mg[0] == pytest.approx(2 * 0.2006707, rel=1e-6)
+    assert validity.probe_full_swing("classifier", 0.1)[0] == 2.0
+    assert validity.probe_full_swing("unknown", 0.1) is None
+
+
+def test_a_fixed_margin_and_a_claim_without_margin():
+    c = validity.make_check("libra/dcg/human_correct≥0.97", "x", "≥", 0.97, 0.99, 0.975, 0.997,
+                        200, ci90=(0.978, 0.996), margin=validity.fixed_margin(0.0, "the bar"))
+    d = validity.decide([c])[0]
+    assert d["margin"] == {"delta": 0.0, "basis": "the bar"} and d["verdict"] == "holds"
+    c = validity.make_check("classifier/synthetic/domain_gap>0", "y", ">", 0.0, 1.0, -0.5, 2.5, 5)
+    d = validity.decide([c])[0]
+    assert d["margin"] is None and d["verdict"] == "inconclusive"
+    assert "no margin" in verdicts.explain([d])[0]["reason"]
+
+
+def test_a_bounded_quantity_keeps_its_interval_in_range():
+    # masked AUCs 99, 90, 99.9 (%): the t interval reaches past 100; kept at 100
+    cls = {"original": {"per_seed": [{"masked_gender_auc": v} for v in (99.0, 90.0, 99.9)]}}
+    c = {x["id"]: x for x in validity.table_checks(cls, {})}["classifier/original/masked_auc>50"]
+    assert c["hi"] == 100.0 and c["hi90"] <= 100.0 and c["lo"] < c["mean"]
+    # the probe's sensitivities (in [-2, 2]) and their differences (in [-4, 4])
+    probe = {"classifier": {"original": {"objects": _rec([2.0, 1.9, 0.5])}}}
+    o = validity.probe_checks(probe)[0]
+    assert o["hi"] == 2.0
+
+
+def test_degenerate_rows_and_an_absent_effect_make_a_check_not_testable():
+    checks = [
+        {"id": "classifier/subsample-matched/objects<0", "verdict": "inconclusive", "mean": 0.0},
+        {"id": "captioner/subsample-matched/objects<0", "verdict": "holds", "mean": -1.0},
+        {"id": "captioner/synthetic-original/cast<0", "verdict": "inconclusive", "mean": 0.0},
+        {"id": "captioner/original/cast>0", "verdict": "no practical effect", "mean": 0.01,
+         "lo90": -0.05, "hi90": 0.07, "margin": {"delta": 0.2}},
+        {"id": "captioner/synthetic-oversample/cast<0", "verdict": "inconclusive", "mean": 0.0},
+        {"id": "captioner/libra-original/lic<0", "verdict": "inconclusive", "mean": 0.0},
+        {"id": "retrieval/tfidf-random/maxskew@10>0", "verdict": "holds", "mean": 0.1}]
+    # the classifier's degenerate rows do not touch the captioner's checks, and back
+    out = {c["id"]: c for c in verdicts.apply_degenerate(
+        checks, {"classifier": ["subsample"], "captioner": ["matched"]})}
+    assert out["classifier/subsample-matched/objects<0"]["verdict"] == "not testable"
+    assert "subsample is degenerate" in out["classifier/subsample-matched/objects<0"]["reason"]
+    assert out["captioner/subsample-matched/objects<0"]["verdict"] == "not testable"
+    assert out["captioner/subsample-matched/objects<0"]["mean"] == -1.0   # effect kept
+    assert out["captioner/libra-original/lic<0"]["verdict"] == "inconclusive"
+    assert out["retrieval/tfidf-random/maxskew@10>0"]["verdict"] == "holds"
+    assert verdicts.check_rows({"id": "captioner/libra-original/lic<0"}) == ["original"]
+    assert verdicts.check_rows({"id": "x", "rows": ["a", "original"]}) == ["a", "original"]
+    red = {c["id"]: c for c in verdicts.apply_no_effect_to_reduce(checks)}
+    assert red["captioner/synthetic-original/cast<0"]["verdict"] == "not testable"
+    assert "no practical cast sensitivity" in red["captioner/synthetic-original/cast<0"]["reason"]
+    # against over-sampling the premise is not Original's: unchanged
+    assert red["captioner/synthetic-oversample/cast<0"]["verdict"] == "inconclusive"
+    # an inconclusive premise is no premise
+    checks[3] = {**checks[3], "verdict": "inconclusive"}
+    red = {c["id"]: c for c in verdicts.apply_no_effect_to_reduce(checks)}
+    assert red["captioner/synthetic-original/cast<0"]["verdict"] == "inconclusive"

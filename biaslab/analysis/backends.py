@@ -101,8 +101,8 @@ def checks(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
 def markdown(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
              b: str = "render", digits: int = 2) -> str:
     """Side-by-side tables (Δ per family, the CONTEXT metrics) of the two backends, cells
-    ``mean ± 95 % CI``, and the verdicts (``biaslab.analysis.validity.markdown``)."""
-    from biaslab.analysis import validity
+    ``mean ± 95 % CI``, and the verdicts (``biaslab.analysis.verdicts.markdown``)."""
+    from biaslab.analysis import verdicts
     if a not in runs or b not in runs:
         have = ", ".join(f"`{k}` ({v.get('name')})" for k, v in runs.items()) or "none"
         return (f"Needs one synthetic run per backend (`{a}` and `{b}`); found: {have}. "
@@ -121,7 +121,7 @@ def markdown(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
             lines.append(f"| {label} | {row_names().get(row, row)} | " + " | ".join(cells)
                          + " |")
     cs = checks(runs, a, b)
-    lines += ["", validity.markdown(cs) if cs else "No Table 3 Δ over seeds in both runs.", ""]
+    lines += ["", verdicts.markdown(cs) if cs else "No Table 3 Δ over seeds in both runs.", ""]
     return "\n".join(lines)
 
 

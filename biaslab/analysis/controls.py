@@ -35,7 +35,9 @@ Controls (both tasks unless said; ``q`` = the amplifier's rate, a parameter):
 
 Expected values (:func:`expected_classifier`, :func:`expected_captioner`) are computed from the
 test set's ground truth directly, not through the metric code, and where a value is only known
-as a direction ("> 0", "≈ 0") the verdict reads the measured 95 % CI.
+as a direction ("> 0") the verdict reads the measured 95 % CI; one known as "≈ x" is an
+equivalence claim with a margin of ``validity.margin_fraction`` of the strongest amplifier's
+effect on that metric in the same run (``biaslab.analysis.controls_eval.decide_equivalence``).
 
 The context reader needs the generator's planted truth (``annotations/synth_truth.csv``,
 :func:`biaslab.data.synthetic.read_truth`) and bias; on data without it (real COCO) only the
@@ -62,6 +64,7 @@ import pandas as pd
 
 from biaslab.data import synthetic as S
 from biaslab.data.synthetic import captions as SC
+from biaslab.analysis import equivalence
 
 FEMALE, MALE = "female", "male"
 ATTRIBUTES = ("objects", "scene", "cast")
@@ -530,14 +533,18 @@ def _ratio_max(n_man: float, n_woman: float) -> float:
 
 
 def verdict(expected: Mapping, measured: float | None, lo: float | None = None,
-            hi: float | None = None, tol: float = 1e-6) -> str:
+            hi: float | None = None, tol: float = 1e-6, *, delta: float | None = None,
+            ci90: tuple[float | None, float | None] = (None, None)) -> str:
     """"matches" / "does not match" / "inconclusive" of one control metric.
 
     Exact expectations match when ``|measured - value| <= tol * max(1, |value|)`` (both
     infinite counts as equal; an expected NaN -- 0/0, e.g. no caption with a gender word --
     matches a missing measurement). A direction ``>``/``<`` matches when the 95 % CI ``[lo, hi]``
-    lies on that side of the reference (fails on the other side, else inconclusive); ``≈``
-    matches when the CI contains the reference. A missing measurement does not match."""
+    lies on that side of the reference (fails on the other side, else inconclusive). ``≈``
+    is an equivalence claim (``biaslab.analysis.equivalence.decide``): it matches when the 90 % CI
+    ``ci90`` lies inside ``reference ± delta`` and does not match when the 95 % CI lies
+    outside it; without a margin ``delta`` it is "inconclusive" (a wide CI that covers the
+    reference is no evidence of equality). A missing measurement does not match."""
     missing = measured is None or (isinstance(measured, float) and math.isnan(measured))
     if "value" in expected and math.isnan(float(expected["value"])):
         return "matches" if missing else "does not match"   # 0/0 expected (no gender word)
@@ -553,7 +560,10 @@ def verdict(expected: Mapping, measured: float | None, lo: float | None = None,
     if lo is None or hi is None:
         lo = hi = float(measured)
     if d == "≈":
-        return "matches" if lo <= ref <= hi else "does not match"
+        if delta is None:
+            return "inconclusive"
+        return {"holds": "matches", "fails": "does not match"}.get(
+            equivalence.decide("≈", ref, float(delta), (lo, hi), ci90), "inconclusive")
     if d == ">":
         return "matches" if lo > ref else ("does not match" if hi < ref else "inconclusive")
     return "matches" if hi < ref else ("does not match" if lo > ref else "inconclusive")

@@ -32,7 +32,8 @@ Captioner controls (one caption per test image with a group and a human caption)
 
 ``human``
     a held-out human caption of the image (drawn per image and replicate; LIC_D then reads the
-    others): the data's own bias, so LIC **≈ 0** (the CI over replicates contains 0).
+    others): the data's own bias, so LIC **≈ 0** (an equivalence claim: the 90 % CI over
+    replicates within a margin of the strongest amplifier's effect, ``decide_equivalence``).
 ``amplifier@q``
     the same drawn human caption with "with a <stereotype object of the image's group>"
     appended with probability ``q``: a word that tells the group beyond the human captions, so
@@ -331,7 +332,8 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
         InputError: no skin labels, no labelled test / training image of a group, no label.
     """
     from biaslab.analysis import attribute_eval as A
-    from biaslab.analysis.controls_eval import DEFAULTS, control_tables
+    from biaslab.analysis.controls_eval import (DEFAULTS, MARGIN_FRACTION, control_tables,
+                                                decide_equivalence)
     from biaslab.runtime.io import NO_CAPTIONS, InputError
     attribute = str(params.get("attribute", "gender"))
     if attribute == "gender":
@@ -365,6 +367,11 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
     else:
         cap = {"skipped": NO_CAPTIONS if not len(caps) else
                "no test image with a human caption and a group"}
+
+    fraction = float((params.get("validity") or {}).get("margin_fraction", MARGIN_FRACTION))
+    clf = decide_equivalence(clf, fraction)
+    if "skipped" not in cap:
+        cap = decide_equivalence(cap, fraction)
 
     def per_group(ids):
         return {g: int(sum(groups.get(int(i)) == g for i in ids)) for g in group_names}

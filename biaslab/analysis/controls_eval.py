@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,10 +24,14 @@ from biaslab.captioning import evaluation as C
 from biaslab.classify import (evaluate_outputs, json_record, object_matrix, select_labels,
                               test_table)
 from biaslab.data import synthetic as S
+from biaslab.analysis import equivalence
 from biaslab.runtime import stats
 from biaslab.runtime.io import NO_CAPTIONS, InputError, json_number
 from biaslab.runtime.parallel import map_jobs
 
+#: the fraction of the strongest amplifier's effect that is an "≈" control's margin (param
+#: ``validity.margin_fraction``, as the validity checks' margins)
+MARGIN_FRACTION = 0.1
 DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2,
             "attackers": []}
 #: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
@@ -147,6 +152,74 @@ def judge_paired(expected: dict, values, base_values) -> dict:
     return {"expected": r["expected"],
             "measured": {k: json_number(v) for k, v in stats.record(list(values)).items()},
             "paired": r["measured"], "verdict": r["verdict"]}
+
+
+def _ci90(rec: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The 90 % t interval of a :func:`stats.record` (mean, sample std, n)."""
+    m, sd, n = rec.get("mean"), rec.get("std"), int(rec.get("n") or 0)
+    hw = stats.t_halfwidth(sd, n, equivalence.EQUIVALENCE_LEVEL)
+    if m is None or hw is None:
+        return None, None
+    return float(m) - hw, float(m) + hw
+
+
+def _amplifier_q(name: str) -> float | None:
+    if not name.startswith("amplifier@"):
+        return None
+    try:
+        return float(name.split("@", 1)[1])
+    except ValueError:
+        return None
+
+
+def decide_equivalence(task: Mapping[str, Mapping[str, dict]], fraction: float) -> dict:
+    """``task`` ({control: {metric: judged}}) with every "≈ reference" control decided as an
+    equivalence claim (``biaslab.analysis.equivalence.decide``, two one-sided tests): the margin is
+    ``fraction`` of the strongest amplifier's effect on the same metric in the same run (the
+    amplifier with the largest q: its paired difference from its base control where it is
+    judged paired, else its measured mean minus the reference), the control at the other
+    end from the unbiased ones. The judged entry gains ``margin`` (``{"delta", "fraction",
+    "effect", "basis"}``, None without an amplifier: then "inconclusive"). Other entries are
+    returned unchanged.
+
+    Args:
+        task: the classifier or captioner part of ``metrics/controls.json``.
+        fraction: ``validity.margin_fraction`` in [0, 1).
+
+    Returns:
+        a new ``{control: {metric: judged}}``."""
+    amps = sorted((q, n) for n in task if (q := _amplifier_q(n)) is not None)
+    strongest = task[amps[-1][1]] if amps else {}
+    out = {}
+    for name, ms in task.items():
+        out[name] = {}
+        for metric, r in ms.items():
+            e = r.get("expected") if isinstance(r, Mapping) else None
+            if not isinstance(e, Mapping) or e.get("direction") != "≈":
+                out[name][metric] = r
+                continue
+            ref = float(e["reference"])
+            a = strongest.get(metric) or {}
+            eff = ((a.get("paired") or {}).get("mean") if "paired" in a else
+                   None if (a.get("measured") or {}).get("mean") is None else
+                   float(a["measured"]["mean"]) - ref)
+            margin = None
+            if eff is not None and math.isfinite(float(eff)):
+                margin = {"delta": fraction * abs(float(eff)), "fraction": fraction,
+                          "effect": abs(float(eff)),
+                          "basis": f"{amps[-1][1]}'s effect on {metric}"
+                                   + (" (paired)" if "paired" in a else "")}
+            rec = r.get("measured") or {}
+            mean, hw = rec.get("mean"), rec.get("ci95")
+            lo = hi = None
+            if mean is not None and hw is not None:
+                lo, hi = float(mean) - float(hw), float(mean) + float(hw)
+            v = K.verdict(e, mean, lo, hi, delta=None if margin is None else margin["delta"],
+                          ci90=_ci90(rec))
+            out[name][metric] = {**r, "margin": None if margin is None else
+                                 {k: (stats.to_json(x, 6) if isinstance(x, float) else x)
+                                  for k, x in margin.items()}, "verdict": v}
+    return out
 
 
 def judge_control(expected: Mapping, vals: Mapping[str, list],
@@ -445,6 +518,8 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
     if pairs is not None and not pairs.empty:
         probe = probe_controls(pairs, bias, seeds, int(c["n_boot"]), int(c["seed"]))
 
+    fraction = float((params.get("validity") or {}).get("margin_fraction", MARGIN_FRACTION))
+    clf, cap = decide_equivalence(clf, fraction), decide_equivalence(cap, fraction)
     verdicts = [m["verdict"] for task in (clf, cap) for ctl in task.values()
                 for m in ctl.values() if "verdict" in m]
     verdicts += [a["verdict"] for ctl in probe.values() for a in ctl.values()]

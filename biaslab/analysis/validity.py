@@ -14,17 +14,23 @@ the person masked out. Paper 000's claims then become checkable directions:
    than Original's; its Table 3 Δ no larger than Original's (with the ``render`` oracle there
    are no inpainting artifacts to react to).
 
-Each check: ``{"id", "claim", "expect", "reference", "mean", "lo", "hi", "n", "verdict",
-"reason", "source"}`` (``reason``: why the verdict, in words with the numbers; ``source``: the
-metrics file it was read from; both filled by :func:`explain`) with
-``verdict`` from ``biaslab.runtime.stats.verdict`` on the 95 % CI: "holds" (the CI lies on the
-expected side), "fails" (on the other side), "inconclusive" (it straddles). Differences between
-rows are Welch t intervals over seeds (``biaslab.runtime.stats.difference``); single-row effects the
-t interval over seeds (``biaslab.runtime.stats.summarize``).
+Each check: ``{"id", "claim", "expect", "reference", "mean", "lo", "hi", "lo90", "hi90",
+"n", "margin", "verdict", "reason", "source"}`` (``lo``/``hi``: the 95 % CI, ``lo90``/``hi90``
+the 90 % one; ``margin``: ``{"delta", "fraction", "effect", "basis"}`` or None; ``reason``:
+why the verdict, in words with the numbers; ``source``: the metrics file it was read from;
+both filled by :func:`explain`). Differences between rows are Welch t intervals over seeds
+(``biaslab.runtime.stats.difference``); single-row effects the t interval over seeds
+(``biaslab.runtime.stats.summarize``); intervals of bounded quantities are kept in range.
 
-"Not below" (claim 2's cast, ``≥``) is checked as "the CI of the difference reaches 0 or above",
-"not above" (claim 3's Δ, ``≤``) as "it reaches 0 or below": an underpowered run passes these
-trivially, so the report prints the interval beside the verdict.
+The verdict (:func:`decide`, ``biaslab.analysis.equivalence.decide``): a directional claim
+(``>``, ``<``) "holds" / "fails" when its 95 % CI lies wholly on the expected / the other side
+and shows "no practical effect" when its 90 % CI lies inside ±margin; a claim of no change
+("not below" ``≥``: claim 2's cast; "not above" ``≤``: claim 3's Δ) holds when the one-sided
+5 % test rules out a change of the margin or more, fails when the 95 % CI lies beyond that
+bound; otherwise "inconclusive". The margin is ``validity.margin_fraction`` (0.1) of a
+reference effect the same run measures (:func:`check_margin`): Original's own effect on the
+quantity for a comparison with Original, the quantity's full span for a single row (two
+one-sided tests: Schuirmann 1987; Lakens 2017).
 
 A fourth verdict, "not testable", marks a check whose premise the data itself rules out; the
 check keeps its measured effect and carries a ``reason``. One premise is checked
@@ -45,22 +51,72 @@ when the inpainting changed no gender call): such a test cannot move, so it is n
 from __future__ import annotations
 
 import math
-
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from biaslab import registry
+from biaslab.analysis import equivalence
 from biaslab.runtime import stats
 
 ATTRIBUTES = ("objects", "scene", "cast")
+
+
 #: resampled row -> its size-matched control (a random subset of Original with the same size and
 #: gender counts; ``biaslab.data.datasets.matched_subset``)
 MATCHED = {"subsample": "matched"}
+
+
 #: the mask-neutrality precondition's interval for Ratio_E
 NEUTRAL_RANGE = (0.67, 1.5)
+
+
 #: attribute -> whether label-based resampling can see it
 LABELED = {"objects": True, "scene": False, "cast": False}
+
+
+#: the default fraction of a reference effect that is a check's margin (param
+#: ``validity.margin_fraction``; :func:`decide`)
+MARGIN_FRACTION = 0.1
+
+
+def _swing_logit(fraction_of_two: float) -> float:
+    """The probe's full swing in probability units is 2 (a reader of the attribute alone
+    scores s = 2 on every pair, one that ignores it 0: the probe controls). A margin of
+    ``f x 2`` there moves each image's output o = P(man) - P(woman) by ``f`` about the
+    undecided 0, i.e. P(man) from 1/2 to (1 + f)/2; this returns ``logit((1 + f) / 2)``,
+    the same move on the logit scale, so the continuous views get the same margin."""
+    p = (1.0 + fraction_of_two) / 2.0
+    return math.log(p / (1.0 - p))
+
+
+#: probe view -> the range of one sensitivity (the continuous views are unbounded)
+PROBE_RANGE = {"classifier": (-2.0, 2.0), "captioner": (-2.0, 2.0)}
+
+
+#: probe view -> (its full swing, why): a single-row claim's margin is a fraction of it. The
+#: continuous views (logit, caption margin) are unbounded: :func:`probe_full_swing` converts
+#: the probability views' margin to their unit at P(man) = 1/2.
+PROBE_FULL_SWING = {
+    "classifier": (2.0, "the probe's full swing (2: a reader of the attribute alone; 0: the "
+                        "oracle)"),
+    "captioner": (2.0, "the probe's full swing (2: a reader of the attribute alone; 0: the "
+                       "oracle)"),
+}
+
+
+def probe_full_swing(view: str, fraction: float) -> tuple[float, str] | None:
+    """The single-row reference effect of a probe ``view`` at margin ``fraction``
+    (:data:`PROBE_FULL_SWING`; the logit and caption-margin views by :func:`_swing_logit`).
+    None for an unknown view."""
+    if view in PROBE_FULL_SWING:
+        return PROBE_FULL_SWING[view]
+    per_image = {"classifier_logit": 2.0, "captioner_margin": 1.0}.get(view)
+    if per_image is None or fraction <= 0:
+        return None
+    delta = 2.0 * per_image * _swing_logit(fraction)   # a pair is two images
+    return (delta / fraction,
+            f"the probability views' margin (P(man) 1/2 -> {(1 + fraction) / 2:g} on each "
+            f"image of a pair) in this view's unit, divided by the fraction")
 
 
 def _values(node: Any) -> list | None:
@@ -76,14 +132,51 @@ def _values(node: Any) -> list | None:
     return None
 
 
-def _check(cid: str, claim: str, expect: str, ref: float, mean, lo, hi, n,
-           source: str | None = None) -> dict:
-    return {"id": cid, "claim": claim, "expect": expect, "reference": ref, "mean": mean,
-            "lo": lo, "hi": hi, "n": n, "verdict": _verdict(lo, hi, expect, ref),
-            "source": source}
+def make_check(cid: str, claim: str, expect: str, ref: float, mean, lo, hi, n,
+           source: str | None = None, ci90: tuple | None = None,
+           margin: Mapping[str, Any] | None = None,
+           bounds: tuple[float, float] | None = None) -> dict:
+    """One check (module docstring layout). ``ci90``: its 90 % CI where the values allow the
+    exact one (else :func:`decide` derives it from the 95 % CI); ``margin``: what its
+    equivalence margin is 10 % of (:func:`margin_of`); ``bounds``: the range of the measured
+    quantity, which both intervals are kept inside (``equivalence.clip_interval``: a t
+    interval on a bounded quantity can cross its bounds; the intersection keeps its
+    coverage)."""
+    lo, hi = equivalence.clip_interval(lo, hi, bounds)
+    c = {"id": cid, "claim": claim, "expect": expect, "reference": ref, "mean": mean,
+         "lo": lo, "hi": hi, "n": n, "verdict": _verdict(lo, hi, expect, ref),
+         "source": source}
+    if ci90 is not None and ci90[0] is not None and ci90[1] is not None:
+        c["lo90"], c["hi90"] = equivalence.clip_interval(float(ci90[0]), float(ci90[1]),
+                                                         bounds)
+    if margin is not None:
+        c["margin_of"] = dict(margin)
+    return c
 
 
-def _not_testable(check: dict, reason: str) -> dict:
+def margin_of(effect: Any, basis: str) -> dict | None:
+    """The reference effect a check's margin is a fraction of: ``{"effect": |effect|,
+    "basis": words}``; None where ``effect`` is not a finite number (the check then has no
+    margin and keeps the directional 95 % test alone)."""
+    try:
+        e = abs(float(effect))
+    except (TypeError, ValueError):
+        return None
+    return {"effect": e, "basis": basis} if math.isfinite(e) else None
+
+
+def fixed_margin(delta: float, basis: str) -> dict:
+    """A margin that is not a fraction of an effect: ``delta`` itself (e.g. 0 where the
+    claim's reference already is the tolerated bound, a paper's worst case)."""
+    return {"delta": float(delta), "basis": basis}
+
+
+def _mean(values: Sequence | None) -> float | None:
+    return stats.summarize([v for v in values or [] if v is not None])["mean"] \
+        if values else None
+
+
+def not_testable(check: dict, reason: str) -> dict:
     """``check`` with verdict "not testable" and its ``reason`` (module docstring)."""
     return {**check, "verdict": "not testable", "reason": reason}
 
@@ -123,21 +216,38 @@ def _verdict(lo, hi, expect: str, ref: float) -> str:
 
 
 def _effect(cid: str, claim: str, node: Any, expect: str, ref: float,
-            source: str | None = None) -> dict:
+            source: str | None = None, margin: Mapping[str, Any] | None = None,
+            bounds: tuple[float, float] | None = None) -> dict:
     """A single row's effect: the CI the stage stored (``lo``/``hi``: t over seeds, or the
     pair bootstrap with fewer seeds, ``biaslab.analysis.probe``), else the t interval of its values."""
     if isinstance(node, Mapping) and node.get("lo") is not None and node.get("mean") is not None:
         n = node.get("n_seeds") or len(_values(node) or [])
-        return _check(cid, claim, expect, ref, node["mean"], node["lo"], node["hi"], n, source)
+        ci90 = None
+        if node.get("ci_method", "t_over_seeds") == "t_over_seeds" and _values(node):
+            s90 = stats.summarize(_values(node), equivalence.EQUIVALENCE_LEVEL)
+            ci90 = (s90["lo"], s90["hi"])
+        return make_check(cid, claim, expect, ref, node["mean"], node["lo"], node["hi"], n, source,
+                      ci90, margin, bounds)
     s = stats.summarize(_values(node) or [])
-    return _check(cid, claim, expect, ref, s["mean"], s["lo"], s["hi"], s["n"], source)
+    s90 = stats.summarize(_values(node) or [], equivalence.EQUIVALENCE_LEVEL)
+    return make_check(cid, claim, expect, ref, s["mean"], s["lo"], s["hi"], s["n"], source,
+                  (s90["lo"], s90["hi"]), margin, bounds)
 
 
 def _diff(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str,
-          source: str | None = None) -> dict:
+          source: str | None = None, margin: Mapping[str, Any] | None = None,
+          bounds: tuple[float, float] | None = None) -> dict:
+    """Welch's difference ``mean(a) - mean(b)`` over seeds (95 % and 90 % CIs); ``bounds``:
+    the range of one value (the difference's is ``(lo - hi, hi - lo)``)."""
     d = stats.difference(a or [], b or [])
-    return _check(cid, claim, expect, 0.0, d["diff"], d["lo"], d["hi"], min(d["n"], d["n_ref"]),
-                  source)
+    d90 = stats.difference(a or [], b or [], equivalence.EQUIVALENCE_LEVEL)
+    return make_check(cid, claim, expect, 0.0, d["diff"], d["lo"], d["hi"], min(d["n"], d["n_ref"]),
+                  source, (d90["lo"], d90["hi"]), margin, _span(bounds))
+
+
+def _span(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The range of a difference of two values in ``bounds``."""
+    return None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
 
 
 def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[dict]:
@@ -157,11 +267,15 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
     def vals(row, attr):
         return _values((fam.get(row) or {}).get(attr))
 
+    def against_original(a):
+        return margin_of(_mean(vals("original", a)), f"Original's {a} sensitivity ({model})")
+
     for a in ATTRIBUTES:
         if vals("original", a) is not None:
             out.append(_effect(f"{model}/original/{a}>0",
                                f"{model} on Original is sensitive to the {a} (> 0)",
-                               (fam.get("original") or {}).get(a), ">", 0.0))
+                               (fam.get("original") or {}).get(a), ">", 0.0,
+                               margin={"probe_view": model}, bounds=PROBE_RANGE.get(model)))
     for row in ("oversample", "subsample"):
         # sub-sampling keeps a fraction of Original: compared with a random subset of Original
         # of the same size and gender counts (row "matched") when there is
@@ -172,17 +286,21 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
         if vals(row, "objects") is not None and vals(ref, "objects") is not None:
             out.append(_diff(f"{model}/{row}-{ref}/objects<0",
                              f"{model}: {row} less sensitive to labeled objects than {name}",
-                             vals(row, "objects"), vals(ref, "objects"), "<"))
+                             vals(row, "objects"), vals(ref, "objects"), "<",
+                             margin=against_original("objects"),
+                             bounds=PROBE_RANGE.get(model)))
         if vals(row, "cast") is not None and vals(ref, "cast") is not None:
             out.append(_diff(f"{model}/{row}-{ref}/cast≥0",
                              f"{model}: {row} not less sensitive to the unlabeled colour cast "
-                             f"than {name}", vals(row, "cast"), vals(ref, "cast"), "≥"))
+                             f"than {name}", vals(row, "cast"), vals(ref, "cast"), "≥",
+                             margin=against_original("cast"), bounds=PROBE_RANGE.get(model)))
     for a in ATTRIBUTES:
         for ref in ("original", "oversample"):
             if vals("synthetic", a) is not None and vals(ref, a) is not None:
                 out.append(_diff(f"{model}/synthetic-{ref}/{a}<0",
                                  f"{model}: S_synthetic less sensitive to the {a} than {ref}",
-                                 vals("synthetic", a), vals(ref, a), "<"))
+                                 vals("synthetic", a), vals(ref, a), "<",
+                                 margin=against_original(a), bounds=PROBE_RANGE.get(model)))
     return _from(out, "metrics/probe.json")
 
 
@@ -204,13 +322,17 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     :func:`ratio_testable`) and ``metrics/artifact.json`` (per-seed ``delta``)."""
     out = []
     why = ratio_testable(classification.get("test_set"))
-    mark = (lambda c: _not_testable(c, why)) if why else (lambda c: c)
+    mark = (lambda c: not_testable(c, why)) if why else (lambda c: c)
     rs, ro = _seed_values(classification, "synthetic", "Ratio"), \
         _seed_values(classification, "original", "Ratio")
+    def off(values, null, what):
+        m = _mean(values)
+        return margin_of(None if m is None else m - null, what)
+
     if rs is not None and ro is not None:
         out.append(mark(_diff("classifier/synthetic-original/ratio<0",
                               "classifier: S_synthetic's Ratio closer to 1 than Original's", rs,
-                              ro, "<")))
+                              ro, "<", margin=off(ro, 1.0, "Original's Ratio - 1"))))
     # the same claim on the threshold-free Ratio (biaslab.classify.evaluate.expected_ratio):
     # an addition beside, not instead of, paper 000's thresholded Ratio above
     es, eo = _seed_values(classification, "synthetic", "Ratio_expected"), \
@@ -218,7 +340,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     if es is not None and eo is not None and any(v is not None for v in es + eo):
         out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
                               "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
-                              "than Original's", es, eo, "<")))
+                              "than Original's", es, eo, "<",
+                              margin=off(eo, 1.0, "Original's Ratio_E - 1"))))
     # the same claim without a threshold or a fold: the ROC AUC of
     # P(man) - P(woman) on the persons-masked images against the true gender (50 = the masked
     # image tells nothing). A ranking measure: the mask's overall lean (Ratio's precondition)
@@ -229,14 +352,20 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
         # the premise of every "reads less" claim, on any data: Original reads gender from
         # the scene around the masked person at all (50 = chance; no planted truth needed)
         s = stats.summarize([v for v in a_o if v is not None])
-        out.append(_check("classifier/original/masked_auc>50",
+        s90 = stats.summarize([v for v in a_o if v is not None], equivalence.EQUIVALENCE_LEVEL)
+        out.append(make_check("classifier/original/masked_auc>50",
                           "classifier: Original reads gender from the persons-masked images "
                           "(masked gender AUC above chance)", ">", 50.0, s["mean"], s["lo"],
-                          s["hi"], s["n"]))
+                          s["hi"], s["n"], ci90=(s90["lo"], s90["hi"]),
+                          margin=margin_of(50.0, "the AUC's span from chance (50) to a "
+                                                 "perfect ranking (100)"),
+                          bounds=(0.0, 100.0)))
     if a_s is not None and a_o is not None and any(v is not None for v in a_s + a_o):
         out.append(_diff("classifier/synthetic-original/masked_auc<0",
                          "classifier: S_synthetic reads gender less from the persons-masked "
-                         "images than Original (masked gender AUC)", a_s, a_o, "<"))
+                         "images than Original (masked gender AUC)", a_s, a_o, "<",
+                         margin=off(a_o, 50.0, "Original's masked AUC - 50"),
+                         bounds=(0.0, 100.0)))
     # the real-vs-generated domain check: S_synthetic never trained on a real
     # photo; where it recognises objects better on generated images of unseen scenes than on
     # the real photos of the same scenes, its Leakage is read outside its training domain
@@ -245,7 +374,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     domain = None
     if gap is not None and any(v is not None for v in gap):
         s = stats.summarize([v for v in gap if v is not None])
-        out.append(_check("classifier/synthetic/domain_gap>0",
+        # no margin: no reference effect of a domain gap exists in the run (directional only)
+        out.append(make_check("classifier/synthetic/domain_gap>0",
                           "classifier: S_synthetic is outside its training domain on real "
                           "photos (object mAP on generated images of unseen scenes above that "
                           "on the real photos of the same scenes)", ">", 0.0, s["mean"],
@@ -263,7 +393,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
             _seed_values(classification, "original", key)
         if ls is not None and lo_ is not None and any(v is not None for v in ls + lo_):
             c = _diff(f"classifier/synthetic-original/{cid}",
-                      f"classifier: S_synthetic's {what} lower than Original's", ls, lo_, "<")
+                      f"classifier: S_synthetic's {what} lower than Original's", ls, lo_, "<",
+                      margin=off(lo_, 0.0, f"Original's {key}"), bounds=(-100.0, 100.0))
             if domain is not None:
                 c["domain"] = domain   # read by explain: the cause beside the verdict
             out.append(c)
@@ -275,13 +406,14 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
             any(v is not None for v in as_ + ao):
         out.append(_diff("classifier/synthetic-original/delta_artifact≤0",
                          "classifier: S_synthetic's Δ_artifact no larger than Original's",
-                         as_, ao, "≤", "metrics/artifact.json"))
+                         as_, ao, "≤", "metrics/artifact.json",
+                         off(ao, 0.0, "Original's Δ_artifact")))
     ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:
         c = _diff("classifier/synthetic-original/delta≤0",
                   "classifier: S_synthetic's Table 3 Δ no larger than Original's", ds, do,
-                  "≤", "metrics/artifact.json")
+                  "≤", "metrics/artifact.json", off(do, 0.0, "Original's Δ"))
         # Table 3's positive control: the same parts filled from the other
         # group; :func:`explain` reads whether it moved
         ctl = {row: {k: (artifact.get(row) or {}).get("delta_control", {}).get(k)
@@ -296,6 +428,13 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
 
 #: a table column (metrics key) -> the controls' metric name (metrics/controls.json)
 CONTROL_NAME = {"Ratio_expected": "Ratio_E", "masked_gender_auc": "masked_AUC"}
+
+
+#: a table column -> its no-bias value (0 where absent): a declared check's margin is a
+#: fraction of Original's distance from it
+NULL_VALUE = {"Ratio": 1.0, "Ratio_expected": 1.0, "masked_gender_auc": 50.0}
+
+
 #: the words of a claim direction
 EXPECT_WORDS = {"<": "lower than", ">": "higher than", "≤": "not above", "≥": "not below"}
 
@@ -340,7 +479,9 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
                         out.append({**_diff(f"{fam}/{row}-original/{metric}{expect}0",
                                             f"{fam}: {e.display}'s sensitivity to the {metric} "
                                             f"{word} Original's (declared by {by})", a, b,
-                                            expect, "metrics/probe.json"),
+                                            expect, "metrics/probe.json",
+                                            margin_of(_mean(b), f"Original's {metric} "
+                                                                f"sensitivity ({fam})")),
                                     "rows": [row, "original"], "declared_by": by})
                 continue
             for task, mfile, src in (("classifier", classification,
@@ -349,9 +490,13 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
                 a, b = _seed_values(mfile, row, metric), _seed_values(mfile, "original", metric)
                 if a is None or b is None or not any(v is not None for v in a + b):
                     continue
+                mb = _mean(b)
+                null = NULL_VALUE.get(metric, 0.0)
                 c = _diff(f"{task}/{row}-original/{metric.lower()}{expect}0",
                           f"{task}: {e.display}'s {metric} {word} Original's (declared by "
-                          f"{by})", a, b, expect, src)
+                          f"{by})", a, b, expect, src,
+                          margin_of(None if mb is None else mb - null,
+                                    f"Original's {metric}" + (f" - {null:g}" if null else "")))
                 c.update(rows=[row, "original"], declared_by=by)
                 name = CONTROL_NAME.get(metric, metric)
                 if (task, name) in ctl:
@@ -362,18 +507,25 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
 
 #: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
 LIBRA_ERROR_TOLERANCE = 1.6
+
+
+#: the range of one value of a LIBRA-checked metric (the paired change's is twice as wide)
+LIBRA_RANGE = {"LIC": (-100.0, 100.0), "Error": (0.0, 100.0), "BLEU-4": (0.0, 100.0),
+               "METEOR": (0.0, 100.0)}
 #: the bars for the DCG on the test split's human captions / their gender swaps
 DCG_KEEP_CORRECT, DCG_FIX_SWAPPED = 0.97, 0.80
 
 
 def _paired(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str,
-            ref: float = 0.0) -> dict:
+            ref: float = 0.0, margin: Mapping[str, Any] | None = None,
+            bounds: tuple[float, float] | None = None) -> dict:
     """Per-seed paired difference ``a_s - b_s`` (the same captioner seed before / after
     LIBRA), its mean and t 95 % CI over seeds, judged against ``ref``."""
     pairs = [(x, y) for x, y in zip(a or [], b or []) if x is not None and y is not None]
     d = stats.summarize([float(x) - float(y) for x, y in pairs])
-    return _check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"],
-                  "metrics/captioning.json")
+    d90 = stats.summarize([float(x) - float(y) for x, y in pairs], equivalence.EQUIVALENCE_LEVEL)
+    return make_check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"],
+                  "metrics/captioning.json", (d90["lo"], d90["hi"]), margin, _span(bounds))
 
 
 def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, ref: float
@@ -387,8 +539,10 @@ def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, 
     from scipy.stats import binomtest
     k = int(round(float(after[key]) * n))
     ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return _check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n,
-                  "metrics/dcg_apply.json")
+    ci90 = binomtest(k, n).proportion_ci(equivalence.EQUIVALENCE_LEVEL, method="wilson")
+    return make_check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n,
+                  "metrics/dcg_apply.json", (float(ci90.low), float(ci90.high)),
+                  fixed_margin(0.0, "the bar is the margin itself"))
 
 
 def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | None = None
@@ -423,9 +577,11 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
                 ("METEOR", "meteor≥0", "METEOR not lower than Original's", "≥", 0.0)):
             a, b = sv("original+LIBRA", key), sv("original", key)
             if a is not None and b is not None:
+                m = (fixed_margin(0.0, "paper 003's worst case is the margin itself")
+                     if key == "Error" else margin_of(_mean(b), f"Original's {key}"))
                 out.append(_paired(f"captioner/libra-original/{cid}",
                                    f"captioner: Original + LIBRA's {claim} (paired by seed)",
-                                   a, b, expect, ref))
+                                   a, b, expect, ref, m, LIBRA_RANGE.get(key)))
     for part, key, ref, cid, claim in (
             ("human", "correct", DCG_KEEP_CORRECT, "libra/dcg/human_correct≥",
              "LIBRA's DCG keeps the gender of correct human captions correct"),
@@ -437,622 +593,78 @@ def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | N
             out.append(c)
     for name in sorted(k for k in (dcg_apply or {}) if k.startswith("context_reader")):
         ch = (dcg_apply[name] or {}).get("error_change") or {}
+        before = ((dcg_apply[name] or {}).get("before") or {}).get("wrong")
         if ch.get("n"):
-            out.append(_check(f"libra/dcg/{name}_error<0",
+            out.append(make_check(f"libra/dcg/{name}_error<0",
                               f"LIBRA's DCG lowers the Error of the control {name} (paired "
                               f"by image, percentage points)", "<", 0.0, ch.get("mean"),
                               ch.get("lo"), ch.get("hi"), int(ch["n"]),
-                              "metrics/dcg_apply.json"))
-    return out
-
-
-def retrieval_checks(retrieval: Mapping[str, Any] | None) -> list[dict]:
-    """Paper 001's claims on retrieval bias metrics (sec. 3.3, Table 1; Table 2), from
-    ``metrics/retrieval.json`` (stage eval_retrieval), at the smallest K for the signed
-    Bias@K (paper 001: K = 5, 10) and the largest K below the number of gallery images of
-    known gender for MaxSkew@K (paper 001: K = 100; a larger K holds them all and reads 0):
-
-    * a gender-agnostic model (TF-IDF on gender-neutralised captions) has MaxSkew@K above a
-      random ranking's on the natural gallery (``>``, paired over queries): the metric reads
-      the data's context bias, not only the model's;
-    * the gender-agnostic model's Bias@K is higher on the natural gallery than on the balanced
-      one (``>``; natural minus balanced, the far ends of the bootstrap and t intervals): the
-      signed metric follows the gallery's imbalance (paper 001: 0.22 vs -0.06 at K = 5). Not
-      "≈ 0 on the balanced gallery": a precise estimate of any small value excludes 0 (paper
-      001's own -0.06 ± 0.00 would);
-    * and its MaxSkew@K there stays above the random ranking's (``>``, Welch over the
-      resamples): balancing the counts leaves the spurious correlations in;
-    * CLIP-clip lowers the scorer's MaxSkew@K on the natural gallery (``<``, paired over
-      queries; paper 001 Table 2's COCO rows);
-    * on the contrast set (stage contrast_set, ``retrieval["contrast"]``; the largest K there
-      not above the natural one) the gender-agnostic model's MaxSkew@K is not above a random
-      ranking's (``≤``): the contrast set leaves no context that goes with one group;
-    * and the scorer's MaxSkew@K there is above a random ranking's (``>``): a model trained
-      on biased data stays biased where the gallery is not.
-
-    No retrieval rows (a skip record, no captions) give no check."""
-    r = retrieval or {}
-    setup = r.get("setup") or {}
-    # a top K that can hold every image of known gender reads the gallery's own balance
-    # (MaxSkew 0 by construction): only K below their number
-    n_defined = (setup.get("n_female") or 0) + (setup.get("n_male") or 0) \
-        if isinstance(setup.get("n_female"), int) else setup.get("n_gallery")
-    ks = [int(k) for k in setup.get("ks") or [] if not isinstance(n_defined, int)
-          or int(k) < n_defined]
-    if not ks or not isinstance(r.get("differences"), Mapping):
-        return []
-    kb, km = min(ks), max(ks)
-    src = "metrics/retrieval.json"
-    out: list[dict] = []
-
-    def diff(name, key, expect, cid, claim):
-        d = ((r["differences"].get(name) or {}).get(key)) or {}
-        if d.get("mean") is not None:
-            out.append(_check(cid, claim, expect, 0.0, d["mean"], d.get("lo"), d.get("hi"),
-                              d.get("n"), src))
-    diff("tfidf-random", f"MaxSkew@{km}", ">", f"retrieval/tfidf-random/maxskew@{km}>0",
-         f"retrieval: a gender-agnostic model (TF-IDF on neutralised captions) has MaxSkew@{km} "
-         f"above a random ranking's on the natural gallery (paired over queries; paper 001 "
-         f"sec. 3.3)")
-    diff("clip_clip-scorer", f"MaxSkew@{km}", "<", f"retrieval/clip_clip-scorer/maxskew@{km}<0",
-         f"retrieval: CLIP-clip lowers the scorer's MaxSkew@{km} on the natural gallery "
-         f"(paired over queries; paper 001 Table 2)")
-    bal = r.get("balanced") or {}
-    nat = (r.get("tfidf") or {}).get(f"Bias@{kb}") or {}
-    t = (bal.get("tfidf") or {}).get(f"Bias@{kb}") or {}
-    if None not in (nat.get("lo"), nat.get("hi"), t.get("mean"), t.get("ci95")):
-        # conservative: the far ends of the two intervals (bootstrap over queries, t over
-        # resamples: no joint distribution to pair them by)
-        out.append(_check(f"retrieval/natural-balanced/tfidf/bias@{kb}>0",
-                          f"retrieval: the gender-agnostic model's Bias@{kb} is higher on the "
-                          f"natural gallery (more men) than on the balanced one: the signed "
-                          f"metric follows the gallery's imbalance (paper 001 sec. 3.3, "
-                          f"Table 1)", ">", 0.0, nat["mean"] - t["mean"],
-                          nat["lo"] - (t["mean"] + t["ci95"]),
-                          nat["hi"] - (t["mean"] - t["ci95"]), t.get("n"), src))
-    a, b = ((bal.get(x) or {}).get(f"MaxSkew@{km}") or {} for x in ("tfidf", "random"))
-    if a.get("mean") is not None and b.get("mean") is not None:
-        d = stats.difference_of_records(a, b)
-        out.append(_check(f"retrieval/balanced/tfidf-random/maxskew@{km}>0",
-                          f"retrieval: on the balanced gallery the gender-agnostic model's "
-                          f"MaxSkew@{km} stays above a random ranking's (Welch over resamples; "
-                          f"paper 001 sec. 3.3 and appendix D)", ">", 0.0, d["diff"], d["lo"],
-                          d["hi"], min(int(a.get("n") or 0), int(b.get("n") or 0)), src))
-    con = r.get("contrast") or {}
-    cks = [int(k) for k in (con.get("setup") or {}).get("ks") or []]
-    if isinstance(con.get("differences"), Mapping) and cks:
-        kc = max(k for k in cks if k <= km) if any(k <= km for k in cks) else max(cks)
-        d = con["differences"]
-
-        def cdiff(name, expect, cid, claim):
-            x = (d.get(name) or {}).get(f"MaxSkew@{kc}") or {}
-            if x.get("mean") is not None:
-                out.append(_check(cid, claim, expect, 0.0, x["mean"], x.get("lo"), x.get("hi"),
-                                  x.get("n"), src))
-        cdiff("tfidf-random", "≤", f"retrieval/contrast/tfidf-random/maxskew@{kc}≤0",
-              f"retrieval: on the contrast set (both groups' versions of each image, "
-              f"background fixed) the gender-agnostic model's MaxSkew@{kc} is not above a "
-              f"random ranking's (paired over queries; paper 001 sec. 4: no spurious "
-              f"correlation left to read)")
-        cdiff("scorer-random", ">", f"retrieval/contrast/scorer-random/maxskew@{kc}>0",
-              f"retrieval: on the contrast set the scorer trained on the biased data keeps "
-              f"MaxSkew@{kc} above a random ranking's (paired over queries): the bias it "
-              f"shows there is the model's, not the gallery's (paper 001 sec. 5)")
-    return out
-
-
-def spurious_checks(spurious: Mapping[str, Any] | None) -> list[dict]:
-    """Paper 001's claims on spurious correlations in the data (appendix D, Table 7), from
-    ``metrics/spurious.json`` (stage spurious):
-
-    * the caption clusters deviate from gender parity (app. D.1 / D.3): a test image's
-      cluster's male share among the train images predicts its gender (AUC ``>`` 0.5, with
-      its bootstrap CI; ``biaslab.analysis.spurious.cluster_auc``);
-    * a gender classifier on person-removed images ("background only", app. D.4) reads gender
-      above chance on the natural test images (AUC ``>`` 0.5);
-    * on the contrast set (stage contrast_set) it does not (``≤`` 0.5: holds when the CI
-      reaches 0.5): with the background fixed, there is no context left to read;
-    * its AUC falls from the natural images to the contrast set (``>`` 0, independent
-      bootstrap);
-    * a classifier on the neutralised captions reads gender above chance on the natural test
-      images (app. D.4: 78 % AUC on COCO);
-    * a classifier on the unmasked images reads gender on the contrast set (``>`` 0.5): the
-      contrast set's versions carry their group (Table 7's zero-shot gender accuracy).
-
-    No record (a skip record, no captions) gives no check."""
-    sp = spurious or {}
-    cls = sp.get("classifiers")
-    if not isinstance(cls, Mapping):
-        return []
-    src = "metrics/spurious.json"
-    out: list[dict] = []
-    auc = ((sp.get("clusters") or {}).get("auc")) or {}
-    if auc.get("mean") is not None:
-        out.append(_check("spurious/clusters/natural/auc>0.5", (
-            f"spurious correlations: the {(sp.get('clusters') or {}).get('m', '?')} caption "
-            f"clusters deviate from gender parity: a test image's cluster's male share among "
-            f"the train images predicts its gender (ROC AUC above chance; paper 001 app. D.1)"),
-            ">", 0.5, auc["mean"], auc.get("lo"), auc.get("hi"), auc.get("n"), src))
-    for name, where, expect, ref, claim in SPURIOUS_CLAIMS:
-        node = ((cls.get(name) or {}).get(where)) or {}
-        if node.get("mean") is not None:
-            # ids: spurious/<input>/<set>/auc>0.5, a difference: spurious/<input>/<sets>>0
-            cid = f"spurious/{name}/{where}" + (f"/auc{expect}{ref:g}" if ref else f"{expect}0")
-            out.append(_check(cid, claim, expect, ref, node["mean"], node.get("lo"),
-                              node.get("hi"), node.get("n"), src))
-    return out
-
-
-#: paper 001's claims on the gender classifiers of stage spurious: (input, set, expected
-#: direction, reference, claim)
-SPURIOUS_CLAIMS = (
-    ("background", "natural", ">", 0.5,
-     "spurious correlations: a gender classifier on person-removed test images (background "
-     "only) has ROC AUC above chance (paper 001 app. D.4: 63.4 % on COCO)"),
-    ("background", "contrast", "≤", 0.5,
-     "spurious correlations: on the contrast set (background fixed, each image in both "
-     "groups) the background-only classifier is at chance (paper 001 Table 7)"),
-    ("background", "natural-contrast", ">", 0.0,
-     "spurious correlations: the background-only classifier's AUC falls from the natural "
-     "test images to the contrast set"),
-    ("text", "natural", ">", 0.5,
-     "spurious correlations: a gender classifier on gender-neutralised captions has ROC AUC "
-     "above chance (paper 001 app. D.4: 78.0 % on COCO)"),
-    ("image", "contrast", ">", 0.5,
-     "contrast set: a gender classifier on the unmasked images reads each version's group "
-     "(AUC above chance): the edits carry gender (paper 001 Table 7)"))
-
-
-#: metric named in a check id -> the controls' (task, metric)
-CONTROLLED_METRIC = {"ratio<0": ("classifier", "Ratio"),
-                     "ratio_expected<0": ("classifier", "Ratio_E"),
-                     "masked_auc<0": ("classifier", "masked_AUC"),
-                     "original/masked_auc>50": ("classifier", "masked_AUC"),
-                     "synthetic-original/leakage<0": ("classifier", "Leakage"),
-                     "libra-original/lic<0": ("captioner", "LIC"),
-                     "libra-original/error≤tol": ("captioner", "Error")}
-
-
-def control_preconditions(controls: Mapping[str, Any] | None) -> dict:
-    """Which metrics the control models validate on this data:
-    ``{(task, metric): [names of controls that do not match]}`` for every metric with at least
-    one control (``metrics/controls.json``, stage ``controls``); the probe's entry is
-    ``("probe", None)``. Empty when no controls were run. An "inconclusive" control (a
-    direction its CI does not decide) is not a miss: it is a lack of power, listed by
-    :func:`precondition_rows`."""
-    out: dict = {}
-    if not isinstance(controls, Mapping):
-        return out
-    for task in ("classifier", "captioner"):
-        for name, ms in (controls.get(task) or {}).items():
-            for metric, r in (ms or {}).items():
-                if isinstance(r, Mapping) and "verdict" in r:
-                    bad = out.setdefault((task, metric), [])
-                    if r["verdict"] == "does not match":
-                        bad.append(name)
-    for name, attrs in (controls.get("probe") or {}).items():
-        for a, r in (attrs or {}).items():
-            bad = out.setdefault(("probe", None), [])
-            if isinstance(r, Mapping) and r.get("verdict") == "does not match":
-                bad.append(f"{name}/{a}")
-    return out
-
-
-def apply_controls(checks: Sequence[Mapping[str, Any]], controls: Mapping[str, Any] | None
-                   ) -> list[dict]:
-    """``checks`` with verdict "metric not valid on this data" (and a ``reason`` naming the
-    controls that missed their known answer) where a check's metric has a control that does
-    not match (:func:`control_preconditions`); other checks unchanged. A check whose metric
-    has no control keeps its verdict."""
-    pre = control_preconditions(controls)
-    out = []
-    for c in checks:
-        keys = []
-        if c.get("controlled"):      # a declared check names its metric (declared_checks)
-            keys.append(tuple(c["controlled"]))
-        else:
-            for suffix, key in CONTROLLED_METRIC.items():
-                if c["id"].endswith(suffix):
-                    keys.append(key)
-        if not keys and c["id"].rsplit("/", 1)[-1].startswith(ATTRIBUTES):
-            keys.append(("probe", None))   # a probe check: <model>/<rows>/<attribute><op>
-        bad = [f"{k[0]}{'/' + k[1] if k[1] else ''}: {', '.join(pre[k])}" for k in keys
-               if pre.get(k)]
-        if bad:
-            out.append({**c, "verdict": "metric not valid on this data",
-                        "reason": "its control models miss their known answer ("
-                                  + "; ".join(bad) + ", metrics/controls.json)"})
-        else:
-            out.append(dict(c))
-    return out
-
-
-def precondition_rows(controls: Mapping[str, Any] | None) -> list[dict]:
-    """One row per (task, metric) validated by the controls: ``{"task", "metric", "valid",
-    "not_matching": [...], "inconclusive": [controls whose expected direction the CI does not
-    decide: the metric lacks power for that bias here]}`` (for ``metrics/validity.json``)."""
-    weak: dict = {}
-    for task in ("classifier", "captioner"):
-        for name, ms in ((controls or {}).get(task) or {}).items():
-            for metric, r in (ms or {}).items():
-                if isinstance(r, Mapping) and r.get("verdict") == "inconclusive":
-                    weak.setdefault((task, metric), []).append(name)
-    return [{"task": t, "metric": m or "probe", "valid": not bad, "not_matching": bad,
-             "inconclusive": weak.get((t, m), [])}
-            for (t, m), bad in sorted(control_preconditions(controls).items(),
-                                      key=lambda kv: (kv[0][0], kv[0][1] or ""))]
-
-
-def attribute_precondition_rows(controls_attribute: Mapping[str, Any] | None) -> dict:
-    """The attribute's controls as preconditions: ``{"attribute", "rows":
-    :func:`precondition_rows` of ``metrics/controls_attribute.json`` (stage
-    ``controls_attribute``, the same ``{task: {control: {metric: judged}}}`` layout as
-    ``metrics/controls.json``)}``, or ``{"attribute", "skipped": why}`` where the stage
-    skipped (``attribute: gender``: its controls are the preconditions above) or did not run.
-    A row's ``valid`` says whether the attribute's Leakage / LIC on this data read their known
-    answers; no gender check depends on it."""
-    c = controls_attribute if isinstance(controls_attribute, Mapping) else {}
-    name = c.get("attribute")
-    if not c or "skipped" in c:
-        return {"attribute": name, "skipped": c.get("skipped") or "no attribute controls"}
-    # a task the stage skipped ({"skipped": why}, e.g. data without captions) has no rows
-    tasks = {t: {k: v for k, v in (c.get(t) or {}).items() if isinstance(v, Mapping)}
-             for t in ("classifier", "captioner") if isinstance(c.get(t), Mapping)}
-    return {"attribute": name, "rows": precondition_rows(tasks)}
-
-
-def mask_neutral_rows(probe: Mapping[str, Any] | None,
-                      bounds: tuple[float, float] = NEUTRAL_RANGE) -> list[dict]:
-    """The mask-neutrality precondition of the Ratio claims: one row per
-    training set / method from ``metrics/probe.json["mask_neutral"]`` (stage ``probe``,
-    :func:`biaslab.analysis.probe.mask_neutral_record`).
-
-    A model that calls the masked person itself a man (or a woman) does so on every masked
-    test image, so its Ratio measures the fill, not the context. The test is what the fill
-    *adds*: the mask effect Ratio_E(masked) / Ratio_E(the same images drawn without the
-    person), pooled over seeds, on the context-free images (``probe/neutral.csv``) and on the
-    probe pairs in context; ``met`` when both lie in ``bounds``. The issue's reading, Ratio_E
-    on masked context-free images alone (``ratio_expected``), mixes the fill with the model's
-    call on an empty image (``ratio_expected_empty``): S_synthetic's models call an empty grey
-    image a woman (Ratio_E ~0.25) whatever fills the box, which the Ratio metric rightly
-    counts as the model's bias, not the mask's. Both are in the row. A probe.json without the
-    person-free reference (older runs) falls back to ``ratio_expected``.
-
-    Returns:
-        ``[{"dataset", "ratio_expected", "lo", "hi", "per_seed", "ratio_expected_empty",
-        "mask_effect", "mask_effect_lo", "mask_effect_hi", "mask_effect_per_seed",
-        "context": {"mask_effect", "mask_effect_lo", "mask_effect_hi", "ratio_expected",
-        "ratio_expected_empty", "n_images"} | None, "n_images", "bounds", "measure":
-        "mask_effect" | "ratio_expected", "met"}]``; empty when the probe has no such images.
-    """
-    rows = []
-    lo, hi = bounds
-
-    def val(v, flag=None):
-        if v is None:
-            return float("inf") if flag == "r=inf" else None
-        return float(v)
-
-    for d, r in ((probe or {}).get("mask_neutral") or {}).items():
-        if not isinstance(r, Mapping):
-            continue
-        v = val(r.get("ratio_expected"), r.get("ratio_flag"))
-        ctx = r.get("context") if isinstance(r.get("context"), Mapping) else None
-        row = {"dataset": d, "ratio_expected": v, "lo": r.get("lo"), "hi": r.get("hi"),
-               "per_seed": r.get("per_seed"),
-               "ratio_expected_empty": r.get("ratio_expected_empty"),
-               "mask_effect": r.get("mask_effect"),
-               "mask_effect_lo": r.get("mask_effect_lo"),
-               "mask_effect_hi": r.get("mask_effect_hi"),
-               "mask_effect_per_seed": r.get("mask_effect_per_seed"),
-               "context": ({k: ctx.get(k) for k in ("mask_effect", "mask_effect_lo",
-                                                    "mask_effect_hi", "ratio_expected",
-                                                    "ratio_expected_empty", "n_images")}
-                           if ctx else None),
-               "n_images": r.get("n_images"), "bounds": [lo, hi]}
-        if "mask_effect" in r:
-            tested = [row["mask_effect"]] + ([ctx.get("mask_effect")] if ctx else [])
-            row["measure"] = "mask_effect"
-            row["met"] = all(t is not None and lo <= float(t) <= hi for t in tested)
-        else:
-            if v is None:
-                continue
-            row["measure"] = "ratio_expected"
-            row["met"] = bool(lo <= v <= hi)
-        rows.append(row)
-    return rows
-
-
-def _f2(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v):.2f}"
-
-
-def _ci2(r: Mapping[str, Any], lo: str, hi: str) -> str:
-    return (f" [{float(r[lo]):.2f}, {float(r[hi]):.2f}]"
-            if r.get(lo) is not None and r.get(hi) is not None else "")
-
-
-def mask_neutral_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Lines for the report: the mask-neutrality precondition per training set
-    (:func:`mask_neutral_rows`)."""
-    if not rows:
-        return []
-    lo, hi = rows[0]["bounds"]
-    if any(r.get("measure") == "mask_effect" for r in rows):
-        out = [f"Mask neutrality (precondition of the Ratio claims): the mask effect, Ratio_E "
-               f"on persons-masked images / Ratio_E on the same images drawn without the "
-               f"person, pooled over seeds, must lie in [{lo:g}, {hi:g}] without context "
-               f"and in context (the probe pairs). Ratio_E of the masked and of the "
-               f"person-free context-free images are shown too: the second is the model's "
-               f"own call on an empty image, which the Ratio metric counts as its bias:", "",
-               "| training set | mask effect, no context [95 % CI] | per seed | mask effect, "
-               "in context [95 % CI] | Ratio_E masked, no context | Ratio_E person-free, no "
-               "context | n images (no context / context) | met |",
-               "|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            c = r.get("context") or {}
-            per = ", ".join(_f2(v) for v in (r.get("mask_effect_per_seed") or []))
-            out.append(f"| {r['dataset']} | {_f2(r.get('mask_effect'))}"
-                       f"{_ci2(r, 'mask_effect_lo', 'mask_effect_hi')} | {per} | "
-                       f"{_f2(c.get('mask_effect'))}"
-                       f"{_ci2(c, 'mask_effect_lo', 'mask_effect_hi')} | "
-                       f"{_f2(r.get('ratio_expected'))}{_ci2(r, 'lo', 'hi')} | "
-                       f"{_f2(r.get('ratio_expected_empty'))} | {r.get('n_images')} / "
-                       f"{c.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
-        out += ["", "The verdict uses the point estimates. The intervals cover the finite "
-                    "image sets only; the per-seed values show the spread over training "
-                    "seeds."]
-        return out + [""]
-    out = [f"Mask neutrality (precondition of the Ratio claims): Ratio_E on persons-masked "
-           f"images without context, pooled over seeds, must lie in [{lo:g}, {hi:g}]:", "",
-           "| training set | Ratio_E (masked, no context) [95 % CI over images] | per seed | "
-           "n images | met |",
-           "|---|---|---|---|---|"]
-    for r in rows:
-        per = ", ".join(f"{v:.2f}" for v in (r.get("per_seed") or []) if v is not None)
-        out.append(f"| {r['dataset']} | {r['ratio_expected']:.2f}{_ci2(r, 'lo', 'hi')} | "
-                   f"{per} | {r.get('n_images')} | {'yes' if r['met'] else '**no**'} |")
-    out += ["", "The verdict uses the point estimate (the issue's rule). The interval covers "
-                "the finite image set only; the per-seed values show the spread over training "
-                "seeds, which is far larger."]
-    return out + [""]
-
-
-#: the training sets each Ratio check compares
-RATIO_ROWS = {"ratio<0": ("synthetic", "original"), "ratio_expected<0": ("synthetic", "original")}
-
-
-def apply_mask_neutral(checks: Sequence[Mapping[str, Any]], probe: Mapping[str, Any] | None
-                       ) -> list[dict]:
-    """``checks`` with verdict "mask not neutral" (and a ``reason`` with the measured Ratio_E)
-    on the Ratio claims whose training sets miss the mask-neutrality precondition
-    (:func:`mask_neutral_rows`); other checks unchanged."""
-    bad = {r["dataset"]: r for r in mask_neutral_rows(probe) if not r["met"]}
-    out = []
-    for c in checks:
-        rows = next((v for k, v in RATIO_ROWS.items() if c["id"].endswith(k)), ())
-        if rows and c.get("rows"):   # a declared Ratio claim compares its own rows
-            rows = tuple(c["rows"])
-        miss = [bad[d] for d in rows if d in bad]
-        if miss:
-            lo, hi = miss[0]["bounds"]
-
-            def said(r):
-                if r.get("measure") == "mask_effect":
-                    c = r.get("context") or {}
-                    return (f"{r['dataset']}'s mask effect is {_f2(r.get('mask_effect'))} "
-                            f"without context and {_f2(c.get('mask_effect'))} in context")
-                return f"{r['dataset']}'s Ratio_E on masked context-free images is " \
-                       f"{r['ratio_expected']:.2f}"
-            out.append({**c, "verdict": "mask not neutral",
-                        "reason": "; ".join(said(r) for r in miss)
-                                  + f", outside [{lo:g}, {hi:g}] (metrics/probe.json "
-                                    "mask_neutral): the mask itself reads as one gender"})
-        else:
-            out.append(dict(c))
+                              "metrics/dcg_apply.json",
+                              margin=margin_of(None if before is None else 100.0 * before,
+                                               f"{name}'s Error before the DCG (points)")))
     return out
 
 
 #: verdicts that :func:`explain` judges from the interval (the others carry their own reason)
-JUDGED = ("holds", "fails", "inconclusive")
+JUDGED = ("holds", "fails", "no practical effect", "inconclusive")
 
 
-def _fmt(v: Any) -> str:
-    return "–" if v is None else f"{float(v):+.3g}"
+def check_margin(c: Mapping[str, Any], fraction: float = MARGIN_FRACTION) -> dict | None:
+    """The margin of one check: ``{"delta", "fraction", "effect", "basis"}`` with ``delta =
+    fraction x effect`` for a reference effect (:func:`margin_of`, a probe view's full swing
+    :func:`probe_full_swing`), or ``{"delta", "basis"}`` for a fixed one
+    (:func:`fixed_margin`); None where the check has none."""
+    m = c.get("margin_of")
+    if not isinstance(m, Mapping):
+        return None
+    if "delta" in m:
+        return {"delta": float(m["delta"]), "basis": m["basis"]}
+    if "probe_view" in m:
+        sw = probe_full_swing(m["probe_view"], fraction)
+        if sw is None:
+            return None
+        m = {"effect": sw[0], "basis": sw[1]}
+    return {"delta": fraction * float(m["effect"]), "fraction": fraction,
+            "effect": float(m["effect"]), "basis": m["basis"]}
 
 
-def _no_variance(c: Mapping[str, Any]) -> bool:
-    """True when the check's 95 % CI has zero width: every seed of the compared rows reads
-    the same value (``stats.difference`` / ``stats.summarize`` give [m, m] then)."""
-    lo, hi = c.get("lo"), c.get("hi")
-    if lo is None or hi is None:
-        return False
-    lo, hi = float(lo), float(hi)
-    return abs(hi - lo) <= 1e-12 * max(1.0, abs(lo), abs(hi))
+def decide(checks: Sequence[Mapping[str, Any]], fraction: float = MARGIN_FRACTION
+           ) -> list[dict]:
+    """Every interval-judged check (verdict in :data:`JUDGED`) decided again with its margin
+    (``equivalence.decide``): a directional claim by its 95 % CI, with "no practical effect" where
+    its 90 % CI lies inside ``(-delta, +delta)`` of the reference; a "not below" / "not above"
+    claim by the one-sided 5 % test against ``reference -+ delta``. ``delta`` is
+    ``fraction`` (param ``validity.margin_fraction``) of the check's reference effect
+    (:func:`check_margin`), stored as the check's ``margin``. The 90 % CI is the exact one
+    where the builder had the values (``lo90``/``hi90``), else ``equivalence.narrower`` of the 95 %
+    one (conservative for t intervals). Other verdicts ("not testable", ...) are kept.
 
-
-def _reason(c: Mapping[str, Any]) -> str:
-    """Why an interval verdict (:data:`JUDGED`) is what it is, in words with its numbers."""
-    lo, hi, ref, v, e = c.get("lo"), c.get("hi"), float(c["reference"]), c["verdict"], \
-        c["expect"]
-    if lo is None or hi is None:
-        return (f"no interval: fewer than 2 seeds with a finite value (n = {c.get('n')}), or an "
-                f"infinite seed")
-    ci = f"the 95 % CI [{_fmt(lo)}, {_fmt(hi)}]"
-    if e == "≈":
-        return f"{ci} {'covers' if v == 'holds' else 'excludes'} {ref:g}"
-    if e in ("≥", "≤"):
-        side, other = ("above", "a decrease") if e == "≥" else ("below", "an increase")
-        beyond = f" beyond {ref:g}" if ref else ""
-        if v == "holds":
-            return (f"{ci} reaches {ref:g} or {side}: no evidence of {other}{beyond} (a "
-                    f"one-sided claim, which a run with wide intervals also passes; width "
-                    f"{float(hi) - float(lo):.3g})")
-        return f"{ci} lies entirely on the wrong side of {ref:g}: {other}{beyond} is shown"
-    if v == "holds":
-        return f"{ci} lies entirely {'above' if e == '>' else 'below'} {ref:g}"
-    if v == "fails":
-        return (f"{ci} lies at or {'below' if e == '>' else 'above'} {ref:g}, against the "
-                f"claim")
-    return f"{ci} contains {ref:g}: the run cannot decide the direction" + _seeds_needed(c)
-
-
-def _seeds_needed(c: Mapping[str, Any]) -> str:
-    """Why an interval cannot decide ("or says why not"): the seeds per row that
-    would put an effect of the observed size ``|mean - reference|`` at the CI's edge, with the
-    spread unchanged: n' = ceil(n (half-width / effect)^2) (a normal approximation; it
-    ignores the t quantile's shrinking, so it errs low for n' near n). "" without the
-    numbers or for an effect of 0."""
-    try:
-        mean, lo, hi, n = (float(c["mean"]), float(c["lo"]), float(c["hi"]), int(c["n"]))
-    except (KeyError, TypeError, ValueError):
-        return ""
-    effect = abs(mean - float(c["reference"]))
-    hw = (hi - lo) / 2
-    if not (effect > 0 and hw > 0 and n > 0 and math.isfinite(hw)):
-        return ""
-    need = math.ceil(n * (hw / effect) ** 2)
-    return (f" (half-width {hw:.3g} against an observed {effect:.3g}: at this spread "
-            f"about {need} seeds per row, not {n}, would decide an effect of this size)")
-
-
-def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Every check with a ``reason`` and a ``source``, and no empty verdict:
-
-    * a check judged from its interval whose measure has no variance (zero-width CI: every
-      seed of the compared rows gives the same value, e.g. a Table 3 Δ that is 0 for every
-      model because the inpainting changed no gender call) reads **"not informative"**: the
-      data cannot move the measure, so no outcome of the comparison is evidence;
-    * every other interval verdict gets the reason in words (:func:`_reason`), one-sided
-      ("not below" / "not above") passes saying that they are absence of evidence;
-    * verdicts set earlier ("not testable", "metric not valid on this data", "mask not
-      neutral") keep their reasons.
-
-    Apply last, after :func:`apply_controls` and :func:`apply_mask_neutral`. Returns new dicts.
-    """
+    Raises:
+        ValueError: ``fraction`` not in [0, 1)."""
+    if not 0.0 <= float(fraction) < 1.0:
+        raise ValueError(f"validity.margin_fraction must be in [0, 1), got {fraction!r}")
     out = []
     for c in checks:
-        c = {**c, "source": c.get("source") or "unknown"}
-        judged = c["verdict"]
-        if c["verdict"] in JUDGED and _no_variance(c):
-            what = ("Table 3's Δ is the same in every seed of both rows"
-                    if "delta" in c["id"] else "every seed of the compared rows gives the same "
-                                                "value")
-            c.update(verdict="not informative",
-                     reason=f"no variance: {what} (the CI is the single value "
-                            f"{_fmt(c.get('mean'))}, n = {c.get('n')}); the data cannot move "
-                            f"this measure, so the comparison is no evidence either way"
-                            + (" (a Δ of 0 means the inpainting changed no gender call: the "
-                               "counterfactual left the gender cue intact)"
-                               if "delta" in c["id"] and c.get("mean") == 0 else ""))
-        elif c["verdict"] in JUDGED:
-            c["reason"] = _reason(c)
-        if c.get("control") and (c["verdict"] in JUDGED or c["verdict"] == "not informative"):
-            c = _with_control(c, judged)
-        if c.get("domain") and c["verdict"] in JUDGED:
-            c = {**c, "reason": f"{c.get('reason', '')}; "
-                                f"{_domain_words(c['domain'], c['verdict'])}"}
+        c = dict(c)
+        m = check_margin(c, float(fraction))
+        c.pop("margin_of", None)
+        if c["verdict"] not in JUDGED:
+            out.append(c)
+            continue
+        if "lo90" not in c:
+            lo90, hi90 = equivalence.narrower(c.get("mean"), c.get("lo"), c.get("hi"))
+            if lo90 is not None:
+                c["lo90"], c["hi90"] = lo90, hi90
+        c["margin"] = m
+        c["verdict"] = equivalence.decide(c["expect"], float(c["reference"]),
+                                    None if m is None else m["delta"],
+                                    (c.get("lo"), c.get("hi")),
+                                    (c.get("lo90"), c.get("hi90")))
         out.append(c)
     return out
 
 
-def _domain_words(d: Mapping[str, Any], verdict: str) -> str:
-    """The real-vs-generated domain check beside a Leakage check of ``verdict``:
-    whether S_synthetic's Leakage is read inside its training domain."""
-    g = d["gap"]
-    probe = (f"; a logistic regression on the frozen features tells real from generated at "
-             f"AUC {_fmt(d['probe_auc'])} (50 = alike)" if d.get("probe_auc") is not None
-             else "")
-    head = (f"domain check: S_synthetic's object mAP on generated minus real photos of the "
-            f"same unseen scenes is {_fmt(g['mean'])} [{_fmt(g['lo'])}, {_fmt(g['hi'])}] "
-            f"(n = {g['n']}){probe}")
-    against = verdict != "holds"
-    if d.get("verdict") == "holds":
-        return (f"{head}: S_synthetic is scored outside its training domain"
-                + (", so its Leakage can go against the paper through the domain gap rather "
-                   "than through gender" if against else
-                   "; its Leakage is lower all the same"))
-    gap = ("S_synthetic does better on real photos than on generated ones" if
-           d.get("verdict") == "fails" else "no domain gap is shown")
-    return (f"{head}: {gap}, so " + ("the domain does not explain this outcome" if against
-                                     else "the Leakage is read inside its training domain"))
-
-
-def _with_control(c: dict, judged: str) -> dict:
-    """A Table 3 check beside its positive control (``c["control"]``: per row the Δ with the
-    same parts filled from the other group, so the gender cue can change; ``judged``: the
-    verdict from the interval alone). The control moved when its CI lies above 0 in some row.
-
-    * Δ with no variance (every seed the same, e.g. 0: "not informative" so far): a control
-      that moved makes the zero meaningful (the test can move a call, the same-group parts
-      moved none), so the interval verdict stands; a control that did not move leaves it
-      "not informative", now with that reason;
-    * Δ with variance: the verdict stands; the reason gives the control's Δ beside the
-      same-group Δ, and says when the other group's parts moved calls no more than the
-      same group's (the parts carry no gender cue these models read: on the synthetic
-      default heads and hands are drawn alike for both groups)."""
-    ctl = c["control"]
-    shown = "; ".join(f"{row} {_fmt(v['mean'])}" + (f" [{_fmt(v['lo'])}, {_fmt(v['hi'])}]"
-                                                      if v.get("lo") is not None else "")
-                      for row, v in ctl.items() if v.get("mean") is not None)
-    moved = any(v.get("lo") is not None and v["lo"] > 0 for v in ctl.values())
-    if c["verdict"] == "not informative":
-        if moved:
-            return {**c, "verdict": judged,
-                    "reason": f"Δ is {_fmt(c.get('mean'))} in every seed, and the positive "
-                              f"control (the same parts filled from the other group) moves "
-                              f"it: {shown}; so the test can move a call and the same-group "
-                              f"parts moved none"}
-        return {**c, "reason": f"{c['reason']}; the positive control does not move either "
-                               f"(the same parts filled from the other group: Δ {shown}): "
-                               f"the test cannot change a gender call on this data"}
-    same = c.get("same") or {}
-    more = any(v.get("mean") is not None and same.get(row) is not None
-               and v["mean"] > same[row] for row, v in ctl.items())
-    tail = ("" if more else ": no more than with the same group's parts, so these parts carry "
-                            "no gender cue the models read and Δ measures appearance changes only")
-    return {**c, "reason": f"{c.get('reason', '')}; positive control (the same parts filled "
-                           f"from the other group): Δ {shown}{tail}"}
-
-
-def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
-    """``{"holds": k, "fails": k, "inconclusive": k, "not_testable": k,
-    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "not_informative": k, "n": k}``
-    (a verdict's spaces become ``_``)."""
-    out = {"holds": 0, "fails": 0, "inconclusive": 0, "not_testable": 0,
-           "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0, "not_informative": 0}
-    for c in checks:
-        k = c["verdict"].replace(" ", "_")
-        out[k] = out.get(k, 0) + 1
-    out["n"] = len(checks)
-    return out
-
-
-def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
-    """The validity section: one row per check (claim, measured effect [95 % CI], n, verdict)."""
-    lines = ["| check | expected | measured [95 % CI] | n | verdict | from |",
-             "|---|---|---|---|---|---|"]
-    for c in checks:
-        m = c.get("mean")
-        meas = "–" if m is None else f"{m:+.{digits}f}" + (
-            f" [{c['lo']:+.{digits}f}, {c['hi']:+.{digits}f}]" if c.get("lo") is not None else "")
-        exp = {">": f"> {c['reference']:g}", "<": f"< {c['reference']:g}",
-               "≈": f"≈ {c['reference']:g}", "≥": f"not < {c['reference']:g}",
-               "≤": f"not > {c['reference']:g}"}[c["expect"]]
-        one_sided = " (one-sided)" if c["expect"] in ("≥", "≤") and c["verdict"] == "holds" \
-            else ""
-        src = os.path.basename(str(c.get("source") or "")) or "–"
-        lines.append(f"| {c['claim']} | {exp} | {meas} | {c.get('n')} | "
-                     f"**{c['verdict']}**{one_sided} | {src} |")
-    # the interval verdicts' reasons are the CI column itself; the others are spelled out
-    reasons = [c for c in checks if c.get("reason") and c["verdict"] not in JUDGED]
-    if reasons:
-        lines.append("")
-        lines += [f"{c['verdict'].capitalize()}: {c['claim']}: {c['reason']}." for c in reasons]
-    return "\n".join(lines)
-
-
-__all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "mask_neutral_rows",
-           "apply_mask_neutral", "declared_checks", "mask_neutral_markdown", "probe_checks", "ratio_testable", "table_checks", "summary",
-           "markdown", "control_preconditions", "apply_controls", "precondition_rows", "explain",
-           "JUDGED"]
+__all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "MARGIN_FRACTION", "JUDGED",
+           "PROBE_RANGE", "PROBE_FULL_SWING", "probe_full_swing", "make_check", "margin_of",
+           "fixed_margin", "not_testable", "ratio_testable", "probe_checks", "table_checks",
+           "declared_checks", "libra_checks", "check_margin", "decide"]

@@ -31,6 +31,7 @@ from typing import Any
 from biaslab import registry
 from biaslab.report.dvcview import (attach_out_metrics, exp_show, file_data,  # noqa: F401
                                     out_metric_files, walk_exp_records)
+from biaslab.analysis import equivalence
 from biaslab.runtime import stats
 
 #: Row order and display names (paper 000 Tables 1-3, then plug-ins' rows): read from the
@@ -315,17 +316,62 @@ def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
     return [p.get(key) if isinstance(p, Mapping) else None for p in per]
 
 
+#: a metric's range (its cells and differences keep their intervals inside it): percentages
+#: of images or of ranked pairs in [0, 100], the x100 attacker differences in [-100, 100],
+#: paper 000's folded Ratio max(r, 1/r) >= 1
+RANGES = {"mAP": (0.0, 100.0), "masked_gender_auc": (0.0, 100.0), "Error": (0.0, 100.0),
+          "Leakage": (-100.0, 100.0), "Leakage_F1": (-100.0, 100.0), "LIC": (-100.0, 100.0),
+          "LIC_M": (0.0, 100.0), "LIC_D": (0.0, 100.0), "Ratio": (1.0, math.inf),
+          "Ratio_expected": (1.0, math.inf), "BLEU-4": (0.0, 100.0), "METEOR": (0.0, 100.0)}
+
+
+def difference_range(column: str) -> tuple[float, float] | None:
+    """The range of a difference of two values of ``column`` (:data:`RANGES`): ``(lo - hi,
+    hi - lo)``; None for a column without a range."""
+    b = RANGES.get(column)
+    return None if b is None else (b[0] - b[1], b[1] - b[0])
+
+
+def bounded(d: Mapping[str, Any], bounds: tuple[float, float] | None,
+            lo: str = "lo", hi: str = "hi") -> dict:
+    """``d`` with its interval ``[d[lo], d[hi]]`` intersected with ``bounds``
+    (``biaslab.analysis.equivalence.clip_interval``: the coverage is unchanged) and
+    ``clipped: True`` where that moved an end; ``d`` itself where nothing moved."""
+    a, b = d.get(lo), d.get(hi)
+    ca, cb = equivalence.clip_interval(a, b, bounds)
+    if (ca, cb) == (a, b):
+        return d
+    return {**d, lo: ca, hi: cb, "clipped": True}
+
+
 def differences(metrics: Mapping[str, Any], columns, ref: str = "original") -> dict:
     """``{row: {column: stats.difference}}``: each row's per-seed values minus the reference
-    row's (Welch 95 % CI, ``biaslab.runtime.stats.difference``); the reference row is left out."""
+    row's (Welch 95 % CI, ``biaslab.runtime.stats.difference``), the interval kept inside the
+    difference's range (:func:`difference_range`); the reference row is left out."""
     base = {c: seed_values(metrics, ref, c) for c, _ in columns}
     out = {}
     for r in _rows(metrics):
         if r == ref:
             continue
-        out[r] = {c: stats.difference(seed_values(metrics, r, c) or [], base[c] or [])
+        out[r] = {c: bounded(stats.difference(seed_values(metrics, r, c) or [], base[c] or []),
+                             difference_range(c))
                   for c, _ in columns}
     return out
+
+
+def bounded_cell(rec: Mapping[str, Any] | None, digits: int = 1,
+                 bounds: tuple[float, float] | None = None) -> str:
+    """One table cell: ``stats.format_cell`` (``mean ± half-width``), or ``mean [lo, hi]``
+    with the ends inside ``bounds`` where ``mean ± half-width`` would cross the metric's
+    range (a t interval on a bounded metric: e.g. an AUC of 95.6 ± 7.1 reads
+    ``95.6 [88.5, 100.0]``)."""
+    if rec and bounds is not None and rec.get("mean") is not None \
+            and rec.get("ci95") is not None and not rec.get("n_inf"):
+        m, hw = float(rec["mean"]), float(rec["ci95"])
+        if m - hw < bounds[0] or m + hw > bounds[1]:
+            lo, hi = equivalence.clip_interval(m - hw, m + hw, bounds)
+            return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return stats.format_cell(rec, digits)
 
 
 def n_seeds(metrics: Mapping[str, Any]) -> str:
@@ -724,7 +770,7 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
         cells = []
         for c, _ in columns:
             txt = "n/a" if (vals.get(c) or {}).get("na") else \
-                stats.format_cell(vals.get(c), digits)
+                bounded_cell(vals.get(c), digits, RANGES.get(c))
             k = marks.get((r, c))
             cells.append(f"**{txt}**" if k == 1 else f"<u>{txt}</u>" if k == 2 else txt)
         name = names.get(r, r) + (" †" if r in degenerate else "")
@@ -901,7 +947,8 @@ def control_cells(r: Mapping[str, Any], digits: int = 2) -> tuple[str, str]:
     for an exact value or a direction; for a check paired with a base control
     (``expected["paired_with"]``, :func:`biaslab.analysis.controls_eval.judge_paired`)
     ``> <base> (paired)`` and ``Δ <difference> (own <value>)``: the verdict reads the
-    difference."""
+    difference; for an equivalence claim ``≈ ref ± margin``
+    (:func:`biaslab.analysis.controls_eval.decide_equivalence`)."""
     e = r["expected"]
     own = stats.format_cell(r["measured"], digits)
     if "value" in e:
@@ -912,6 +959,9 @@ def control_cells(r: Mapping[str, Any], digits: int = 2) -> tuple[str, str]:
     if "paired_with" in e:
         return (f"{e['direction']} {e['paired_with']} (paired)",
                 f"Δ {stats.format_cell(r.get('paired') or {}, digits)} (own {own})")
+    mg = (r.get("margin") or {}).get("delta")
+    if e["direction"] == "≈" and mg is not None:   # an equivalence claim: its margin
+        return f"≈ {float(e['reference']):.3g} ± {float(mg):.{digits}g}", own
     return f"{e['direction']} {float(e['reference']):.3g}", own
 
 

@@ -18,6 +18,8 @@ from biaslab import report as R
 from biaslab.report.glance import glossary_lines, mitigation_blocks
 from biaslab.runtime import stats
 from biaslab.analysis import validity
+from biaslab.analysis import validity_paper001
+from biaslab.analysis import verdicts
 from biaslab.runtime.io import is_skipped
 
 #: the metrics files :func:`build` reads (key -> path; stage ``report`` passes them in)
@@ -210,17 +212,24 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity.probe_checks(m["probe"], "captioner_margin") + \
         validity.table_checks(m["classification"], m["artifact"]) + \
         validity.libra_checks(m["captioning"], m["dcg_apply"]) + \
-        validity.retrieval_checks(m["retrieval"]) + \
-        validity.spurious_checks(m.get("spurious")) + \
+        validity_paper001.retrieval_checks(m["retrieval"]) + \
+        validity_paper001.spurious_checks(m.get("spurious")) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
+    # every claim with its margin: directional, equivalence or non-inferiority verdicts
+    checks = validity.decide(checks, float((params.get("validity") or {}).get(
+        "margin_fraction", validity.MARGIN_FRACTION)))
+    # a model that does not work (†) is no evidence; an effect shown absent cannot be reduced
+    checks = verdicts.apply_degenerate(checks, {"classifier": list(deg1),
+                                                "captioner": [*deg2, *cdeg2]})
+    checks = verdicts.apply_no_effect_to_reduce(checks)
     # a claim whose metric misses its controls' known answer is not judged
-    checks = validity.apply_controls(checks, m["controls"])
+    checks = verdicts.apply_controls(checks, m["controls"])
     # a Ratio claim on a mask that itself reads as one gender is not judged
-    checks = validity.apply_mask_neutral(checks, m["probe"])
+    checks = verdicts.apply_mask_neutral(checks, m["probe"])
     # every check with its reason and file; a measure that cannot move is no pass
-    checks = validity.explain(checks)
-    vsum = validity.summary(checks)
-    neutral = validity.mask_neutral_rows(m["probe"])
+    checks = verdicts.explain(checks)
+    vsum = verdicts.summary(checks)
+    neutral = verdicts.mask_neutral_rows(m["probe"])
     hb = m["human_bias"]
     bcs = m["bcs"]
     apply_ = m["dcg_apply"]
@@ -390,22 +399,33 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     lines += [
         "## Validity (planted truth as referee)",
         "",
-        f"{vsum['holds']} hold, {vsum['fails']} fail, {vsum['inconclusive']} inconclusive, "
+        f"{vsum['holds']} hold, {vsum['fails']} fail, "
+        f"{vsum['no_practical_effect']} show no practical effect, "
+        f"{vsum['inconclusive']} inconclusive, "
         f"{vsum['not_testable']} not testable on this data"
+        + (f", {vsum['metric_not_valid_on_this_data']} on a metric its controls do not "
+           f"validate here" if vsum.get("metric_not_valid_on_this_data") else "")
         + (f", {vsum['mask_not_neutral']} not judged (mask not neutral)"
            if vsum.get("mask_not_neutral") else "")
         + (f", {vsum['not_informative']} not informative (a measure without variance)"
            if vsum.get("not_informative") else "")
-        + " (verdicts from the 95 % CIs; biaslab/analysis/validity.py; each check's reason and source "
-        "file in metrics/validity.json)."
+        + f". A directional claim holds or fails by its 95 % CI; it shows no practical effect "
+        f"when its 90 % CI lies within the margin; a claim of no change (\"not below\", "
+        f"\"not above\") holds by a one-sided 5 % test against the margin (two one-sided "
+        f"tests: Schuirmann 1987, Lakens 2017). Each margin is "
+        f"{float((params.get('validity') or {}).get('margin_fraction', validity.MARGIN_FRACTION)):g}"
+        f" of a reference effect the same run measures (Original's own effect on that "
+        f"quantity; a bounded quantity's full span), fixed before the run "
+        f"(biaslab/analysis/validity.py; each check's margin, reason and source file in "
+        f"metrics/validity.json)."
         + (" Checks at planted bias 0 come from the sweep: `python scripts/bias_sweep.py --run "
            "--collect` (plots/report/bias_sweep.md)." if source == "synthetic" else "")
         + " Other files in plots/report (sweeps, backend comparison, diagnostics, Table 4 "
         "across experiments) are written by scripts, not by `dvc repro`: each names the data "
         "profile and commit it was made with, and belongs to this run only where both match.",
         "",
-        *(validity.mask_neutral_markdown(neutral) if neutral else []),
-        validity.markdown(checks) if checks else "No check applies to this data.",
+        *(verdicts.mask_neutral_markdown(neutral) if neutral else []),
+        verdicts.markdown(checks) if checks else "No check applies to this data.",
         "",
         "## Metric controls (known answers)",
         "",
@@ -478,8 +498,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     return {
         "markdown": "\n".join(lines),
         "validity": {"checks": checks, "summary": vsum,
-                     "preconditions": validity.precondition_rows(m["controls"]),
-                     "preconditions_attribute": validity.attribute_precondition_rows(
+                     "preconditions": verdicts.precondition_rows(m["controls"]),
+                     "preconditions_attribute": verdicts.attribute_precondition_rows(
                          m.get("controls_attribute")),
                      "mask_neutral": neutral},
         "summary_full": full,

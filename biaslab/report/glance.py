@@ -187,8 +187,14 @@ GLOSSARY = (
      "the human captions' own value"),
     ("CI, n", "95 % confidence interval; n = seeds (training runs) behind a cell"),
     ("†", "a row whose utility is below the report's floor: its bias numbers are not ranked"),
-    ("holds / fails / inconclusive", "a validity check's verdict: its CI lies wholly on the "
-     "claimed side / wholly on the other / contains the boundary"),
+    ("holds / fails / no practical effect / inconclusive", "a validity check's verdict: its "
+     "95 % CI lies wholly on the claimed side / wholly on the other / its 90 % CI lies within "
+     "the margin, so any effect is too small to matter / none of these. A claim of no change "
+     "(\"not below\", \"not above\") holds when a one-sided 5 % test rules out a change of "
+     "the margin or more (two one-sided tests: Schuirmann 1987; Lakens 2017)"),
+    ("margin", "the smallest effect that matters, fixed before the run: 10 % of a reference "
+     "effect the same run measures (Original's own effect on that quantity, or a bounded "
+     "quantity's full span; param validity.margin_fraction)"),
     ("controls (oracle, context reader, amplifier@q)", "models whose bias is known by "
      "construction, used to check that each metric reads it"),
     ("papers", "000: Hirota et al., Resampled Datasets Are Not Enough (EMNLP 2024); 001: "
