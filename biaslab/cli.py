@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from biaslab.runtime.io import InputError, check_output_file, write_json
 from biaslab.metrics.evaluate import DEFAULT_METRICS, METRIC_GROUPS, evaluate_captions
@@ -229,7 +231,10 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                    help="cosine threshold of the contextual substitution (authors: 0.5)")
     p.add_argument("--dbac-test-ratio", type=float, default=0.2,
                    help="DBAC's held-out share of the minority gender (authors: 0.2)")
-    p.add_argument("--seeds", type=_positive_int, default=10, help="LIC seeds (paper: 10)")
+    p.add_argument("--seeds", type=_positive_int, default=LIC_SEEDS,
+                   help=f"LIC seeds (default {LIC_SEEDS}: under a minute on 10,000 captions "
+                        f"with the ci preset on 2 cores; the papers' numbers use 10, as "
+                        f"--seeds 10 --preset paper)")
     p.add_argument("--classifier", choices=("lstm", "bert_ft", "bert_pre"), default="lstm",
                    help="LIC classifier (paper main results: lstm)")
     p.add_argument("--preset", choices=("ci", "paper"), default="ci",
@@ -256,6 +261,9 @@ def _setup_evaluate(p: argparse.ArgumentParser):
                         "--no-progress turns it off)")
     p.add_argument("--out", help="write the JSON object here too (atomically; checked before "
                    "any computation; the metrics before LIC go to <out>.partial meanwhile)")
+    p.add_argument("--json", action="store_true",
+                   help="print the JSON object on stdout (for machines; the summary then goes "
+                        "to stderr). Default: the summary on stdout")
     return _run_evaluate
 
 
@@ -270,6 +278,8 @@ def progress_enabled(flag: bool | None) -> bool:
 #: attacker's confidence-weighted accuracy x100, 25 at chance on two groups (thesis Eq. 2.9;
 #: 0.5 x 0.5); LIC, Error and BiasAmp are 0
 UNBIASED = {"LIC_M": 25.0, "LIC": 0.0, "Error": 0.0, "BiasAmp": 0.0}
+#: default LIC seeds of evaluate-captions (``--seeds``)
+LIC_SEEDS = 2
 
 
 def gender_reading(predictions: dict[int, str], labels: dict[int, str], result: dict,
@@ -297,9 +307,67 @@ def gender_reading(predictions: dict[int, str], labels: dict[int, str], result: 
             "unbiased": {k: v for k, v in UNBIASED.items() if k in result}}
 
 
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        and math.isfinite(float(v)) else None
+
+
+def summary_lines(result: dict) -> str:
+    """The human summary of an evaluate-captions result: the inputs counted, the gender
+    reading (:func:`reading_lines`) or, for another attribute, its LIC and per-group Error,
+    BiasAmp against the human captions' own value, DBAC, the caption quality, and where the
+    full JSON is."""
+    inp = result.get("inputs") or {}
+    out = [f"biaslab evaluate-captions: {inp.get('n_predictions', '?')} captions, "
+           f"{inp.get('n_labelled_predictions', '?')} with a label"
+           + (f" ({inp['attribute']})" if inp.get("attribute") else "")]
+    if "reading" in result:
+        out += reading_lines(result).splitlines()[1:]
+    else:
+        for k in ("LIC_M", "LIC_D", "LIC"):
+            v = _num(result.get(k))
+            if v is not None:
+                h, n = _num(result.get(f"{k}_ci95")), result.get(f"{k}_n")
+                unb = {"LIC": 0.0}.get(k)
+                out.append(f"  {k} {v:.1f}" + (f" ± {h:.1f}" if h is not None else "")
+                           + (f" (n = {n} seeds)" if n else "")
+                           + (f"; unbiased {unb:g}" if unb is not None else ""))
+        err = result.get("Error")
+        if isinstance(err, dict) and _num(err.get("gap")) is not None:
+            out.append(f"  Error worst-group gap {float(err['gap']):.1f} points (per group in the "
+                       f"JSON)")
+    ba = result.get("BiasAmp")
+    if isinstance(ba, dict) and "skipped" not in ba:
+        v, null = _num(ba.get("ba")), _num((ba.get("human_null") or {}).get("ba"))
+        out.append("  BiasAmp " + ("undefined (no word co-occurs often enough with each gender"
+                                   f", min count {ba.get('min_count')})" if v is None else
+                                   f"{v:.2f}")
+                   + (f"; the human captions' own {null:.2f} (a captioner as biased as "
+                      f"people reads this, not 0)" if null is not None else ""))
+    dbac = result.get("DBAC")
+    if isinstance(dbac, dict) and "skipped" not in dbac:
+        vals = [f"{k} {float(v):+.3f}" for k, v in sorted(dbac.items())
+                if k.startswith("DBAC") and _num(v) is not None]
+        if vals:
+            out.append("  " + ", ".join(vals) + "; unbiased 0")
+    q = result.get("quality")
+    if isinstance(q, dict) and "skipped" not in q:
+        vals = [f"{k} {float(v):.1f}" for k, v in q.items()
+                if _num(v) is not None and not k.startswith("n_")]
+        if vals:
+            out.append("  quality: " + ", ".join(vals))
+    skipped: dict[str, list[str]] = {}
+    for k, v in sorted(result.items()):
+        if isinstance(v, dict) and "skipped" in v:
+            skipped.setdefault(str(v["skipped"]), []).append(k)
+    out += [f"  skipped {', '.join(ks)}: {why}" for why, ks in skipped.items()]
+    out.append("  every number, its n and its settings: --json (stdout) or --out FILE")
+    return "\n".join(out)
+
+
 def reading_lines(result: dict) -> str:
-    """A few lines on stderr after the JSON: each headline number with its CI or seeds and
-    what an unbiased captioner reads."""
+    """The gender reading's lines: each headline number with its CI or seeds and what an
+    unbiased captioner reads."""
     r = result["reading"]
 
     def ci(rec, d=2):
@@ -400,8 +468,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             f"human captions of the evaluated images ({args.human}); pass --train-captions "
             f"for the papers' training-set reference" if human is not None else None)
         if train_caps is None and human is not None:
-            print(f"biaslab evaluate-captions: note: BiasAmp reference = the --human captions "
-                  f"of the evaluated images (no --train-captions)", file=sys.stderr)
+            print("biaslab evaluate-captions: note: BiasAmp reference = the --human captions "
+                  "of the evaluated images (no --train-captions)", file=sys.stderr)
     from biaslab.data.gender import caption_gender
     n_gendered = sum(caption_gender(c, args.words) in ("female", "male", "both")
                      for i, c in predictions.items() if i in labels)
@@ -429,9 +497,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         inputs["n_labelled_predictions_naming_both_genders"] = \
             result["reading"]["n_captions_naming_both"]
     result = jsonable({"inputs": inputs, **result})
-    print(json.dumps(result, indent=2, sort_keys=True))
-    if "reading" in result:
-        print(reading_lines(result), file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    print(summary_lines(result), file=sys.stderr if args.json else sys.stdout)
     if args.out:
         write_json(args.out, result)
         if partial is not None:

@@ -159,7 +159,7 @@ def inputs(tmp_path_factory):
     return d
 
 
-EVAL = ["evaluate-captions", "--metrics", "ratio", "error"]
+EVAL = ["evaluate-captions", "--json", "--metrics", "ratio", "error"]
 # (argv with {d} for the inputs directory, exit code, words of the first stderr line)
 CLI_CASES = [
     (EVAL + ["--pred", "{d}/latin1.json", "--gender", "{d}/labels.csv"], 2,

@@ -37,7 +37,15 @@ def files(tmp_path):
 
 
 def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
+    """``biaslab *argv`` in-process; evaluate-captions prints its JSON (``--json``) unless the
+    test asks for the summary (``--no-json-for-test``, dropped before parsing)."""
+    argv = [str(a) for a in argv]
+    if argv and argv[0] == "evaluate-captions":
+        if "--no-json-for-test" in argv:
+            argv.remove("--no-json-for-test")
+        elif "--json" not in argv:
+            argv.append("--json")
+    rc = cli.main(argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -846,3 +854,30 @@ def test_the_gender_reading_gives_cis_the_labels_ratio_and_both_gender_captions(
     assert r["unbiased"] == {"Error": 0.0}
     assert "Ratio (#man / #woman captions) 1.14 [" in err and "the labels' own 1.00" in err
     assert "1 captions name both genders" in err
+
+
+def test_evaluate_captions_prints_a_summary_by_default_and_json_on_request(files, capsys):
+    base = ["evaluate-captions", "--pred", files / "pred.json", "--gender", files / "labels.csv",
+            "--human", files / "human.json", "--metrics", "ratio", "error", "biasamp", "lic",
+            *FAST]
+    rc, stdout, err = run(capsys, *base, "--no-json-for-test")
+    assert rc == 0
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(stdout)
+    lines = stdout.splitlines()
+    assert lines[0] == "biaslab evaluate-captions: 18 captions, 16 with a label"
+    # each headline number with its CI or its seeds, and what an unbiased captioner reads
+    assert any(x.startswith("  Ratio (#man / #woman captions) 1.00 [") and
+               x.endswith("the labels' own 1.00") for x in lines), stdout
+    assert any(x.startswith("  Error (% images captioned with the other gender) 0.0")
+               for x in lines)
+    assert any(x.startswith("  LIC_M ") and "(n = 1 seeds); unbiased 25" in x for x in lines)
+    assert any(x.startswith("  BiasAmp ") for x in lines)
+    rc, stdout, err = run(capsys, *base, "--json")
+    res = json.loads(stdout)
+    assert res["Ratio"]["n_man"] == 8 and "biaslab evaluate-captions: 18 captions" in err
+
+
+def test_evaluate_captions_default_seed_count_is_stated():
+    a = cli.build_parser().parse_args(["evaluate-captions", "--pred", "p", "--gender", "g"])
+    assert a.seeds == cli.LIC_SEEDS and a.json is False

@@ -537,3 +537,45 @@ def test_degenerate_rows_and_an_absent_effect_make_a_check_not_testable():
     checks[3] = {**checks[3], "verdict": "inconclusive"}
     red = {c["id"]: c for c in verdicts.apply_no_effect_to_reduce(checks)}
     assert red["captioner/synthetic-original/cast<0"]["verdict"] == "inconclusive"
+
+
+def test_every_mitigation_gets_a_check_on_every_headline_metric():
+    def rows(**cols):
+        return {"per_seed": [dict(zip(cols, v)) for v in zip(*cols.values())]}
+    cls = {"test_set": {"n_male": 40, "n_female": 20},
+           "original": rows(Leakage=[5.0, 6.0, 7.0], masked_gender_auc=[80.0, 82.0, 84.0],
+                            Ratio=[2.0, 2.01, 2.02]),
+           "oversample": rows(Leakage=[1.0, 2.0, 3.0], masked_gender_auc=[40.0, 42.0, 44.0],
+                              Ratio=[2.0, 2.01, 2.02]),
+           "matched": rows(Leakage=[9.0, 9.0, 9.0], masked_gender_auc=[50.0, 50.0, 50.0],
+                           Ratio=[1.0, 1.0, 1.0])}
+    cap = {"test_set": {"n_male": 30, "n_female": 10},
+           "original": rows(LIC=[10.0, 11.0, 12.0], Error=[5.0, 5.1, 5.2], Ratio=[4.0, 4.0, 4.2]),
+           "augment": rows(LIC=[1.0, 2.0, 3.0], Error=[5.0, 5.1, 5.2], Ratio=[3.0, 3.1, 2.9])}
+    out = {c["id"]: c for c in validity.decide(validity.headline_checks(cls, cap), 0.1)}
+    assert set(out) == {"classifier/oversample-original/leakage<0",
+                        "classifier/oversample-original/masked_auc<0",
+                        "classifier/oversample-original/ratio<0",
+                        "captioner/augment-original/lic<0", "captioner/augment-original/error<0",
+                        "captioner/augment-original/ratio<0"}     # no matched, no Original
+    lk = out["classifier/oversample-original/leakage<0"]
+    assert lk["mean"] == pytest.approx(-4.0) and lk["verdict"] == "holds"
+    assert lk["margin"]["delta"] == pytest.approx(0.6)       # 10 % of Original's 6.0
+    # the masked AUC by its distance from 50: |41 ... 44 - 50| = 8 vs Original's 32 -> -24
+    au = out["classifier/oversample-original/masked_auc<0"]
+    assert au["mean"] == pytest.approx(8.0 - 32.0) and au["margin"]["delta"] == pytest.approx(3.2)
+    # the same Ratios: Welch 90 % half-width 2.132 x 0.00816 = 0.017, inside 10 % of 1.01
+    assert out["classifier/oversample-original/ratio<0"]["verdict"] == "no practical effect"
+    # the same Errors (half-width 0.17 < 0.51); the captioner's Ratio against the test set's 3.0
+    assert out["captioner/augment-original/error<0"]["verdict"] == "no practical effect"
+    r = out["captioner/augment-original/ratio<0"]
+    assert r["mean"] == pytest.approx((0.0 + 0.1 + 0.1) / 3 - (1.0 + 1.0 + 1.2) / 3)
+    assert "3.00" in r["claim"] and r["margin"]["delta"] == pytest.approx(0.1 * 3.2 / 3)
+    # a gender-balanced persons-masked test set: the classifier's Ratio claim is not testable
+    bal = validity.headline_checks({**cls, "test_set": {"n_male": 20, "n_female": 20}}, {})
+    assert {c["id"]: c["verdict"] for c in bal}["classifier/oversample-original/ratio<0"] == \
+        "not testable"
+    # ids another builder already made are left to it
+    assert not validity.headline_checks(cls, {}, skip=[
+        "classifier/oversample-original/leakage<0", "classifier/oversample-original/ratio<0",
+        "classifier/oversample-original/masked_auc<0"])

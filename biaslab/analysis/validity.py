@@ -426,6 +426,89 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     return _from(out, "metrics/classification.json")
 
 
+#: the rows of Tables 1-2 that are not a mitigation: the baseline, the size-matched control,
+#: LIBRA (its own checks, :func:`libra_checks`)
+NOT_MITIGATIONS = ("original", "matched", "original+LIBRA")
+#: Table 1's headline bias metrics: (metrics key, check key, the claim, the quantity's null,
+#: the range of one value)
+CLASSIFIER_HEADLINE = (
+    ("Leakage", "leakage", "Leakage (Eq. 7) lower than Original's", 0.0, (-100.0, 100.0)),
+    ("masked_gender_auc", "masked_auc", "masked gender AUC closer to chance (50) than "
+                                         "Original's", 50.0, (0.0, 100.0)),
+    ("Ratio", "ratio", "Ratio closer to 1 than Original's", 1.0, None))
+#: Table 2's: Ratio is read against the test set's own man : woman ratio (Burns et al. 2018)
+CAPTIONER_HEADLINE = (
+    ("LIC", "lic", "LIC lower than Original's", 0.0, (-100.0, 100.0)),
+    ("Error", "error", "Error lower than Original's", 0.0, (0.0, 100.0)))
+
+
+def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, Any],
+                    skip: Sequence[str] = ()) -> list[dict]:
+    """"Less bias than Original" for every mitigation on every headline metric of Tables 1
+    and 2 (the answer a reader asks first), Welch t intervals over seeds against Original:
+
+    * classifier: Leakage lower, masked gender AUC closer to 50 (``|AUC - 50|`` per seed),
+      Ratio closer to 1 (the folded Ratio minus 1; "not testable" on a gender-balanced
+      persons-masked test set, :func:`ratio_testable`);
+    * captioner: LIC lower, Error lower, Ratio closer to the test set's own man : woman ratio
+      (``|Ratio - r_test|`` per seed).
+
+    Each margin is 10 % of Original's own distance from the metric's unbiased value. Rows in
+    :data:`NOT_MITIGATIONS` and check ids in ``skip`` (the ones other builders already make)
+    are left out; a row without values for a metric gives no check on it.
+
+    Returns:
+        list of checks (module docstring layout), ids ``<task>/<row>-original/<key><0``."""
+    out: list[dict] = []
+    why = ratio_testable(classification.get("test_set"))
+    skip = set(skip)
+
+    def rows(m):
+        return [r for r, v in m.items() if isinstance(v, Mapping) and "per_seed" in v
+                and r not in NOT_MITIGATIONS]
+
+    def add(task, row, key, claim, a, b, null, bounds, src, distance=False):
+        cid = f"{task}/{row}-original/{key}<0"
+        if cid in skip or a is None or b is None or not any(v is not None for v in a) \
+                or not any(v is not None for v in b):
+            return
+        if distance:   # closeness to the unbiased value: compare the distances from it
+            a = [None if v is None else abs(float(v) - null) for v in a]
+            b = [None if v is None else abs(float(v) - null) for v in b]
+            ref_effect, rng = _mean(b), None
+        else:
+            mb = _mean(b)
+            ref_effect, rng = None if mb is None else mb - null, bounds
+        c = _diff(cid, f"{task}: {row}'s {claim}", a, b, "<", src,
+                  margin_of(ref_effect, f"Original's distance from {null:g}"
+                            if distance or null else f"Original's {claim.split()[0]}"),
+                  rng)
+        out.append(not_testable(c, why) if key == "ratio" and task == "classifier" and why
+                   else c)
+
+    src = "metrics/classification.json"
+    for row in rows(classification):
+        for key, ck, claim, null, bounds in CLASSIFIER_HEADLINE:
+            add("classifier", row, ck, claim, _seed_values(classification, row, key),
+                _seed_values(classification, "original", key), null, bounds, src,
+                distance=key == "masked_gender_auc")
+    ts = captioning.get("test_set") or {}
+    n_m, n_f = ts.get("n_male"), ts.get("n_female")
+    r_test = max(n_m / n_f, n_f / n_m) if n_m and n_f else None
+    src = "metrics/captioning.json"
+    for row in rows(captioning):
+        for key, ck, claim, null, bounds in CAPTIONER_HEADLINE:
+            add("captioner", row, ck, claim, _seed_values(captioning, row, key),
+                _seed_values(captioning, "original", key), null, bounds, src)
+        if r_test is not None:
+            add("captioner", row, "ratio", f"Ratio closer to the test set's own "
+                                           f"{r_test:.2f} than Original's",
+                _seed_values(captioning, row, "Ratio"),
+                _seed_values(captioning, "original", "Ratio"), r_test, None, src,
+                distance=True)
+    return out
+
+
 #: a table column (metrics key) -> the controls' metric name (metrics/controls.json)
 CONTROL_NAME = {"Ratio_expected": "Ratio_E", "masked_gender_auc": "masked_AUC"}
 
@@ -667,4 +750,5 @@ def decide(checks: Sequence[Mapping[str, Any]], fraction: float = MARGIN_FRACTIO
 __all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "MARGIN_FRACTION", "JUDGED",
            "PROBE_RANGE", "PROBE_FULL_SWING", "probe_full_swing", "make_check", "margin_of",
            "fixed_margin", "not_testable", "ratio_testable", "probe_checks", "table_checks",
-           "declared_checks", "libra_checks", "check_margin", "decide"]
+           "declared_checks", "libra_checks", "check_margin", "decide", "NOT_MITIGATIONS",
+           "CLASSIFIER_HEADLINE", "CAPTIONER_HEADLINE", "headline_checks"]

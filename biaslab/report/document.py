@@ -215,6 +215,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity_paper001.retrieval_checks(m["retrieval"]) + \
         validity_paper001.spurious_checks(m.get("spurious")) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])
+    # every mitigation on every headline metric of Tables 1-2, where no check above has it
+    checks += validity.headline_checks(m["classification"], m["captioning"],
+                                       skip=[c["id"] for c in checks])
     # every claim with its margin: directional, equivalence or non-inferiority verdicts
     checks = validity.decide(checks, float((params.get("validity") or {}).get(
         "margin_fraction", validity.MARGIN_FRACTION)))
