@@ -266,7 +266,8 @@ def noise_line(recs: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> str
     if not parts:
         return "noise floor: not available (no seed std in the summary)"
     return ("noise floor (95 %, a difference between two revisions of original that is "
-            "seed noise): " + ", ".join(parts))
+            "seed noise): " + ", ".join(parts) + ". Smaller than tables.md's detectable "
+            "difference by design: that one is the widest control's spread at 80 % power")
 
 
 def format_exp_table(exp_show: Any, width: int = 120, metrics: Sequence[str] = DEFAULT_METRICS,

@@ -20,13 +20,9 @@ fi
 PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
 # a .venv copied or moved from another checkout still runs that checkout's biaslab (its
 # editable install) and its scripts' shebangs name the old path: start it afresh
-if [ -x .venv/bin/python ]; then
-  here=$(.venv/bin/python -c 'import biaslab, os; print(os.path.dirname(os.path.dirname(os.path.realpath(biaslab.__file__))))' 2>/dev/null || true)
-  shebang=$(head -1 .venv/bin/pip 2>/dev/null | cut -c3-)
-  if [ "$here" != "$(pwd -P)" ] || [ "$(realpath -m "$shebang" 2>/dev/null)" != "$(realpath -m "$PWD/.venv/bin/python")" ]; then
-    echo "setup: .venv belongs to another checkout (${here:-biaslab not importable}); re-creating it"
-    rm -rf .venv
-  fi
+if ! why=$(bash scripts/venv_check.sh); then
+  echo "setup: $why; re-creating it"
+  rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $PY"

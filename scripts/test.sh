@@ -6,6 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+# Debian's chromium: tests/test_html_report.py reads the report page back in a real headless
+# browser (broken glyphs, missing figures); the pipeline itself needs no browser
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "test: installing Debian's chromium (the report page's browser test)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    chromium fonts-dejavu-core >/dev/null
+fi
 # the test-only extras of pyproject.toml, once per pin: Ray for tests/test_executor.py
 # (repro.sh does not need it) and pytest-xdist
 extras=$(grep -o '"\(ray\|pytest-xdist\|execnet\)==[^"]*"' pyproject.toml | tr -d '"' | xargs)

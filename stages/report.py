@@ -21,7 +21,8 @@ out:  plots/report/tables.md,
       mask_not_neutral, not_informative, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
       plots/report/forest.png (each mitigation's difference from Original per headline
-      metric with its CI), table1.png, table2.png, table3.png, probe.png
+      metric with its CI), table1.png, table2.png, table3.png, probe.png,
+      plots/report/index.html (tables.md and the figures as one page, biaslab.report.html)
 
 Table 4 across filter combinations needs one experiment per combination:
 `python scripts/filter_ablation.py --run` queues and runs them, `--collect` writes
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from biaslab.runtime.io import (InputError, atomic_path, load_params, run_stage, stage_parser,
                                 write_json)
-from biaslab.report import charts, document
+from biaslab.report import charts, document, html
 
 OUT = Path("plots/report")
 
@@ -59,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     write_json("metrics/summary.json", rep["summary"])
     write_json("metrics/validity.json", rep["validity"])
     charts.forest_plot(OUT / "forest.png", rep["summary_full"])
-    for name, table, columns, title, ideal in rep["charts"]:
-        charts.bar_chart(OUT / name, table, columns, title, ideal)
+    for name, table, columns, title, ideal, degenerate, xlabel in rep["charts"]:
+        charts.bar_chart(OUT / name, table, columns, title, ideal, degenerate, xlabel)
+    # the same report as one page with its figures, the answer first
+    with atomic_path(OUT / "index.html") as tmp:
+        tmp.write_text(html.page(rep["markdown"], [n for n in html.FIGURES
+                                                   if (OUT / n).is_file()]), encoding="utf-8")
     print(rep["markdown"])
     return 0
 

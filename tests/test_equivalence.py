@@ -64,8 +64,3 @@ def test_clip_interval_to_the_metric_range():
     assert equivalence.clip_interval(1.0, 2.0, None) == (1.0, 2.0)
     assert equivalence.clip_interval(None, 2.0, (0.0, 1.0)) == (None, 1.0)
 
-
-def test_docstring_examples_run():
-    import doctest
-    res = doctest.testmod(equivalence, optionflags=doctest.ELLIPSIS)
-    assert res.attempted >= 6 and res.failed == 0

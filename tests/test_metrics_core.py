@@ -38,11 +38,12 @@ def test_ratio_with_and_without_genders():
     caps = ["A man riding", "a woman cooking", "a man and a woman", "a dog", "two men"]
     gens = ["male", "female", "female", "undefined", "male"]
     r = captions.ratio(caps, gens)
-    # counted: 0 (man), 1 (woman), 2 (neutral), 4 (man); 3 is unlabelled
-    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_images"]) == (2, 1, 1, 4)
+    # counted: 0 (man), 1 (woman), 2 (both genders: in neither count), 4 (man); 3 unlabelled
+    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"], r["n_images"]) == \
+        (2, 1, 0, 1, 4)
     assert r["ratio"] == 2.0 and r["ratio_max"] == 2.0
-    r = captions.ratio(caps)
-    assert (r["n_man"], r["n_woman"], r["n_neutral"]) == (2, 1, 2)
+    r = captions.ratio(caps)     # "a dog" names no gender, "a man and a woman" both
+    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"]) == (2, 1, 1, 1)
     # mapping input aligned by key
     r = captions.ratio({10: "a woman", 11: "a woman", 12: "a man"},
                        {12: "male", 11: "female", 10: "female"})

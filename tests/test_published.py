@@ -88,7 +88,9 @@ def test_ratio_error_by_hand():
                        _row(5, "a man and a woman", "Female"), _row(6, "a man", "Unsure")])
     r = P.ratio_error(df, n_boot=200)
     # labelled: 5 images; man captions 2 (ids 1, 2), woman 1 (id 3); Ratio 2 / 1
-    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_images"]) == (2, 1, 2, 5)
+    # neutral: id 4 names no gender; id 5 names both (in neither count of the Ratio)
+    assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"], r["n_images"]) == \
+        (2, 1, 1, 1, 5)
     assert r["Ratio"]["mean"] == pytest.approx(2.0)
     # Error: id 2 (female image, "man") is the one wrong of 5 labelled -> 20 %
     assert r["Error"]["mean"] == pytest.approx(20.0)

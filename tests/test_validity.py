@@ -579,3 +579,20 @@ def test_every_mitigation_gets_a_check_on_every_headline_metric():
     assert not validity.headline_checks(cls, {}, skip=[
         "classifier/oversample-original/leakage<0", "classifier/oversample-original/ratio<0",
         "classifier/oversample-original/masked_auc<0"])
+
+
+def test_headline_checks_are_gated_by_their_metrics_controls():
+    def rows(**cols):
+        return {"per_seed": [dict(zip(cols, v)) for v in zip(*cols.values())]}
+    cap = {"test_set": {"n_male": 30, "n_female": 10},
+           "original": rows(LIC=[10.0, 11.0, 12.0], Error=[5.0, 6.0, 7.0]),
+           "augment": rows(LIC=[1.0, 2.0, 3.0], Error=[1.0, 2.0, 3.0])}
+    checks = validity.decide(validity.headline_checks({}, cap), 0.1)
+    assert {c["id"]: c["controlled"] for c in checks} == {
+        "captioner/augment-original/lic<0": ["captioner", "LIC"],
+        "captioner/augment-original/error<0": ["captioner", "Error"]}
+    ctl = {"captioner": {"human": {"LIC": {"verdict": "inconclusive"},
+                                   "Error": {"verdict": "matches"}}}}
+    out = {c["id"]: c["verdict"] for c in verdicts.apply_controls(checks, ctl)}
+    assert out == {"captioner/augment-original/lic<0": "metric not valid on this data",
+                   "captioner/augment-original/error<0": "holds"}

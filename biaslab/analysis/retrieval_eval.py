@@ -88,7 +88,7 @@ def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.D
               "random": rng.random((len(queries), len(ids)))}
     out = {name: retrieval_bias(sc, gallery, ks, n_boot=n_boot, seed=seed)
            for name, sc in scores.items()}
-    # paired by query: the claims of paper 001 (biaslab.analysis.validity.retrieval_checks)
+    # paired by query: the claims of paper 001 (biaslab.analysis.validity_paper001.retrieval_checks)
     out["differences"] = {f"{x}-{y}": retrieval_difference(scores[x], scores[y], gallery, ks,
                                                          n_boot=n_boot, seed=seed)
                           for x, y in (("tfidf", "random"), ("clip_clip", "scorer"))}

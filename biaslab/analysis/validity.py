@@ -453,7 +453,9 @@ def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, 
     * captioner: LIC lower, Error lower, Ratio closer to the test set's own man : woman ratio
       (``|Ratio - r_test|`` per seed).
 
-    Each margin is 10 % of Original's own distance from the metric's unbiased value. Rows in
+    Each margin is 10 % of Original's own distance from the metric's unbiased value; each
+    check names its metric's controls (``controlled``), which gate it as the built-in claims
+    (``verdicts.apply_controls``). Rows in
     :data:`NOT_MITIGATIONS` and check ids in ``skip`` (the ones other builders already make)
     are left out; a row without values for a metric gives no check on it.
 
@@ -483,9 +485,13 @@ def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, 
                   margin_of(ref_effect, f"Original's distance from {null:g}"
                             if distance or null else f"Original's {claim.split()[0]}"),
                   rng)
+        # gated by the controls of the same metric, as the built-in claims
+        c["controlled"] = [task, CONTROL_NAME.get(key_of.get(key, key), key_of.get(key, key))]
         out.append(not_testable(c, why) if key == "ratio" and task == "classifier" and why
                    else c)
 
+    key_of = {"leakage": "Leakage", "masked_auc": "masked_gender_auc", "ratio": "Ratio",
+              "lic": "LIC", "error": "Error"}
     src = "metrics/classification.json"
     for row in rows(classification):
         for key, ck, claim, null, bounds in CLASSIFIER_HEADLINE:

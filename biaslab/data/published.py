@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from biaslab.data.gender import FEMALE, MALE, caption_gender, tokenize
+from biaslab.data.gender import BOTH, FEMALE, MALE, caption_gender, tokenize
 from biaslab.runtime.io import InputError
 from biaslab.metrics.biasamp import bias_amplification_from_counts, caption_vocabulary
 from biaslab.runtime.stats import bootstrap
@@ -159,16 +159,18 @@ def ratio_error(df: pd.DataFrame, words: str = "lic", n_boot: int = 2000,
     with a percentile bootstrap 95 % CI over images (``biaslab.runtime.stats.bootstrap``).
 
     Returns:
-        ``{"Ratio": bootstrap dict, "Error": bootstrap dict, "n_man", "n_woman", "n_neutral",
-        "n_images", "n_unlabelled"}``; Ratio is a plain ratio (2.47 for NIC), Error in
-        percent [0, 100].
+        ``{"Ratio": bootstrap dict, "Error": bootstrap dict, "n_man", "n_woman", "n_neutral"
+        (no gender word), "n_both" (words of both genders), "n_images", "n_unlabelled"}``;
+        Ratio is a plain ratio (2.47 for NIC), Error in percent [0, 100].
     """
     cap, img = _codes(df, words)
     lab = img >= 0
+    both = np.array([caption_gender(c, words) == BOTH for c in df["caption"]], bool)
     return {"Ratio": bootstrap(_ratio_stat, cap, img, n_boot=n_boot, seed=seed),
             "Error": bootstrap(_error_stat, cap, img, n_boot=n_boot, seed=seed + 1),
             "n_man": int(((cap == 1) & lab).sum()), "n_woman": int(((cap == -1) & lab).sum()),
-            "n_neutral": int(((cap == 0) & lab).sum()), "n_images": int(lab.sum()),
+            "n_neutral": int(((cap == 0) & lab & ~both).sum()),
+            "n_both": int((both & lab).sum()), "n_images": int(lab.sum()),
             "n_unlabelled": int((~lab).sum())}
 
 

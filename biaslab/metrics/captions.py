@@ -123,8 +123,9 @@ def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None 
     Returns:
         dict with ``ratio`` (float; ``inf`` if there are man but no woman captions, ``nan`` if
         neither), ``ratio_max`` (float; ``inf`` when ratio is 0 or inf, ``nan`` when ratio is
-        nan), ``n_man``, ``n_woman``, ``n_neutral`` (ints, over the counted images) and
-        ``n_images`` (counted images).
+        nan), ``n_man``, ``n_woman``, ``n_neutral`` (no gender word), ``n_both`` (words of
+        both genders: in neither count of the ratio either) (ints, over the counted images)
+        and ``n_images`` (counted images = the sum of the four).
 
     Raises:
         ValueError: genders misaligned with captions.
@@ -132,14 +133,17 @@ def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None 
     """
     caps, gens = _aligned(captions, genders)
     counts = {MAN: 0, WOMAN: 0, NEUTRAL: 0}
+    n_both = 0
     for i, c in enumerate(caps):
         if gens is not None and gens[i] not in (FEMALE, MALE):
             continue
-        counts[caption_label(c, words)] += 1
+        g = caption_gender(c, words)
+        counts[_TO_LABEL[g]] += 1
+        n_both += g == BOTH
     r = _safe_div(counts[MAN], counts[WOMAN])
     return {"ratio": r, "ratio_max": _ratio_max(r), "n_man": counts[MAN],
-            "n_woman": counts[WOMAN], "n_neutral": counts[NEUTRAL],
-            "n_images": sum(counts.values())}
+            "n_woman": counts[WOMAN], "n_neutral": counts[NEUTRAL] - n_both,
+            "n_both": n_both, "n_images": sum(counts.values())}
 
 
 def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,

@@ -928,7 +928,11 @@ def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,
     return ("Detectable difference between two rows (95 %, 80 % power; from the control "
             "models' replicate spread on this test set, metrics/controls.json): "
             + ", ".join(parts) + ". Smaller differences between rows are not readable here; "
-            "Ratio and Error of a fixed model on a fixed test set carry only the seeds' spread.")
+            "Ratio and Error of a fixed model on a fixed test set carry only the seeds' spread. "
+            "This is the largest spread of any control at 80 % power; "
+            "`scripts/exp_table.py`'s noise floor is smaller by design: the 95 % CI half-width "
+            "of a difference between two runs of Original, from Original's own seed spread, "
+            "with no power requirement (the one to read when comparing experiments).")
 
 
 #: the captioning bias metrics compared on the controls: key, label

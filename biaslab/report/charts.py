@@ -11,7 +11,8 @@ from biaslab.report import row_names
 
 #: a metric's smallest possible value: error bars are clipped there (Ratio = max(r, 1/r) >= 1)
 FLOOR = {"Ratio": 1.0, "Ratio_expected": 1.0, "mAP": 0.0, "Error": 0.0, "METEOR": 0.0,
-         "CLIPScore": 0.0, "BLEU-4": 0.0, "CIDEr": 0.0, "ratio_orig": 0.0, "ratio_inp": 0.0}
+         "CLIPScore": 0.0, "BLEU-4": 0.0, "CIDEr": 0.0, "ratio_orig": 0.0, "ratio_inp": 0.0,
+         "delta": 0.0, "delta_artifact": 0.0}
 #: ratios are drawn on a log axis: one row's 40 must not flatten the others' 1.1 and 1.5
 LOG_AXIS = ("Ratio", "Ratio_expected")
 
@@ -44,15 +45,22 @@ def bar_layout(table: dict, column: str) -> dict:
             "log": column in LOG_AXIS}
 
 
-def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None = None) -> None:
+def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None = None,
+              degenerate=(), xlabel: str | None = None) -> None:
     """One panel per column, one bar per method, the 95 % CI as error bar (clipped at the
-    metric's floor), the unbiased value as a dashed line; a row without a bar says why
-    ("∞ (k/n seeds)", "n/a"); ratios on a log axis."""
+    metric's floor), the unbiased value as a dashed line (a header's "→x" says the same x);
+    a row without a bar says why ("∞ (k/n seeds)", "n/a"); ratios on a log axis with plain
+    tick labels; rows in ``degenerate`` (the tables' †) marked † and drawn pale;
+    ``xlabel``: the unit of every panel where they share one."""
+    import re
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
     rows = list(table)
     names = row_names()
+    degenerate = set(degenerate)
 
     def mean(r, c):
         return (table[r].get(c) or {}).get("mean")
@@ -75,21 +83,33 @@ def bar_chart(path: Path, table: dict, columns, title: str, ideal: dict | None =
     for ax, (c, h) in zip(axes[0], cols):
         lay = bar_layout(table, c)
         ax.barh(range(len(rows)), lay["means"], xerr=[lay["lower"], lay["upper"]],
-                color="#4c72b0", alpha=0.85, capsize=3)
+                color=["#c5cde0" if r in degenerate else "#4c72b0" for r in rows],
+                alpha=0.9, capsize=3)
         if lay["log"]:
             ax.set_xscale("log")
+            # plain numbers at 1-2-5 steps: the default "3×10⁰" minor labels collide
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([names.get(r, r) for r in rows] if ax is axes[0][0] else [])
+        ax.set_yticklabels([names.get(r, r) + (" †" if r in degenerate else "") for r in rows]
+                           if ax is axes[0][0] else [])
         # the same rows in every panel, even where the last rows have no bar (NaN)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_title(h + (" (log)" if lay["log"] else ""), fontsize=10)
-        if ideal and c in ideal:
+        if ideal and c in ideal and ideal[c] is not None:
             ax.axvline(ideal[c], color="k", lw=0.8, ls="--")
+            h = re.sub(r"→\s*-?[0-9.]+", f"→{ideal[c]:.3g}", h)
+        ax.set_title(h + (" (log)" if lay["log"] else ""), fontsize=10)
+
         for y, text in enumerate(lay["labels"]):
             if text:   # no bar: say why, at the panel's left edge
                 ax.text(0.02, y, text, transform=ax.get_yaxis_transform(), va="center",
                         fontsize=8, color="#b22222")
-    fig.suptitle(title + " (mean ± 95 % CI over seeds)", fontsize=11)
+    if xlabel:   # one unit for every panel, said once
+        fig.supxlabel(xlabel, fontsize=9)
+    fig.suptitle(title + " (mean ± 95 % CI over seeds" + ("; † degenerate: utility below the "
+                                                           "floor, not ranked)" if degenerate
+                                                           & set(rows) else ")"), fontsize=11)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

@@ -115,7 +115,10 @@ def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
            "Error, or brings the masked AUC closer to 50 or the classifier's Ratio closer to "
            "1. A CI that contains no change is *not decided* by these seeds, which is not the "
            "same as no effect. \"check\" is that difference's verdict in "
-           "metrics/validity.json, where it has one.", ""]
+           "metrics/validity.json: holds / fails by the 95 % CI, \"no practical effect\" when "
+           "the 90 % CI lies within the margin (10 % of Original's own value), \"metric not "
+           "valid on this data\" when the metric's control models do not resolve their known "
+           "answer.", ""]
     for row in rows:
         rec = full[row]
         doc = docs.get(row)
