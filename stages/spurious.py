@@ -25,7 +25,7 @@ in:   data/prepared/{images,persons,captions}.parquet (+ perceived_gender.parque
       contrast_set)
 out:  data/spurious/ (masked/: the person-removed images; clusters.parquet: image_id, split,
       gender, cluster; scores.parquet: set (natural / contrast), image_id, group, gender,
-      P(male) of each classifier), plots/spurious_clusters.csv (cluster, n, delta_m, lo, hi,
+      P(male) of each classifier), plots/spurious_clusters.csv (cluster, label, n, delta_m, lo, hi,
       words), metrics/spurious.json::
 
     {"clusters": {"m", "n", "overall_male_share", "encoder", "test": chi2 test, "auc": a test
@@ -93,8 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=OUT)
     write_parquet(OUT / "clusters.parquet", clusters)
     write_parquet(OUT / "scores.parquet", scores)
+    # the chart's axis label: the cluster number zero-padded (a chart sorts labels as text:
+    # 0, 1, 10, 11, ... otherwise) and its first salient words
+    parity = parity.assign(label=[f"{int(c):02d} {' '.join(str(w).split()[:2])}"
+                                  for c, w in zip(parity["cluster"], parity["words"])])
     with atomic_path(PLOT) as tmp:
-        parity[["cluster", "n", "delta_m", "lo", "hi", "words"]].round(4).to_csv(tmp, index=False)
+        parity[["cluster", "label", "n", "delta_m", "lo", "hi", "words"]].round(4).to_csv(
+            tmp, index=False)
     write_json(METRICS, out)
     b = out["classifiers"]["background"]
     print(f"spurious: chi-square p = {out['clusters']['test']['p']}; background-only AUC "

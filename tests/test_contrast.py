@@ -96,7 +96,7 @@ def test_contrast_set_and_retrieval_stages_on_a_tiny_workspace(tmp_path, monkeyp
         assert 0 <= r["mean"] <= 1 and r["n"] == sp["setup"]["n_test"]
     scores = pd.read_parquet(tmp_path / "data/spurious/scores.parquet")
     assert (scores["set"] == "contrast").sum() == 2 * m["pairs"]
-    assert (tmp_path / "plots/spurious_clusters.csv").read_text().startswith("cluster,n,")
+    assert (tmp_path / "plots/spurious_clusters.csv").read_text().startswith("cluster,label,n,")
 
 
 @pytest.mark.parametrize("bad", [{"m": 0}, {"splits": []}, {"splits": ["dev"]},

@@ -71,3 +71,20 @@ def test_the_forest_plot_shares_rows_across_panels_and_says_where_a_ci_is_missin
     assert lic["notes"] == ["", ""] and lic["diffs"][0] != lic["diffs"][0]   # NaN: no LIC row
     charts.forest_plot(tmp_path / "forest.png", full)
     assert (tmp_path / "forest.png").stat().st_size > 1000
+
+
+def test_a_checks_margin_or_premise_overrides_the_bare_direction():
+    from biaslab.report import glance
+    full = {"original": {"Leakage": {"mean": 10.0, "ci95": 1.0, "n": 3},
+                         "masked AUC": {"mean": 80.0, "ci95": 1.0, "n": 3}},
+            "x": {"Leakage": {"mean": 9.9, "ci95": 0.1, "n": 3, "diff": -0.1,
+                              "diff_lo": -0.2, "diff_hi": -0.05},
+                  "masked AUC": {"mean": 60.0, "ci95": 1.0, "n": 3, "diff": -20.0,
+                                 "diff_lo": -22.0, "diff_hi": -18.0}}}
+    checks = [{"id": "classifier/x-original/leakage<0", "verdict": "no practical effect"},
+              {"id": "classifier/x-original/masked_auc<0", "verdict": "not testable"}]
+    text = "\n".join(glance.mitigation_blocks(full, checks, {"x": "X"}))
+    assert "Leakage -0.1 [-0.2, -0.1]: a change too small to matter; check no practical " \
+           "effect" in text
+    assert "masked AUC -20.0 [-22.0, -18.0]: not readable here; check not testable" in text
+    assert "Net: no practical effect on Leakage; not readable on masked AUC." in text

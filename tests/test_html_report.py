@@ -2,6 +2,7 @@
 headless browser (Debian's chromium, which scripts/test.sh installs) for broken glyphs, missing
 figures and what the first screen shows."""
 import shutil
+import sys
 import subprocess
 from pathlib import Path
 
@@ -69,12 +70,12 @@ def test_the_page_reads_right_in_a_headless_browser(tmp_path):
     page.write_text(html.page(MD, ["forest.png", "table1.png"]), encoding="utf-8")
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              f"--user-data-dir={tmp_path / 'profile'}"]
-    # the DOM after layout: the text as the browser decoded it, and every image's size
+    # the DOM after the load event: the text as the browser decoded it, and every image's size
     probe = tmp_path / "probe.html"
     probe.write_text(page.read_text(encoding="utf-8").replace(
-        "</body>", "<script>document.body.setAttribute('data-images', Array.from("
-                   "document.images).map(i => i.naturalWidth + 'x' + i.naturalHeight)"
-                   ".join(','));</script></body>"), encoding="utf-8")
+        "</body>", "<script>window.addEventListener('load', () => document.body.setAttribute("
+                   "'data-images', Array.from(document.images).map(i => i.naturalWidth + 'x' "
+                   "+ i.naturalHeight).join(',')));</script></body>"), encoding="utf-8")
     dom = subprocess.run(flags + ["--virtual-time-budget=3000", "--dump-dom",
                                   probe.as_uri()], capture_output=True, text=True,
                          timeout=120)
@@ -87,3 +88,35 @@ def test_the_page_reads_right_in_a_headless_browser(tmp_path):
     r = subprocess.run(flags + ["--window-size=1280,900", f"--screenshot={shot}",
                                 page.as_uri()], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and shot.stat().st_size > 1000, r.stderr[-2000:]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (scripts/test.sh installs Debian's)")
+def test_dvc_plots_page_declares_its_charset_and_says_when_vega_cannot_load(tmp_path):
+    """`dvc plots show` with the project's page template (.dvc/config plots.html_template),
+    opened with no network: the page declares UTF-8 (a minus sign in a title read as Latin-1
+    is the "â^'60" of an undeclared page) and says why its charts are missing instead of
+    showing nothing."""
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "repo"
+    (repo / ".dvc/plots").mkdir(parents=True)
+    shutil.copy(root / ".dvc/plots/page.html", repo / ".dvc/plots/page.html")
+    (repo / ".dvc/config").write_text("[core]\n    no_scm = True\n[plots]\n"
+                                      "    html_template = plots/page.html\n")
+    (repo / "d.csv").write_text("x,y\n1,−0.5\n2,0.25\n")
+    (repo / "dvc.yaml").write_text("plots:\n  - d.csv:\n      title: ΔM −60 → 0\n"
+                                   "      x: x\n      y: y\n")
+    dvc = Path(sys.executable).with_name("dvc")
+    r = subprocess.run([str(dvc), "plots", "show", "-o", "out"], cwd=repo, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    page = (repo / "out/index.html").read_text(encoding="utf-8")
+    assert '<meta charset="utf-8">' in page
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          f"--user-data-dir={tmp_path / 'profile'}",
+                          "--proxy-server=127.0.0.1:9",          # offline: no CDN
+                          "--virtual-time-budget=3000", "--dump-dom",
+                          (repo / "out/index.html").as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="offline" style="display: block;"' in dom.stdout
+    assert html.broken_glyphs(dom.stdout) == []

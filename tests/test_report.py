@@ -356,7 +356,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     lo, hi = compact["synthetic"]["Leakage"]["lo"], compact["synthetic"]["Leakage"]["hi"]
     assert lo < -4.9 < hi
     assert "Ratio (classifier)" in compact["original"]
-    assert set(compact["validity"]) == {"holds", "fails", "inconclusive", "not_informative",
+    assert set(compact["validity"]) == {"holds", "fails", "no_practical_effect",
+                                        "inconclusive", "not_testable",
+                                        "metric_not_valid_on_this_data", "not_informative",
                                         "n"}
     assert set(compact["noise"]) <= {"Leakage", "mAP", "LIC", "Error", "masked AUC",
                                      "Ratio (classifier)", "Ratio (captioner)"}

@@ -180,3 +180,20 @@ def test_the_sign_of_a_mean_may_flip_only_where_the_mean_was_within_tolerance_of
     fails, _ = R.compare_numbers(far_ref, {"d": {"mean": -0.15, "ci95": 0.2, "std": 0.1, "n": 3,
                                                  "sign": 1}})
     assert [f["why"] for f in fails] == ["sign changed"]
+
+
+def test_a_verdict_near_its_equivalence_margin_is_fragile_too():
+    from biaslab.runtime import reprocheck as RC
+    # far from 0, but the 90 % CI's upper end sits 0.01 from the margin's bound (0 + 0.5)
+    c = {"id": "x", "verdict": "no practical effect", "lo": -0.6, "hi": 0.6, "lo90": -0.45,
+         "hi90": 0.49, "reference": 0.0, "margin": {"delta": 0.5}}
+    out = RC.fragile_verdicts({"checks": [c]})
+    assert [r["id"] for r in out] == ["x"] and out[0]["margin"] == pytest.approx(0.01)
+    # without the margin only the reference counts: 0.45 from it, not fragile at half-width 0.6
+    c2 = {k: v for k, v in c.items() if k not in ("margin", "lo90", "hi90")}
+    c2["lo"], c2["hi"] = 0.45, 1.65
+    assert RC.fragile_verdicts({"checks": [c2]}) == []
+    ref = {"checks": [c]}
+    new = {"checks": [{**c, "hi90": 0.51, "verdict": "inconclusive"}]}
+    fails, drifts = RC.compare_numbers(ref, new)
+    assert not fails and any(d["kind"] == "verdict" for d in drifts)

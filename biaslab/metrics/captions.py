@@ -54,8 +54,12 @@ def caption_label(caption: str, words: str = "lic") -> Literal["man", "woman", "
     Raises:
         KeyError: unknown word list.
 
-    Example: ``caption_label("A man and his dog")`` -> ``"man"``;
-    ``caption_label("A man and a woman")`` -> ``"neutral"``.
+    Examples:
+
+    >>> caption_label("A man and his dog")
+    'man'
+    >>> caption_label("A man and a woman")
+    'neutral'
     """
     return _TO_LABEL[caption_gender(caption, words)]
 
@@ -130,6 +134,12 @@ def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None 
     Raises:
         ValueError: genders misaligned with captions.
         TypeError: captions is a single string or genders of the wrong container type.
+
+    Example (the last caption names both genders: in no count of the ratio):
+
+    >>> r = ratio(["a man riding", "two men", "a woman cooking", "a dog", "a man and a woman"])
+    >>> r["ratio"], r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"]
+    (2.0, 2, 1, 1, 1)
     """
     caps, gens = _aligned(captions, genders)
     counts = {MAN: 0, WOMAN: 0, NEUTRAL: 0}
@@ -166,6 +176,12 @@ def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
 
     Raises:
         ValueError: genders missing or misaligned.
+
+    Example (one of four labelled images captioned with the other gender; "a person" is no
+    error):
+
+    >>> error(["a man", "a man", "a woman", "a person"], ["male", "female", "female", "male"])
+    25.0
     """
     if genders is None:
         raise ValueError("error() needs the ground-truth image genders")
@@ -300,8 +316,11 @@ def classification_ratio(pred_man, pred_woman, threshold: float | Sequence[float
         ValueError: shapes differ, are not 1-D, contain NaN, or a threshold is not finite or
             not one number / a pair.
 
-    Example: man = [1, 1, 0, 1, 0], woman = [0, 0, 1, 1, 0] -> n_man 3, n_woman 2 (image 3
-    counts for both), n_both 1, n_neither 1, r = 1.5.
+    Example (image 3 counts for both):
+
+    >>> r = classification_ratio([1, 1, 0, 1, 0], [0, 0, 1, 1, 0])
+    >>> r["n_man"], r["n_woman"], r["n_both"], r["n_neither"], r["ratio"]
+    (3, 2, 1, 1, 1.5)
     """
     m = np.asarray(pred_man, dtype=float)
     w = np.asarray(pred_woman, dtype=float)

@@ -107,7 +107,8 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
     * ``noise.<metric>``: the seed-to-seed noise floor, the half-width of the 95 % CI of a
       difference between two revisions of Original with its n seeds
       (``stats.noise_floor``): a change between two experiments below it is seed noise.
-    * ``validity.{holds, fails, inconclusive, not_informative, n}``: metrics/validity.json's
+    * ``validity.{holds, fails, no_practical_effect, inconclusive, not_testable,
+      metric_not_valid_on_this_data, not_informative, n}``: metrics/validity.json's
       counts.
     * ``attribute.name`` and ``attribute.<row>.{LIC, Leakage}`` ``{"mean", "ci95"}``: with
       ``attribute`` skin or gender_skin, that attribute's LIC of every captioner row and
@@ -162,8 +163,9 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
                                                             "ci95": _num(r.get("ci95"), digits)}
         out["attribute"] = block
     out["noise"] = noise
-    out["validity"] = {k: int(vsum.get(k, 0)) for k in ("holds", "fails", "inconclusive",
-                                                         "not_informative", "n")}
+    out["validity"] = {k: int(vsum.get(k, 0)) for k in (
+        "holds", "fails", "no_practical_effect", "inconclusive", "not_testable",
+        "metric_not_valid_on_this_data", "not_informative", "n")}
     return out
 
 

@@ -123,7 +123,8 @@ def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
         rec = full[row]
         doc = docs.get(row)
         out.append(f"**{names.get(row, row)}**" + (f": {doc}" if doc else ""))
-        counts = {"less": [], "more": [], "undecided": []}
+        counts = {"less": [], "more": [], "negligible": [], "undecided": [],
+                  "unreadable": []}
         for task in ("classifier", "captioner"):
             parts = []
             for t, name, label, key in BIAS_METRICS:
@@ -133,10 +134,14 @@ def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
                 orig = _finite((base.get(name) or {}).get("mean"))
                 way = bias_direction(name, orig, _finite(r.get("diff")),
                                      _finite(r.get("diff_lo")), _finite(r.get("diff_hi")))
+                chk = _check_for(checks, task, row, key)
+                # the check's margin or premise overrides the bare direction of the CI
+                way = CHECK_READING.get((chk or {}).get("verdict"), way)
                 counts[way].append(label)
                 word = {"less": "less bias", "more": "more bias",
-                        "undecided": "not decided"}[way]
-                chk = _check_for(checks, task, row, key)
+                        "negligible": "a change too small to matter",
+                        "undecided": "not decided",
+                        "unreadable": "not readable here"}[way]
                 verdict = f"; check {chk['verdict']}" if chk else ""
                 parts.append(f"{label} {_fmt_diff(r, digits)}: {word}{verdict}")
             for t, name, label in UTILITY_METRICS:
@@ -149,13 +154,21 @@ def mitigation_blocks(full: Mapping[str, Mapping[str, Any]],
                 out.append(f"- {TASK_LABEL[task]} (n = {n}): " + "; ".join(parts) + ".")
         net = []
         for way, word in (("less", "less bias on"), ("more", "more bias on"),
-                          ("undecided", "not decided on")):
+                          ("negligible", "no practical effect on"),
+                          ("undecided", "not decided on"), ("unreadable", "not readable on")):
             if counts[way]:
                 net.append(f"{word} {', '.join(counts[way])}")
         if net:
             out.append("- Net: " + "; ".join(net) + ".")
         out.append("")
     return out[:-1] if out and out[-1] == "" else out
+
+
+#: a check's verdict -> the reading of its difference where it says more than the CI's side:
+#: within the margin, or not testable on this data (a degenerate row, a balanced test set) or
+#: on a metric the controls do not validate here
+CHECK_READING = {"no practical effect": "negligible", "not testable": "unreadable",
+                 "metric not valid on this data": "unreadable"}
 
 
 #: the terms the report uses, each in one line, for the glossary at its end
@@ -211,5 +224,6 @@ def glossary_lines() -> list[str]:
     return ["## Glossary", ""] + [f"- **{k}**: {v}." for k, v in GLOSSARY]
 
 
-__all__ = ["BIAS_METRICS", "GLOSSARY", "UNBIASED", "bias_direction", "glossary_lines",
+__all__ = ["BIAS_METRICS", "CHECK_READING", "GLOSSARY", "UNBIASED", "bias_direction",
+           "glossary_lines",
            "mitigation_blocks"]

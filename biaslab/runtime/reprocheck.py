@@ -49,7 +49,7 @@ import math
 import re
 import subprocess
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from biaslab.runtime import lockcheck
 
@@ -190,15 +190,35 @@ def _text_numbers(s: str) -> tuple[str, list[tuple[float, int, float | None]]]:
     return _NUM.sub("#", s), nums
 
 
-def _fragile_margin(rec: Mapping) -> tuple[float, float] | None:
-    """``(margin, tolerance)`` of a check record with ``lo``, ``hi`` and a numeric
-    ``reference`` (the threshold it is tested against): the distance of the nearest CI bound
-    to the threshold and the tolerance of a bound; None for any other record."""
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _decision_distance(rec: Mapping) -> tuple[float, float] | None:
+    """``(distance, half_width)`` of a check record with ``lo``, ``hi`` and a numeric
+    ``reference``: the distance of the nearest CI bound (the 95 % ``lo``/``hi`` and, where
+    present, the 90 % ``lo90``/``hi90``) to the nearest point where its verdict changes (the
+    reference and, with an equivalence ``margin``, ``reference -+ margin.delta``;
+    ``biaslab.analysis.equivalence.decide``) and the 95 % CI's half-width; None for any
+    other record."""
     lo, hi, ref = rec.get("lo"), rec.get("hi"), rec.get("reference")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-               for v in (lo, hi, ref)) or hi < lo:
+    if not all(_finite(v) for v in (lo, hi, ref)) or hi < lo:
         return None
-    return min(abs(lo - ref), abs(hi - ref)), TOLERANCE["ci_fraction"] * (hi - lo) / 2
+    bounds = [lo, hi] + [rec[k] for k in ("lo90", "hi90") if _finite(rec.get(k))]
+    points = [ref]
+    delta = (rec.get("margin") or {}).get("delta") if isinstance(rec.get("margin"), Mapping) \
+        else None
+    if _finite(delta):
+        points += [ref - delta, ref + delta]
+    return min(abs(b - p) for b in bounds for p in points), (hi - lo) / 2
+
+
+def _fragile_margin(rec: Mapping) -> tuple[float, float] | None:
+    """``(margin, tolerance)`` of a check record (:func:`_decision_distance`): the distance
+    of its nearest CI bound to a point where its verdict changes, and the tolerance of a
+    bound; None for any other record."""
+    d = _decision_distance(rec)
+    return None if d is None else (d[0], TOLERANCE["ci_fraction"] * d[1])
 
 
 def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[dict]]:
@@ -503,8 +523,9 @@ def max_drift(res: Mapping) -> dict:
 
 def fragile_verdicts(validity: Mapping, fraction: float | None = None) -> list[dict]:
     """Checks of ``metrics/validity.json`` whose verdict a drift within the tolerance could
-    flip: the CI bound nearest the check's reference lies closer to it than
-    ``fraction`` (default ``TOLERANCE["ci_fraction"]``) of the CI half-width.
+    flip: a CI bound (95 % or 90 %) lies closer to a point where the verdict changes (the
+    reference, or the reference -+ the check's equivalence margin) than ``fraction`` (default
+    ``TOLERANCE["ci_fraction"]``) of the CI half-width.
 
     Args:
         validity: the parsed ``metrics/validity.json`` (``checks``: records with ``id``,
@@ -512,17 +533,15 @@ def fragile_verdicts(validity: Mapping, fraction: float | None = None) -> list[d
 
     Returns:
         ``[{"id", "verdict", "margin", "half_width", "margin_in_half_widths"}]`` sorted by
-        the margin in half-widths; ``margin`` = min(|lo - reference|, |hi - reference|), in
-        the check's own units."""
+        the margin in half-widths; ``margin`` = the distance of the nearest bound to the
+        nearest such point, in the check's own units."""
     frac = TOLERANCE["ci_fraction"] if fraction is None else fraction
     out = []
     for c in validity.get("checks", []):
-        lo, hi, ref = c.get("lo"), c.get("hi"), c.get("reference")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and math.isfinite(v) for v in (lo, hi, ref)):
+        d = _decision_distance(c)
+        if d is None:
             continue
-        hw = (hi - lo) / 2
-        margin = min(abs(lo - ref), abs(hi - ref))
+        margin, hw = d
         if hw > 0 and margin < frac * hw:
             out.append({"id": c["id"], "verdict": c.get("verdict"), "margin": margin,
                         "half_width": hw, "margin_in_half_widths": margin / hw})

@@ -133,7 +133,13 @@ def summarize(values: Sequence[Any], level: float = LEVEL) -> dict:
     Raises:
         ValueError: a value that is not a number.
 
-    Example: ``summarize([1, 2, 3])`` -> mean 2, std 1, ci95 = 4.3027 / sqrt(3) = 2.4841.
+    Example (mean 2, std 1, ci95 = t_{0.975, 2} / sqrt(3) = 4.3027 / 1.7321):
+
+    >>> s = summarize([1, 2, 3])
+    >>> s["mean"], s["std"], round(s["ci95"], 4), s["n"]
+    (2.0, 1.0, 2.4841, 3)
+    >>> summarize([1.0, float("inf")])["n_inf"]
+    1
     """
     a, n_total, n_missing, n_inf = _floats(values)
     out = {"mean": None, "std": None, "ci95": None, "lo": None, "hi": None, "n": int(len(a)),
