@@ -279,7 +279,7 @@ def progress_enabled(flag: bool | None) -> bool:
 #: 0.5 x 0.5); LIC, Error and BiasAmp are 0
 UNBIASED = {"LIC_M": 25.0, "LIC": 0.0, "Error": 0.0, "BiasAmp": 0.0}
 #: default LIC seeds of evaluate-captions (``--seeds``)
-LIC_SEEDS = 2
+LIC_SEEDS = 3
 
 
 def gender_reading(predictions: dict[int, str], labels: dict[int, str], result: dict,
