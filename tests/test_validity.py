@@ -596,3 +596,14 @@ def test_headline_checks_are_gated_by_their_metrics_controls():
     out = {c["id"]: c["verdict"] for c in verdicts.apply_controls(checks, ctl)}
     assert out == {"captioner/augment-original/lic<0": "metric not valid on this data",
                    "captioner/augment-original/error<0": "holds"}
+
+
+def test_the_domain_numbers_stay_beside_a_check_its_controls_do_not_validate():
+    dom = {"gap": {"mean": 13.4, "lo": 7.4, "hi": 19.4, "n": 5}, "probe_auc": 100.0,
+           "verdict": "holds"}
+    c = {"id": "classifier/synthetic-original/leakage<0", "claim": "x", "expect": "<",
+         "reference": 0.0, "mean": -8.0, "lo": -10.0, "hi": -5.9, "n": 5,
+         "verdict": "metric not valid on this data", "reason": "its controls", "domain": dom}
+    r = verdicts.explain([c])[0]["reason"]
+    assert r.startswith("its controls; domain check: S_synthetic's object mAP") and \
+        "+13.4 [+7.4, +19.4]" in r and "against the paper" not in r

@@ -483,7 +483,7 @@ def explain(checks: Sequence[Mapping[str, Any]]) -> list[dict]:
             c["reason"] = _reason(c)
         if c.get("control") and (c["verdict"] in JUDGED or c["verdict"] == "not informative"):
             c = _with_control(c, judged)
-        if c.get("domain") and c["verdict"] in JUDGED:
+        if c.get("domain"):   # the domain check's numbers beside every verdict
             c = {**c, "reason": f"{c.get('reason', '')}; "
                                 f"{_domain_words(c['domain'], c['verdict'])}"}
         out.append(c)
@@ -500,6 +500,8 @@ def _domain_words(d: Mapping[str, Any], verdict: str) -> str:
     head = (f"domain check: S_synthetic's object mAP on generated minus real photos of the "
             f"same unseen scenes is {_fmt(g['mean'])} [{_fmt(g['lo'])}, {_fmt(g['hi'])}] "
             f"(n = {g['n']}){probe}")
+    if verdict not in JUDGED:   # not judged here (e.g. its metric is not validated): numbers only
+        return head
     against = verdict != "holds"
     if d.get("verdict") == "holds":
         return (f"{head}: S_synthetic is scored outside its training domain"
