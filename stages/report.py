@@ -11,7 +11,9 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
       metrics/human_bias.json (human_bias), metrics/bcs.json (bcs_synthesize),
       metrics/dcg_apply.json (dcg_apply), metrics/retrieval.json (eval_retrieval),
       metrics/controls.json (controls), metrics/datasets.json (build_datasets),
-      metrics/attribute.json (eval_attribute), metrics/audit.json (audit: its attribute block)
+      metrics/attribute.json (eval_attribute), metrics/audit.json (audit: its attribute block),
+      metrics/sensitivity.json (sensitivity: the section beside Table 1, the "confounded"
+      reading of the Table 1 checks)
 out:  plots/report/tables.md,
       metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its
@@ -21,7 +23,8 @@ out:  plots/report/tables.md,
       mask_not_neutral, not_informative, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
       plots/report/forest.png (each mitigation's difference from Original per headline
-      metric with its CI), table1.png, table2.png, table3.png, probe.png,
+      metric with its CI), table1.png, table2.png, table3.png, probe.png, sensitivity.png
+      (bias score against feature sensitivity, one point per model),
       plots/report/index.html (tables.md and the figures as one page, biaslab.report.html)
 
 Table 4 across filter combinations needs one experiment per combination:
@@ -34,7 +37,7 @@ from pathlib import Path
 
 from biaslab.runtime.io import (InputError, atomic_path, load_params, run_stage, stage_parser,
                                 write_json)
-from biaslab.report import charts, document, html
+from biaslab.report import charts, document, html, sensitivity
 
 OUT = Path("plots/report")
 
@@ -52,7 +55,8 @@ def _read(path: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
-    rep = document.build({k: _read(v) for k, v in document.INPUTS.items()}, params)
+    inputs = {k: _read(v) for k, v in document.INPUTS.items()}
+    rep = document.build(inputs, params)
     OUT.mkdir(parents=True, exist_ok=True)
     with atomic_path(OUT / "tables.md") as tmp:
         tmp.write_text(rep["markdown"])
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json("metrics/summary.json", rep["summary"])
     write_json("metrics/validity.json", rep["validity"])
     charts.forest_plot(OUT / "forest.png", rep["summary_full"])
+    sensitivity.write_figure(OUT / "sensitivity.png", inputs, document.INPUTS["sensitivity"])
     for name, table, columns, title, ideal, degenerate, xlabel in rep["charts"]:
         charts.bar_chart(OUT / name, table, columns, title, ideal, degenerate, xlabel)
     # the same report as one page with its figures, the answer first

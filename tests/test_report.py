@@ -262,10 +262,15 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                  "LK_D": {"measured": _r([30.0, 30.0])}}},
         "captioner": {"skipped": "the data has no captions"},
         "summary": {"matches": 1, "does_not_match": 0, "inconclusive": 0, "n": 1}}
+    # the feature sensitivity beside Table 1 (stage sensitivity)
+    from tests.test_sensitivity import _record as sensitivity_record
+    files["sensitivity"] = sensitivity_record()
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
+    assert "### Table 1, feature sensitivity" in md
+    assert (tmp_path / "plots/report/sensitivity.png").is_file()
     assert "## Controls for gender_skin: the attribute's Leakage and LIC" in md
     assert "| classifier | blind | LK_M | < 25 | 6.25 ± " in md, md
     assert "| captioner | – | – | – | skipped: the data has no captions | – |" in md

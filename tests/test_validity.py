@@ -206,7 +206,7 @@ def test_ratio_claims_not_testable_on_a_gender_balanced_test_set():
     assert s == {"holds": 1, "fails": 0, "no_practical_effect": 0, "inconclusive": 0,
                  "not_testable": 2,
                  "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0,
-                 "not_informative": 0, "n": 3}
+                 "not_informative": 0, "n": 3, "confounded": 0}
     md = verdicts.markdown(list(checks.values()))
     assert "**not testable**" in md and "Not testable: classifier: S_synthetic's Ratio" in md
     # 41 / 40 is still balanced to one image; 40 / 17 (2.35:1) is testable

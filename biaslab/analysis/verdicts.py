@@ -553,8 +553,9 @@ def _with_control(c: dict, judged: str) -> dict:
 
 def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
     """``{"holds": k, "fails": k, "no_practical_effect": k, "inconclusive": k, "not_testable": k,
-    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "not_informative": k, "n": k}``
-    (a verdict's spaces become ``_``)."""
+    "metric_not_valid_on_this_data": k, "mask_not_neutral": k, "not_informative": k, "n": k,
+    "confounded": k}`` (a verdict's spaces become ``_``; ``confounded`` counts the checks
+    read as confounded by non-person features, whatever their verdict)."""
     out = {"holds": 0, "fails": 0, "no_practical_effect": 0, "inconclusive": 0,
            "not_testable": 0,
            "metric_not_valid_on_this_data": 0, "mask_not_neutral": 0, "not_informative": 0}
@@ -562,6 +563,8 @@ def summary(checks: Sequence[Mapping[str, Any]]) -> dict:
         k = c["verdict"].replace(" ", "_")
         out[k] = out.get(k, 0) + 1
     out["n"] = len(checks)
+    # a reading beside the verdict, not a verdict (biaslab.report.sensitivity)
+    out["confounded"] = sum(1 for c in checks if c.get("confounded"))
     return out
 
 
@@ -581,10 +584,12 @@ def markdown(checks: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
         src = os.path.basename(str(c.get("source") or "")) or "–"
         mg = (c.get("margin") or {}).get("delta")
         mg = "–" if mg is None else f"± {mg:.{digits}g}"
+        conf = ", confounded by non-person features" if c.get("confounded") else ""
         lines.append(f"| {c['claim']} | {exp} | {meas} | {mg} | {c.get('n')} | "
-                     f"**{c['verdict']}**{one_sided} | {src} |")
+                     f"**{c['verdict']}**{one_sided}{conf} | {src} |")
     # the interval verdicts' reasons are the CI column itself; the others are spelled out
-    reasons = [c for c in checks if c.get("reason") and c["verdict"] not in JUDGED]
+    reasons = [c for c in checks if c.get("reason") and (c["verdict"] not in JUDGED
+                                                         or c.get("confounded"))]
     if reasons:
         lines.append("")
         lines += [f"{c['verdict'].capitalize()}: {c['claim']}: {c['reason']}." for c in reasons]

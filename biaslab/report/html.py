@@ -24,6 +24,9 @@ FIGURES = {
     "table1.png": ("## Table 1", "Table 1 as bars: mean over seeds with 95 % CI."),
     "table2.png": ("## Table 2", "Table 2 as bars: mean over seeds with 95 % CI."),
     "table3.png": ("## Table 3", "Table 3 as bars: mean over seeds with 95 % CI."),
+    "sensitivity.png": ("### Table 1, feature sensitivity",
+                        "Bias score (x, mean over seeds, 95 % CI) against its change when only "
+                        "the non-person features change (y, 95 % CI), one point per model."),
     "probe.png": ("## Causal probe", "Probe sensitivities: mean over seeds with 95 % CI."),
 }
 

@@ -1,0 +1,261 @@
+"""The feature-sensitivity section beside Table 1 and its two-dimensional figure (bias score
+against feature sensitivity, one point per model: Hirota et al., ICCV 2025, arXiv 2509.07596),
+from ``metrics/sensitivity.json`` (stage ``sensitivity``, :mod:`biaslab.analysis.sensitivity`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from biaslab.runtime.io import atomic_path
+
+#: metric -> (label, unit, key of the model's Table 1 record in metrics/classification.json)
+METRICS = {"masked_AUC": ("masked AUC", "points", "masked_gender_auc"),
+           "Ratio_E": ("Ratio_E", "ratio", "Ratio_expected"),
+           "Leakage": ("Leakage", "points", "Leakage"),
+           "Ratio": ("Ratio", "ratio", "Ratio")}
+KIND_WORDS = {"objects": "of the objects masked", "blur": "background blurred (std, % of the "
+              "long side)", "swap": "background of an image of the other gender"}
+
+
+def _f(v, digits: int, sign: bool = True) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+
+
+#: below this distance from no bias (in the metric's unit) a % of the bias is not printed:
+#: a change relative to a bias of about 0 is a division by noise
+MIN_BIAS = {"Ratio": 0.05, "Ratio_E": 0.05, "masked_AUC": 1.0, "Leakage": 1.0}
+
+
+def change_cell(rec: Mapping | None, digits: int = 1, metric: str | None = None) -> str:
+    """``"-3.2 [-4.1, -2.3] (-5 %)"``: the change in points, its 95 % CI and the change as a
+    % of the unperturbed bias; ``–`` without a value, the CI left out where there is none, the
+    % left out where the unperturbed bias is within :data:`MIN_BIAS` of none."""
+    if not rec or rec.get("delta") is None:
+        return "–"
+    s = _f(rec["delta"], digits)
+    if rec.get("lo") is not None and rec.get("hi") is not None:
+        s += f" [{_f(rec['lo'], digits)}, {_f(rec['hi'], digits)}]"
+    from biaslab.analysis.sensitivity import NULL
+    b = rec.get("base")
+    small = metric in MIN_BIAS and b is not None and abs(b - NULL[metric]) < MIN_BIAS[metric]
+    if rec.get("pct") is not None and not small:
+        s += f" ({rec['pct']:+.0f} %)"
+    return s
+
+
+def perturbation_label(name: str) -> str:
+    """``objects@0.1`` -> ``10 % objects``; ``blur@2`` -> ``blur 2 %``; ``swap``."""
+    kind, _, lvl = name.partition("@")
+    if kind == "objects":
+        return f"{float(lvl) * 100:g} % objects"
+    if kind == "blur":
+        return f"blur {float(lvl):g} %"
+    return name
+
+
+def markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1) -> list[str]:
+    """The "Table 1, feature sensitivity" section: per metric, each model's change under each
+    perturbation with its 95 % CI and in %, then the controls' known answers. An empty list
+    when the stage did not run (no record)."""
+    if not sens or not sens.get("available") or not sens.get("models"):
+        return []
+    perts = list(sens.get("perturbations") or [])
+    ts = sens.get("test_set") or {}
+    lines = [
+        "### Table 1, feature sensitivity: how far each bias score moves when only the "
+        "non-person features change",
+        "",
+        f"The same models on perturbed copies of the {ts.get('n_images', '?')} test images "
+        f"({ts.get('n_female', '?')} female / {ts.get('n_male', '?')} male), the person kept "
+        "to the pixel (Hirota et al., ICCV 2025: a bias score that moves under such changes "
+        "partly measures the model's reaction to objects and backgrounds). Columns: "
+        + "; ".join(f"{perturbation_label(p)}" for p in perts)
+        + " (objects: that share of the object instances filled with the image's mean colour; "
+          "blur: Gaussian, std as % of the image's long side; swap: the background of an "
+          "image of the other gender). Each cell: perturbed minus unperturbed, mean over "
+          f"{len(ts.get('seeds') or [])} seeds, [95 % CI: bootstrap over images and seeds; "
+          "Leakage: t over seeds] and (the change as a % of the unperturbed bias, its distance "
+          "from no bias: Ratio 1, masked AUC 50, Leakage 0; left out where that bias is about "
+          "0).",
+        "",
+    ]
+    models = sens["models"]
+    order = ordered(models)
+    for m, (label, unit, _) in METRICS.items():
+        if not any(m in (models[d].get(p) or {}) for d in models for p in perts):
+            continue
+        lines += [f"**{label}** ({unit})", "",
+                  "| model | " + " | ".join(perturbation_label(p) for p in perts) + " |",
+                  "|---|" + "---|" * len(perts)]
+        for d in order:
+            by_p = models[d]
+            lines.append(f"| {names.get(d, d)} | " + " | ".join(
+                change_cell((by_p.get(p) or {}).get(m), digits, m) for p in perts) + " |")
+        lines.append("")
+    ctl = sens.get("controls") or {}
+    if ctl:
+        lines += ["Controls with a known answer (they read the annotations, not the pixels): "
+                  "the person oracle must not move (its CI holds 0); the context reader "
+                  "must not move where nothing it reads changed (a blur leaves the planted "
+                  "scene, cast and objects in the image), its masked AUC must fall when the "
+                  "background is the other gender's (swap) and move when object evidence is "
+                  "removed. Inconclusive: a change the test images cannot resolve.", "",
+                  "| control | perturbation | Ratio_E: expected, change [95 % CI] | "
+                  "masked AUC: expected, change [95 % CI] | verdicts |",
+                  "|---|---|---|---|---|"]
+        sym = {"0": "0", "!=0": "≠ 0", "<0": "< 0"}
+        for c, by_p in ctl.items():
+            for p, recs in by_p.items():
+                cells = [f"{sym[recs[k]['expected']]}: "
+                         f"{change_cell(recs[k]['measured'], digits, k)}" if k in recs
+                         else "no known answer" for k in ("Ratio_E", "masked_AUC")]
+                lines.append(f"| {c} | {perturbation_label(p)} | {cells[0]} | {cells[1]} | "
+                             + ", ".join(r["verdict"] for r in recs.values()) + " |")
+        summ = sens.get("controls_summary") or {}
+        lines += ["", "Controls: " + ", ".join(f"{n} {v}" for v, n in summ.items()) + ".", ""]
+    elif sens.get("controls_note"):
+        lines += [f"Controls: {sens['controls_note']}.", ""]
+    return lines
+
+
+def ordered(models: Mapping) -> list[str]:
+    """The model names in the tables' row order (:func:`biaslab.registry.row_order`), then
+    any others sorted."""
+    from biaslab.registry import row_order
+    known = [r for r in row_order() if r in models]
+    return known + sorted(r for r in models if r not in known)
+
+
+def figure_panels(sens: Mapping) -> list[str]:
+    """The perturbations drawn in the figure: the first of each kind (the smallest object
+    mask, the weakest blur) and the swap."""
+    seen, out = set(), []
+    for p in sens.get("perturbations") or []:
+        k = p.partition("@")[0]
+        if k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out
+
+
+def figure(path: Path, sens: Mapping | None, classification: Mapping,
+           names: Mapping[str, str]) -> bool:
+    """The two-dimensional evaluation: per metric (rows) and perturbation (columns), each
+    model's Table 1 bias score (x, mean ± 95 % CI over seeds) against its change under the
+    perturbation (y, 95 % CI), a dashed line at no change. Returns False (nothing written)
+    without a sensitivity record."""
+    if not sens or not sens.get("available") or not sens.get("models"):
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    perts = figure_panels(sens)
+    mets = [m for m in ("masked_AUC", "Ratio_E", "Leakage")
+            if any(m in (v.get(p) or {}) for v in sens["models"].values() for p in perts)]
+    if not perts or not mets:
+        return False
+    fig, axes = plt.subplots(len(mets), len(perts), figsize=(3.6 * len(perts),
+                                                             3.0 * len(mets)), squeeze=False)
+    for i, m in enumerate(mets):
+        label, unit, key = METRICS[m]
+        for j, p in enumerate(perts):
+            ax = axes[i][j]
+            for k, d in enumerate(ordered(sens["models"])):
+                by_p = sens["models"][d]
+                r = (by_p.get(p) or {}).get(m)
+                base = (classification.get(d) or {}).get(key) or {}
+                x, xe = base.get("mean"), base.get("ci95")
+                if not r or r.get("delta") is None or x is None:
+                    continue
+                y = r["delta"]
+                yerr = ([[max(y - r["lo"], 0)], [max(r["hi"] - y, 0)]]
+                        if r.get("lo") is not None else None)
+                ax.errorbar([x], [y], xerr=[[xe or 0], [xe or 0]], yerr=yerr, fmt="o",
+                            color=f"C{k % 10}", capsize=2, markersize=4,
+                            label=names.get(d, d) if i == 0 and j == 0 else None)
+            ax.axhline(0.0, color="grey", linestyle="--", linewidth=1)
+            ax.set_xlabel(f"{label}, unperturbed ({unit})", fontsize=8)
+            ax.set_ylabel(f"change of {label}", fontsize=8)
+            ax.set_title(perturbation_label(p), fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+    if any(ax.get_legend_handles_labels()[1] for ax in fig.axes):
+        fig.legend(loc="lower center", ncol=min(5, len(sens["models"])), fontsize=7,
+                   frameon=False)
+    fig.suptitle("Bias score against feature sensitivity (one point per model; 95 % CIs)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    return True
+
+
+#: the metric key of a check id ``classifier/<row>-original/<key><0`` -> the sensitivity's
+SENS_KEY = {"masked_auc": "masked_AUC", "ratio": "Ratio", "ratio_expected": "Ratio_E",
+            "leakage": "Leakage"}
+_CHECK = re.compile(r"^classifier/(?P<row>[^/]+)-original/(?P<key>[a-z_]+)<0$")
+
+
+def write_figure(path: Path, inputs: Mapping[str, Mapping], source: str) -> None:
+    """:func:`figure` from the report's inputs (``sensitivity``, ``classification``), the rows
+    named as in the tables.
+
+    Raises:
+        InputError(source, ...): the sensitivity record has no model (the figure is one of the
+            report stage's outputs).
+    """
+    from biaslab.registry import row_names
+    from biaslab.runtime.io import InputError
+    if not figure(path, inputs.get("sensitivity"), inputs["classification"], row_names()):
+        raise InputError(source, "no model with a sensitivity record")
+
+
+def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int = 1
+                      ) -> list[dict]:
+    """The checks of a mitigation against Original on a Table 1 metric
+    (``classifier/<row>-original/<key><0``), each with ``confounded`` (True / False) and
+    ``confounding`` (the numbers) where the rows have a sensitivity record: confounded when
+    Original's score or the mitigation's moves under the smallest object mask (CI excluding 0)
+    by more than the difference the check claims
+    (:func:`biaslab.analysis.sensitivity.confounded`); a confounded check's ``reason`` says so
+    with both numbers. Its verdict is kept: the reading qualifies it. Other checks are
+    returned unchanged."""
+    from biaslab.analysis.sensitivity import confounded
+    if not sens or not sens.get("models"):
+        return list(checks)
+    first = next((p for p in sens.get("perturbations") or [] if p.startswith("objects@")),
+                 None)
+    out = []
+    for c in checks:
+        mt = _CHECK.match(str(c.get("id", "")))
+        eff = c.get("mean")
+        if not mt or first is None or SENS_KEY.get(mt["key"]) is None or eff is None:
+            out.append(c)
+            continue
+        key = SENS_KEY[mt["key"]]
+        # the reference's move and the mitigation's own: either can carry the difference
+        recs = {r: ((sens["models"].get(r) or {}).get(first) or {}).get(key)
+                for r in ("original", mt["row"])}
+        flags = {r: confounded(eff, v) for r, v in recs.items() if v}
+        if not flags:
+            out.append(c)
+            continue
+        c = dict(c)
+        c["confounded"] = any(flags.values())
+        c["confounding"] = {"perturbation": first, "claimed_effect": eff,
+                            **{r: {k: v.get(k) for k in ("delta", "lo", "hi")}
+                               for r, v in recs.items() if v}}
+        if c["confounded"]:
+            moved = "; ".join(f"{r} moves {change_cell(recs[r], digits)}"
+                              for r, f in flags.items() if f)
+            c["reason"] = (f"{c.get('reason', '')}; confounded by non-person features: with "
+                           f"{perturbation_label(first)} masked, {moved}, more than the "
+                           f"claimed difference {eff:+.{digits}f}").lstrip("; ")
+        out.append(c)
+    return out
