@@ -120,6 +120,11 @@ def _coco_like(tmp_path):
 
 def test_write_perturbed_on_a_coco_layout_set(tmp_path):
     test, persons, objects = _coco_like(tmp_path)
+    # an image-level label without a box (COCO image_labels, OpenImages): never drawn
+    objects = pd.concat([objects, pd.DataFrame([{"image_id": 1, "category": "tie",
+                                                 "x": np.nan, "y": np.nan, "w": np.nan,
+                                                 "h": np.nan}])], ignore_index=True)
+    assert len(PT.located(objects)) == 4
     out = PT.write_perturbed(test, persons, objects, ["objects@0.5", "blur@4", "swap"],
                              tmp_path / "out", seed=1)
     assert len(out) == 6
@@ -254,6 +259,9 @@ def test_confounded_reading_on_checks():
     out = confounded_checks(checks, sens)
     assert out[0]["confounded"] is True and "original moves -4.0" in out[0]["reason"]
     assert out[1]["confounded"] is False and out[2] == checks[2]
+    # an instrument that misses a control's known answer is not read
+    bad = {**sens, "controls_summary": {"does not match": 1, "matches": 3}}
+    assert confounded_checks(checks, bad) == checks
 
 
 def test_summarize_model_gender_free_model_gets_leakage_only():

@@ -7,7 +7,8 @@ objects and backgrounds, not only to the person).
 Three kinds, each named ``<kind>@<level>``:
 
 ``objects@f``
-    a fraction ``f`` of the non-person object instances of the evaluated images is filled.
+    a fraction ``f`` of the non-person object instances of the evaluated images (those with a
+    box: an image-level label without one cannot be masked) is filled.
     The paper's text available to us (abstract and summaries) does not say how instances are
     drawn or what fills them; our choices: the instances are drawn uniformly over the whole
     set (exactly ``round(f * N)`` of the ``N`` instances, so ``f`` is the fraction of objects
@@ -196,6 +197,17 @@ def write_masked(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.P
     return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
 
 
+def located(objects: pd.DataFrame) -> pd.DataFrame:
+    """The object rows that can be masked: a finite box of positive size (image-level labels
+    without a box, e.g. COCO's ``image_labels`` or OpenImages' verified labels, cannot)."""
+    if objects.empty:
+        return objects
+    b = objects[["x", "y", "w", "h"]].apply(pd.to_numeric, errors="coerce")
+    ok = np.isfinite(b.to_numpy(np.float64)).all(axis=1) & (b["w"] > 0).to_numpy() & \
+        (b["h"] > 0).to_numpy()
+    return objects[ok]
+
+
 def choose_objects(objects: pd.DataFrame, fractions: Sequence[float], seed: int
                    ) -> dict[float, set]:
     """Which object instances each ``objects@f`` fills: ``{f: set of row labels}`` of
@@ -240,7 +252,7 @@ def write_perturbed(test: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataF
         persons: ``persons.parquet`` rows (the persons kept intact; the swap's donors'
             persons removed).
         objects: ``objects.parquet`` rows (x, y, w, h, optional polygon) of the non-person
-            objects.
+            objects; rows without a box are left out (:func:`located`).
         names: perturbation names (:func:`parse_name`).
         seed: draws the objects and the donors.
         fill: what a masked object is filled with (:func:`mask_objects`).
@@ -260,7 +272,7 @@ def write_perturbed(test: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataF
     from biaslab.runtime.io import load_image
     parsed = [(n, *parse_name(n)) for n in names]
     ids = set(test["image_id"].astype(int))
-    objs = objects[objects["image_id"].astype(int).isin(ids)]
+    objs = located(objects[objects["image_id"].astype(int).isin(ids)])
     chosen = choose_objects(objs, [lv for _, k, lv in parsed if k == "objects"], seed)
     donors = choose_donors(test, seed) if any(k == "swap" for _, k, _ in parsed) else {}
     paths = dict(zip(test["image_id"].astype(int), test["path"]))

@@ -177,7 +177,8 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     names = list(s["perturbations"])
     test = subset(test, s["max_images"], int(s["seed"]))
     test = test[test["n_persons"] > 0].reset_index(drop=True)   # nothing to keep intact
-    objs = objects[objects["image_id"].astype(int).isin(set(test["image_id"].astype(int)))]
+    objs = PT.located(objects[objects["image_id"].astype(int).isin(
+        set(test["image_id"].astype(int)))])
     pert = PT.write_perturbed(test, persons, objs, names, out_dir / "images",
                               seed=int(s["seed"]), fill=s["fill"], progress=True)
     chosen = PT.choose_objects(objs, [lv for n in names for k, lv in [PT.parse_name(n)]

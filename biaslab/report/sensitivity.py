@@ -117,7 +117,10 @@ def markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1) ->
                 lines.append(f"| {c} | {perturbation_label(p)} | {cells[0]} | {cells[1]} | "
                              + ", ".join(r["verdict"] for r in recs.values()) + " |")
         summ = sens.get("controls_summary") or {}
-        lines += ["", "Controls: " + ", ".join(f"{n} {v}" for v, n in summ.items()) + ".", ""]
+        lines += ["", "Controls: " + ", ".join(f"{n} {v}" for v, n in summ.items()) + "."
+                  + (" A control misses its known answer: the sensitivities above are not "
+                     "valid on this data, and no validity check is read through them."
+                     if instrument_failed(sens) else ""), ""]
     elif sens.get("controls_note"):
         lines += [f"Controls: {sens['controls_note']}.", ""]
     return lines
@@ -202,6 +205,12 @@ SENS_KEY = {"masked_auc": "masked_AUC", "ratio": "Ratio", "ratio_expected": "Rat
 _CHECK = re.compile(r"^classifier/(?P<row>[^/]+)-original/(?P<key>[a-z_]+)<0$")
 
 
+def instrument_failed(sens: Mapping) -> bool:
+    """True when a control of the sensitivity record misses its known answer: the instrument
+    then reads something that is not there, and no check is read through it."""
+    return bool((sens.get("controls_summary") or {}).get("does not match"))
+
+
 def write_figure(path: Path, inputs: Mapping[str, Mapping], source: str) -> None:
     """:func:`figure` from the report's inputs (``sensitivity``, ``classification``), the rows
     named as in the tables.
@@ -227,7 +236,7 @@ def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int 
     with both numbers. Its verdict is kept: the reading qualifies it. Other checks are
     returned unchanged."""
     from biaslab.analysis.sensitivity import confounded
-    if not sens or not sens.get("models"):
+    if not sens or not sens.get("models") or instrument_failed(sens):
         return list(checks)
     first = next((p for p in sens.get("perturbations") or [] if p.startswith("objects@")),
                  None)
