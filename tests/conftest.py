@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: collection order: the default's `dvc repro` (~2,000 s with its experiments) starts first,
 #: the short files (mostly one core) fill the other worker beside it, and the foreign-data
 #: (~1,050 s) and OpenImages (~480 s) runs come last, so that two pipelines (each on 2 workers)
-#: overlap as little as possible. Stop 61's first order (the three pipelines first) ran the
+#: overlap as little as possible. An earlier order (the three pipelines first) ran the
 #: default and the foreign run side by side: the foreign run took ~2,600 s instead of 1,019 s.
 FIRST = ("test_pipeline.py",)
 LAST = ("test_foreign_data.py", "test_openimages.py")

@@ -1,5 +1,5 @@
-"""A COCO-layout dataset written by the tests, independent of ``biaslab.data.synthetic`` (issue 31
-item 8): a planted gender-context bias known by construction, a gender cue the project's
+"""A COCO-layout dataset written by the tests, independent of ``biaslab.data.synthetic``:
+a planted gender-context bias known by construction, a gender cue the project's
 generator never draws, and a skewed gender ratio.
 
 * People: one standing figure per image (head disc, torso, legs), the same silhouette and

@@ -1,4 +1,4 @@
-"""An OpenImages-layout dataset written by the tests (issue 33 item 4): the official CSV headers
+"""An OpenImages-layout dataset written by the tests: the official CSV headers
 and MID format, MIAP person boxes with GenderPresentation, and malformed rows of every kind the
 reader must count, with the expected counts returned.
 

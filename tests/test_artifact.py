@@ -258,7 +258,7 @@ def test_caption_artifact_scores_hand_computed():
 
 
 def test_positive_control_fills_the_same_parts_from_the_other_group(synth, tmp_path):
-    """Issue 31 item 3: other_group=True asks the backend for the other gender, same parts."""
+    """Other_group=True asks the backend for the other gender, same parts."""
     root, t, labels = synth
     asked = []
 

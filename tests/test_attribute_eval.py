@@ -1,4 +1,4 @@
-"""The run's protected attribute (issue 29): group labels per attribute, the smallest
+"""The run's protected attribute: group labels per attribute, the smallest
 detectable difference, and stage eval_attribute on a tiny workspace written here (not by
 biaslab.data.synthetic)."""
 from __future__ import annotations
@@ -173,8 +173,8 @@ def test_which_stages_read_the_attribute_param():
     """`dvc exp run -S attribute=skin` re-runs the stages whose params list ``attribute`` and
     then only what reads their outputs (DVC compares the outs' hashes): the counterfactual
     pipeline (generate: the target groups; score: the KNN filter's real groups; select: no
-    colour fidelity for skin tone; build_datasets: the training sets over the groups; issue 29
-    item 3), eval_attribute and eval_classifier (its attribute Leakage), probe (its
+    colour fidelity for skin tone; build_datasets: the training sets over the groups),
+    eval_attribute and eval_classifier (its attribute Leakage), probe (its
     attribute-flip pairs), audit (the per-group audit) and controls_attribute (the
     attribute's controls) and residue (the skin-tone check of the counterfactuals), whose
     metrics files the report reads."""

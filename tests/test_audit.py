@@ -468,7 +468,7 @@ def test_stage_script(tmp_path, monkeypatch):
     assert m["attribute"]["attribute"] == "gender"
     assert m["attribute"]["objects"]["n_significant"] == m["objects"]["n_significant"]
     assert (tmp_path / "plots/audit/attribute_objects.csv").is_file()
-    # REVISE's context, distance and appearance per group (issue 29 item 8)
+    # REVISE's context, distance and appearance per group
     sup = pd.read_csv(tmp_path / "plots/audit/attribute_supercategories.csv")
     assert set(sup["supercategory"]) == {"sports", "kitchen"}
     app = pd.read_csv(tmp_path / "plots/audit/attribute_appearance.csv")

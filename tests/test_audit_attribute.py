@@ -1,4 +1,4 @@
-"""The REVISE audit per protected attribute (issue 29 item 8; biaslab.analysis.audit_attribute):
+"""The REVISE audit per protected attribute (biaslab.analysis.audit_attribute):
 hand-computed counts, rates and tests on tables written here (not by biaslab.data.synthetic),
 and agreement with the gender audit when the attribute is gender."""
 import numpy as np

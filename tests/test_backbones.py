@@ -208,7 +208,7 @@ def test_finetune_seed_changes_the_model(backbone):
 
 @pytest.mark.parametrize("method", ["adversarial", "group_dro", "domain_independent"])
 def test_methods_fine_tune_the_backbone(backbone, method, tmp_path):
-    """Issue 15: the model-level baselines on a fine-tuned backbone. The method's layout and
+    """The model-level baselines on a fine-tuned backbone. The method's layout and
     inference rule hold (adversarial: no gender outputs; DomInd: objects + genders from two
     object heads), its loss reaches the backbone, and save/load round-trips."""
     arch, d = backbone

@@ -1,4 +1,4 @@
-"""biaslab.analysis.backends: copy_paste vs render from `dvc exp show --json` (issue 11 item 5)."""
+"""biaslab.analysis.backends: copy_paste vs render from `dvc exp show --json`."""
 import pytest
 
 from biaslab.analysis import backends as B

@@ -1,4 +1,4 @@
-"""Bad input at every entry point (issue 13): the exit code, a first stderr line that names the
+"""Bad input at every entry point: the exit code, a first stderr line that names the
 file or param and the problem, and nothing half-written.
 
 * every stage script, run as ``__main__`` (``runpy``, all in ONE Python process so torch is
@@ -72,7 +72,7 @@ def _params(**changes) -> str:
 
 # stage -> (param change, param named, words of the problem); stages not listed get the default
 BAD_PARAM = {
-    # issue 26: a param of a late stage fails at the first one, before any work
+    # a param of a late stage fails at the first one, before any work
     "synthesize": ({"captioner__archs": ["lstm"]}, "captioner.archs", "unknown name(s) ['lstm']"),
     "label_gender": ({"classifier__methods": ["focal", "focal"]}, "classifier.methods",
                      "names repeat"),

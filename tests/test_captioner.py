@@ -215,7 +215,7 @@ def test_caption_metrics_keep_an_infinite_ratio_and_name_error_Error():
 
 
 def test_caption_metrics_report_captions_without_gender_words_and_length():
-    """Issue 31 item 2: beside Ratio, the % of gender-labelled images whose caption names no
+    """Beside Ratio, the % of gender-labelled images whose caption names no
     gender (a caption with both genders names one, so it is not counted) and the mean tokens
     per caption over every prediction (the unlabelled image 4 too)."""
     preds = {1: "a man on a bike", 2: "kitchen.", 3: "a man and a woman", 4: "a dog"}
@@ -458,8 +458,7 @@ def _synthetic_run(tmp_path, bias, n_images=300, size=128):
 def test_sequence_logprobs_agree_with_the_training_loss_and_the_margin_follows_the_image(
         toy_model):
     """biaslab.analysis.probe.sequence_logprobs is the teacher-forced log-probability of the training
-    loss (sum of -log p over tokens), and the continuous captioner probe output (issue 23
-    item 5) prefers "man" on a skateboard image and "woman" on an umbrella image."""
+    loss (sum of -log p over tokens), and the continuous captioner probe output prefers "man" on a skateboard image and "woman" on an umbrella image."""
     from biaslab.analysis import probe as P
     model, _, feats, cluster = toy_model
     caps = ["a woman with an umbrella", "a man with a skateboard", "a blue circle"]

@@ -291,7 +291,7 @@ def test_train_stage_rejects_an_unknown_arch(tmp_path, monkeypatch):
     _workspace(tmp_path, n_images=12)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({
         "captioner": {"seeds": [0], "datasets": ["original"], "archs": ["vit"]}}))
-    # checked with the params at stage start (issue 26), before any architecture is looked up
+    # checked with the params at stage start, before any architecture is looked up
     with pytest.raises(InputError, match=r"captioner\.archs: unknown name\(s\) \['vit'\]"):
         _load_stage("train_captioner").main(["--dataset", "original"])
 

@@ -172,7 +172,7 @@ def test_map_matches_sklearn_on_hand_made_scores():
 
 def test_expected_ratio_is_threshold_free_hand_computed():
     """r_E = sum P(man) / sum P(woman): (.9 + .6 + .1 + .7) / (.2 + .6 + .8 + .4) = 2.3 / 2.0;
-    outputs all just below/above a threshold (the masked-image case of issue 11) give a finite
+    outputs all just below/above a threshold (the masked-image case) give a finite
     r_E near 1 where the thresholded r is 0 or inf."""
     r = C.expected_ratio([.2, .6, .8, .4], [.9, .6, .1, .7])
     assert r["ratio"] == pytest.approx(1.15) and r["ratio_max"] == pytest.approx(1.15)
@@ -433,12 +433,12 @@ def test_stages_on_tiny_inputs(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "metrics/classification.json").read_text()) == m
     assert set(m) == {"original", "augment", "synthetic", "adversarial", "group_dro",
                       "test_set", "leakage_train", "domain", "attributes"}
-    # paper 000 app. B.1's attribute list: the first model's object labels (issue 33)
+    # paper 000 app. B.1's attribute list: the first model's object labels
     a = m["attributes"]
     assert a["model"] == "original" and a["n"] == len(a["names"]) > 0
     assert a["names"] == json.loads((tmp_path / "data/models/classifier/original/original-0/"
                                      "classifier_config.json").read_text())["labels"]
-    # the domain check (issue 31 item 4): every model on the real photos and the same-group
+    # the domain check: every model on the real photos and the same-group
     # counterfactuals of the train sources it never trained on, one pair per source
     from biaslab.classify import domain as DOM
     orig = pd.read_parquet(tmp_path / "data/datasets/original.parquet")
@@ -620,7 +620,7 @@ def test_finetune_trains_the_backbone_and_reloads(tmp_path):
 
 
 def test_two_backbones_one_table1_group_each(tmp_path, monkeypatch):
-    """classifier.backbones (issue 15.2): the first backbone's models keep the plain paths and
+    """classifier.backbones: the first backbone's models keep the plain paths and
     the top-level rows (byte-identical to a run without the list); a second backbone (a tiny
     random ResNet saved by save_pretrained, the paper tier's class) trains under
     <name>-<seed>-<slug> on features encoded with ITS backbone -- never the base features of

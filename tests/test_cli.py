@@ -233,7 +233,7 @@ def test_subcommand_registry_is_extensible(capsys, monkeypatch):
 
 def test_plugin_command_from_an_entry_point(capsys, monkeypatch):
     """A separate package adds a command through the ``biaslab.commands`` entry point group,
-    with no edit here (issue 27 item 3)."""
+    with no edit here."""
     import importlib.metadata
     import types
     mod = types.ModuleType("biaslab_hello_plugin")
@@ -256,7 +256,7 @@ def test_plugin_command_from_an_entry_point(capsys, monkeypatch):
 
 
 def test_nothing_imports_the_cli():
-    """The CLI sits on top of the library (issue 27 item 3): no module of ``biaslab/`` (but
+    """The CLI sits on top of the library: no module of ``biaslab/`` (but
     ``biaslab/cli.py`` itself) and no stage script imports ``biaslab.cli``."""
     import ast
     root = Path(__file__).resolve().parents[1]
@@ -321,7 +321,7 @@ def test_unloadable_bert_model_exit_2(files, capsys, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# the README's commands through the installed console script (issue 13.1)
+# the README's commands through the installed console script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -503,7 +503,7 @@ def test_partial_file_grows_seed_by_seed(files, capsys, monkeypatch):
     assert isinstance(part["LIC_seeds_done"][0]["LIC_M"], float)
 
 
-# evaluate-captions defaults (issue 14): fast ci preset, progress on a terminal only
+# evaluate-captions defaults: fast ci preset, progress on a terminal only
 
 
 def _evaluate_args(*extra):
@@ -552,7 +552,7 @@ def test_evaluate_help_documents_the_defaults(capsys):
 
 
 def test_components_lists_the_registry(capsys):
-    """``biaslab components`` (issue 27 item 1): every registered component with its label."""
+    """``biaslab components``: every registered component with its label."""
     assert cli.main(["components", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [e["name"] for e in out["datasets"]][:6] == ["original", "oversample", "subsample",
@@ -585,7 +585,7 @@ def _skin_files(tmp_path, n=12):
 
 def test_skin_tone_lic_reads_unmasked_captions_and_skips_the_gender_word_metrics(
         tmp_path, capsys):
-    """Issue 29 (first part): --attribute skin is the thesis' racial-bias LIC (sec. 2.5.3,
+    """--attribute skin is the thesis' racial-bias LIC (sec. 2.5.3,
     Table 2.3: captions NOT masked; groups dark/light from bb_skin). A planted word cue (dark:
     "man", light: "woman") is readable because nothing is masked; the same captions scored for
     gender (dark -> Male, light -> Female) have the cue masked, so the attacker is at chance
@@ -725,7 +725,7 @@ def _gender_skin_files(tmp_path, n, coat: bool):
 
 
 def test_gender_x_skin_lic_has_four_groups_and_masks_gender_words(tmp_path, capsys):
-    """Issue 29: --attribute gender_skin reads bb_gender and bb_skin; an image's group is
+    """--attribute gender_skin reads bb_gender and bb_skin; an image's group is
     <gender>_<skin> where both are valid (2 rows ignored). LIC trains a 4-way attacker on
     gender-masked captions. Captions whose only cue is the gender word read as chance
     (about 100 / 16 = 6.25: the word is masked); adding a skin cue (coat colour) lifts LIC_M

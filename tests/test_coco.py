@@ -112,7 +112,7 @@ def test_reads_real_coco_mini():
     assert set(t["perceived_gender"]["perceived_gender"]) == {"female", "male", "other"}
 
 
-# ---- issue 13.4/13.5: bad images dropped and counted at prepare; bad items counted -------------
+# ---- bad images dropped and counted at prepare; bad items counted -------------
 
 def _truncate(p):
     b = p.read_bytes()
@@ -134,7 +134,7 @@ def _resized(p):
 
 
 def _truncated_with_end_marker(p):
-    """Issue 26: half a JPEG plus an appended end marker: PIL decodes it without an error, its
+    """Half a JPEG plus an appended end marker: PIL decodes it without an error, its
     lower half libjpeg's flat grey."""
     from PIL import Image
     import numpy as np
@@ -145,7 +145,7 @@ def _truncated_with_end_marker(p):
 
 
 def _corrupt_scan(p):
-    """Issue 26: a flipped byte in the scan header: ``Image.verify`` passes, the decode fails
+    """A flipped byte in the scan header: ``Image.verify`` passes, the decode fails
     ("broken data stream"), which used to abort the features stage."""
     from PIL import Image
     import numpy as np

@@ -1,4 +1,4 @@
-"""GenSynth contrast sets (paper 001 sec. 4; issue 32 item 1): the pairing rule by hand, and
+"""GenSynth contrast sets (paper 001 sec. 4): the pairing rule by hand, and
 stage contrast_set then eval_retrieval on a tiny synthetic workspace (render backend), where
 the gender-blind TF-IDF model must read no bias on the balanced-by-construction gallery."""
 from __future__ import annotations

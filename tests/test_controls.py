@@ -1,4 +1,4 @@
-"""Control models (biaslab.analysis.controls, issue 22): closed forms checked by hand on small tables
+"""Control models (biaslab.analysis.controls): closed forms checked by hand on small tables
 written here (independent of biaslab.data.synthetic's generator), determinism, the verdict rule,
 and the validity preconditions they feed."""
 import math
@@ -81,7 +81,7 @@ def test_expected_classifier_values_by_hand():
     # expected counts: P(man) = 0, 1, 0, .5 -> 1.5 / 2.5
     assert e["Ratio_E"]["value"] == pytest.approx(2.5 / 1.5)
     # masked AUC: men score P(man) 1, 0; women 0, 0.5 -> of the 4 (man, woman) pairs 2 above,
-    # 1 tie, 1 below: (2 + 0.5) / 4 = 62.5 (issue 31)
+    # 1 tie, 1 below: (2 + 0.5) / 4 = 62.5
     assert e["masked_AUC"]["value"] == pytest.approx(62.5)
     assert K.expected_classifier("person_oracle", HAND)["masked_AUC"]["value"] == 50.0
     k = K.expected_classifier("constant_man", HAND)
@@ -359,7 +359,7 @@ def test_a_paired_control_is_judged_on_its_differences_from_its_base():
     from scipy.stats import t
     from biaslab.analysis.controls_eval import judge_control, judge_paired
     from biaslab.report import control_cells
-    # the default's BiasAmp (stop 65): amplifier@1 vs the oracle, 3 replicates; unpaired the
+    # the default's BiasAmp: amplifier@1 vs the oracle, 3 replicates; unpaired the
     # amplifier (-4.97 +- 5.47) cannot be told from the oracle (-5.61 +- 5.29)
     oracle, amp = [-4.91, -3.92, -8.00], [-4.29, -3.19, -7.43]
     e = {"direction": ">", "reference": 0.0, "paired_with": "person_oracle"}

@@ -1,4 +1,4 @@
-"""Issue 29 item 6: the attribute's controls (biaslab.analysis.controls_attribute) on tables
+"""The attribute's controls (biaslab.analysis.controls_attribute) on tables
 these tests write by hand, independent of biaslab.data.synthetic."""
 import numpy as np
 import pandas as pd

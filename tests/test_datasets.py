@@ -78,7 +78,7 @@ def test_oversample_hand_computed_exact_balance():
     assert c["objects"] == {"tie": [2, 2], "umbrella": [2, 2]}
     assert (c["n_female"], c["n_male"], c["objects_mean_abs_skew"]) == (4, 4, 0.0)
     assert over["sample_id"].is_unique and c["max_repeats"] == 2 and c["n_images"] == 6
-    # the spread of the copies [1, 1, 2, 1, 1, 2] (issue 31 item 5): median 1, 2 repeated,
+    # the spread of the copies [1, 1, 2, 1, 1, 2]: median 1, 2 repeated,
     # the top image 2 / 8 of the samples, Kish's effective size 8^2 / (4 * 1 + 2 * 4) = 16 / 3
     assert (c["repeats_median"], c["n_repeated"], c["max_repeats_share"]) == (1.0, 2, 0.25)
     assert c["effective_images"] == pytest.approx(16 / 3)
@@ -168,7 +168,7 @@ def test_resampling_reaches_the_bound_on_strongly_biased_multilabel_data():
         assert c["objects_mean_abs_skew"] <= 0.05 + slack
     over = D.oversample(d, max_skew=0.05, max_copies=None)
     assert over.groupby("image_id").size().min() == 1 and over["image_id"].nunique() == 200
-    # the cap (issue 31 item 5): no image more than 20 times, the bound relaxed to what the cap
+    # the cap: no image more than 20 times, the bound relaxed to what the cap
     # allows, which is the trade-off curve's value at 20; uncapped the top image repeats more
     capped = D.oversample(d, max_skew=0.05)
     reps = capped.groupby("image_id").size()

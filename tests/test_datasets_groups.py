@@ -1,4 +1,4 @@
-"""The resampling baselines over the protected attribute's groups (issue 29): skin tone (two
+"""The resampling baselines over the protected attribute's groups: skin tone (two
 groups), gender x skin tone (four), images without a group left out. Expectations are
 hand-computed; the manifests are written here, not by the synthetic generator."""
 import numpy as np

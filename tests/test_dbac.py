@@ -1,5 +1,5 @@
 """DBAC (biaslab.metrics.dbac): hand-computed values of every step, then the metric on toy
-caption sets whose bias and direction are known (issue 30 item 4)."""
+caption sets whose bias and direction are known."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The README and docs/ (issue 27 item 7): a short README that starts with the two commands,
+"""The README and docs/: a short README that starts with the two commands,
 links that resolve, and a pipeline graph that is the committed dvc.yaml's."""
 import os
 import re

@@ -1,4 +1,4 @@
-"""Issue 31 items 4 and 6: the real-vs-generated domain check and the residue check."""
+"""The real-vs-generated domain check and the residue check."""
 import numpy as np
 import pandas as pd
 import pytest

@@ -1,4 +1,4 @@
-"""biaslab.runtime.executor (issue 16): params, the local executor, the clear error without ray, and a
+"""biaslab.runtime.executor: params, the local executor, the clear error without ray, and a
 real 2-CPU Ray cluster on loopback (started once for the module) running the per-shard work of
 generate (copy_paste), features and score (the feature encoding of candidates) with the bytes
 compared against the local executor, plus a worker killed mid-shard. The cluster tests take

@@ -1,4 +1,4 @@
-"""scripts/exp_table.py: the `dvc exp show` view that fits 120 columns (issue 14 item 3)."""
+"""scripts/exp_table.py: the `dvc exp show` view that fits 120 columns."""
 import importlib.util
 import json
 import os
@@ -97,7 +97,7 @@ def test_main_reads_a_saved_json(tmp_path, capsys):
     assert "original+LIBRA" in out and "synthetic" not in out and "Leakage" not in out
 
 
-# ---- issue 25: DVC shows only the compact summary; the collectors read the rest from Git ----
+# ---- DVC shows only the compact summary; the collectors read the rest from Git ----
 
 def test_noise_floor_hand_computed():
     from biaslab.runtime.stats import noise_floor

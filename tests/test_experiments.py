@@ -1,4 +1,4 @@
-"""Issue 26 item 2: experiments that cannot corrupt each other.
+"""Experiments that cannot corrupt each other.
 
 * ``biaslab.runtime.guard``: a second ``dvc exp run`` / ``dvc repro`` in a workspace whose run is still
   going is refused before anything is written (``params.yaml`` included), pointing to

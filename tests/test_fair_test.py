@@ -1,4 +1,4 @@
-"""Issue 23 items 1-3: a skewed test split, a neutral mask by construction, the size-matched
+"""A skewed test split, a neutral mask by construction, the size-matched
 control of sub-sampling, and the mask-neutrality precondition of the Ratio claims. The split
 and the verdict rules are tested on tables written here by hand, independently of
 ``biaslab.data.synthetic``."""

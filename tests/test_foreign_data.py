@@ -1,4 +1,4 @@
-"""Issue 31 item 8: the pipeline on a COCO-layout dataset the tests write themselves
+"""The pipeline on a COCO-layout dataset the tests write themselves
 (``tests/foreign_coco.py``: shirt hue as the gender cue, 2 men per woman, scene and objects
 agreeing with the gender in 85 % of images), independent of ``biaslab.data.synthetic``, run as a user
 would: ``dvc exp run -S data=coco -S data.root=<dir>`` in a clone of the working tree.
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.slow
 
 
 # CI scale for this run (LIBRA's caption generator and T5 are not what it checks): fewer
-# epochs than the ci preset's 20 and 5 (stop 49: 32 s and 31 s at 8 and 2 epochs). Two
+# epochs than the ci preset's 20 and 5 (32 s and 31 s at 8 and 2 epochs). Two
 # captioner and LIC seeds, not 3: the checks below need n >= 2 captioner seeds (DBAC) and
-# n >= 3 classifier seeds (kept at the preset's 5); CI took 4,966 s at stop 54, over its
+# n >= 3 classifier seeds (kept at the preset's 5); CI took 4,966 s with 3, over its
 # 4,500 s budget, and this run 765 s of it on the dev machine
-# Stop 60: captioners at 5 epochs and, of the model-level methods, only the plug-in's label
+# Captioners at 5 epochs and, of the model-level methods, only the plug-in's label
 # smoothing (no check here reads a captioner's quality or GroupDRO / the adversary / DomInd).
 # Measured: this run took 1,019 s against 1,046 s before, so these are NOT where its time goes
 # (a captioner stage took 21-37 s at 5 epochs, 18-28 s at 15: fixed costs dominate)
@@ -44,7 +44,7 @@ def foreign_run(tmp_path_factory):
     site = install_example_plugin(base)
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     # the training sets the checks below read (Original, over-sampling, S_synthetic) and the
-    # plug-in's: stop 61 (CI at 5,277 s, over its budget) dropped the rest here, ~35 s of
+    # plug-in's: the rest are dropped here (CI ran 5,277 s with them, over its budget), ~35 s of
     # training and evaluation per classifier set and captioner set (the artifact test's sets
     # must be trained as classifiers and as captioners: artifact_captioner reads both)
     params = {**params,
@@ -108,7 +108,7 @@ def test_spurious_correlations_are_found_in_the_planted_context(foreign_run):
 
 
 def test_dbac_runs_on_foreign_data_in_table2_and_on_the_controls(foreign_run):
-    """Issue 30: DBAC in both directions for every captioner row, with a CI over captioner
+    """DBAC in both directions for every captioner row, with a CI over captioner
     seeds, and judged on the control models, on data the generator did not write (its object
     words are the COCO categories the set annotates)."""
     repo, _, _ = foreign_run
@@ -144,7 +144,7 @@ def test_oversampling_repeats_are_reported(foreign_run):
     d = _json(repo, "metrics/datasets.json")["oversample"]
     assert d["max_repeats"] >= 1 and "repeats_median" in d and "effective_images" in d
     assert d["max_skew_bound"] >= 0.05
-    # bounded (issue 31 item 5): datasets.max_copies (20) caps every image's copies, and the
+    # bounded: datasets.max_copies (20) caps every image's copies, and the
     # price of the cap is on record for this data
     assert d["max_repeats"] <= 20, d
     curve = d["tradeoff"]
@@ -162,14 +162,14 @@ def test_the_report_holds_only_this_runs_results(foreign_run):
     syn = _json(repo, "metrics/synthetic.json")
     assert syn["skipped"] is True and "coco" in syn["reason"]
     assert sorted(p.name for p in (repo / "data/raw/synthetic").iterdir()) == ["NOT_USED.txt"]
-    # the DVC metric carries the threshold-free, direction-aware measures (issue 31 item 1)
+    # the DVC metric carries the threshold-free, direction-aware measures
     summary = _json(repo, "metrics/summary.json")
     assert {"masked AUC", "log r"} <= set(summary["original"]), summary["original"]
     assert isinstance(summary["synthetic"]["masked AUC"]["diff"], float), summary["synthetic"]
 
 
 def test_domain_and_residue_checks_report_their_numbers(foreign_run):
-    """Issue 31 items 4 and 6 on data the project has never seen: the real-vs-generated
+    """On data the project has never seen: the real-vs-generated
     domain check of every model and the residue check of both mask shapes are computed, with
     intervals, and the Leakage verdicts say what the domain check found."""
     repo, _, _ = foreign_run
@@ -194,7 +194,7 @@ def test_domain_and_residue_checks_report_their_numbers(foreign_run):
 
 
 def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
-    """Issue 27 items 1-2: examples/biaslab-example-plugin, installed with pip beside biaslab
+    """Examples/biaslab-example-plugin, installed with pip beside biaslab
     (a directory on PYTHONPATH, not this repository), adds a training set, a model-level method
     and a caption post-processor. Named in the params of the experiment (no file of this
     repository edited), their rows appear in Tables 1-3 and the validity verdicts (their
@@ -216,7 +216,7 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
         return text.count(f"| {label} |") + text.count(f"| {label} † |")
     for label in ("Reweighted (plug-in)", "Label smoothing (plug-in)"):
         assert row(label, t1), label
-    # the neutral post-processor names nobody's gender: a † row (issue 31 item 2), not "best"
+    # the neutral post-processor names nobody's gender: a † row, not "best"
     assert row("Reweighted (plug-in)", t2) and "| Original + neutral words (plug-in) †" in t2
     assert row("Reweighted (plug-in)", t3) == 2         # classifier and captioner parts
     v = _json(repo, "metrics/validity.json")
@@ -233,7 +233,7 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
 
 
 def test_an_installed_plugin_adds_a_filter_and_a_metric_column(foreign_run):
-    """Issue 27 item 1 (kinds filters and metrics): the example plug-in's filter
+    """The example plug-in's filter
     ``sharpness``, named in ``filters.names`` with a weight, is scored on every candidate, ranks
     in the selection and is a Table 4 column; its captioning metric ``types``, named in
     ``eval_captioner.metrics``, is a Table 2 column of every row, one value per seed."""

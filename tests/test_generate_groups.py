@@ -1,4 +1,4 @@
-"""Counterfactual generation per group of the protected attribute (issue 29 item 3): the groups
+"""Counterfactual generation per group of the protected attribute: the groups
 and their prompts (paper 000 appendix B.1, sec. 7), the render backend drawing the target skin
 tone, copy_paste's donors by the target group, and the training sets over every group."""
 from __future__ import annotations

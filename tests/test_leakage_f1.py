@@ -1,4 +1,4 @@
-"""Issue 31 item 4: Wang et al. 2019's accuracy-matched dataset leakage, on object tables
+"""Wang et al. 2019's accuracy-matched dataset leakage, on object tables
 written here (independent of the synthetic generator)."""
 import numpy as np
 import pytest

@@ -217,7 +217,7 @@ def _json_edit(fn):
 ])
 def test_damaged_model_directory_is_exit_2_naming_the_part(cli_model, tmp_path, capsys, damage,
                                                            names):
-    """Issue 26 item 5: every damage of a model directory is exit 2 with the file and the
+    """Every damage of a model directory is exit 2 with the file and the
     problem -- no traceback, no attempt to reach the Hugging Face Hub (an untrusted
     ``settings.backbone`` used to make the loader try it), nothing written."""
     root, model = cli_model
@@ -284,7 +284,7 @@ def test_pretrained_tier_code_path_with_local_dirs(tmp_path):
 
 
 def test_train_progress_bar_counts_every_batch(capsys):
-    """issue 14: dcg_train is not silent; the bar counts batches over all epochs on stderr."""
+    """dcg_train is not silent; the bar counts batches over all epochs on stderr."""
     s = D.DCGSettings(**TINY, eta=0.0)
     feats = np.eye(4, 16, dtype=np.float32) * 3
     D.train_dcg(CAPS * 4, CAPS * 4, np.concatenate([feats] * 4), s, seed=0, progress=True)
@@ -294,7 +294,7 @@ def test_train_progress_bar_counts_every_batch(capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# the edit formulation (issue 24)
+# the edit formulation
 
 EDIT = dict(TINY, formulation="edit", epochs=30, eta=0.2)
 

@@ -1,4 +1,4 @@
-"""scripts/libra_published.py's reader of the released caption files (issue 24 item 5)."""
+"""scripts/libra_published.py's reader of the released caption files."""
 from __future__ import annotations
 
 import gzip

@@ -180,7 +180,7 @@ def test_pretrained_tier_code_path_with_local_dir(tiny_t5, tmp_path):
 
 
 def test_finetune_progress_bar_counts_every_batch_and_leaves_the_model_unchanged(capsys):
-    """issue 14: t5_finetune is not silent. The bar counts batches over all epochs
+    """t5_finetune is not silent. The bar counts batches over all epochs
     (pretrain + fine-tune) on stderr; the weights are those of a run without it."""
     s = t5.T5Settings(**TINY, pretrain_epochs=1)
     quiet = t5.finetune(CAPS, s, seed=0)

@@ -351,7 +351,7 @@ def test_lic_seeds_on_two_workers_equal_one_process(capsys):
 
 
 def test_lic_score_four_groups_hand_computed():
-    """Eqs. 2.9-2.10 over K = 4 groups (issue 29): the confidence of the true class where it
+    """Eqs. 2.9-2.10 over K = 4 groups: the confidence of the true class where it
     is the argmax, else 0."""
     probs = np.array([[0.7, 0.1, 0.1, 0.1],    # class 0, right: 0.7
                       [0.1, 0.4, 0.3, 0.2],    # class 1, right: 0.4

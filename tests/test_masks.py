@@ -224,7 +224,7 @@ def test_build_masks_table_and_counts(tmp_path):
 
 
 def test_box_shape_masks_the_whole_box(tmp_path):
-    """Issue 31 item 6: masks.shape=box ignores a polygon tighter than the person and masks
+    """Masks.shape=box ignores a polygon tighter than the person and masks
     its bounding box (20 x 30 = 600 px), paper 000's COCO wording."""
     images, persons, labels, split = _tables()
     persons.loc[0, "polygon"] = json.dumps([[10, 5, 30, 5, 20, 35]])   # a triangle in the box

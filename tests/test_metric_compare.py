@@ -1,4 +1,4 @@
-"""Issue 30 item 3: "which captioning metric sees the planted bias" from hand-built controls
+""""which captioning metric sees the planted bias" from hand-built controls
 records (biaslab.report.metric_compare), and the controls stage's ``controls.attackers``."""
 import math
 
@@ -130,7 +130,7 @@ def test_sweep_comparison_counts_and_detection_by_hand():
 
 
 def _stage():
-    """stage controls' checks live in the library (issue 27 item 4: a thin stage)"""
+    """stage controls' checks live in the library (a thin stage)"""
     from biaslab.analysis import controls_eval
     return controls_eval
 

@@ -81,7 +81,7 @@ def test_error_neutral_is_not_an_error():
 
 
 def test_error_by_group_hand_computed():
-    """Issue 29 item 4: Error within each gender x skin group (the gender half is the image's
+    """Error within each gender x skin group (the gender half is the image's
     gender) and the worst-group gap with Welch's interval between the two extreme groups."""
     caps = {1: "a man on a bike", 2: "a woman on a bike", 3: "a man on a bike",    # female_dark
             4: "a woman cooking", 5: "a person cooking",                          # female_light

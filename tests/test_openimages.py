@@ -1,4 +1,4 @@
-"""Issue 33: OpenImages with MIAP as a data source. The reader against a dataset the tests write
+"""OpenImages with MIAP as a data source. The reader against a dataset the tests write
 (``tests/foreign_openimages.py``: the official CSV headers, MID format and malformed rows, counts
 known by construction), its whole-file errors, a property test of its row checks, the label
 texts and perceived labels that replace captions, the skip records of the caption stages, SAM
@@ -240,8 +240,8 @@ def oi_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("oi_e2e")
     truth = write_foreign_openimages(base / "openimages", n_images=80)
     # 3 classifier seeds, not the ci preset's 5, and no model-level method: the checks below
-    # read files, rows and labels, not intervals or methods (CI time: issue 23's budget note
-    # in .ci/run; stop 60: without the methods this run took 486 s against 473 s, machine noise)
+    # read files, rows and labels, not intervals or methods (CI time: .ci/run's budget;
+    # without the methods this run took 486 s against 473 s, machine noise)
     dst, out = run_profile_in_clone(base, "openimages", ["data=openimages",
                                                          f"data.root={base / 'openimages'}",
                                                          "classifier.seeds=[0,1,2]",

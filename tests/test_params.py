@@ -148,7 +148,7 @@ def test_the_deps_check_adds_what_a_stage_lacks_and_keeps_the_rest(tmp_path):
 
 
 def test_every_stage_depends_on_the_numerics_and_the_library_versions():
-    """Issue 34: the pinned float paths (biaslab/runtime/numerics.py) and the exact library versions
+    """The pinned float paths (biaslab/runtime/numerics.py) and the exact library versions
     (requirements.lock) decide the last bits of every out, so a change to either must re-run
     every stage; otherwise a fresh clone serves the old bits of a stage whose only outs are
     committed (human_bias, eval_retrieval, report) as if the new code had computed them."""
@@ -222,7 +222,7 @@ def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
 
 
 def test_overlay_plots_list_every_run_of_the_params():
-    """Issue 25 item 3: dvc.yaml's overlay plots name every training set x seed of
+    """Dvc.yaml's overlay plots name every training set x seed of
     params.yaml (scripts/plot_runs.py writes them), not the first three seeds."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("plot_runs", REPO / "scripts" / "plot_runs.py")
@@ -240,7 +240,7 @@ def test_overlay_plots_list_every_run_of_the_params():
 
 
 def test_only_the_headline_is_a_dvc_metric():
-    """Issue 25 item 1: DVC's metric views (`dvc exp show`, `dvc metrics diff`) compare only
+    """DVC's metric views (`dvc exp show`, `dvc metrics diff`) compare only
     metrics/summary.json; every other results file is a committed plain out."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     metrics = [next(iter(m)) if isinstance(m, dict) else m

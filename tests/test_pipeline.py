@@ -55,7 +55,7 @@ def test_repro_runs_every_stage_and_writes_metrics(pipeline_repo):
     agree = labels["agreement_with_perceived_gender"]
     assert agree["n_compared"] > 200 and agree["accuracy"] == 1.0
     prep = json.loads((repo / "metrics/prepare.json").read_text())
-    # 320 training-pool images + the separate 200-image test split (issue 23 item 1)
+    # 320 training-pool images + the separate 200-image test split
     assert prep["images"] == 520 and prep["dropped_total"] == 0
     split = json.loads((repo / "metrics/split.json").read_text())
     assert (split["test/female"], split["test/male"]) == (61, 139)      # COCO's 2.3 : 1
@@ -96,7 +96,7 @@ def test_repro_ends_with_the_papers_tables(pipeline_repo):
 
 
 def test_planted_truth_core_claims(pipeline_repo):
-    """Issue 11: on the embedded default (render backend) the causal probe must show that
+    """On the embedded default (render backend) the causal probe must show that
     Original reads every planted attribute and that S_synthetic reads the unlabeled colour
     cast less than Original (verdicts from 95 % CIs over the default's 5 classifier seeds), on
     the probability scale of the issue and on the logit margin (which cannot saturate).
@@ -104,8 +104,7 @@ def test_planted_truth_core_claims(pipeline_repo):
     S_synthetic against over-sampling: the direction must be right on both scales and the
     logit-margin check must hold; on the probability scale it held with 5 seeds on the
     development machine (-0.21 [-0.29, -0.12]) but was inconclusive with 3 (over-sampling's
-    seeds spread widely: cast 0.09-0.26), so it is asserted as "not fails" -- the margin is
-    stated in issue 11's note, not hidden. On the default's 2.3 : 1 test split (issue 23) the
+    seeds spread widely: cast 0.09-0.26), so it is asserted as "not fails" -- said here, not hidden. On the default's 2.3 : 1 test split the
     Ratio claims are testable, and read "mask not neutral" exactly when a compared row's mask
     reads as one gender (metrics/validity.json mask_neutral)."""
     repo, _, _ = pipeline_repo
@@ -120,12 +119,12 @@ def test_planted_truth_core_claims(pipeline_repo):
         c = checks[f"{scale}/synthetic-oversample/cast<0"]
         assert c["mean"] < 0 and c["verdict"] != "fails", c
     assert checks["classifier_logit/synthetic-oversample/cast<0"]["verdict"] == "holds"
-    # the skewed test split makes the Ratio claims testable (issue 23 item 1); they are judged
+    # the skewed test split makes the Ratio claims testable; they are judged
     # only where both compared rows' masks read as neither gender (item 2)
     v = json.loads((repo / "metrics/validity.json").read_text())
     rows = {r["dataset"]: r for r in v["mask_neutral"]}
     # the default's fill (the mean colour) adds no gender reading to any training set, in or
-    # out of context (issue 23 item 2; benchmarks/results/mask_fill.json: the black box did)
+    # out of context (benchmarks/results/mask_fill.json: the black box did)
     assert all(r["measure"] == "mask_effect" and r["context"] for r in rows.values()), rows
     assert [d for d, r in rows.items() if not r["met"]] == [], rows
     neutral = rows["original"]["met"] and rows["synthetic"]["met"]
@@ -179,7 +178,7 @@ def _bcs_digest(path) -> str:
 
 
 def test_artifacts_get_as_the_readme_shows_it(pipeline_repo, tmp_path):
-    """Issue 25 item 4: `dvc artifacts get`'s --rev is the artifact *version* (a GTO tag
+    """`dvc artifacts get`'s --rev is the artifact *version* (a GTO tag
     ``<name>@v<semver>``), not a git revision: ``--rev main`` looks for a tag
     ``classifier@main`` and fails. The README's commands: tag a version, get it by version; an
     untagged revision through its path with `dvc get`."""
@@ -212,7 +211,7 @@ def test_bcs_captions_are_the_committed_ones(pipeline_repo):
 
 
 def test_libra_keeps_correct_captions_on_the_default(pipeline_repo):
-    """Issue 24's bars, measured by stage dcg_apply on the test split's human captions."""
+    """LIBRA's DCG bars, measured by stage dcg_apply on the test split's human captions."""
     repo, _, _ = pipeline_repo
     a = json.loads((repo / "metrics/dcg_apply.json").read_text())
     assert a["human"]["after"]["correct"] >= 0.97, a["human"]
@@ -274,7 +273,7 @@ def test_filter_weights_experiment_reruns_only_selection_and_after(pipeline_repo
     # the S_* models train again (their datasets changed); DVC knows it before running them
     assert {"train_classifier@synthetic", "train_classifier@augment",
             "train_captioner@synthetic", "report"} <= planned, planned
-    # issue 25 item 1: with one small DVC metric file, DVC's own table of the experiments
+    # with one small DVC metric file, DVC's own table of the experiments
     # fits a 200-column terminal without elided cells
     shown = _run(["dvc", "exp", "show", "--only-changed", "--no-pager"], repo,
                  {**env, "COLUMNS": "200"})
@@ -284,9 +283,9 @@ def test_filter_weights_experiment_reruns_only_selection_and_after(pipeline_repo
 
 
 def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
-    """Issue 22: on the embedded default every control model's exact value matches its known
+    """On the embedded default every control model's exact value matches its known
     answer, the probe's controls swing by their known amounts, and no claim is reported on a
-    metric whose controls miss (metric not valid on this data). Since stop 65 caption BiasAmp
+    metric whose controls miss (metric not valid on this data). Caption BiasAmp
     is judged against its null (the test images' own human captions) and the amplifier paired
     with the oracle, so it must match; LIC and DBAC may still miss (recorded, not hidden:
     their preconditions read invalid in metrics/validity.json)."""
@@ -294,7 +293,7 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
     assert _reproduced(out, "controls")
     c = json.loads((repo / "metrics/controls.json").read_text())
     assert c["available"]["planted_truth"] and c["available"]["probe"]
-    # every classifier control matches; on the 2.3 : 1 test split (issue 23) the captioner's
+    # every classifier control matches; on the 2.3 : 1 test split the captioner's
     # BiasAmp sits near -6 for controls with no bias of their own, which is its null there
     # (biaslab.metrics.biasamp.human_null), so it matches; LIC and DBAC may miss
     for name, ms in c["classifier"].items():
@@ -310,7 +309,7 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
     assert c["probe"]["context_reader[cast]"]["cast"]["measured"]["mean"] == 2.0
     assert c["power"]["classifier"]["Leakage"]["mde"] > 0
     v = json.loads((repo / "metrics/validity.json").read_text())
-    # a claim on such a metric (LIBRA's "LIC lower", issue 24) is reported as not judged
+    # a claim on such a metric (LIBRA's "LIC lower") is reported as not judged
     not_valid = [ch for ch in v["checks"] if ch["verdict"] == "metric not valid on this data"]
     assert v["summary"]["metric_not_valid_on_this_data"] == len(not_valid)
     assert all("captioner/LIC" in ch["reason"] or "captioner/DBAC" in ch["reason"]
@@ -327,23 +326,23 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
                for p in v["preconditions"])
     tables = (repo / "plots/report/tables.md").read_text()
     assert "Detectable difference between two rows" in tables
-    # issue 30: the captioning metrics side by side on the controls (DBAC's misses are
+    # the captioning metrics side by side on the controls (DBAC's misses are
     # findings about the metric, reported there, not failures of the pipeline)
     assert "Which captioning metric sees the planted bias" in tables
     assert "| DBAC T→A (direct) |" in tables
 
 
 #: captioner metrics whose controls may miss on the default (reported, not hidden): LIC on
-#: the 2.3 : 1 test split (issue 23), and DBAC (issue 30), whose prior variant reads caption
-#: diversity (0.40 on the context reader at stop 50) and whose A->T variants have intervals
-#: of +- 0.3 at 3 replicates. BiasAmp left the set at stop 65 (judged against its null)
+#: the 2.3 : 1 test split, and DBAC, whose prior variant reads caption
+#: diversity (0.40 on the context reader) and whose A->T variants have intervals
+#: of +- 0.3 at 3 replicates. BiasAmp is not in the set (judged against its null)
 MAY_MISS = {("captioner", "LIC"), ("captioner", "DBAC_T_to_A"),
             ("captioner", "DBAC_A_to_T"), ("captioner", "DBAC_direct_T_to_A"),
             ("captioner", "DBAC_direct_A_to_T")}
 
 
 def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_repo):
-    """Issue 27 items 1-2 on the default: naming the example plug-in's components in the
+    """On the default: naming the example plug-in's components in the
     params of an experiment changes their own stages and the stages that aggregate every row
     (evaluation, probe, artifact test), never a built-in row's training or the data stages.
     DVC's own change detection (``dvc status``), nothing runs: the plug-in's rows themselves are
@@ -375,7 +374,7 @@ def test_a_plugin_experiment_changes_only_its_rows_and_the_aggregates(pipeline_r
 
 
 def test_attribute_skin_changes_only_the_stages_that_read_it(pipeline_repo):
-    """Issue 29: `dvc exp run -S attribute=skin` on the default re-runs the stages whose params
+    """`dvc exp run -S attribute=skin` on the default re-runs the stages whose params
     list ``attribute`` (generate: the counterfactuals' groups; score: the KNN filter's real
     groups; select: no colour fidelity for skin tone; build_datasets: the training sets over
     the groups; eval_attribute, eval_classifier, probe: its attribute-flip pairs; audit: its

@@ -1,4 +1,4 @@
-"""biaslab plan (issue 16.4): arithmetic on a toy profile, sources, composition, errors;
+"""biaslab plan: arithmetic on a toy profile, sources, composition, errors;
 benchmarks/gpu.py skips cleanly without a GPU."""
 import json
 import subprocess
@@ -42,7 +42,7 @@ def test_unknown_keys_are_clear_input_errors(bad, needle):
 
 
 def test_non_integer_m_is_an_input_error(paper):
-    # rejected when composed, by the params checks every stage runs (issue 26)
+    # rejected when composed, by the params checks every stage runs
     with pytest.raises(InputError, match="generate.m"):
         P.compose(["data=coco", "models=paper", "generate.m=x3"])
     params = P.compose(["data=coco", "models=paper"])
@@ -212,7 +212,7 @@ def test_captioner_rows_count_every_arch(paper):
 
 
 def test_plan_applies_data_max_images_and_checks_params(tmp_path):
-    """Issue 26: ``-S data.max_images=600`` planned every image; a bad value reached no
+    """``-S data.max_images=600`` planned every image; a bad value reached no
     check."""
     w = P.Work(3004, 15020, 1000, 400, "counted")
     c = P._capped(w, 600)

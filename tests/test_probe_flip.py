@@ -1,4 +1,4 @@
-"""The attribute-flip probe (issue 29 item 6; biaslab.analysis.probe.flip_*): test images drawn
+"""The attribute-flip probe (biaslab.analysis.probe.flip_*): test images drawn
 with the person's gender or skin tone flipped, everything else kept; S > 0 when a model's
 object outputs follow the planted attribute-object association."""
 import numpy as np

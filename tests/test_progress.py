@@ -1,4 +1,4 @@
-"""Progress bars (issue 14 "silent for minutes"): ``biaslab.runtime.progress.bar`` on stderr, its
+"""Progress bars (no stage silent for minutes): ``biaslab.runtime.progress.bar`` on stderr, its
 terminal / log / off modes, and the loops that use it (leakage attackers, classifier epochs,
 textclf training behind LIBRA's f_g / f_a) -- bars never change what is returned or saved."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26 item 1: code is part of every cache key. ``source_digest`` follows a module's
+"""Code is part of every cache key. ``source_digest`` follows a module's
 imports (lazy and relative ones too) inside its package; an edit of the generate backend or of
 the feature code changes generate's shard fingerprints and the feature cache directory, so a
 stale result is never served after a code change -- with no version constant to bump."""
@@ -144,7 +144,7 @@ CopyPasteBackend.generate = _inverted
 
 
 def test_an_edited_backend_recomputes_the_shards_and_an_edited_encoder_the_features(tmp_path):
-    """The case of issue 26: invert a backend's output in its source and run again. Before,
+    """A stale cache: invert a backend's output in its source and run again. Before,
     every shard was skipped as finished and the stale pixels kept; now the shard fingerprints
     change, every shard is recomputed and the pixels are new. An unchanged re-run still
     resumes (nothing recomputed). The same for the feature cache's directory name."""

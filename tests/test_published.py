@@ -1,4 +1,4 @@
-"""The published captioners' profile (issue 28): parser, Ratio / Error / BA_label with hand
+"""The published captioners' profile: parser, Ratio / Error / BA_label with hand
 computed answers, the racial-bias LIC groups, the comparison with the thesis' tables, the two
 stages on a small set written here, and the known answers of the real released files."""
 import gzip
@@ -287,7 +287,7 @@ def test_stages_on_a_small_release(tmp_path):
     assert osc["race"]["LIC_M"]["mean"] > 75 and nic["race"]["LIC_M"]["mean"] < 45
     assert nic["race"]["n_by_group"] == {"dark": 150, "light": 300}
     assert len(nic["gender"]["LIC_M_per_seed"]) == 2 and nic["gender"]["LIC_M"]["n"] == 2
-    # DBAC needs the human captions: said so, nothing computed (issue 30)
+    # DBAC needs the human captions: said so, nothing computed
     assert nic["gender"]["DBAC"] == {"skipped": "needs the human captions of the same images "
                                                 "(published.human_captions)"}
     assert "DBAC" not in nic["race"]
@@ -316,7 +316,7 @@ def test_stage_rejects_bad_params(tmp_path):
 # --- the real released files (../shared/published-captions) ------------------------------
 
 #: where the released files and the thesis' Table 2.1 differ by more than the printed
-#: rounding (evidence in the issue 28 note): Transformer's Ratio (5,773 man / 2,584 woman
+#: rounding (checked against the released files): Transformer's Ratio (5,773 man / 2,584 woman
 #: captions = 2.234; printed 2.18) and NIC's Error (1,536 / 10,780 = 14.249 %; printed 14.3)
 KNOWN_TABLE_2_1_DIFFERENCES = {("transformer", "Ratio"), ("nic", "Error")}
 
@@ -345,7 +345,7 @@ def test_released_outputs_give_table_2_1_ratio_and_error():
 
 
 def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
-    """issue 28 item 4: with a COCO captions file of the same images the profile computes
+    """with a COCO captions file of the same images the profile computes
     LIC_D, LIC (= LIC_M - LIC_D per seed) and the caption quality, and the report lists them."""
     root = tmp_path / "release"
     _tiny_release(root, models=("oscar",))
@@ -370,7 +370,7 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
         assert r["LIC_D"]["mean"] < 45 < 75 < r["LIC_M"]["mean"]
         assert r["LIC"]["mean"] == pytest.approx(r["LIC_M"]["mean"] - r["LIC_D"]["mean"],
                                                  abs=1e-5)
-    # DBAC (issue 30): the model ties the context to gender (kitchen / skateboard), the human
+    # DBAC: the model ties the context to gender (kitchen / skateboard), the human
     # captions draw it at random, so gender is more predictable from the model's captions:
     # T->A > 0 (lambda_M ~ 1, lambda_D ~ 0.5 by construction). A->T is computed but not
     # asserted: its lambda is a product over the 79 COCO categories, dominated here by the
@@ -397,7 +397,7 @@ def test_human_captions_add_lic_d_lic_and_quality(tmp_path):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/published-captions not present")
 def test_real_slice_and_a_wrong_paper_value(tmp_path):
-    """issue 28 item 5: the profile on a 200-image slice of two released models; a paper value
+    """the profile on a 200-image slice of two released models; a paper value
     changed on purpose is marked outside its spread, and the report names the model."""
     root = tmp_path / "slice"
     for m in ("nic", "oscar"):

@@ -1,4 +1,4 @@
-"""biaslab.registry (issue 27 items 1-2): one registry of components, entry-point plug-ins, the
+"""biaslab.registry: one registry of components, entry-point plug-ins, the
 contract of each kind on tiny inputs, and the example plug-in package installed with pip."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The registry's column kinds (issue 27 item 1): candidate filters (Table 4, weighted rank
+"""The registry's column kinds: candidate filters (Table 4, weighted rank
 selection), image backbones and captioning metrics (Table 2): built-ins as the papers define
 them, and a plug-in of each kind through entry points, with hand-computed expectations."""
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_the_builtin_backbones_are_the_default_and_table_1s_three():
 
 def test_the_builtin_metrics_are_the_keys_the_stage_writes_and_table_2s_headers():
     assert {e.name for e in R.metric_entries("captioning", builtin_only=True)} == set(C.METRICS)
-    # the headers Table 2 has printed since issue 31 (written out by hand)
+    # the headers Table 2 has prints (written out by hand)
     assert RP.TABLE2_COLUMNS == (
         ("METEOR", "METEOR ↑"), ("CLIPScore", "CLIPScore ↑"), ("Ratio", "Ratio →1"),
         ("no_gender_word", "no gender word %"), ("length", "words"), ("LIC", "LIC ↓"),

@@ -201,10 +201,10 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                         "max_repeats_share": 0.2, "n_repeated": 3,
                                         "effective_images": 12.5, "max_skew_bound": 0.1,
                                         "objects_max_abs_skew": 0.09}}
-    # issue 32 item 4: paper 001 appendix D (tests/test_spurious.py's record)
+    # paper 001 appendix D (tests/test_spurious.py's record)
     from tests.test_spurious import _record
     files["spurious"] = _record()
-    # issue 31 item 4: the domain check; item 6: the residue check
+    # the domain check; item 6: the residue check
     cls["domain"] = {"probe_auc": _r([52.0, 58.0]),
                      "original": _row(mAP_real=[70.0, 72.0], mAP_generated=[69.0, 70.0],
                                       domain_gap=[-1.0, -2.0]),
@@ -218,7 +218,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                         "counterfactual": {"backend": "render",
                                            "target_auc_other": {"mean": 87.2, "ci95": 4.2},
                                            "target_auc_same": {"mean": 100.0, "ci95": 0.0}}}
-    # issue 29: the protected attribute's section (stage eval_attribute)
+    # the protected attribute's section (stage eval_attribute)
     per = {"female_dark": 5, "female_light": 30, "male_dark": 8, "male_light": 40}
     files["attribute"] = {
         "attribute": "gender_skin", "metrics": "computed here",
@@ -253,7 +253,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                        "top": [{"item": "cup", "n": 40, "accuracy": 0.9,
                                 "accuracy_ci95": 0.05, "chance": 0.45, "ratio": 2.0,
                                 "p_adj": 0.0099}]}}}
-    # issue 29 item 6: the attribute's controls (stage controls_attribute)
+    # the attribute's controls (stage controls_attribute)
     files["controls_attribute"] = {
         "attribute": "gender_skin", "groups": list(per), "stereotypes": {"male_light": "bicycle"},
         "replicates": [0, 1], "test_set": {"classifier": {"n_labelled_by_group": per}},
@@ -280,7 +280,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
             "0.200 ± 0.010 | 0.200 ± 0.010 | Kruskal-Wallis p = 0.5 |") in md, md
     assert "Objects: 1 of 10 tested categories differ between the groups (chi-square" in md
     assert "| bicycle | male_light | female_dark | inf | 0.001 |" in md
-    # REVISE's context, distance and appearance (issue 29 item 8)
+    # REVISE's context, distance and appearance
     assert ("Context by supercategory (Fig. 7): not measured (the data's categories have no "
             "supercategory).") in md
     assert "1 of 3 tested object categories differ between the groups (Kruskal-Wallis" in md
@@ -312,7 +312,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
             "of the image)") in md and "polygon minus box -4.6 ± 3.0" in md
     assert "`render` counterfactuals the probe reads the TARGET group at AUC 87.2 ± 4.2" in md
     assert "| Original | **79.0 ± 2.5** |" in md and "counterfactual backend" in md
-    # issue 22: the detectable difference under the table that shows the metric (Leakage is
+    # the detectable difference under the table that shows the metric (Leakage is
     # no Table 2 column), the controls section, and a probe claim whose control missed
     assert "metrics/controls.json): Leakage 3.2." in md or "metrics/controls.json): Leakage 3.3" in md
     assert "metrics/controls.json): LIC 30.6." in md
@@ -324,11 +324,11 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
             "not_matching": ["context_reader"], "inconclusive": []} in v["preconditions"]
     assert all(c["verdict"] == "metric not valid on this data"
                for c in v["checks"] if c["id"].endswith("/ratio<0"))
-    # a second classifier backbone: its own Table 1 group (classifier.backbones, issue 15.2)
+    # a second classifier backbone: its own Table 1 group (classifier.backbones)
     assert "Backbone `efficientnet_lite0` (the first of `classifier.backbones`" in md
     assert "### Table 1, backbone `resnet-50`" in md
     assert "| Original | **51.0 ± 12.7** |" in md
-    # a second captioner architecture: its own Table 2 group (captioner.archs, issue 15.2)
+    # a second captioner architecture: its own Table 2 group (captioner.archs)
     assert "### Table 2, captioner `transformer` (n = 2 seeds)" in md
     assert "| Original | **25.0 ± 0.0** | – | – | – | – | <u>2.0 ± 12.7</u> |" in md  # ties
     assert "| S_synthetic | <u>49.0 ± 12.7</u> | **1.0 ± 0.0** |" in md
@@ -338,7 +338,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     assert "swap:t5:merged = 0:1:1): 10 captions (swap: 0, t5: 5, merged: 5)" in md and "= 0.312." in md
     assert "| S_synthetic | – | 1.50 | 4.00 |" in md
     assert "## Validity" in md and "**holds**" in md
-    # issue 31 item 5: how over-sampling met its bound, beside Table 1
+    # how over-sampling met its bound, beside Table 1
     assert ("Over-sampling: 200 samples of 80 images, the most repeated image 40 times (20 % "
             "of the samples), 3 images repeated, Kish's effective number of images 12.5") in md
     assert "| CLIP-style scorer | 0.000 ± 0.100 | 0.655 ± 0.008 |" in md
@@ -369,7 +369,7 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
                                      "Ratio (classifier)", "Ratio (captioner)"}
     val = json.loads((m / "validity.json").read_text())
     ids = {c["id"]: c["verdict"] for c in val["checks"]}
-    # issue 31 item 3: every check carries its reason and the file it came from
+    # every check carries its reason and the file it came from
     assert all(c.get("reason") and c.get("source", "").startswith("metrics/")
                for c in val["checks"]), val["checks"]
     assert ids["classifier/original/cast>0"] == "holds"
@@ -455,7 +455,7 @@ def test_ranks_bold_best_and_underline_second_by_direction():
 
 
 def test_bar_layout_labels_what_it_cannot_draw_and_clips_at_the_floor():
-    """Issue 25 item 3: an infinite or missing value is labelled, not a blank bar; a CI arm
+    """An infinite or missing value is labelled, not a blank bar; a CI arm
     below a metric's smallest value (Ratio >= 1, Error >= 0) is clipped; ratios use a log
     axis."""
     from biaslab.report import charts
@@ -475,7 +475,7 @@ def test_bar_layout_labels_what_it_cannot_draw_and_clips_at_the_floor():
 
 
 def test_degenerate_rows_are_marked_and_never_ranked_best():
-    """Issue 25: a hand-written Table 1 (not synthetic.py's): sub-sampling has the lowest
+    """A hand-written Table 1 (not synthetic.py's): sub-sampling has the lowest
     Leakage only because its mAP collapsed to half of Original's. It is marked † and the
     "best" Leakage goes to the best working row."""
     from biaslab import report as R
@@ -497,7 +497,7 @@ def test_degenerate_rows_are_marked_and_never_ranked_best():
 
 
 def test_direction_table_signed_log_ratio_shares_and_infinities():
-    """Issue 31 item 1: seeds are averaged before any fold (one seed leaning "man" 2:1 and one
+    """Seeds are averaged before any fold (one seed leaning "man" 2:1 and one
     leaning "woman" 1:2 give ln r = 0, where the folded Ratio would read 2), a seed that never
     calls "woman" is +inf with its sign kept, and the four shares sum to 100."""
     import math
@@ -529,7 +529,7 @@ def test_direction_table_signed_log_ratio_shares_and_infinities():
 
 
 def test_summary_files_carry_the_direction_measures():
-    """Issue 31 item 1: metrics/summary_full.json has each classifier row's signed ln r (mean,
+    """Metrics/summary_full.json has each classifier row's signed ln r (mean,
     CI, infinite seeds with their sign), the masked gender AUC with its difference from
     Original, and the four masked-call shares; metrics/summary.json the masked AUC (Original
     absolute, other rows as Δ) and ln r signed on every row, never folded."""
@@ -567,7 +567,7 @@ def test_summary_files_carry_the_direction_measures():
 
 
 def test_captioner_ratio_is_ranked_against_the_test_sets_own_ratio():
-    """Issue 31 item 2 (the foreign set's case): on unmasked images with 1.59 men per woman
+    """On unmasked images with 1.59 men per woman
     the captioner whose Ratio is 1.6 is best, not the one at 1.2 whose captions lost their
     gender words (8 and 17 of 96 two-word captions): that row is † and never bold."""
     def row(ratio, nw, ln, cider):
@@ -621,7 +621,7 @@ def test_biasamp_null_note_gives_the_human_captions_value_and_says_when_it_is_ab
 
 
 def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
-    """Issue 31 item 7: a file a script writes into plots/report outlives runs of other data
+    """A file a script writes into plots/report outlives runs of other data
     profiles, so it carries the profile and commit that made it (after its title)."""
     import subprocess
     (tmp_path / "params.yaml").write_text("data:\n  source: coco\n")
@@ -677,7 +677,7 @@ def test_flip_probe_section_columns_cells_and_not_run_reason():
 
 
 def test_attribute_tables_carry_utility_ranks_and_dagger_rows():
-    """The skin-tone tables (issue 29 item 4) in the tables' row order, led by the models'
+    """The skin-tone tables in the tables' row order, led by the models'
     utility, ranked as Tables 1-2, with a model under the utility floor never best."""
     from biaslab.report.document import attribute_markdown
 
@@ -716,7 +716,7 @@ def test_attribute_tables_carry_utility_ranks_and_dagger_rows():
 
 
 def test_residue_note_says_when_the_skin_tone_probe_cannot_read_real_people():
-    """Issue 29: the line under Table 3 gives the skin-tone check's AUC on real people and on
+    """The line under Table 3 gives the skin-tone check's AUC on real people and on
     the counterfactuals' target tone; where the probe's CI on real people reaches 50 it says
     that its counterfactual AUCs are no evidence of tone."""
     from biaslab.report import residue_note
@@ -731,7 +731,7 @@ def test_residue_note_says_when_the_skin_tone_probe_cannot_read_real_people():
     assert "Skin-tone check" in txt and "139 dark / 141 light" in txt
     assert txt.index("66.0") < txt.index("67.5") < txt.index("61.0")
     assert "no evidence" not in txt
-    # coco-mini, stop 64: the probe reads real people's tone at 49.7 (CI 43.1-56.3)
+    # coco-mini: the probe reads real people's tone at 49.7 (CI 43.1-56.3)
     res["counterfactual_skin"]["probe_auc"] = {"mean": 49.7, "ci95": 6.6, "lo": 43.1,
                                                "hi": 56.3}
     assert "no evidence of their tone" in residue_note(res)

@@ -1,4 +1,4 @@
-"""biaslab.runtime.runstats: timings / throughput / cache counters kept out of metrics/ (issue 14)."""
+"""biaslab.runtime.runstats: timings / throughput / cache counters kept out of metrics/."""
 import json
 
 from biaslab.runtime import runstats

@@ -1,4 +1,4 @@
-"""biaslab.runtime.settings: the one helper every settings class is built with (issue 27 item 5)."""
+"""biaslab.runtime.settings: the one helper every settings class is built with."""
 from __future__ import annotations
 
 from dataclasses import dataclass

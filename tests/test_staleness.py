@@ -1,4 +1,4 @@
-"""Issue 13.2: image bytes are part of the DAG. An image rewritten in place (same name, same
+"""Image bytes are part of the DAG. An image rewritten in place (same name, same
 size) changes ``prepare``'s images table (its ``digest``), is encoded again by the feature
 cache, and invalidates exactly the generate shard that holds it; other shards and features are
 reused. A rewritten donor image invalidates the copy_paste shards (conservatively all)."""

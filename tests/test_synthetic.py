@@ -457,7 +457,7 @@ def test_read_generator_params_rejects_real_data(tiny_coco):
 
 
 def test_synthesize_stage_writes_no_dataset_under_another_profile(tmp_path, monkeypatch):
-    """Issue 31 item 7: with data.source=coco the stage costs nothing and says why."""
+    """With data.source=coco the stage costs nothing and says why."""
     import json
 
     import yaml

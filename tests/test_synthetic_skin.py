@@ -1,4 +1,4 @@
-"""Skin tone in the synthetic generator (issue 29): the second protected attribute's labels,
+"""Skin tone in the synthetic generator: the second protected attribute's labels,
 its planted bias at b_t = 0 and 0.9, and the renderer drawing the requested tone."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``biaslab.runtime.validate``: params that would give a traceback or a silently wrong result are
-rejected naming the param (issue 13.3); ``load_params`` runs the checks; ``filters.select``
+rejected naming the param; ``load_params`` runs the checks; ``filters.select``
 rejects bad weights too."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ BAD = [
      "[0, 1]"),
     ({"split": {"fractions": [0.7, 0.3]}}, "split.fractions", "mapping"),
     ({"filters": [1, 1]}, "filters", "mapping"),
-    # issue 26 item 3: groups checked up front, not where they break
+    # groups checked up front, not where they break
     ({"synthetic": {"bias": 1.5}}, "synthetic.bias", "[0, 1]"),
     ({"synthetic": {"n_images": 1}}, "synthetic.n_images", ">= 2"),
     ({"synthetic": {"image_size": 32}}, "synthetic.image_size", ">= 64"),
@@ -86,7 +86,7 @@ BAD = [
     ({"eval_captioner": {"dbac": "on"}}, "eval_captioner.dbac", "mapping"),
     ({"artifact": {"datasets": ["synthetic", "synthetic"]}}, "artifact.datasets", "repeat"),
     ({"artifact": {"parts": []}}, "artifact.parts", "non-empty"),
-    # issue 27 item 5: the groups that had no check
+    # the groups that had no check
     ({"executor": {"name": "slurm"}}, "executor.name", "unknown executor 'slurm'"),
     ({"executor": {"name": "local", "workers": 0}}, "executor.workers", ">= 1 or null"),
     ({"executor": {"name": "ray", "address": "nowhere"}}, "executor.address", "ray://"),
@@ -230,7 +230,7 @@ def test_every_profile_composition_is_valid(tmp_path):
 
 
 def test_every_param_group_has_a_check():
-    """Issue 27 item 5: validate covers every group of params.yaml, LIBRA's and the published
+    """Validate covers every group of params.yaml, LIBRA's and the published
     captioners' included (their settings rules live in the torch-free
     biaslab.libra.settings, shared with the stages)."""
     groups = set(yaml.safe_load(open("params.yaml"))) - {"attribute"}   # a scalar: check_params
@@ -298,7 +298,7 @@ def test_select_rejects_bad_weights(weights, problem):
 
 @pytest.mark.parametrize("bad", ["race", None, ["skin"], "Skin"])
 def test_attribute_is_one_of_the_known_attributes(bad):
-    """Issue 29: ``attribute`` is a scalar param (gender | skin | gender_skin)."""
+    """``attribute`` is a scalar param (gender | skin | gender_skin)."""
     with pytest.raises(V.ParamError, match=r"^attribute: must be one of \['gender', 'skin', "
                                            r"'gender_skin'\]"):
         V.check_params({"attribute": bad})

@@ -63,7 +63,7 @@ def test_table_checks_ratio_and_delta():
 
 
 def test_table_checks_masked_auc_ignores_the_mask_lean_and_the_balance():
-    """Issue 31: S_synthetic's masked gender AUC against Original's, per seed; judged on a
+    """S_synthetic's masked gender AUC against Original's, per seed; judged on a
     balanced test set too (no Ratio there) and never sent to "mask not neutral"."""
     cls = {"original": {"per_seed": [{"masked_gender_auc": v} for v in (90.0, 92.0, 91.0)]},
            "synthetic": {"per_seed": [{"masked_gender_auc": v} for v in (60.0, 58.0, 59.0)]},
@@ -282,7 +282,7 @@ def test_libra_context_reader_check_reads_the_paired_error_change():
 
 
 def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
-    """Issue 31 item 3 (the foreign set's case): Table 3's Δ is 0 in every seed of every model
+    """Table 3's Δ is 0 in every seed of every model
     (the same-group donor left the gender cue intact), so "S_synthetic's Δ no larger" would
     hold trivially; it reads "not informative" with the reason. A Δ with seed spread keeps its
     interval verdict, and every check carries its reason and source file."""
@@ -332,7 +332,7 @@ def test_a_measure_that_cannot_move_is_not_informative_never_a_pass():
 
 
 def test_leakage_claim_and_its_accuracy_matched_twin():
-    """Issue 31 item 4: paper 000's Leakage claim is checked beside Leakage@F1; a model that
+    """Paper 000's Leakage claim is checked beside Leakage@F1; a model that
     leaks less only because it is noisier passes the first and not the second. The plain
     Leakage check is validated by the controls' Leakage, the F1 one has no control."""
     cls = {"original": {"per_seed": [{"Leakage": 1.0, "Leakage_F1": 1.0},
@@ -353,7 +353,7 @@ def test_leakage_claim_and_its_accuracy_matched_twin():
 
 
 def test_table3_positive_control_decides_whether_the_test_can_move():
-    """Issue 31 item 3: Table 3 beside its positive control (the same parts filled from the
+    """Table 3 beside its positive control (the same parts filled from the
     other group). A Δ of 0 in every seed is evidence only when the control moved; a Δ with
     spread keeps its verdict, and the reason says whether the other group's parts moved calls
     more than the same group's."""
@@ -395,7 +395,7 @@ def test_table3_positive_control_decides_whether_the_test_can_move():
 
 
 def test_inconclusive_reason_says_how_many_seeds_would_decide():
-    # the foreign set's S_synthetic masked-AUC difference (CI run of stop 42): -7.5 [-22.3,
+    # the foreign set's S_synthetic masked-AUC difference (one CI run): -7.5 [-22.3,
     # +7.4] over 5 seeds: half-width 14.85, so 5 (14.85 / 7.5)^2 = 19.6 -> about 20 seeds
     from biaslab.analysis import verdicts
     c = {"id": "classifier/synthetic-original/masked_auc<0", "claim": "x", "expect": "<",
@@ -408,7 +408,7 @@ def test_inconclusive_reason_says_how_many_seeds_would_decide():
 
 
 def test_attribute_preconditions_from_the_attribute_controls():
-    """Issue 29 item 6: metrics/controls_attribute.json's verdicts become precondition rows of
+    """Metrics/controls_attribute.json's verdicts become precondition rows of
     validity.json (the same rule as the gender controls'); gender's skip record says why."""
     from biaslab.analysis import verdicts
     ca = {"attribute": "skin", "classifier": {
