@@ -89,6 +89,22 @@ def test_original_reads_the_planted_context(foreign_run):
     assert s["lo"] is not None and s["reason"] and s["source"] == "metrics/classification.json"
 
 
+def test_the_other_groups_background_turns_originals_context_reading_around(foreign_run):
+    """Feature sensitivity on data the generator never drew: the planted context (scene +
+    objects, agreeing with the person's gender in 85 % of images) is what Original's masked
+    AUC reads, so putting each person on the background of an image of the other gender must
+    lower it (CI below 0); the unperturbed images give the Table 1 value; without a planted
+    truth file no truth-reading control is run."""
+    repo, _, _ = foreign_run
+    sens = _json(repo, "metrics/sensitivity.json")
+    assert sens["controls"] == {} and sens["controls_note"]
+    r = sens["models"]["original"]["swap"]["masked_AUC"]
+    assert r["hi"] < 0, r
+    cls = _json(repo, "metrics/classification.json")["original"]["masked_gender_auc"]
+    assert abs(r["base"] - cls["mean"]) < 1e-3, (r["base"], cls["mean"])   # 4 decimals stored
+    assert sens["perturbed"]["objects@0.5"]["n_objects_masked"] > 0
+
+
 def test_spurious_correlations_are_found_in_the_planted_context(foreign_run):
     """Paper 001 appendix D on data the generator did not write: the planted scene and objects
     (85 % agreement) let a classifier on person-removed images and one on neutralised captions

@@ -327,3 +327,20 @@ def test_images_beside_the_csvs_and_in_split_dirs_read_alike(oi, tmp_path):
     assert d2 == drops and len(t2["persons"]) == len(t["persons"])
     # no split directory: the split is the annotation file's
     assert t2["images"]["coco_split"].tolist() == t["images"]["coco_split"].tolist()
+
+
+def test_openimages_run_measures_feature_sensitivity(oi_run):
+    """The feature sensitivity runs on the OpenImages layout (boxes only, MIAP persons): every
+    perturbation of the default for every classifier, the boxed objects masked, no control
+    without a planted truth, and the section beside Table 1."""
+    repo, _, _ = oi_run
+    sens = _json(repo, "metrics/sensitivity.json")
+    assert sens["available"] and sens["controls"] == {} and sens["controls_note"]
+    assert sens["perturbed"]["objects@0.5"]["n_objects_masked"] > 0
+    assert sens["perturbed"]["swap"]["n_swapped"] > 0
+    for name in sens["perturbations"]:
+        r = sens["models"]["original"][name]["masked_AUC"]
+        assert r["n_images"] == sens["test_set"]["n_images"] and r["delta"] is not None
+    md = (repo / "plots/report/tables.md").read_text()
+    assert "### Table 1, feature sensitivity" in md
+    assert (repo / "plots/report/sensitivity.png").is_file()
