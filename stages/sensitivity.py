@@ -16,7 +16,9 @@ in:   data/models/classifier/, data/prepared/{images,objects,persons}.parquet,
       data/labels/images.parquet, data/split.parquet, data/datasets/original.parquet (the
       Leakage attackers' training images), data/features/images*.npy
 out:  data/sensitivity/images/<perturbation>/<image_id>.png (the perturbed test images,
-      person intact), data/sensitivity/masked/<set>/ (the same with the persons blacked out),
+      person intact), data/sensitivity/masked/<set>/ (the same with the persons blacked out;
+      PNG, lossless: on JPEG sources the unperturbed masked copies are not Table 1's JPEG
+      ones, so the unperturbed values can differ from Table 1's in the last digits),
       metrics/sensitivity.json:
         {available, perturbations, metrics, fill, seed, n_boot,
          models: {<model>: {<perturbation>: {<metric>: {base, perturbed, delta, lo, hi, pct,
