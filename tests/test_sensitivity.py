@@ -9,7 +9,8 @@ from sklearn.metrics import roc_auc_score
 
 from biaslab.analysis import perturb as PT
 from biaslab.analysis import sensitivity as SE
-from biaslab.analysis.sensitivity_eval import perturbed_truth, settings, subset
+from biaslab.analysis.sensitivity import settings
+from biaslab.analysis.sensitivity_eval import perturbed_truth, subset
 
 
 # --------------------------------------------------------------------------- names
@@ -33,6 +34,19 @@ def test_settings_checks_names_and_boot():
         settings({"sensitivity": {"perturbations": ["rain@1"]}})
     with pytest.raises(ValueError, match="n_boot"):
         settings({"sensitivity": {"n_boot": 10}})
+    for bad, word in (({"fill": "median"}, "fill"), ({"max_images": 5}, "max_images"),
+                      ({"perturbation": []}, "unknown key"), ({"perturbations": []}, "list"),
+                      ({"workers": 0}, "workers")):
+        with pytest.raises(ValueError, match=word):
+            settings({"sensitivity": bad})
+
+
+def test_the_params_check_applies_the_stages_rules():
+    from biaslab.runtime import validate as V
+    with pytest.raises(V.ParamError) as e:
+        V.check_params({"sensitivity": {"perturbations": ["rain@1"]}})
+    assert e.value.param == "sensitivity" and "rain" in e.value.problem
+    V.check_params({"sensitivity": settings({})})
 
 
 # --------------------------------------------------------------------------- perturbations

@@ -33,56 +33,15 @@ benchmark's labels).
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-KINDS = ("objects", "blur", "swap")
+from biaslab.analysis.sensitivity_settings import (KINDS, parse_name,  # noqa: F401
+                                                  perturbation_name)
 
-
-def perturbation_name(kind: str, level: float | None = None) -> str:
-    """``objects@0.1``, ``blur@2``, ``swap``: the stable name of one perturbation.
-
-    Raises:
-        ValueError: an unknown kind, or a level missing / given where it does not apply.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"unknown perturbation kind {kind!r}; known: {KINDS}")
-    if kind == "swap":
-        if level is not None:
-            raise ValueError("swap takes no level")
-        return "swap"
-    if level is None:
-        raise ValueError(f"{kind} needs a level")
-    return f"{kind}@{float(level):g}"
-
-
-def parse_name(name: str) -> tuple[str, float | None]:
-    """Inverse of :func:`perturbation_name`: ``"objects@0.25"`` -> ``("objects", 0.25)``.
-
-    Raises:
-        ValueError: not a perturbation name (unknown kind, a level that is not a number, or
-            out of range: objects in (0, 1], blur > 0).
-    """
-    kind, _, lvl = str(name).partition("@")
-    if kind not in KINDS:
-        raise ValueError(f"{name!r}: unknown perturbation kind {kind!r}; known: {KINDS}")
-    if kind == "swap":
-        if lvl:
-            raise ValueError(f"{name!r}: swap takes no level")
-        return kind, None
-    try:
-        level = float(lvl)
-    except ValueError:
-        raise ValueError(f"{name!r}: the level after '@' must be a number") from None
-    if kind == "objects" and not 0 < level <= 1:
-        raise ValueError(f"{name!r}: an object fraction must lie in (0, 1]")
-    if kind == "blur" and not (level > 0 and math.isfinite(level)):
-        raise ValueError(f"{name!r}: a blur strength must be > 0 (% of the long side)")
-    return kind, level
 
 
 def person_union(persons: pd.DataFrame, height: int, width: int,

@@ -21,31 +21,6 @@ from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.paths import model_dir
 
 NONE = "none"
-DEFAULTS = {"perturbations": ["objects@0.1", "objects@0.25", "objects@0.5", "blur@1",
-                              "blur@2", "blur@4", "swap"],
-            "max_images": None, "fill": "mean", "seed": 0, "n_boot": SE.N_BOOT,
-            "leakage_rounds": 1, "workers": 1}
-
-
-def settings(params: Mapping) -> dict:
-    """The ``sensitivity`` params over their defaults (:data:`DEFAULTS`), the perturbation
-    names checked (:func:`biaslab.analysis.perturb.parse_name`).
-
-    Raises:
-        ValueError: a bad perturbation name, ``n_boot`` < 100, ``max_images`` < 10,
-            ``leakage_rounds`` < 1.
-    """
-    s = {**DEFAULTS, **(params.get("sensitivity") or {})}
-    for n in s["perturbations"]:
-        PT.parse_name(n)
-    if int(s["n_boot"]) < 100:
-        raise ValueError(f"sensitivity.n_boot must be >= 100, got {s['n_boot']}")
-    if int(s["leakage_rounds"]) < 1:
-        raise ValueError(f"sensitivity.leakage_rounds must be >= 1, got {s['leakage_rounds']}")
-    if s["max_images"] is not None and int(s["max_images"]) < 10:
-        raise ValueError(f"sensitivity.max_images must be >= 10 or null, got {s['max_images']}")
-    return s
-
 
 def subset(test: pd.DataFrame, max_images: int | None, seed: int) -> pd.DataFrame:
     """The evaluated test images: all of ``test``, or a seeded draw of ``max_images`` of them
@@ -170,7 +145,7 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     Raises:
         ValueError: bad ``sensitivity`` params.
     """
-    s = settings(params)
+    s = SE.settings(params)
     c = params["classifier"]
     fp = params.get("features", {})
     fbs = int(fp.get("batch_size") or 32)

@@ -164,6 +164,7 @@ def figure(path: Path, sens: Mapping | None, classification: Mapping,
         return False
     fig, axes = plt.subplots(len(mets), len(perts), figsize=(3.6 * len(perts),
                                                              3.0 * len(mets)), squeeze=False)
+    labelled: set = set()   # each model named once in the legend, where it is first drawn
     for i, m in enumerate(mets):
         label, unit, key = METRICS[m]
         for j, p in enumerate(perts):
@@ -180,7 +181,8 @@ def figure(path: Path, sens: Mapping | None, classification: Mapping,
                         if r.get("lo") is not None else None)
                 ax.errorbar([x], [y], xerr=[[xe or 0], [xe or 0]], yerr=yerr, fmt="o",
                             color=f"C{k % 10}", capsize=2, markersize=4,
-                            label=names.get(d, d) if i == 0 and j == 0 else None)
+                            label=None if d in labelled else names.get(d, d))
+                labelled.add(d)
             ax.axhline(0.0, color="grey", linestyle="--", linewidth=1)
             ax.set_xlabel(f"{label}, unperturbed ({unit})", fontsize=8)
             ax.set_ylabel(f"change of {label}", fontsize=8)

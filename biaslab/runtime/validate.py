@@ -525,6 +525,18 @@ def check_probe(p: Mapping) -> None:
     _int_at_least(p, "probe", "seed", 0, allow_null=False)
 
 
+def check_sensitivity(p: Mapping) -> None:
+    """Group ``sensitivity``: the rules its stage applies
+    (``biaslab.analysis.sensitivity_settings.settings``, standard library only): known keys, perturbation names,
+    ``max_images`` null or >= 10, ``fill`` mean or 0-255, ``seed`` >= 0, ``n_boot`` >= 100,
+    ``leakage_rounds`` and ``workers`` >= 1."""
+    from biaslab.analysis.sensitivity_settings import settings
+    try:
+        settings({"sensitivity": p})
+    except ValueError as e:
+        raise ParamError("sensitivity", str(e)) from None
+
+
 def check_report(p: Mapping) -> None:
     """Group ``report``: ``digits`` 0-10, ``utility_floor`` in [0, 1] (a share of Original's
     utility), ``max_gender_word_loss`` >= 0 (percentage points)."""
@@ -865,6 +877,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
     "executor": check_executor,
     "numerics": check_numerics,
     "probe": check_probe,
+    "sensitivity": check_sensitivity,
     "report": check_report,
     "validity": check_validity,
     "datasets": check_datasets,
