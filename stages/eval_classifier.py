@@ -57,8 +57,8 @@ import numpy as np
 import pandas as pd
 
 from biaslab.analysis.classification_eval import (SYNTHETIC, TRAIN, evaluate_classifiers,
-                                                  train_table)
-from biaslab.classify import test_table, write_blackout_images
+                                                  table1_images)
+from biaslab.classify import write_blackout_images
 from biaslab.models.features import load_features, set_threads
 from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
                                 stage_parser, write_json)
@@ -73,17 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     fp = params.get("features", {})
     cache = fp.get("cache_dir", "data/cache/features")
     set_threads(p.get("threads", 1))
-    persons = read_parquet(f"{PREP}/persons.parquet")
-    test = test_table(read_parquet(f"{PREP}/images.parquet"),
-                      read_parquet("data/labels/images.parquet"),
-                      read_parquet("data/split.parquet"), read_parquet(f"{PREP}/objects.parquet"),
-                      persons)
-    if test.empty:
-        raise InputError("data/split.parquet", "no test image with a female/male label")
-    train = train_table()
-    if train.empty:
-        raise InputError(TRAIN, "no labelled female/male training image for the Leakage "
-                                "attackers")
+    test, train, persons, _ = table1_images(PREP)
     masked = write_blackout_images(test, persons, "data/eval_classifier/masked",
                                    sources=tuple(p.get("blackout", ["box"])),
                                    dilate_px=int(p.get("blackout_dilate_px", 0)),

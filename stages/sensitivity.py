@@ -37,12 +37,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from biaslab.analysis.classification_eval import TRAIN, train_table
+from biaslab.analysis.classification_eval import table1_images
 from biaslab.analysis.controls_eval import read_truth, with_truth
 from biaslab.analysis.sensitivity_eval import run_sensitivity
-from biaslab.classify import test_table
 from biaslab.models.features import load_features, set_threads
-from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
+from biaslab.runtime.io import (InputError, atomic_path, load_params, run_stage,
                                 stage_parser, write_json)
 
 PREP = "data/prepared"
@@ -55,17 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params()
     c = params["classifier"]
     set_threads(c.get("threads", 1))
-    persons = read_parquet(f"{PREP}/persons.parquet")
-    objects = read_parquet(f"{PREP}/objects.parquet")
-    test = test_table(read_parquet(f"{PREP}/images.parquet"),
-                      read_parquet("data/labels/images.parquet"),
-                      read_parquet("data/split.parquet"), objects, persons)
-    if test.empty:
-        raise InputError("data/split.parquet", "no test image with a female/male label")
-    train = train_table()
-    if train.empty:
-        raise InputError(TRAIN, "no labelled female/male training image for the Leakage "
-                                "attackers")
+    test, train, persons, objects = table1_images(PREP)
     truth, bias = read_truth(params["data"]["root"])
     try:
         out, rows = run_sensitivity(params, with_truth(test, truth), train, persons, objects,

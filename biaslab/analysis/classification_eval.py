@@ -51,6 +51,31 @@ def train_table(path: str = TRAIN) -> pd.DataFrame:
     return m[labelled.to_numpy()].reset_index(drop=True)
 
 
+def table1_images(prep: str = "data/prepared") -> tuple[pd.DataFrame, pd.DataFrame,
+                                                       pd.DataFrame, pd.DataFrame]:
+    """``(test, train, persons, objects)``: Table 1's test images
+    (:func:`biaslab.classify.test_table` of the split) and the Leakage attackers' labelled
+    training images (:func:`train_table`), with the prepared persons and objects tables.
+
+    Raises:
+        InputError: no test image with a female/male label, or no labelled training image.
+    """
+    from biaslab.classify import test_table
+    from biaslab.runtime.io import InputError
+    persons = read_parquet(f"{prep}/persons.parquet")
+    objects = read_parquet(f"{prep}/objects.parquet")
+    test = test_table(read_parquet(f"{prep}/images.parquet"),
+                      read_parquet("data/labels/images.parquet"),
+                      read_parquet("data/split.parquet"), objects, persons)
+    if test.empty:
+        raise InputError("data/split.parquet", "no test image with a female/male label")
+    train = train_table()
+    if train.empty:
+        raise InputError(TRAIN, "no labelled female/male training image for the Leakage "
+                                "attackers")
+    return test, train, persons, objects
+
+
 def seed_value(r: dict, k: str):
     """A per-seed value for stats.record: Ratio keeps +inf (counted), 0/0 is missing."""
     v = r.get(SOURCE.get(k, k))

@@ -202,7 +202,8 @@ def choose_donors(table: pd.DataFrame, seed: int, column: str = "gender") -> dic
 
 def write_perturbed(test: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataFrame,
                     names: Sequence[str], out_dir: str | os.PathLike, *, seed: int = 0,
-                    fill: int | str = "mean", progress: bool = False) -> pd.DataFrame:
+                    fill: int | str = "mean", chosen: dict[float, set] | None = None,
+                    progress: bool = False) -> pd.DataFrame:
     """Every perturbation of ``names`` applied to every image of ``test``, written with
     :func:`save_png` as ``<out_dir>/<name>/<image_id>.png``.
 
@@ -215,6 +216,8 @@ def write_perturbed(test: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataF
         names: perturbation names (:func:`parse_name`).
         seed: draws the objects and the donors.
         fill: what a masked object is filled with (:func:`mask_objects`).
+        chosen: the instances each ``objects@f`` fills, as :func:`choose_objects` draws them
+            from the located objects with ``seed`` (drawn here when None).
 
     Returns:
         one row per (perturbation, image): ``perturbation, image_id, gender, path,
@@ -232,7 +235,8 @@ def write_perturbed(test: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataF
     parsed = [(n, *parse_name(n)) for n in names]
     ids = set(test["image_id"].astype(int))
     objs = located(objects[objects["image_id"].astype(int).isin(ids)])
-    chosen = choose_objects(objs, [lv for _, k, lv in parsed if k == "objects"], seed)
+    if chosen is None:
+        chosen = choose_objects(objs, [lv for _, k, lv in parsed if k == "objects"], seed)
     donors = choose_donors(test, seed) if any(k == "swap" for _, k, _ in parsed) else {}
     paths = dict(zip(test["image_id"].astype(int), test["path"]))
     by_p = {int(i): g for i, g in persons.groupby("image_id", sort=False)}

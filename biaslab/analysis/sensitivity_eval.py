@@ -154,10 +154,11 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     test = test[test["n_persons"] > 0].reset_index(drop=True)   # nothing to keep intact
     objs = PT.located(objects[objects["image_id"].astype(int).isin(
         set(test["image_id"].astype(int)))])
-    pert = PT.write_perturbed(test, persons, objs, names, out_dir / "images",
-                              seed=int(s["seed"]), fill=s["fill"], progress=True)
     chosen = PT.choose_objects(objs, [lv for n in names for k, lv in [PT.parse_name(n)]
                                       if k == "objects"], int(s["seed"]))
+    pert = PT.write_perturbed(test, persons, objs, names, out_dir / "images",
+                              seed=int(s["seed"]), fill=s["fill"], chosen=chosen,
+                              progress=True)
     bkw = dict(sources=tuple(c.get("blackout", ["box"])),
                dilate_px=int(c.get("blackout_dilate_px", 0)), fill=c.get("blackout_fill", 0))
     tables = {NONE: test[["image_id", "gender", "path"]]}
@@ -237,9 +238,7 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         "fill": s["fill"], "seed": int(s["seed"]), "n_boot": int(s["n_boot"]),
     }
     if truth is not None and bias is not None:
-        labels = GenderObjectClassifier.load(model_dir("classifier", model_names[0],
-                                                       seeds[0])).labels
-        record["controls"] = control_sensitivity(test, pert, objs, chosen, names, labels,
+        record["controls"] = control_sensitivity(test, pert, objs, chosen, names, clf0.labels,
                                                  bias, int(s["n_boot"]), int(s["seed"]))
         vs = [m["verdict"] for ctl in record["controls"].values() for p in ctl.values()
               for m in p.values()]
