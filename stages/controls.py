@@ -16,12 +16,16 @@ params: controls (q: the amplifier's rates, seeds: replicates, n_boot, seed), da
         encoder, keys "<metric>@<encoder>", for the spread across encoders)
 in:   data/prepared/{images,objects,persons,captions,perceived_gender}.parquet,
       data/labels/images.parquet, data/split.parquet, <data.root>/annotations, <data.root>/probe
+      metrics/sensitivity.json (its controls, checked against their known answers there)
 out:  metrics/controls.json:
         {"available": {...}, "bias", "test_set": {counts},
          "classifier": {control: {metric: {"expected", "measured" (stats.record over the
                         replicates), "verdict"}}},
          "captioner": {...the same...}, "probe": {control: {attribute: {...}}},
-         "power": {task: {metric: {"mde", "s", "n", "source"}}}, "summary": {...}}
+         "sensitivity": {control: {perturbation: {metric: {"expected", "measured",
+                         "verdict"}}}} (stage sensitivity's controls, copied),
+         "power": {task: {metric: {"mde", "s", "n", "source"}}},
+         "summary": {matches, does_not_match, inconclusive, n} (every verdict above)}
 
 Replicates: each control runs once per seed of ``controls.seeds``; the seed drives the
 control's own draws (amplifier, caption grammar), the Leakage attackers' seed and the LIC
@@ -35,12 +39,14 @@ for them (LK_M) and their true objects (LK_D), as for the trained classifiers.
 import sys
 from pathlib import Path
 
-from biaslab.analysis.controls_eval import DEFAULTS, check_attackers, run_controls
-from biaslab.runtime.io import (ParamsError, load_params, read_parquet, run_stage, stage_parser,
-                                write_json)
+from biaslab.analysis.controls_eval import (DEFAULTS, check_attackers, run_controls,
+                                            with_sensitivity)
+from biaslab.runtime.io import (ParamsError, load_params, read_json, read_parquet, run_stage,
+                                stage_parser, write_json)
 
 PREP = "data/prepared"
 OUT = "metrics/controls.json"
+SENSITIVITY = "metrics/sensitivity.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         read_parquet(f"{PREP}/persons.parquet"), read_parquet("data/labels/images.parquet"),
         read_parquet("data/split.parquet"), read_parquet(f"{PREP}/captions.parquet"),
         read_parquet(per) if per.exists() else None, attackers)
+    # the feature-sensitivity controls (stage sensitivity) are control checks too: one record
+    sens = Path(SENSITIVITY)
+    out = with_sensitivity(out, read_json(sens) if sens.exists() else None)
     write_json(OUT, out)
     for task, res in (("classifier", clf), ("captioner", cap)):
         for name, ms in res.items():

@@ -2,8 +2,9 @@
 sensitivity of every trained classifier's Table 1 bias metrics -- how much Ratio, Ratio_E,
 masked AUC and Leakage move when only the non-person features of the test images are
 perturbed (Hirota et al., ICCV 2025, arXiv 2509.07596: a bias score is reported beside its
-feature sensitivity) -- and, on data with a planted truth, the truth-reading controls'
-sensitivity against its known answer.
+feature sensitivity) -- and the controls' sensitivity against its known answer: two pixel
+readers on any data (logistic regressions on the image features: one sees only the persons,
+one only what is not a person) and, on data with a planted truth, the truth readers.
 
 params: sensitivity (perturbations: names of biaslab.analysis.perturb, objects@<fraction>,
         blur@<% of the long side>, swap; max_images: a gender-stratified seeded subset of the
@@ -16,7 +17,9 @@ in:   data/models/classifier/, data/prepared/{images,objects,persons}.parquet,
       data/labels/images.parquet, data/split.parquet, data/datasets/original.parquet (the
       Leakage attackers' training images), data/features/images*.npy
 out:  data/sensitivity/images/<perturbation>/<image_id>.png (the perturbed test images,
-      person intact), data/sensitivity/masked/<set>/ (the same with the persons blacked out;
+      person intact), data/sensitivity/person/<set>/ (the same with only the persons kept),
+      data/sensitivity/train/{person,masked}/ (the pixel readers' training images),
+      data/sensitivity/masked/<set>/ (the test sets with the persons blacked out;
       PNG, lossless: on JPEG sources the unperturbed masked copies are not Table 1's JPEG
       ones, so the unperturbed values can differ from Table 1's in the last digits),
       metrics/sensitivity.json:
@@ -28,9 +31,13 @@ out:  data/sensitivity/images/<perturbation>/<image_id>.png (the perturbed test 
                   over seeds for Leakage),
          test_set: {n_images, n_male, n_female, n_object_instances, seeds},
          perturbed: {<perturbation>: {mean_changed_fraction, n_objects_masked, n_swapped}},
-         controls: {<control>: {<perturbation>: {Ratio_E|masked_AUC: {expected ("0" or
-                    "!=0"), measured, verdict}}}} (empty without a planted truth, with
-                    controls_note), controls_summary: {verdict: count}},
+         controls: {<control>: {<perturbation>: {Ratio_E|masked_AUC|AUC: {expected ("0",
+                    "<0", "!=0" or null where no answer is known), measured, verdict}}}}
+                    (the truth readers person_oracle, context_reader only with a planted
+                    truth, else controls_note; the pixel readers person_oracle_pixels,
+                    context_reader_pixels: AUC of P(man) on their own input),
+         pixel_controls_training: {<control>: {n_images, n_male}},
+         controls_summary: {verdict: count}},
       plots/sensitivity.csv (one row per model x perturbation x metric)
 """
 from pathlib import Path

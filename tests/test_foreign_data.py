@@ -97,7 +97,11 @@ def test_the_other_groups_background_turns_originals_context_reading_around(fore
     truth file no truth-reading control is run."""
     repo, _, _ = foreign_run
     sens = _json(repo, "metrics/sensitivity.json")
-    assert sens["controls"] == {} and sens["controls_note"]
+    # no planted truth: only the pixel readers, and the oracle's input never changes
+    assert set(sens["controls"]) == {"person_oracle_pixels", "context_reader_pixels"}
+    assert sens["controls_note"]
+    assert all(r["AUC"]["verdict"] == "matches"
+               for r in sens["controls"]["person_oracle_pixels"].values())
     r = sens["models"]["original"]["swap"]["masked_AUC"]
     assert r["hi"] < 0, r
     cls = _json(repo, "metrics/classification.json")["original"]["masked_gender_auc"]

@@ -308,6 +308,19 @@ def test_controls_match_their_known_answers_on_the_default(pipeline_repo):
                     assert (task, metric) in MAY_MISS, (name, metric, r)
     assert c["probe"]["context_reader[cast]"]["cast"]["measured"]["mean"] == 2.0
     assert c["power"]["classifier"]["Leakage"]["mde"] > 0
+    # feature sensitivity's controls: the oracles (truth and pixel) never move; the pixel
+    # context reader moves under every blur and falls under a swap; no control misses
+    sens = c["sensitivity"]
+    for name in ("person_oracle", "person_oracle_pixels"):
+        assert all(r["verdict"] == "matches" for p in sens[name].values()
+                   for r in p.values()), sens[name]
+    ctx = sens["context_reader_pixels"]
+    blurs = [p for p in ctx if p.startswith("blur@")]
+    assert blurs and all(ctx[p]["AUC"]["verdict"] == "matches" for p in blurs), ctx
+    assert ctx["swap"]["AUC"]["measured"]["hi"] < 0
+    assert any(ctx[p]["AUC"]["verdict"] == "matches" for p in ctx if p.startswith("objects@"))
+    assert not any(r.get("verdict") == "does not match" for ctl in sens.values()
+                   for p in ctl.values() for r in p.values())
     v = json.loads((repo / "metrics/validity.json").read_text())
     # a claim on such a metric (LIBRA's "LIC lower") is reported as not judged
     not_valid = [ch for ch in v["checks"] if ch["verdict"] == "metric not valid on this data"]

@@ -554,3 +554,21 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
                     "inconclusive": verdicts.count("inconclusive"), "n": len(verdicts)},
     }
     return out, clf, cap
+
+
+def with_sensitivity(out: dict, sensitivity: Mapping[str, Any] | None) -> dict:
+    """``out`` (the record of :func:`run_controls`) with the feature-sensitivity controls of
+    ``metrics/sensitivity.json`` (``{control: {perturbation: {metric: {"expected",
+    "measured", "verdict"}}}}``, :mod:`biaslab.analysis.sensitivity_eval`) under
+    ``"sensitivity"`` and their verdicts counted in ``summary`` (a check without a known
+    answer carries no verdict and is not counted). None (the stage did not run): an empty
+    section. Returns a new dict."""
+    sens = dict((sensitivity or {}).get("controls") or {})
+    vs = [m["verdict"] for ctl in sens.values() for p in ctl.values() for m in p.values()
+          if "verdict" in m]
+    s = dict(out.get("summary") or {})
+    s["matches"] = s.get("matches", 0) + vs.count("matches")
+    s["does_not_match"] = s.get("does_not_match", 0) + vs.count("does not match")
+    s["inconclusive"] = s.get("inconclusive", 0) + vs.count("inconclusive")
+    s["n"] = s.get("n", 0) + len(vs)
+    return {**out, "sensitivity": sens, "summary": s}

@@ -156,6 +156,36 @@ def write_masked(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.P
     return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
 
 
+def keep_persons(image: np.ndarray, person: np.ndarray, fill: int = 0) -> np.ndarray:
+    """uint8 (H, W, 3): ``image`` with everything outside ``person`` (0/1 (H, W), the union
+    of :func:`person_union`) set to the constant ``fill`` (0-255): the input of the
+    person-pixel control, which sees only what every perturbation restores to the pixel."""
+    out = np.full_like(image, int(fill))
+    keep = np.asarray(person, bool)
+    out[keep] = image[keep]
+    return out
+
+
+def write_person_only(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.PathLike,
+                      fill: int = 0) -> pd.DataFrame:
+    """The images of ``table`` (``image_id, gender, path``) reduced to their persons
+    (:func:`keep_persons`, the same union mask the perturbations restore), written with
+    :func:`save_png` as ``<out_dir>/<image_id>.png``. Returns ``image_id, gender, path``
+    (images without persons left out)."""
+    from biaslab.runtime.io import load_image
+    by_p = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
+    rows = []
+    for r in table.to_dict("records"):
+        ps = by_p.get(int(r["image_id"]))
+        if ps is None or ps.empty:
+            continue
+        img = load_image(r["path"])
+        out = keep_persons(img, person_union(ps, *img.shape[:2]), fill)
+        rows.append({"image_id": int(r["image_id"]), "gender": r["gender"],
+                     "path": save_png(out, os.path.join(str(out_dir), str(int(r["image_id"]))))})
+    return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
+
+
 def located(objects: pd.DataFrame) -> pd.DataFrame:
     """The object rows that can be masked: a finite box of positive size (image-level labels
     without a box, e.g. COCO's ``image_labels`` or OpenImages' verified labels, cannot)."""

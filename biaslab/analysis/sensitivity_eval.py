@@ -121,6 +121,86 @@ def control_sensitivity(test: pd.DataFrame, perturbed: pd.DataFrame, objects: pd
     return out
 
 
+PIXEL_CONTROLS = ("person_oracle_pixels", "context_reader_pixels")
+
+
+def pixel_expectation(kind: str, perturbation: str, changed: bool, planted: bool
+                      ) -> str | None:
+    """The known answer of a pixel-reading control's change in AUC (``"0"``, ``"<0"``,
+    ``"!=0"``) or None where none is known:
+
+    * ``person_oracle_pixels`` sees only the persons (everything else a constant): every
+      perturbation restores the persons to the pixel, so its input, its scores and its AUC
+      are unchanged: ``"0"`` exactly, on any data (a check of the whole chain: perturbation,
+      pairing, encoding, bootstrap);
+    * ``context_reader_pixels`` sees only what is not a person (Table 1's blackout): ``"0"``
+      where its input did not change; where a context cue is planted (``planted``): ``"<0"``
+      on a swap (it reads the other gender's background), ``"!=0"`` on a blur or an object
+      mask (the cue it learnt is degraded; which way the AUC goes depends on what is left);
+      on data without a planted cue no answer is known.
+    """
+    if kind == "person_oracle_pixels" or not changed:
+        return "0"
+    if not planted:
+        return None
+    return "<0" if perturbation == "swap" else "!=0"
+
+
+def fit_reader(features: np.ndarray, male: np.ndarray, seed: int):
+    """A gender reader: sklearn's standardised L2 logistic regression (C = 1) fitted on
+    ``features`` (float (n, d)) to ``male`` (bool (n,)). Raises ValueError with one class."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    male = np.asarray(male, bool)
+    if male.all() or not male.any():
+        raise ValueError("the readers' training images hold one gender only")
+    return make_pipeline(StandardScaler(), LogisticRegression(
+        C=1.0, max_iter=5000, random_state=int(seed))).fit(features, male)
+
+
+def pixel_controls(train_feats: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                   test_feats: Mapping[str, Mapping[str, np.ndarray]], male: np.ndarray,
+                   names: Sequence[str], planted: bool, n_boot: int, seed: int) -> dict:
+    """The pixel-reading controls' sensitivity against its known answer
+    (:func:`pixel_expectation`): each control is a gender reader (:func:`fit_reader`) trained
+    on the training images as it sees them and scored by the AUC x100 of P(man) on the test
+    set as it sees it, unperturbed and perturbed; the change and its CI are
+    :func:`biaslab.analysis.sensitivity.paired_change` (bootstrap over images, one fit).
+
+    Args:
+        train_feats: ``{control: (features (n, d), male bool (n,))}`` of the training images
+            (persons only for the oracle, persons blacked out for the context reader).
+        test_feats: ``{control: {set: features (m, d)}}``, ``set`` ``"none"`` or a perturbation,
+            every set the same ``m`` test images in the order of ``male`` (bool (m,)).
+        names: the perturbations.
+        planted: whether the data plant a context cue (a biaslab synthetic set).
+
+    Returns:
+        ``{control: {perturbation: {"AUC": {"expected", "measured", "verdict"}}}}`` (the
+        check of :func:`biaslab.analysis.sensitivity.control_check`; ``expected`` None and no
+        verdict where no answer is known).
+    """
+    out = {}
+    for kind in PIXEL_CONTROLS:
+        reader = fit_reader(*train_feats[kind], seed)
+        sets = test_feats[kind]
+        p = {k: reader.predict_proba(f)[:, 1].astype(np.float64) for k, f in sets.items()}
+
+        def fn(k):
+            return lambda idx: SE.auc_rows(1.0 - p[k], p[k], male, idx)
+        rec = {}
+        for pn in names:
+            ch = SE.paired_change([fn(NONE)], [fn(pn)], len(male), null=SE.NULL["masked_AUC"],
+                                  n_boot=n_boot, seed=seed)
+            changed = not np.array_equal(sets[NONE], sets[pn])
+            expected = pixel_expectation(kind, pn, changed, planted)
+            rec[pn] = {"AUC": SE.control_check(ch, expected) if expected is not None
+                       else {"expected": None, "measured": ch}}
+        out[kind] = rec
+    return out
+
+
 def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
                     persons: pd.DataFrame, objects: pd.DataFrame, ids, base: np.ndarray,
                     cache: str, out_dir: Path, truth: dict | None = None,
@@ -171,6 +251,18 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         if list(t["image_id"]) != list(test["image_id"]) or \
                 list(masked[k]["image_id"]) != list(test["image_id"]):
             raise ValueError(f"perturbation {k}: its images differ from the test images")
+    # the pixel controls' inputs: persons only (the oracle), persons blacked out (the
+    # context reader), for the test sets and the training images they learn from
+    person_only = {k: PT.write_person_only(t, persons, out_dir / "person" / k.replace("@", "_"))
+                   for k, t in tables.items()}
+    train_sets = {"person_oracle_pixels": PT.write_person_only(train, persons,
+                                                               out_dir / "train" / "person"),
+                  "context_reader_pixels": PT.write_masked(train, persons,
+                                                           out_dir / "train" / "masked", **bkw)}
+    for k, t in person_only.items():
+        if list(t["image_id"]) != list(test["image_id"]):
+            raise ValueError(f"perturbation {k}: its person-only images differ from the test "
+                             "images")
     model_names = list(c["datasets"]) + [m for m in (c.get("methods") or [])
                                          if m not in c["datasets"]]
     seeds = [int(v) for v in c["seeds"]]
@@ -180,6 +272,7 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     clf0 = GenderObjectClassifier.load(model_dir("classifier", model_names[0], seeds[0]))
     sets = [(k, t) for k in tables for t in ((tables[k], masked[k]) if k != NONE
                                              else (masked[k],))]
+    sets += [(k, t) for k, t in person_only.items()] + list(train_sets.items())
     map_jobs(lambda kt: model_features(clf0, kt[1], ids, base, cache, derived=True, **kw)
              .shape, sets, int(s.get("workers") or 1))
     # the attackers re-train on every set: fewer rounds than Table 1's; the change is paired
@@ -237,13 +330,30 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
                           "n_swapped": int(per_set.at[n, "n_swapped"])} for n in names},
         "fill": s["fill"], "seed": int(s["seed"]), "n_boot": int(s["n_boot"]),
     }
+    def feats(t):
+        return model_features(clf0, t, ids, base, cache, derived=True, **kw)
+    one_gender = [k for k, t in train_sets.items() if t["gender"].nunique() < 2]
+    pixels = {} if one_gender else pixel_controls(
+        {k: (feats(t), (t["gender"] == "male").to_numpy()) for k, t in train_sets.items()},
+        {"person_oracle_pixels": {k: feats(t) for k, t in person_only.items()},
+         "context_reader_pixels": {k: feats(t) for k, t in masked.items()}},
+        male, names, truth is not None and bias is not None and float(bias) > 0,
+        int(s["n_boot"]), int(s["seed"]))
+    record["pixel_controls_training"] = {k: {"n_images": int(len(t)),
+                                             "n_male": int((t["gender"] == "male").sum())}
+                                         for k, t in train_sets.items()}
     if truth is not None and bias is not None:
         record["controls"] = control_sensitivity(test, pert, objs, chosen, names, clf0.labels,
                                                  bias, int(s["n_boot"]), int(s["seed"]))
-        vs = [m["verdict"] for ctl in record["controls"].values() for p in ctl.values()
-              for m in p.values()]
-        record["controls_summary"] = {v: vs.count(v) for v in sorted(set(vs))}
     else:
         record["controls"] = {}
-        record["controls_note"] = "no planted truth: the truth-reading controls need it"
+        record["controls_note"] = ("no planted truth: the truth-reading controls need it; the "
+                                   "pixel-reading ones run")
+    record["controls"].update(pixels)
+    if one_gender:
+        record["pixel_controls_note"] = ("not run: the training images with persons hold one "
+                                         "gender only")
+    vs = [m["verdict"] for ctl in record["controls"].values() for p in ctl.values()
+          for m in p.values() if "verdict" in m]
+    record["controls_summary"] = {v: vs.count(v) for v in sorted(set(vs))}
     return record, rows

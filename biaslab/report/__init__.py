@@ -999,6 +999,13 @@ def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> st
                 lines.append(f"| {name} | {a} | {r['expected']['value']:g} | "
                              f"{r['measured']['mean']:g} | {r['verdict']} |")
         lines.append("")
+    sens = controls.get("sensitivity") or {}
+    if sens:
+        n = sum(1 for ctl in sens.values() for p in ctl.values() for r in p.values()
+                if "verdict" in r)
+        lines += [f"**feature sensitivity**: {n} checks of {len(sens)} controls under the "
+                  "perturbed test images, in the section \"Table 1, feature sensitivity\".",
+                  ""]
     s = controls.get("summary") or {}
     lines.append(f"{s.get('matches', 0)} of {s.get('n', 0)} control values match their known "
                  f"answer, {s.get('does_not_match', 0)} do not, {s.get('inconclusive', 0)} "

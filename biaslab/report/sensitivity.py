@@ -99,23 +99,31 @@ def markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1) ->
         lines.append("")
     ctl = sens.get("controls") or {}
     if ctl:
-        lines += ["Controls with a known answer (they read the annotations, not the pixels): "
-                  "the person oracle must not move (its CI holds 0); the context reader "
-                  "must not move where nothing it reads changed (a blur leaves the planted "
-                  "scene, cast and objects in the image), its masked AUC must fall when the "
-                  "background is the other gender's (swap) and move when object evidence is "
-                  "removed. Inconclusive: a change the test images cannot resolve.", "",
-                  "| control | perturbation | Ratio_E: expected, change [95 % CI] | "
-                  "masked AUC: expected, change [95 % CI] | verdicts |",
-                  "|---|---|---|---|---|"]
-        sym = {"0": "0", "!=0": "≠ 0", "<0": "< 0"}
+        keys = [k for k in ("Ratio_E", "masked_AUC", "AUC")
+                if any(k in recs for by_p in ctl.values() for recs in by_p.values())]
+        head = {"Ratio_E": "Ratio_E", "masked_AUC": "masked AUC", "AUC": "AUC on its input"}
+        lines += ["Controls with a known answer. The truth readers (person_oracle, "
+                  "context_reader) read the annotations: the person oracle must not move; the "
+                  "context reader must not move where nothing it reads changed (a blur leaves "
+                  "the planted scene, cast and objects in the image), its masked AUC must fall "
+                  "when the background is the other gender's (swap) and move when object "
+                  "evidence is removed. The pixel readers are logistic regressions on the "
+                  "image features: person_oracle_pixels sees only the persons, which every "
+                  "perturbation restores to the pixel, so it must not move; "
+                  "context_reader_pixels sees the image with the persons blacked out, so where "
+                  "a context cue is planted it must move under an object mask or a blur and "
+                  "fall under a swap. Inconclusive: a change the test images cannot resolve.",
+                  "", "| control | perturbation | " + " | ".join(
+                      f"{head[k]}: expected, change [95 % CI]" for k in keys) + " | verdicts |",
+                  "|---|---|" + "---|" * len(keys) + "---|"]
+        sym = {"0": "0", "!=0": "≠ 0", "<0": "< 0", None: "no known answer"}
         for c, by_p in ctl.items():
             for p, recs in by_p.items():
                 cells = [f"{sym[recs[k]['expected']]}: "
                          f"{change_cell(recs[k]['measured'], digits, k)}" if k in recs
-                         else "no known answer" for k in ("Ratio_E", "masked_AUC")]
-                lines.append(f"| {c} | {perturbation_label(p)} | {cells[0]} | {cells[1]} | "
-                             + ", ".join(r["verdict"] for r in recs.values()) + " |")
+                         else "–" for k in keys]
+                lines.append(f"| {c} | {perturbation_label(p)} | " + " | ".join(cells) + " | "
+                             + ", ".join(r.get("verdict", "–") for r in recs.values()) + " |")
         summ = sens.get("controls_summary") or {}
         lines += ["", "Controls: " + ", ".join(f"{n} {v}" for v, n in summ.items()) + "."
                   + (" A control misses its known answer: the sensitivities above are not "
