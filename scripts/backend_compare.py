@@ -30,7 +30,7 @@ from biaslab.runtime.io import atomic_path, write_json  # noqa: E402
 
 
 def _show() -> list:
-    from biaslab.report import exp_show
+    from biaslab.report.dvcview import exp_show
     return exp_show(ROOT)   # every baseline's experiments, not only HEAD's
 
 

@@ -71,7 +71,7 @@ def run(biases: list[float], seeds: list[int] | None, overrides: list[str],
 
 
 def collect(out_dir: Path) -> str:
-    from biaslab.report import exp_show
+    from biaslab.report.dvcview import exp_show
     shown = exp_show(ROOT)
     points = S.sweep_points(shown)
     ctl = S.control_points(shown)

@@ -16,7 +16,7 @@ terminal's width, $COLUMNS, else 120):
    from one record counts as different). Too many to fit as columns -> one `key=value` line per
    experiment, wrapped.
 2. **headline**: metrics/summary_full.json (stage report; a plain out read from each
-   revision's Git commit, ``biaslab.report.attach_out_metrics``: DVC registers only the
+   revision's Git commit, ``biaslab.report.dvcview.attach_out_metrics``: DVC registers only the
    compact metrics/summary.json as a metric): one row per experiment x method
    (original, oversample, ..., original+LIBRA), one column per metric (default Leakage,
    Ratio (classifier), Ratio (captioner), LIC, Error). A cell is ``mean Δdiff±h``: the mean over

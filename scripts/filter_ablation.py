@@ -8,7 +8,7 @@ usage (after set-up, from the repository root):
     python scripts/filter_ablation.py --run --collect -S data=coco_mini
 
 --run queues `dvc exp run --queue -S filters.weights=[...] -n ablation-<w>` for the eight
-combinations of Table 4 (biaslab.report.TABLE4_WEIGHTS over prompt adherence, object
+combinations of Table 4 (biaslab.report.table4.TABLE4_WEIGHTS over prompt adherence, object
 consistency, color fidelity) and runs them with `dvc exp run --run-all`. Each re-runs only
 `select` and the stages after it (generate and score are cached). Extra `-S` overrides go to
 every experiment. Queued experiments run in a temporary copy of the repository; the data
@@ -17,7 +17,7 @@ profiles compose `data.root` to an absolute path (`${repo_path:...}`), so
 
 --collect reads every experiment's params and metrics (`dvc exp show --json`) and writes one
 row per distinct weights: the selected candidates' mean filter scores and the CLIPScore of the
-captioner trained on S_synthetic (biaslab.report.table4_from_experiments).
+captioner trained on S_synthetic (biaslab.report.table4.table4_from_experiments).
 """
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from biaslab import report as R  # noqa: E402
+from biaslab.report import table4 as T4  # noqa: E402
+from biaslab.report.dvcview import exp_show  # noqa: E402
 
 
-def run(overrides: list[str], weights=R.TABLE4_WEIGHTS) -> None:
+def run(overrides: list[str], weights=T4.TABLE4_WEIGHTS) -> None:
     extra = []
     for o in overrides:
         extra += ["-S", o]
@@ -46,11 +48,11 @@ def run(overrides: list[str], weights=R.TABLE4_WEIGHTS) -> None:
 
 
 def collect(out: Path) -> str:
-    rows = R.table4_from_experiments(R.exp_show(ROOT))   # every baseline's experiments
+    rows = T4.table4_from_experiments(exp_show(ROOT))   # every baseline's experiments
     md = ("# Table 4: filter ablation (paper 000)\n\n"
           "Object / Color / Prompt: mean filter scores of the selected candidates (stand-ins "
           "for the paper's human ratings); CLIPScore of the captioner trained on S_synthetic.\n\n"
-          + R.table4_markdown(rows) + "\n")
+          + T4.table4_markdown(rows) + "\n")
     md = R.stamp(md, R.made_by("scripts/filter_ablation.py", ROOT))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -300,7 +300,7 @@ def test_attribute_audit_writes_every_section_or_says_why_not():
     assert s["appearance"]["n_tested"] == 2 and s["distance"]["n_tested"] == 2
     # the protocol travels with the numbers (the report states it; folds = the CI's n)
     assert (s["appearance"]["folds"], s["appearance"]["n_permutations"]) == (5, 20)
-    from biaslab.report.document import audit_attribute_markdown
+    from biaslab.report.sections import audit_attribute_markdown
     text = "\n".join(audit_attribute_markdown(s))
     assert "5-fold accuracy" in text and "20 permutations" in text
     s, t = AA.attribute_audit(images, captions, persons, boxes, groups, "skin",

@@ -358,7 +358,7 @@ def test_caption_biasamp_is_judged_against_the_human_captions_null_not_0():
 def test_a_paired_control_is_judged_on_its_differences_from_its_base():
     from scipy.stats import t
     from biaslab.analysis.controls_eval import judge_control, judge_paired
-    from biaslab.report import control_cells
+    from biaslab.report.controls import control_cells
     # the default's BiasAmp: amplifier@1 vs the oracle, 3 replicates; unpaired the
     # amplifier (-4.97 +- 5.47) cannot be told from the oracle (-5.61 +- 5.29)
     oracle, amp = [-4.91, -3.92, -8.00], [-4.29, -3.19, -7.43]

@@ -142,7 +142,7 @@ def test_verdict_fails_for_a_broken_metric(monkeypatch):
 
 
 def test_report_section():
-    from biaslab.report.document import controls_attribute_markdown
+    from biaslab.report.sections import controls_attribute_markdown
     assert controls_attribute_markdown({"attribute": "gender", "skipped": "x"}) == []
     rec = {"attribute": "skin", "groups": ["dark", "light"], "stereotypes": {"dark": "dog"},
            "replicates": [0, 1], "test_set": {"classifier": {"n_labelled_by_group":

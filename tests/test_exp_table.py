@@ -119,7 +119,7 @@ def test_noise_line_names_each_metric_with_its_n():
 def test_attach_out_metrics_reads_each_revision_from_git(tmp_path):
     import subprocess
 
-    from biaslab.report import attach_out_metrics, out_metric_files
+    from biaslab.report.dvcview import attach_out_metrics, out_metric_files
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     (tmp_path / "metrics").mkdir()

@@ -275,6 +275,6 @@ def test_build_datasets_stage_over_skin_groups(tmp_path, monkeypatch):
         assert m[name]["by_group"] == {"dark": 3, "light": 3}, name
     assert m["oversample"]["unlabelled_left_out"] == m["subsample"]["unlabelled_left_out"] == 2
     assert m["oversample"]["group_objects_max_abs_skew"] == 0.0
-    from biaslab.report import resample_note
+    from biaslab.report.notes import resample_note
     note = resample_note(m)
     assert "balanced over dark / light" in note and "2 images without a group left out" in note

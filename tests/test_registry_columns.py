@@ -12,6 +12,7 @@ from PIL import Image
 
 from biaslab import registry as R
 from biaslab import report as RP
+from biaslab.report import table4 as T4
 from biaslab.captioning import evaluation as C
 from biaslab.counterfactual import filters as F
 from biaslab.runtime.validate import ParamError, check_params
@@ -52,7 +53,7 @@ def test_the_builtin_filters_are_paper_000s_three_with_table_4s_labels():
     assert tuple(e.name for e in R.FILTERS.builtins()) == F.FILTERS == (
         "prompt_adherence", "object_consistency", "color_fidelity")
     # Table 4's column order (Object, Color, then the prompt score that stands in for gender)
-    assert RP.TABLE4_FILTERS == (("object_consistency/mean_selected", "Object"),
+    assert T4.TABLE4_FILTERS == (("object_consistency/mean_selected", "Object"),
                                  ("color_fidelity/mean_selected", "Color"),
                                  ("prompt_adherence/mean_selected", "Prompt"))
     for e in R.FILTERS.builtins():
@@ -172,7 +173,7 @@ def test_a_plugin_filter_joins_scoring_and_selection(tmp_path, plugged):
     # colour fidelity alone keeps the identical one
     assert F.select(s, names, [1, 0]).j.tolist() == [0]
     # Table 4 gets its column after the built-ins
-    assert RP.table4_filters(names)[-1] == ("brightness/mean_selected", "Bright")
+    assert T4.table4_filters(names)[-1] == ("brightness/mean_selected", "Bright")
     check_params({"filters": {"names": names, "weights": [1, 1]}})
 
 
@@ -191,7 +192,7 @@ def test_filter_errors_name_the_filter(tmp_path, plugged):
 def test_table_4_shows_a_filter_whose_package_is_absent_by_its_name():
     rows = [{"filters": "x", "names": ["color_fidelity", "mine"], "Color": (0.5, None),
              "mine": (0.25, None), "CLIPScore": (None, None), "data": "", "experiment": "e"}]
-    md = RP.table4_markdown(rows)
+    md = T4.table4_markdown(rows)
     assert md.splitlines()[0].startswith("| Filters | Object | Color | Prompt | mine |")
     assert "| x | – | 0.500 | – | 0.250 |" in md
 

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from biaslab import report as R
+from biaslab.report import notes as NOTES
+from biaslab.report import table4 as T4
 from biaslab.runtime import stats
 from tests.conftest import REPO
 
@@ -98,9 +100,9 @@ def test_table3_probe_and_flat_metrics():
 
 def test_weights_label():
     names = ["prompt_adherence", "object_consistency", "color_fidelity"]
-    assert R.weights_label([1, 0, 1], names) == "prompt_adherence + color_fidelity"
-    assert R.weights_label([0, 0, 0], names) == "No filter"
-    assert R.weights_label([2, 1, 0], names) == "2·prompt_adherence + object_consistency"
+    assert T4.weights_label([1, 0, 1], names) == "prompt_adherence + color_fidelity"
+    assert T4.weights_label([0, 0, 0], names) == "No filter"
+    assert T4.weights_label([2, 1, 0], names) == "2·prompt_adherence + object_consistency"
 
 
 def _rec(name, weights, obj, clip=None):
@@ -119,7 +121,7 @@ def _rec(name, weights, obj, clip=None):
 def test_table4_keeps_one_row_per_weights_and_data_source():
     a, b = _rec("syn", [1, 1, 1], 0.7), _rec("coco", [1, 1, 1], 0.5)
     b["data"]["params"]["params.yaml"]["data"]["data"] = {"root": "../shared/coco-mini"}
-    rows = R.table4_from_experiments([a, b, _rec("again", [1, 1, 1], 0.1)])
+    rows = T4.table4_from_experiments([a, b, _rec("again", [1, 1, 1], 0.1)])
     assert [(r["experiment"], r["data"]) for r in rows] == [("syn", None),
                                                            ("coco", "../shared/coco-mini")]
 
@@ -136,13 +138,13 @@ def test_table4_from_dvc_exp_show_json():
                                                             "data": {"params": {}}}]},
          ]},
     ]
-    rows = R.table4_from_experiments(show)
+    rows = T4.table4_from_experiments(show)
     assert [r["filters"] for r in rows] == [
         "prompt_adherence + object_consistency + color_fidelity",
         "prompt_adherence + object_consistency", "No filter"]
     assert rows[0]["Object"] == (0.71, None) and rows[0]["CLIPScore"] == (70.0, 1.0)
     assert rows[1]["experiment"] == "abl-110" and rows[1]["CLIPScore"] == (None, None)
-    md = R.table4_markdown(rows).splitlines()
+    md = T4.table4_markdown(rows).splitlines()
     assert md[0].startswith("| Filters | Object | Color | Prompt | CLIPScore")
     assert md[3] == ("| prompt_adherence + object_consistency | 0.800 | 0.500 | 0.300 | – | "
                      " | abl-110 |")
@@ -487,13 +489,13 @@ def test_degenerate_rows_are_marked_and_never_ranked_best():
            "synthetic": {"mAP": rec(78.0), "Leakage": rec(-2.0)},
            "oversample": {"mAP": rec(70.0), "Leakage": rec(1.0)}}
     cols = (("mAP", "mAP ↑"), ("Leakage", "Leakage ↓"))
-    deg = R.degenerate_rows(tab, "mAP", 0.75)
+    deg = NOTES.degenerate_rows(tab, "mAP", 0.75)
     assert deg == {"subsample": 0.5}                     # 70 / 80 = 0.875 stays
     md = R.markdown(tab, cols, 1, rank=True, degenerate=deg)
     assert "| Sub-sampling † | 40.0 ± 1.0 | -30.0 ± 1.0 |" in md
     assert "**-2.0 ± 1.0**" in md and "<u>1.0 ± 1.0</u>" in md
-    assert "Sub-sampling (50 %)" in R.degenerate_note(deg, "mAP", 0.75)
-    assert R.degenerate_rows(tab, "mAP", 0.0) == {} and R.degenerate_rows({}, "mAP", 0.75) == {}
+    assert "Sub-sampling (50 %)" in NOTES.degenerate_note(deg, "mAP", 0.75)
+    assert NOTES.degenerate_rows(tab, "mAP", 0.0) == {} and NOTES.degenerate_rows({}, "mAP", 0.75) == {}
 
 
 def test_direction_table_signed_log_ratio_shares_and_infinities():
@@ -584,7 +586,7 @@ def test_captioner_ratio_is_ranked_against_the_test_sets_own_ratio():
     cols = R.table2_columns(cap)
     assert dict(cols)["Ratio"] == "Ratio →1.59"
     assert dict(R.table2_columns({}))["Ratio"] == "Ratio →1"
-    deg = R.caption_degenerate_rows(tab, 10.0, 0.75)
+    deg = NOTES.caption_degenerate_rows(tab, 10.0, 0.75)
     assert set(deg) == {"synthetic"} and "14 % of captions name no gender" in deg["synthetic"]
     marks = R.ranks(tab, cols, 1, exclude=deg)
     assert marks[("original", "Ratio")] == 1 and marks[("oversample", "Ratio")] == 2
@@ -595,29 +597,29 @@ def test_captioner_ratio_is_ranked_against_the_test_sets_own_ratio():
     assert R.ranks(tab, R.TABLE2_COLUMNS, 1)[("synthetic", "Ratio")] == 1
     # a short-caption row is degenerate too; the note names both reasons
     tab["augment"] = row(1.5, 4.0, 5.0, 79.0)
-    deg = R.caption_degenerate_rows(tab, 10.0, 0.75)
+    deg = NOTES.caption_degenerate_rows(tab, 10.0, 0.75)
     assert "5.0 words per caption (Original 9.5)" in deg["augment"]
-    note = R.caption_degenerate_note(deg, 10.0, 0.75)
+    note = NOTES.caption_degenerate_note(deg, 10.0, 0.75)
     assert "S_synthetic: 14 % of captions" in note and "never marked best" in note
-    assert "59 men and 37 women" in R.ratio_reference_note(cap)
+    assert "59 men and 37 women" in NOTES.ratio_reference_note(cap)
     # older metrics files without the measures: nothing is excluded
-    assert R.caption_degenerate_rows({"original": {}, "x": {}}, 10.0, 0.75) == {}
+    assert NOTES.caption_degenerate_rows({"original": {}, "x": {}}, 10.0, 0.75) == {}
 
 
 def test_biasamp_null_note_gives_the_human_captions_value_and_says_when_it_is_absent():
     cap = {"test_set": {"biasamp_human_null": {"ba": -6.125, "per_index": [-9.0, -3.25],
                                                "min": -9.0, "max": -3.25, "n_indices": 2,
                                                "n_images": 200}}}
-    note = R.biasamp_null_note(cap)
+    note = NOTES.biasamp_null_note(cap)
     assert "score BiasAmp -6.12 against the same training captions" in note
     assert "mean over 2 caption indices (caption indices -9.00 to -3.25)" in note
     assert "not against 0" in note
     # one index: no spread; a JSON "nan" (no word in L) or an older file: no line
     one = {"test_set": {"biasamp_human_null": {"ba": 1.5, "min": 1.5, "max": 1.5,
                                                "n_indices": 1}}}
-    assert "caption indices 1.50" not in R.biasamp_null_note(one)
-    assert R.biasamp_null_note({"test_set": {"biasamp_human_null": {"ba": "nan"}}}) == ""
-    assert R.biasamp_null_note({"test_set": {}}) == "" == R.biasamp_null_note({})
+    assert "caption indices 1.50" not in NOTES.biasamp_null_note(one)
+    assert NOTES.biasamp_null_note({"test_set": {"biasamp_human_null": {"ba": "nan"}}}) == ""
+    assert NOTES.biasamp_null_note({"test_set": {}}) == "" == NOTES.biasamp_null_note({})
 
 
 def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
@@ -644,7 +646,7 @@ def test_script_outputs_in_plots_report_name_the_run_they_belong_to(tmp_path):
 
 
 def test_flip_probe_section_columns_cells_and_not_run_reason():
-    from biaslab.report.document import flip_markdown
+    from biaslab.report.sections import flip_markdown
     rec = {"mean": 0.25, "ci95": 0.05, "lo": 0.2, "hi": 0.3, "n": 3}
     flip = {"available": True, "attribute": "gender_skin", "dims": ["gender", "skin"],
             "n_pairs": {"gender": 100, "skin": 100},
@@ -679,7 +681,7 @@ def test_flip_probe_section_columns_cells_and_not_run_reason():
 def test_attribute_tables_carry_utility_ranks_and_dagger_rows():
     """The skin-tone tables in the tables' row order, led by the models'
     utility, ranked as Tables 1-2, with a model under the utility floor never best."""
-    from biaslab.report.document import attribute_markdown
+    from biaslab.report.sections import attribute_markdown
 
     def rec(v):
         return {"mean": v, "ci95": 1.0, "n": 3}
@@ -719,7 +721,7 @@ def test_residue_note_says_when_the_skin_tone_probe_cannot_read_real_people():
     """The line under Table 3 gives the skin-tone check's AUC on real people and on
     the counterfactuals' target tone; where the probe's CI on real people reaches 50 it says
     that its counterfactual AUCs are no evidence of tone."""
-    from biaslab.report import residue_note
+    from biaslab.report.notes import residue_note
 
     def a(m):
         return {"mean": m, "ci95": 2.0, "lo": m - 2.0, "hi": m + 2.0}

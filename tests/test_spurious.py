@@ -8,7 +8,7 @@ from sklearn.metrics import roc_auc_score
 from biaslab.analysis import spurious as S
 from biaslab.analysis import validity_paper001
 from biaslab.analysis import verdicts
-from biaslab.report.document import spurious_markdown
+from biaslab.report.sections import spurious_markdown
 
 
 @pytest.mark.parametrize("seed", range(5))

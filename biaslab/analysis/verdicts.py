@@ -50,7 +50,7 @@ def apply_degenerate(checks: Sequence[Mapping[str, Any]],
     """``checks`` with verdict "not testable" where a compared row is degenerate
     (``degenerate``: ``{"classifier": rows, "captioner": rows}``, the rows the report marks
     † because their utility is below ``report.utility_floor`` of Original's, or their
-    captions lose the gender words; ``biaslab.report.degenerate_rows``): a model that does
+    captions lose the gender words; ``biaslab.report.notes.degenerate_rows``): a model that does
     not work reads as unbiased by not working, so its bias is no evidence either way. The
     rule reads the rows' utility, never the check's effect; the measured effect is kept."""
     out = []

@@ -8,9 +8,13 @@ Pure functions over the JSON metrics the stages write (no file-system convention
 * :func:`table3` -- synthetic-artifact test (paper 000 Table 3): Ratio_orig, Ratio_inp, Delta.
 * :func:`probe_table` -- the causal attribute-sensitivity probe (``biaslab.analysis.probe``).
 * :func:`differences` -- each row's difference from Original with its 95 % CI.
-* Table 4 -- filter ablation (paper 000 Table 4) over DVC experiments: the selected
-  candidates' mean filter scores (automatic stand-ins for the paper's human ratings of object,
-  colour and gender fidelity) and the CLIPScore of the captioner trained on S_synthetic.
+* Table 4 -- filter ablation (paper 000 Table 4) over DVC experiments:
+  :mod:`biaslab.report.table4`.
+
+The notes under the tables are in :mod:`biaslab.report.notes`, the controls section in
+:mod:`biaslab.report.controls`, the other sections in :mod:`biaslab.report.sections`, the
+document's assembly in :mod:`biaslab.report.document`, DVC's experiment records in
+:mod:`biaslab.report.dvcview`.
 
 Every cell of Tables 1-3 and the probe is ``mean ± 95 % CI`` from a ``biaslab.runtime.stats.record``
 stored by the stage (t over seeds; ``n`` seeds in the table heading), an infinite seed shows
@@ -21,7 +25,6 @@ dash, never as a number.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from biaslab import registry
-from biaslab.report.dvcview import (attach_out_metrics, exp_show, file_data,  # noqa: F401
-                                    out_metric_files, walk_exp_records)
 from biaslab.analysis import equivalence
 from biaslab.runtime import stats
 
@@ -74,7 +75,7 @@ def caption_columns(captioning: Mapping[str, Any] | None = None) -> tuple:
     for rows in (captioning or {}, *(((captioning or {}).get("archs") or {}).values())):
         for r, v in rows.items():
             if isinstance(v, Mapping) and "per_seed" in v:
-                found |= {k for k, x in v.items() if _record(x) is not None} - builtin
+                found |= {k for k, x in v.items() if as_record(x) is not None} - builtin
     known = [e for e in registry.metric_entries("captioning") if e.name in found]
     rest = sorted(found - {e.name for e in known})
     return TABLE2_COLUMNS + tuple((e.name, metric_header(e)) for e in known) + \
@@ -91,30 +92,12 @@ TABLE2_DIFF = (("Ratio", "Ratio"), ("LIC", "LIC"), ("Error", "Error"), ("BiasAmp
 #: probe attributes (biaslab.analysis.probe) and their headers
 PROBE_COLUMNS = (("objects", "objects (labeled)"), ("scene", "scene (in captions)"),
                  ("cast", "colour cast (unlabeled)"))
-#: filter-score columns of Table 4 (metrics/select.json keys) and their headers: the built-in
-#: filters of the registry (biaslab.registry.FILTERS) in column order; plug-in filters follow
-#: (:func:`table4_filters`)
-TABLE4_FILTERS = tuple((f"{e.name}/mean_selected", e.display)
-                       for e in sorted(registry.FILTERS.builtins(), key=lambda e: e.order))
-
-
-def table4_filters(names: Iterable[str] = ()) -> tuple:
-    """Table 4's filter columns: the built-in filters, then the further filters of ``names``
-    (the experiments' ``filters.names``: a plug-in's), each ``(select.json key, header)``. A
-    registered filter gets its label and place (``order``); one whose package is not installed
-    where the report runs, its name, after them."""
-    labels = registry.filter_labels()
-    builtin = [e.name for e in registry.FILTERS.builtins()]
-    extra = [n for n in dict.fromkeys(names) if n not in builtin]
-    known = [n for n in labels if n in builtin or n in extra]
-    cols = known + [n for n in extra if n not in labels]
-    return tuple((f"{n}/mean_selected", labels.get(n, n)) for n in cols)
 
 
 DASH = "–"
 
 
-def _num(v: Any) -> float | None:
+def number(v: Any) -> float | None:
     if isinstance(v, bool) or v is None:
         return None
     try:
@@ -127,14 +110,14 @@ def _num(v: Any) -> float | None:
 def cell(mean: Any, std: Any = None, digits: int = 1) -> str:
     """``"12.3 ± 0.4"`` (``std`` None or absent: ``"12.3"``); a missing/non-finite mean: ``–``.
     For single numbers outside the seed tables (Table 4, LIBRA summary)."""
-    m = _num(mean)
+    m = number(mean)
     if m is None:
         return DASH
-    s = _num(std)
+    s = number(std)
     return f"{m:.{digits}f}" if s is None else f"{m:.{digits}f} ± {s:.{digits}f}"
 
 
-def _rows(metrics: Mapping[str, Any], order: Sequence[str] | None = None) -> list[str]:
+def model_rows(metrics: Mapping[str, Any], order: Sequence[str] | None = None) -> list[str]:
     """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
     not per-method dicts (``test_set``, notes) are skipped."""
     keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and "per_seed" in v]
@@ -149,7 +132,7 @@ def _in_order(keys, order: Sequence[str] | None = None) -> list[str]:
     return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
 
-def _record(v: Any) -> dict | None:
+def as_record(v: Any) -> dict | None:
     """A stored ``stats.record`` (dict with ``mean``) or None."""
     return dict(v) if isinstance(v, Mapping) and "mean" in v else None
 
@@ -184,9 +167,9 @@ def table(metrics: Mapping[str, Any], columns) -> dict[str, dict[str, dict | Non
     its header says so)."""
     out = {}
     scales = {c: display_scale(c) for c, _ in columns}
-    for r in _rows(metrics):
-        out[r] = {c: (_scaled(_record(metrics[r].get(c)), scales[c]) if scales[c] != 1 else
-                      _record(metrics[r].get(c))) for c, _ in columns}
+    for r in model_rows(metrics):
+        out[r] = {c: (_scaled(as_record(metrics[r].get(c)), scales[c]) if scales[c] != 1 else
+                      as_record(metrics[r].get(c))) for c, _ in columns}
         if metrics[r].get("ratio_na"):        # a model without gender outputs (Adversarial)
             for c in ("ratio_raw", "Ratio", "Ratio_expected"):
                 if c in out[r]:
@@ -224,7 +207,7 @@ def direction_table(classification: Mapping[str, Any]) -> dict[str, dict[str, di
     outputs (``ratio_na``, e.g. Adversarial) gets ``{"mean": None, "na": why}`` cells.
     """
     out: dict[str, dict[str, dict | None]] = {}
-    for r in _rows(classification):
+    for r in model_rows(classification):
         rec = classification[r]
         if rec.get("ratio_na"):
             out[r] = {c: {"mean": None, "na": str(rec["ratio_na"])} for c, _ in DIRECTION_COLUMNS}
@@ -244,7 +227,7 @@ def direction_table(classification: Mapping[str, Any]) -> dict[str, dict[str, di
             for k, v in (("man", m - b), ("woman", w - b), ("both", b), ("neither", n0)):
                 shares[k].append(100.0 * v / total if total else None)
         out[r] = {"log_r": stats.record(logs),
-                  "masked_gender_auc": _record(rec.get("masked_gender_auc")),
+                  "masked_gender_auc": as_record(rec.get("masked_gender_auc")),
                   **{f"share_{k}": stats.record(v) for k, v in shares.items()}}
     return out
 
@@ -253,7 +236,7 @@ def direction_note(classification: Mapping[str, Any], digits: int = 2) -> str:
     """The reference line under :func:`direction_table`: the test set's own signed log ratio
     (``test_set.ratio_gt``, what a pure context reader approaches) and 0, the masked image
     read as neither gender."""
-    gt = _num((classification.get("test_set") or {}).get("ratio_gt"))
+    gt = number((classification.get("test_set") or {}).get("ratio_gt"))
     ref = (f"the test set's own ln {gt:.2f} = {math.log(gt):+.{digits}f} (what a model that "
            f"reads only context approaches)" if gt and gt > 0 else "the test set's own ratio "
            "is unknown")
@@ -281,7 +264,7 @@ def table3(artifact: Mapping[str, Any]) -> dict:
 def probe_table(probe: Mapping[str, Any], model: str) -> dict:
     """``{row: {attribute: record}}`` of ``metrics/probe.json``'s ``model`` family."""
     fam = probe.get(model) or {}
-    return {r: {a: _record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
+    return {r: {a: as_record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
             for r in _in_order(fam)}
 
 
@@ -305,7 +288,7 @@ def flip_table(flip: Mapping[str, Any], model: str) -> dict:
     ``captioner``), columns of :func:`flip_columns`."""
     fam = flip.get(model) or {}
     cols = flip_columns(flip)
-    return {r: {c: _record((fam.get(r) or {}).get(c)) for c, _ in cols} for r in _in_order(fam)}
+    return {r: {c: as_record((fam.get(r) or {}).get(c)) for c, _ in cols} for r in _in_order(fam)}
 
 
 def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
@@ -350,7 +333,7 @@ def differences(metrics: Mapping[str, Any], columns, ref: str = "original") -> d
     difference's range (:func:`difference_range`); the reference row is left out."""
     base = {c: seed_values(metrics, ref, c) for c, _ in columns}
     out = {}
-    for r in _rows(metrics):
+    for r in model_rows(metrics):
         if r == ref:
             continue
         out[r] = {c: bounded(stats.difference(seed_values(metrics, r, c) or [], base[c] or []),
@@ -376,7 +359,7 @@ def bounded_cell(rec: Mapping[str, Any] | None, digits: int = 1,
 
 def n_seeds(metrics: Mapping[str, Any]) -> str:
     """``"3"`` or ``"2-3"``: the seeds per row of a metrics file (for table headings)."""
-    ns = sorted({len(metrics[r]["per_seed"]) for r in _rows(metrics)})
+    ns = sorted({len(metrics[r]["per_seed"]) for r in model_rows(metrics)})
     return DASH if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}")
 
 
@@ -406,7 +389,7 @@ def true_ratio(test_set: Mapping[str, Any] | None) -> float | None:
     On persons-masked images (paper 000's classifier protocol) the
     reference is 1."""
     ts = test_set or {}
-    m, f = _num(ts.get("n_male")), _num(ts.get("n_female"))
+    m, f = number(ts.get("n_male")), number(ts.get("n_female"))
     if not m or not f:
         return None
     return max(m / f, f / m)
@@ -461,265 +444,6 @@ def stamp(text: str, prov: Mapping[str, Any]) -> str:
     return f"{head}\n\n{line}\n{rest}" if head.startswith("#") else f"{line}\n\n{text}"
 
 
-def resample_note(datasets: Mapping[str, Any] | None, rows: Sequence[str] = (
-        "oversample", "subsample"), names: Mapping[str, str] | None = None) -> str:
-    """How the resampled training sets were reached, from
-    ``metrics/datasets.json``: samples, distinct images, the most repeated image's count and
-    share of the samples, Kish's effective number of images, and the skew bound reached
-    ("" when the file has none of ``rows``). Over-sampling meets its skew bound on strongly
-    biased multi-label data by repeating a few counter-stereotypical images; the note puts
-    that beside the table so its row is read as what it is."""
-    names = row_names() if names is None else names
-    parts = []
-    for r in rows:
-        d = (datasets or {}).get(r)
-        if not isinstance(d, Mapping) or d.get("n_samples") is None:
-            continue
-        txt = (f"{names.get(r, r)}: {int(d['n_samples']):,} samples of {int(d['n_images']):,} "
-               f"images")
-        if int(d.get("max_repeats") or 1) > 1:
-            txt += (f", the most repeated image {int(d['max_repeats'])} times "
-                    f"({100 * float(d.get('max_repeats_share') or 0):.0f} % of the samples), "
-                    f"{int(d.get('n_repeated') or 0)} images repeated, Kish's effective "
-                    f"number of images {float(d.get('effective_images') or 0):.1f}")
-        if d.get("max_skew_bound") is not None:
-            if d.get("group_objects_max_abs_skew") is not None:   # the groups
-                groups = " / ".join(g for g in (d.get("by_group") or {})
-                                    if g != "none") or "the attribute's groups"
-                txt += (f", balanced over {groups}: skew bound reached "
-                        f"{float(d['max_skew_bound']):.3f} (largest group |skew| "
-                        f"{float(d['group_objects_max_abs_skew']):.3f}; "
-                        f"{int(d.get('unlabelled_left_out') or 0)} images without a group "
-                        "left out)")
-            else:
-                txt += (f", object skew bound reached {float(d['max_skew_bound']):.3f} "
-                        f"(largest |skew| {float(d.get('objects_max_abs_skew') or 0):.3f})")
-        parts.append(txt)
-    if not parts:
-        return ""
-    return ("Training sets (metrics/datasets.json): " + "; ".join(parts) + ". "
-            "datasets.max_copies caps the repeats and relaxes the skew bound to the smallest "
-            "feasible one; plots/datasets/oversample_tradeoff.png shows the bound each cap "
-            "allows.")
-
-
-def leakage_f1_note(classification: Mapping[str, Any]) -> str:
-    """The line under Table 1 that reads Leakage@F1 (Wang et al. 2019's accuracy-matched
-    leakage) beside paper 000's Leakage; "" when the file has none."""
-    rows = [r for r in _rows(classification)
-            if _num((classification[r].get("Leakage_F1") or {}).get("mean")) is not None]
-    if not rows:
-        return ""
-    clamped = sum(1 for r in rows for s in classification[r].get("per_seed") or []
-                  if isinstance(s, Mapping) and s.get("leakage_F1_clamped"))
-    return ("Leakage@F1 = LK_M - LK_D(F1) (Wang et al. 2019 sec. 4.2; not in paper 000): "
-            "LK_D of ground-truth labels flipped at random until their macro F1 equals the "
-            "model's own F1 (column F1, x100; classifier.leakage_f1_flips). Paper 000's "
-            "Leakage compares a model with noiseless labels, so a weaker model leaks less by "
-            "being noisier; Leakage@F1 compares it with labels as noisy as it is. A row whose "
-            "Leakage is below Original's but whose Leakage@F1 is not reads less gender only "
-            "because it is less accurate."
-            + (f" {clamped} model seed(s) lie below the weakest perturbed F1: their LK_D(F1) "
-               f"is the curve's end value." if clamped else ""))
-
-
-def attributes_note(classification: Mapping[str, Any]) -> str:
-    """The line under Table 1's heading naming its attributes (paper 000 app. B.1): how many
-    object classes, by which co-occurrence rule, where the list is ("" for a record
-    without ``attributes``)."""
-    a = classification.get("attributes")
-    if not isinstance(a, Mapping) or a.get("n") is None:
-        return ""
-    who = "woman and man each" if a.get("cooccur_rule") == "each" else "woman or man"
-    names = list(a.get("names") or [])
-    shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
-    return (f"Attributes: {a['n']} object classes that co-occur with {who} in at least "
-            f"{a.get('min_cooccur')} of the training images (paper 000 app. B.1: more than 100; "
-            f"metrics/classification.json `attributes`): {shown}.")
-
-
-def domain_note(classification: Mapping[str, Any]) -> str:
-    """The line under Table 1 that gives the real-vs-generated domain check (
-    ``metrics/classification.json`` ``domain``, :mod:`biaslab.classify.domain`): per training
-    set, object mAP on the real photos and on the same-group generated counterfactuals of the
-    train sources the model never trained on, their difference, and the feature probe's AUC
-    ("" when the file has no domain block)."""
-    dom = classification.get("domain") or {}
-    rows = [r for r in row_order() if isinstance(dom.get(r), Mapping)
-            and (dom[r].get("domain_gap") or {}).get("mean") is not None]
-    if not rows:
-        return ""
-
-    def rec(r, k, d=1):
-        return stats.format_cell(dom[r].get(k), d)
-    names = row_names()
-    parts = "; ".join(f"{names.get(r, r)} {rec(r, 'mAP_real')} real / "
-                      f"{rec(r, 'mAP_generated')} generated (gap {rec(r, 'domain_gap')})"
-                      for r in rows)
-    probe = dom.get("probe_auc") or {}
-    return ("Domain check (metrics/classification.json `domain`): object mAP of each "
-            "model on the real photos and on the same-group generated counterfactuals of the "
-            "train scenes it never trained on (same scenes, objects and gender; only the person "
-            f"re-generated): {parts}. A logistic regression on the frozen features tells real "
-            f"from generated images at AUC {stats.format_cell(probe, 1)} (50 = alike). A "
-            "synthetic-only model with a positive gap is read on real photos outside its "
-            "training domain, which can move its Leakage against the paper for reasons other "
-            "than gender.")
-
-
-def residue_note(residue: Mapping[str, Any] | None) -> str:
-    """The line under Table 3 that gives the residue check (
-    ``metrics/residue.json``, stage ``residue``); "" without the file's numbers."""
-    if not isinstance(residue, Mapping) or not residue.get("erased_auc"):
-        return ""
-    er = residue["erased_auc"]
-    shapes = ", ".join(f"{k} {stats.format_cell(v, 1)} (erasing "
-                       f"{100 * float((residue.get('mask_fraction') or {}).get(k) or 0):.0f} % of "
-                       f"the image)" for k, v in er.items())
-    n = residue.get("n_images")
-    txt = (f"Residue check (metrics/residue.json; n = {n} masked train images, "
-           f"bootstrap 95 % CIs over them): a cross-fitted gender probe on the "
-           f"frozen features reads the source gender at AUC "
-           f"{stats.format_cell(residue.get('probe_auc'), 1)} on the real train images and, "
-           f"with the masked persons erased (grey, unfilled), at {shapes}: what it reads there "
-           f"is the person's residue plus the gender cue of the scene around them")
-    rb = residue.get("residue_bound")
-    if isinstance(rb, Mapping) and rb.get("mean") is not None:
-        txt += (f"; polygon minus box {stats.format_cell(rb, 1)}, an upper bound of what the "
-                f"polygon leaves of the person (the box erases more context too)")
-    cf = residue.get("counterfactual") or {}
-    if cf.get("target_auc_other"):
-        txt += (f". On the run's `{cf.get('backend')}` counterfactuals the probe reads the "
-                f"TARGET group at AUC {stats.format_cell(cf['target_auc_other'], 1)} for the "
-                f"other group (100 = the new person reads as its group, below 50 = the original "
-                f"shows through) and {stats.format_cell(cf.get('target_auc_same'), 1)} for the "
-                f"same group")
-    sk = residue.get("counterfactual_skin") or {}
-    if sk.get("skipped"):
-        txt += f". Skin-tone check of the counterfactuals: not measured ({sk['skipped']})"
-    elif sk.get("target_auc"):
-        txt += (f". Skin-tone check (a dark-vs-light probe cross-fitted on "
-                f"{sk.get('n_real_dark')} dark / {sk.get('n_real_light')} light real images, "
-                f"AUC {stats.format_cell(sk.get('probe_auc'), 1)} on them): it reads the "
-                f"TARGET tone of the skin-tone counterfactuals at AUC "
-                f"{stats.format_cell(sk['target_auc'], 1)} (50 = the tone is not seen)")
-        if sk.get("target_auc_other"):
-            txt += (f", {stats.format_cell(sk['target_auc_other'], 1)} where the source had "
-                    f"the other tone (n = {sk.get('n_other')})")
-        lo = _num((sk.get("probe_auc") or {}).get("lo"))
-        if lo is not None and lo <= 50.0:   # a probe at chance on real people vouches for nothing
-            txt += (" — but its CI on the real images reaches 50: it does not read real "
-                    "people's tone, so its AUCs on the counterfactuals are no evidence of their "
-                    "tone")
-        if sk.get("n_unlabelled_source"):
-            txt += f"; {sk['n_unlabelled_source']} sources have no perceived tone"
-    return txt + "."
-
-
-def ratio_reference_note(captioning: Mapping[str, Any]) -> str:
-    """The line under Table 2 that says which reference its Ratio is ranked against
-    (:func:`table2_columns`)."""
-    ts = captioning.get("test_set") or {}
-    gt = true_ratio(ts)
-    if gt is None:
-        return ("Ratio is ranked against 1: the test set's gender counts are unknown, so its "
-                "own ratio cannot be the reference.")
-    return (f"Ratio →{gt:.2f}: the captions describe unmasked test images, "
-            f"{int(ts['n_male'])} men and {int(ts['n_female'])} women, so a captioner that "
-            f"names each person's gender as annotated reads {gt:.2f} (Burns et al. 2018); "
-            f"the closest row is best, not the one nearest 1 (paper 000 Table 2 prints \"1 "
-            f"is unbiased\", which holds only on a balanced test set). \"no gender word %\": "
-            f"gender-labelled images whose caption names no gender; \"words\": mean caption "
-            f"length.")
-
-
-def biasamp_null_note(captioning: Mapping[str, Any], digits: int = 2) -> str:
-    """The line under Table 2 that gives caption BiasAmp's null: the BiasAmp of the test
-    images' own human captions against the same training reference
-    (``test_set.biasamp_human_null``, :func:`biaslab.metrics.biasamp.human_null`). Empty
-    when the metrics file has none (older runs, data without captions)."""
-    nul = (captioning.get("test_set") or {}).get("biasamp_human_null") or {}
-    ba = _num(nul.get("ba"))
-    if ba is None:
-        return ""
-    lo, hi = _num(nul.get("min")), _num(nul.get("max"))
-    spread = (f" (caption indices {lo:.{digits}f} to {hi:.{digits}f})"
-              if lo is not None and hi is not None and nul.get("n_indices", 0) > 1 else "")
-    return (f"BiasAmp's null: the test images' own human captions, one caption per image as a "
-            f"captioner writes them, score BiasAmp {ba:.{digits}f} against the same training "
-            f"captions, the mean over {nul.get('n_indices', '?')} caption indices{spread}. "
-            f"That is a captioner that writes like the annotators. Zhao's BiasAmp is 0 for it "
-            f"only when the test images mix people and scenes as the training images do; read "
-            f"a row against this value, not against 0 (biaslab.metrics.biasamp.human_null).")
-
-
-#: a captioner row whose share of captions without a gender word exceeds Original's by more
-#: than this many points is degenerate for Ratio (param report.max_gender_word_loss)
-MAX_GENDER_WORD_LOSS = 10.0
-
-
-def caption_degenerate_rows(tab: Mapping[str, Mapping[str, Any]], max_loss: float,
-                            length_floor: float, reference: str = "original"
-                            ) -> dict[str, str]:
-    """Captioner rows that lose gender words or length: ``{row: why}`` for
-    every row whose mean ``no_gender_word`` (% of gender-labelled images whose caption names
-    no gender) exceeds the ``reference`` row's by more than ``max_loss`` points, or whose mean
-    ``length`` (tokens per caption) is below ``length_floor`` x the reference's. Such a row's
-    Ratio is near 1 because it stops naming people, so :func:`markdown` never ranks it best.
-    Empty when the reference lacks the measure (older metrics files)."""
-    def mean(r, k):
-        return _num(((tab.get(r) or {}).get(k) or {}).get("mean"))
-    out: dict[str, str] = {}
-    nw0, ln0 = mean(reference, "no_gender_word"), mean(reference, "length")
-    for r in tab:
-        if r == reference:
-            continue
-        why = []
-        nw, ln = mean(r, "no_gender_word"), mean(r, "length")
-        if nw0 is not None and nw is not None and nw - nw0 > max_loss:
-            why.append(f"{nw:.0f} % of captions name no gender (Original {nw0:.0f} %)")
-        if ln0 and ln is not None and length_floor > 0 and ln < length_floor * ln0:
-            why.append(f"{ln:.1f} words per caption (Original {ln0:.1f})")
-        if why:
-            out[r] = "; ".join(why)
-    return out
-
-
-def caption_degenerate_note(rows: Mapping[str, str], max_loss: float, length_floor: float,
-                            names: Mapping[str, str] | None = None) -> str:
-    """The sentence under Table 2 for :func:`caption_degenerate_rows` ("" when none)."""
-    names = row_names() if names is None else names
-    if not rows:
-        return ""
-    which = "; ".join(f"{names.get(r, r)}: {why}" for r, why in rows.items())
-    return (f"† captions lose gender words (more than {max_loss:g} points above Original, "
-            f"report.max_gender_word_loss) or length (under {100 * length_floor:.0f} % of "
-            f"Original's): {which}. Their Ratio nears 1 by not naming people; never marked "
-            f"best.")
-
-
-#: the utility column of each table whose rows :func:`degenerate_rows` judges
-UTILITY = {"table1": "mAP", "table2": "CIDEr"}
-
-
-def degenerate_rows(tab: Mapping[str, Mapping[str, Any]], utility: str, floor: float,
-                    reference: str = "original") -> dict[str, float]:
-    """Rows whose mean ``utility`` is below ``floor`` x the ``reference`` row's (e.g. a
-    sub-sampled set of 6 images: mAP 39 against Original's 77): ``{row: its fraction of the
-    reference}``. Such a model is "unbiased" by not working; :func:`markdown` marks it † and
-    never ranks it best. Empty when the reference has no positive utility or ``floor`` <= 0.
-    """
-    ref = _num(((tab.get(reference) or {}).get(utility) or {}).get("mean"))
-    if ref is None or ref <= 0 or floor <= 0:
-        return {}
-    out = {}
-    for r, row in tab.items():
-        m = _num(((row or {}).get(utility) or {}).get("mean"))
-        if r != reference and m is not None and m < floor * ref:
-            out[r] = m / ref
-    return out
-
-
 def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
           exclude: Iterable[str] = ()) -> dict[tuple[str, str], int]:
     """``{(row, column): 1 | 2}``: the best and second-best rows of every ranked column (header
@@ -739,7 +463,7 @@ def ranks(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
             if r in skip:
                 continue
             rec = row.get(c) or {}
-            m = _num(rec.get("mean"))
+            m = number(rec.get("mean"))
             if rec.get("na") or int(rec.get("n_inf") or 0) or m is None:
                 continue
             m = round(m, digits)
@@ -778,18 +502,6 @@ def markdown(tab: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
     return "\n".join(lines)
 
 
-def degenerate_note(rows: Mapping[str, float], utility: str, floor: float,
-                    names: Mapping[str, str] | None = None) -> str:
-    """The sentence under a table with † rows ("" when none)."""
-    names = row_names() if names is None else names
-    if not rows:
-        return ""
-    which = ", ".join(f"{names.get(r, r)} ({100 * f:.0f} %)" for r, f in rows.items())
-    return (f"† utility below the floor: {utility} under {100 * floor:.0f} % of Original's "
-            f"(report.utility_floor): {which}. Such a model looks unbiased by not working; "
-            f"it is never marked best.")
-
-
 def diff_markdown(diffs: Mapping[str, Mapping[str, Any]], columns, digits: int = 1,
                   names: Mapping[str, str] | None = None) -> str:
     """Markdown of :func:`differences`: ``+1.2 [-0.3, +2.7]`` per cell."""
@@ -809,205 +521,16 @@ def flat_metrics(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[
     for t, tab in tables.items():
         for r, vals in tab.items():
             for c, rec in vals.items():
-                m = _num((rec or {}).get("mean"))
+                m = number((rec or {}).get("mean"))
                 if m is not None:
                     out[f"{t}/{r}/{c}"] = round(m, 4)
     return out
 
 
-def weights_label(weights: Sequence[float], names: Sequence[str]) -> str:
-    """``"prompt_adherence + color_fidelity"`` for weights (1, 0, 1); all zero: ``"No filter"``
-    (selection falls back to candidate j = 0, an unfiltered draw)."""
-    used = [n for n, w in zip(names, weights) if _num(w)]
-    if not used:
-        return "No filter"
-    return " + ".join(n if _num(w) == 1 else f"{_num(w):g}·{n}"
-                      for n, w in zip(names, weights) if _num(w))
-
-
-# --------------------------------------------------------------------------------------------
-# Table 4: the filter ablation over DVC experiments
-
-
-#: the filter combinations of paper 000 Table 4 as weights on (prompt, object, color)
-TABLE4_WEIGHTS = ((1, 1, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1),
-                  (0, 0, 0))
-
-
-def table4_from_experiments(exp_show: Any, clip_row: str = "synthetic") -> list[dict]:
-    """Rows of paper 000 Table 4 from ``dvc exp show --json`` output: one per distinct
-    (``filters.weights``, ``data.root``) (the first record of each, in the order DVC lists
-    them: workspace, baseline, experiments), with the
-    selected candidates' mean Object / Color / Prompt scores (``metrics/select.json``) and the
-    CLIPScore (mean, 95 % CI half-width) of the captioner trained on ``clip_row`` (``metrics/captioning.json``),
-    and the experiment name.
-
-    The paper's columns are human ratings (object, colour, skin, gender fidelity); here the
-    filters' own scores on the selected candidates stand in for them (no raters offline).
-    Records without params or select metrics (e.g. a failed experiment) are skipped.
-    """
-    rows, seen = [], set()
-    for rec in walk_exp_records(exp_show):
-        data = rec["data"]
-        params = file_data(data.get("params"), "params.yaml")
-        filt = params.get("filters") or {}
-        weights, names = filt.get("weights"), filt.get("names")
-        sel = file_data(data.get("metrics"), "metrics/select.json")
-        if weights is None or names is None or not sel:
-            continue
-        root = (params.get("data") or {}).get("root")
-        key = (tuple(float(w) for w in weights), root)   # one row per weights and data source
-        if key in seen:
-            continue
-        seen.add(key)
-        cap = file_data(data.get("metrics"), "metrics/captioning.json").get(clip_row) or {}
-        row = {"filters": weights_label(weights, names), "weights": list(weights), "data": root,
-               "experiment": rec.get("name") or data.get("name") or rec.get("rev"),
-               "CLIPScore": ((_record(cap.get("CLIPScore")) or {}).get("mean"),
-                             (_record(cap.get("CLIPScore")) or {}).get("ci95"))}
-        row["names"] = list(names)
-        for k, h in table4_filters(names):
-            row[h] = (_num(sel.get(k)), None)
-        rows.append(row)
-    return rows
-
-
-def table4_markdown(rows: Sequence[Mapping[str, Any]], digits: int = 3) -> str:
-    """Markdown of :func:`table4_from_experiments` rows."""
-    hdr = [h for _, h in table4_filters([n for r in rows for n in r.get("names") or ()])]
-    lines = ["| Filters | " + " | ".join(hdr) + " | CLIPScore (S_synthetic) | data | experiment |",
-             "|" + "---|" * (len(hdr) + 4)]
-    for r in rows:
-        cells = [cell(*r.get(h, (None, None)), digits=digits) for h in hdr]
-        lines.append(f"| {r['filters']} | " + " | ".join(cells)
-                     + f" | {cell(*r['CLIPScore'], digits=1)} | {r.get('data') or ''}"
-                     f" | {r.get('experiment') or ''} |")
-    return "\n".join(lines)
-
-
-def table4_current(select: Mapping[str, Any], captioning: Mapping[str, Any] | None,
-                   names: Sequence[str], weights: Sequence[float]) -> list[dict]:
-    """The one Table 4 row of the current workspace (the ``report`` stage sees no other
-    experiment), in the same shape as :func:`table4_from_experiments`."""
-    fake = {"data": {"params": {"params.yaml": {"data": {"filters": {
-        "names": list(names), "weights": list(weights)}}}},
-        "metrics": {"metrics/select.json": {"data": dict(select)},
-                    "metrics/captioning.json": {"data": dict(captioning or {})}}},
-        "name": "workspace"}
-    return table4_from_experiments([fake])
-
-
 __all__ = ["row_names", "row_order", "TABLE1_COLUMNS", "TABLE2_COLUMNS", "TABLE3_COLUMNS",
-           "TABLE3_CLASSIFIER_COLUMNS",
-           "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS", "TABLE4_FILTERS", "TABLE4_WEIGHTS",
+           "TABLE3_CLASSIFIER_COLUMNS", "TABLE1_DIFF", "TABLE2_DIFF", "PROBE_COLUMNS",
            "TABLE2_HIDDEN", "SCALE_100", "caption_columns", "display_scale", "metric_header",
-           "table4_filters",
-           "cell", "table", "table1", "table2", "table3", "probe_table", "flip_table",
-           "flip_columns", "seed_values",
-           "differences", "n_seeds", "markdown", "diff_markdown", "flat_metrics", "weights_label", "table4_from_experiments", "table4_markdown",
-           "table4_current", "true_ratio", "table2_columns", "caption_degenerate_rows",
-           "caption_degenerate_note", "MAX_GENDER_WORD_LOSS", "ratio_reference_note",
-           "resample_note", "made_by", "stamp", "leakage_f1_note", "domain_note", "residue_note"]
-
-
-def power_line(controls: Mapping[str, Any] | None, task: str, digits: int = 1,
-               columns: Sequence | None = None) -> str:
-    """One sentence under a table: the smallest difference between two of its rows that the
-    test set detects (two-sided 95 %, 80 % power), per metric, from the control models'
-    replicate spread (``metrics/controls.json["power"][task]``, stage ``controls``); "" when
-    the controls were not run."""
-    pw = ((controls or {}).get("power") or {}).get(task) or {}
-    if not pw:
-        return ""
-    shown = None if columns is None else {c[0] for c in columns}
-    parts = [f"{m} {v['mde']:.{digits}f}" for m, v in pw.items()
-             if isinstance(v, Mapping) and v.get("mde") is not None
-             and (shown is None or m in shown)]
-    if not parts:
-        return ""
-    return ("Detectable difference between two rows (95 %, 80 % power; from the control "
-            "models' replicate spread on this test set, metrics/controls.json): "
-            + ", ".join(parts) + ". Smaller differences between rows are not readable here; "
-            "Ratio and Error of a fixed model on a fixed test set carry only the seeds' spread. "
-            "This is the largest spread of any control at 80 % power; "
-            "`scripts/exp_table.py`'s noise floor is smaller by design: the 95 % CI half-width "
-            "of a difference between two runs of Original, from Original's own seed spread, "
-            "with no power requirement (the one to read when comparing experiments).")
-
-
-#: the captioning bias metrics compared on the controls: key, label
-def metric_comparison_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
-    """"Which captioning metric sees the planted bias" on the control models:
-    :func:`biaslab.report.metric_compare.run_markdown` (per metric and attacker encoder:
-    controls matched / missed / undecided, the strongest amplifier's and the human caption's
-    values, the slope d/dq and the smallest detectable q). Empty string without captioner
-    controls."""
-    from biaslab.report.metric_compare import run_markdown
-    return run_markdown(controls, digits)
-
-
-def control_cells(r: Mapping[str, Any], digits: int = 2) -> tuple[str, str]:
-    """The "expected" and "measured" cells of one judged control metric: ``= v`` / ``> ref``
-    for an exact value or a direction; for a check paired with a base control
-    (``expected["paired_with"]``, :func:`biaslab.analysis.controls_eval.judge_paired`)
-    ``> <base> (paired)`` and ``Δ <difference> (own <value>)``: the verdict reads the
-    difference; for an equivalence claim ``≈ ref ± margin``
-    (:func:`biaslab.analysis.controls_eval.decide_equivalence`)."""
-    e = r["expected"]
-    own = stats.format_cell(r["measured"], digits)
-    if "value" in e:
-        try:
-            return f"= {float(e['value']):g}", own
-        except (TypeError, ValueError):
-            return f"= {e['value']}", own
-    if "paired_with" in e:
-        return (f"{e['direction']} {e['paired_with']} (paired)",
-                f"Δ {stats.format_cell(r.get('paired') or {}, digits)} (own {own})")
-    mg = (r.get("margin") or {}).get("delta")
-    if e["direction"] == "≈" and mg is not None:   # an equivalence claim: its margin
-        return f"≈ {float(e['reference']):.3g} ± {float(mg):.{digits}g}", own
-    return f"{e['direction']} {float(e['reference']):.3g}", own
-
-
-def controls_markdown(controls: Mapping[str, Any] | None, digits: int = 2) -> str:
-    """The metric-controls section: per task, one row per control and metric: expected,
-    measured (mean ± 95 % CI over replicates), verdict (``metrics/controls.json``)."""
-    if not controls:
-        return "The controls stage did not run."
-    lines = []
-    for task in ("classifier", "captioner"):
-        res = controls.get(task) or {}
-        if not res:
-            continue
-        lines += [f"**{task}** (replicates: {len(controls.get('replicates') or [])})", "",
-                  "| control | metric | expected | measured | verdict |",
-                  "|---|---|---|---|---|"]
-        for name, ms in res.items():
-            for metric, r in ms.items():
-                if "verdict" not in r:
-                    continue
-                exp, meas = control_cells(r, digits)
-                lines.append(f"| {name} | {metric} | {exp} | {meas} | {r['verdict']} |")
-        lines.append("")
-    probe = controls.get("probe") or {}
-    if probe:
-        lines += ["**probe** (classifier output P(man) - P(woman); a reader of one attribute "
-                  "swings it by 2)", "", "| control | attribute | expected | measured | verdict |",
-                  "|---|---|---|---|---|"]
-        for name, attrs in probe.items():
-            for a, r in attrs.items():
-                lines.append(f"| {name} | {a} | {r['expected']['value']:g} | "
-                             f"{r['measured']['mean']:g} | {r['verdict']} |")
-        lines.append("")
-    sens = controls.get("sensitivity") or {}
-    if sens:
-        n = sum(1 for ctl in sens.values() for p in ctl.values() for r in p.values()
-                if "verdict" in r)
-        lines += [f"**feature sensitivity**: {n} checks of {len(sens)} controls under the "
-                  "perturbed test images, in the section \"Table 1, feature sensitivity\".",
-                  ""]
-    s = controls.get("summary") or {}
-    lines.append(f"{s.get('matches', 0)} of {s.get('n', 0)} control values match their known "
-                 f"answer, {s.get('does_not_match', 0)} do not, {s.get('inconclusive', 0)} "
-                 f"inconclusive (a direction the CI does not decide).")
-    return "\n".join(lines)
+           "cell", "number", "as_record", "model_rows", "table", "table1", "table2", "table3",
+           "probe_table", "flip_table", "flip_columns", "seed_values", "differences", "n_seeds",
+           "markdown", "diff_markdown", "flat_metrics", "true_ratio", "table2_columns",
+           "made_by", "stamp"]

@@ -1,7 +1,7 @@
 """The DVC client of the report's collectors: every experiment's params and metrics as
 ``dvc exp show --json`` gives them, completed by the detailed metrics files that DVC does not
 register as metrics (plain outs under ``metrics/``), and the helpers that walk that output.
-Used by Table 4 (:func:`biaslab.report.table4_from_experiments`), the sweep and backend
+Used by Table 4 (:func:`biaslab.report.table4.table4_from_experiments`), the sweep and backend
 comparisons (:mod:`biaslab.analysis.sweep`, :mod:`biaslab.analysis.backends`) and
 ``scripts/exp_table.py``. Runs ``dvc`` and ``git`` in the given directory; formats nothing."""
 from __future__ import annotations
