@@ -1,7 +1,6 @@
-"""Stage `report`: the papers' tables (paper 000 Tables 1-4; biaslab/report/) as markdown
-with every cell mean ± 95 % CI and n, each bias metric's difference from Original with its CI,
-the causal probe, the validity verdicts (biaslab/analysis/validity.py), a headline metrics file, and bar
-charts with CI error bars.
+"""Stage `report`: the papers' tables (paper 000 Tables 1-4; biaslab/report/) as markdown with
+every cell mean ± 95 % CI and n, each bias metric's difference from Original with its CI, the
+causal probe, the validity verdicts, a headline metrics file, and charts with CI error bars.
 
 params: report.digits, report.utility_floor, report.max_gender_word_loss, filters.names, filters.weights (Table 4's current row),
         generate.backend, data.source (named in the report)
@@ -13,7 +12,8 @@ in:   metrics/classification.json (eval_classifier), metrics/captioning.json (ev
       metrics/controls.json (controls), metrics/datasets.json (build_datasets),
       metrics/attribute.json (eval_attribute), metrics/audit.json (audit: its attribute block),
       metrics/sensitivity.json (sensitivity: the section beside Table 1, the "confounded"
-      reading of the Table 1 checks)
+      reading of the Table 1 checks), metrics/sensitivity_captioner.json
+      (sensitivity_captioner: the section beside Table 2)
 out:  plots/report/tables.md,
       metrics/summary_full.json (per method mAP, Leakage, Ratio, LIC, Error, each
       {mean, ci95, std, n, diff, diff_lo, diff_hi} with the difference from Original and its
@@ -23,8 +23,8 @@ out:  plots/report/tables.md,
       mask_not_neutral, not_informative, n}, "preconditions": [{task, metric, valid,
       not_matching}]: the metrics the control models validate, metrics/controls.json}),
       plots/report/forest.png (each mitigation's difference from Original per headline
-      metric with its CI), table1.png, table2.png, table3.png, probe.png, sensitivity.png
-      (bias score against feature sensitivity, one point per model),
+      metric with its CI), table1.png, table2.png, table3.png, probe.png, sensitivity.png,
+      sensitivity_captioner.png (bias score against feature sensitivity, one point per model),
       plots/report/index.html (tables.md and the figures as one page, biaslab.report.html)
 
 Table 4 across filter combinations needs one experiment per combination:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json("metrics/summary.json", rep["summary"])
     write_json("metrics/validity.json", rep["validity"])
     charts.forest_plot(OUT / "forest.png", rep["summary_full"])
-    sensitivity.write_figure(OUT / "sensitivity.png", inputs, document.INPUTS["sensitivity"])
+    sensitivity.write_figures(OUT, inputs, document.INPUTS["sensitivity"])
     for name, table, columns, title, ideal, degenerate, xlabel in rep["charts"]:
         charts.bar_chart(OUT / name, table, columns, title, ideal, degenerate, xlabel)
     # the same report as one page with its figures, the answer first

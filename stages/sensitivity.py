@@ -19,6 +19,8 @@ in:   data/models/classifier/, data/prepared/{images,objects,persons}.parquet,
 out:  data/sensitivity/images/<perturbation>/<image_id>.png (the perturbed test images,
       person intact), data/sensitivity/person/<set>/ (the same with only the persons kept),
       data/sensitivity/train/{person,masked}/ (the pixel readers' training images),
+      data/sensitivity/perturbed.parquet (one row per perturbation x image: perturbation,
+      image_id, gender, path, changed_fraction, n_objects, n_masked, donor),
       data/sensitivity/masked/<set>/ (the test sets with the persons blacked out;
       PNG, lossless: on JPEG sources the unperturbed masked copies are not Table 1's JPEG
       ones, so the unperturbed values can differ from Table 1's in the last digits),

@@ -107,6 +107,11 @@ def test_the_other_groups_background_turns_originals_context_reading_around(fore
     cls = _json(repo, "metrics/classification.json")["original"]["masked_gender_auc"]
     assert abs(r["base"] - cls["mean"]) < 1e-3, (r["base"], cls["mean"])   # 4 decimals stored
     assert sens["perturbed"]["objects@0.5"]["n_objects_masked"] > 0
+    # the captioners caption the same perturbed files; their unperturbed Error is Table 2's
+    sc = _json(repo, "metrics/sensitivity_captioner.json")
+    cap = _json(repo, "metrics/captioning.json")["original"]["Error"]["mean"]
+    assert sc["available"] and sc["test_set"]["n_images"] > 0
+    assert abs(sc["models"]["original"]["swap"]["Error"]["base"] - cap) < 1e-6
 
 
 def test_spurious_correlations_are_found_in_the_planted_context(foreign_run):

@@ -349,3 +349,6 @@ def test_openimages_run_measures_feature_sensitivity(oi_run):
     md = (repo / "plots/report/tables.md").read_text()
     assert "### Table 1, feature sensitivity" in md
     assert (repo / "plots/report/sensitivity.png").is_file()
+    # no captions on this layout: the captioners' sensitivity is a skip record, said so
+    assert _json(repo, "metrics/sensitivity_captioner.json")["skipped"]
+    assert "Table 2, feature sensitivity: not run" in md

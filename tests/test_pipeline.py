@@ -95,6 +95,27 @@ def test_repro_ends_with_the_papers_tables(pipeline_repo):
     assert "## Validity" in md
 
 
+def test_captioner_sensitivity_stands_beside_table2(pipeline_repo):
+    """Table 2's bias metrics beside their feature sensitivity: every captioner row has each
+    metric's change under each captioned perturbation with its 95 % CI, and the unperturbed
+    side is Table 2's own value (the same images, the same captions)."""
+    repo, _, out = pipeline_repo
+    assert _reproduced(out, "sensitivity_captioner")
+    sc = json.loads((repo / "metrics/sensitivity_captioner.json").read_text())
+    cap = json.loads((repo / "metrics/captioning.json").read_text())
+    assert sc["available"] and sc["test_set"]["n_left_out"] == 0
+    assert sc["test_set"]["n_images"] == cap["test_set"]["n_images"]
+    for row, by_p in sc["models"].items():
+        assert set(by_p) == set(sc["perturbations"]), row
+        for p, recs in by_p.items():
+            for m in ("Error", "BiasAmp"):
+                r = recs[m]
+                assert abs(r["base"] - cap[row][m]["mean"]) < 1e-6, (row, p, m)
+                assert r["lo"] is not None and r["lo"] <= r["delta"] <= r["hi"], (row, p, m)
+    md = (repo / "plots/report/tables.md").read_text()
+    assert "### Table 2, feature sensitivity" in md
+
+
 def test_planted_truth_core_claims(pipeline_repo):
     """On the embedded default (render backend) the causal probe must show that
     Original reads every planted attribute and that S_synthetic reads the unlabeled colour

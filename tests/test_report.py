@@ -267,12 +267,17 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     # the feature sensitivity beside Table 1 (stage sensitivity)
     from tests.test_sensitivity import _record as sensitivity_record
     files["sensitivity"] = sensitivity_record()
+    files["sensitivity_captioner"] = {"available": False,
+                                      "reason": "sensitivity.captioner_perturbations is empty"}
     for k, v in files.items():
         (m / f"{k}.json").write_text(json.dumps(v))
     mod.main()
     md = (tmp_path / "plots/report/tables.md").read_text()
     assert "### Table 1, feature sensitivity" in md
     assert (tmp_path / "plots/report/sensitivity.png").is_file()
+    assert (tmp_path / "plots/report/sensitivity_captioner.png").is_file()   # says why not
+    assert "Table 2, feature sensitivity: not run (sensitivity.captioner_perturbations is " \
+        "empty)." in md
     assert "## Controls for gender_skin: the attribute's Leakage and LIC" in md
     assert "| classifier | blind | LK_M | < 25 | 6.25 ± " in md, md
     assert "| captioner | – | – | – | skipped: the data has no captions | – |" in md

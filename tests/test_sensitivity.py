@@ -391,3 +391,98 @@ def test_report_section_and_figure(tmp_path):
     assert RS.figure(tmp_path / "s.png", _record(), cls, {})
     assert (tmp_path / "s.png").stat().st_size > 1000
     assert not RS.figure(tmp_path / "t.png", None, cls, {})
+
+
+# --------------------------------------------------------------------------- captioners
+def test_caption_ratio_and_error_rows_equal_the_metrics_by_hand():
+    from biaslab.analysis import sensitivity_captioner as SC
+    from biaslab.metrics.captions import error, ratio
+    caps = ["a man riding", "two men", "a woman cooking", "a dog", "a man and a woman",
+            "a woman on a bench"]
+    genders = ["male", "female", "female", "male", "female", "male"]
+    man, woman = SC.caption_indicators(caps)
+    assert man.tolist() == [True, True, False, False, False, False]
+    assert woman.tolist() == [False, False, True, False, False, True]
+    male = np.array([g == "male" for g in genders])
+    full = np.arange(6)[None]
+    # r = 2 / 2 = 1; errors: "two men" on a female image, "a woman ..." on a male one: 2 / 6
+    assert SC.ratio_rows(man, woman, full)[0] == ratio(caps, genders)["ratio_max"] == 1.0
+    assert SC.error_rows(man, woman, male, full)[0] == pytest.approx(error(caps, genders))
+    assert SC.error_rows(man, woman, male, full)[0] == pytest.approx(100 * 2 / 6)
+    # a resample without woman captions: an infinite Ratio, as the metric gives
+    assert SC.ratio_rows(man, woman, np.array([[0, 1, 3]]))[0] == np.inf
+    with pytest.raises(ValueError, match="no per-image bootstrap"):
+        SC.boot_rows("LIC", (man, woman), male, full)
+
+
+def test_summarize_captioner_pairs_labels_and_seeds():
+    from biaslab.analysis import sensitivity_captioner as SC
+    n = 40
+    male = np.arange(n) % 2 == 0
+    base = (male.copy(), ~male)                   # every caption names the right gender
+    flipped = (~male, male.copy())                # every caption names the other one
+    outs = [{"labels": {"none": base, "swap": flipped},
+             "values": {"none": {"BiasAmp": 1.0 + s}, "swap": {"BiasAmp": 3.0 + s}}}
+            for s in range(3)]
+    rec = SC.summarize_captioner(outs, ["swap"], male, ["Ratio", "Error", "BiasAmp"],
+                                 n_boot=200, seed=0, nulls={"BiasAmp": -1.0})["swap"]
+    assert rec["Error"]["base"] == 0.0 and rec["Error"]["delta"] == 100.0
+    assert rec["Error"]["lo"] == pytest.approx(100.0) and rec["Error"]["hi"] == pytest.approx(100.0)
+    assert rec["Ratio"]["delta"] == 0.0           # 20 : 20 both ways
+    # BiasAmp: +2 in every seed, t over seeds; % of each seed's distance from the null
+    # (-1): bases 1, 2, 3 are 2, 3, 4 from it
+    assert rec["BiasAmp"]["delta"] == pytest.approx(2.0) and rec["BiasAmp"]["n_seeds"] == 3
+    assert rec["BiasAmp"]["ci_method"] == "t over seeds"
+    assert rec["BiasAmp"]["pct"] == pytest.approx(100 * np.mean([2 / 2, 2 / 3, 2 / 4]))
+
+
+def test_aligned_sets_keeps_images_with_every_copy():
+    from biaslab.analysis.sensitivity_captioner import aligned_sets
+    test = pd.DataFrame({"image_id": [3, 1, 2], "path": ["c.jpg", "a.jpg", "b.jpg"]})
+    pert = pd.DataFrame({"perturbation": ["swap", "swap", "blur@1", "blur@1"],
+                         "image_id": [1, 2, 1, 3], "path": ["s1", "s2", "b1", "b3"]})
+    kept, sets = aligned_sets(test, pert, ["swap", "blur@1"])
+    assert kept["image_id"].tolist() == [1] and sets["swap"]["path"].tolist() == ["s1"]
+    assert sets["none"]["path"].tolist() == ["a.jpg"]
+    with pytest.raises(ValueError, match="not written by stage sensitivity"):
+        aligned_sets(test, pert, ["objects@0.1"])
+    with pytest.raises(ValueError, match="no captioner test image"):
+        aligned_sets(test[test["image_id"] == 2], pert, ["swap", "blur@1"])
+
+
+@pytest.mark.parametrize("given,match", [
+    ({"captioner_perturbations": ["blur@9"]}, "captioner_perturbations"),
+    ({"captioner_metrics": ["CIDEr"]}, "captioner_metrics"),
+    ({"captioner_metrics": ["Ratio", "Ratio"]}, "repeated"),
+    ({"captioner_metrics": []}, "empty"),
+    ({"captioner_perturbations": "swap"}, "must be a list")])
+def test_captioner_settings_are_checked(given, match):
+    with pytest.raises(ValueError, match=match):
+        settings({"sensitivity": given})
+    assert settings({"sensitivity": {"captioner_perturbations": []}})["captioner_metrics"]
+
+
+def test_captioner_report_section():
+    from biaslab.report import sensitivity as RS
+    rec = {"available": True, "perturbations": ["swap"], "nulls": {"BiasAmp": -5.0},
+           "test_set": {"n_images": 10, "n_female": 4, "n_male": 6, "seeds": [0, 1]},
+           "models": {"original": {"swap": {"Error": {
+               "base": 4.0, "perturbed": 38.0, "delta": 34.0, "lo": 25.0, "hi": 43.0,
+               "pct": 850.0}}}}}
+    text = "\n".join(RS.captioner_markdown(rec, {"original": "Original"}))
+    assert "### Table 2, feature sensitivity" in text and "BiasAmp -5.00" in text
+    assert "| Original | +34.0 [+25.0, +43.0] (+850 %) |" in text
+    assert RS.captioner_markdown(None, {}) == []
+    # the figure: Table 2's score on x; an infinite Ratio has no point
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        caps = {"original": {"Error": {"mean": 4.0, "ci95": 1.0},
+                             "Ratio": {"mean": float("inf")}}}
+        assert RS.figure(Path(d) / "c.png", rec, caps, {}, RS.FIGURE_TABLE2, "Table 2")
+        assert (Path(d) / "c.png").stat().st_size > 1000
+        RS.write_captioner_figure(Path(d) / "n.png", {"sensitivity_captioner": {
+            "skipped": "no captions"}})
+        assert (Path(d) / "n.png").is_file()
+    assert "not run (no captions)" in "\n".join(RS.captioner_markdown(
+        {"available": False, "reason": "no captions"}, {}))

@@ -18,6 +18,7 @@ from biaslab.analysis import sensitivity as SE
 from biaslab.classify import (GenderObjectClassifier, evaluate_outputs, gender_thresholds,
                               model_features, object_matrix, object_predictions)
 from biaslab.runtime.parallel import map_jobs
+from biaslab.runtime.io import write_parquet
 from biaslab.runtime.paths import model_dir
 
 NONE = "none"
@@ -239,6 +240,8 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     pert = PT.write_perturbed(test, persons, objs, names, out_dir / "images",
                               seed=int(s["seed"]), fill=s["fill"], chosen=chosen,
                               progress=True)
+    # the perturbed images' manifest: stage sensitivity_captioner captions the same files
+    write_parquet(out_dir / "perturbed.parquet", pert)
     bkw = dict(sources=tuple(c.get("blackout", ["box"])),
                dilate_px=int(c.get("blackout_dilate_px", 0)), fill=c.get("blackout_fill", 0))
     tables = {NONE: test[["image_id", "gender", "path"]]}

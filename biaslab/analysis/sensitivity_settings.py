@@ -59,7 +59,13 @@ def parse_name(name: str) -> tuple[str, float | None]:
 DEFAULTS = {"perturbations": ["objects@0.1", "objects@0.25", "objects@0.5", "blur@1",
                               "blur@2", "blur@4", "swap"],
             "max_images": None, "fill": "mean", "seed": 0, "n_boot": 1000,
-            "leakage_rounds": 1, "workers": 1}
+            "leakage_rounds": 1, "workers": 1,
+            # the captioners (stage sensitivity_captioner): a subset of the perturbations
+            # above (their images are stage sensitivity's) and of CAPTION_METRICS
+            "captioner_perturbations": ["objects@0.1", "blur@1", "swap"],
+            "captioner_metrics": ["Ratio", "Error", "BiasAmp"]}
+#: the captioning metrics whose sensitivity stage sensitivity_captioner measures
+CAPTION_METRICS = ("Ratio", "Error", "BiasAmp", "LIC")
 
 
 def settings(params: Mapping) -> dict:
@@ -70,7 +76,9 @@ def settings(params: Mapping) -> dict:
         ValueError: an unknown key, a bad perturbation name
             (:func:`parse_name`), ``max_images`` < 10, ``fill`` not
             ``"mean"`` or a grey level 0-255, ``seed`` < 0, ``n_boot`` < 100,
-            ``leakage_rounds`` < 1, ``workers`` < 1.
+            ``leakage_rounds`` < 1, ``workers`` < 1, a ``captioner_perturbations`` name
+            not in ``perturbations``, a ``captioner_metrics`` name not in
+            :data:`CAPTION_METRICS`.
     """
     given = dict(params.get("sensitivity") or {})
     unknown = sorted(set(given) - set(DEFAULTS))
@@ -82,6 +90,17 @@ def settings(params: Mapping) -> dict:
         raise ValueError(f"perturbations must be a non-empty list, got {names!r}")
     for n in names:
         parse_name(n)
+    for key, allowed, what in (("captioner_perturbations", names, "sensitivity.perturbations"),
+                               ("captioner_metrics", CAPTION_METRICS, "known")):
+        v = s[key]
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+            raise ValueError(f"{key} must be a list, got {v!r}")
+        bad = [x for x in v if x not in allowed]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(f"{key}: {bad or 'a repeated name'} not allowed: each must be one "
+                             f"of {what} ({list(allowed)}), once")
+    if s["captioner_perturbations"] and not s["captioner_metrics"]:
+        raise ValueError("captioner_metrics is empty while captioner_perturbations is not")
 
     def integer(key, low, null=False):
         v = s[key]

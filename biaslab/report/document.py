@@ -38,7 +38,8 @@ INPUTS = {"classification": "metrics/classification.json",
           "residue": "metrics/residue.json", "attribute": "metrics/attribute.json",
           "audit": "metrics/audit.json",
           "controls_attribute": "metrics/controls_attribute.json",
-          "sensitivity": "metrics/sensitivity.json"}
+          "sensitivity": "metrics/sensitivity.json",
+          "sensitivity_captioner": "metrics/sensitivity_captioner.json"}
 #: headline metrics: (file key, metric key, name in summary.json)
 HEADLINE = (("classification", "mAP", "mAP"), ("classification", "Leakage", "Leakage"),
             ("classification", "Ratio", "Ratio (classifier)"),
@@ -273,6 +274,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         RC.power_line(m["controls"], "captioner", digits, R.TABLE2_COLUMNS),
         "",
+        *SENS.captioner_markdown(m.get("sensitivity_captioner"), R.row_names(), digits),
         *[x for name, v in extra_arch.items() for x in (
             f"### Table 2, captioner `{name}` (n = {R.n_seeds(v)} seeds)", "",
             R.markdown(R.table2(v), R.table2_columns(v), digits, rank=True,

@@ -27,6 +27,8 @@ FIGURES = {
     "sensitivity.png": ("### Table 1, feature sensitivity",
                         "Bias score (x, mean over seeds, 95 % CI) against its change when only "
                         "the non-person features change (y, 95 % CI), one point per model."),
+    "sensitivity_captioner.png": ("### Table 2, feature sensitivity",
+                                  "The same for the captioners' Table 2 bias scores."),
     "probe.png": ("## Causal probe", "Probe sensitivities: mean over seeds with 95 % CI."),
 }
 

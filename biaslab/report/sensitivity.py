@@ -84,19 +84,7 @@ def markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1) ->
           "0).",
         "",
     ]
-    models = sens["models"]
-    order = ordered(models)
-    for m, (label, unit, _) in METRICS.items():
-        if not any(m in (models[d].get(p) or {}) for d in models for p in perts):
-            continue
-        lines += [f"**{label}** ({unit})", "",
-                  "| model | " + " | ".join(perturbation_label(p) for p in perts) + " |",
-                  "|---|" + "---|" * len(perts)]
-        for d in order:
-            by_p = models[d]
-            lines.append(f"| {names.get(d, d)} | " + " | ".join(
-                change_cell((by_p.get(p) or {}).get(m), digits, m) for p in perts) + " |")
-        lines.append("")
+    lines += metric_tables(sens["models"], perts, METRICS, names, digits)
     ctl = sens.get("controls") or {}
     if ctl:
         keys = [k for k in ("Ratio_E", "masked_AUC", "AUC")
@@ -134,6 +122,64 @@ def markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1) ->
     return lines
 
 
+def metric_tables(models: Mapping, perts: Sequence[str], metrics: Mapping[str, tuple],
+                  names: Mapping[str, str], digits: int = 1) -> list[str]:
+    """One markdown table per metric of ``metrics`` (key -> (label, unit, ...)) that any model
+    has: a row per model (:func:`ordered`), a column per perturbation, each cell
+    :func:`change_cell`."""
+    lines: list[str] = []
+    order = ordered(models)
+    for m, (label, unit, *_) in metrics.items():
+        if not any(m in (models[d].get(p) or {}) for d in models for p in perts):
+            continue
+        lines += [f"**{label}** ({unit})", "",
+                  "| model | " + " | ".join(perturbation_label(p) for p in perts) + " |",
+                  "|---|" + "---|" * len(perts)]
+        for d in order:
+            by_p = models[d]
+            lines.append(f"| {names.get(d, d)} | " + " | ".join(
+                change_cell((by_p.get(p) or {}).get(m), digits, m) for p in perts) + " |")
+        lines.append("")
+    return lines
+
+
+#: the captioners' metrics (stage sensitivity_captioner) -> (label, unit)
+CAPTION_METRICS = {"Ratio": ("Ratio", "ratio"), "Error": ("Error", "points"),
+                   "BiasAmp": ("BiasAmp", "points"), "LIC": ("LIC", "points")}
+
+
+def captioner_markdown(sens: Mapping | None, names: Mapping[str, str], digits: int = 1
+                       ) -> list[str]:
+    """The "Table 2, feature sensitivity" section (``metrics/sensitivity_captioner.json``):
+    per metric, each captioner row's change under each perturbation with its 95 % CI and in
+    %. A line saying why when the stage did not run; [] without a record."""
+    if not sens:
+        return []
+    if not sens.get("available") or not sens.get("models"):
+        why = sens.get("reason") or sens.get("skipped")
+        return ([f"Table 2, feature sensitivity: not run ({why}).", ""] if why else [])
+    perts = list(sens.get("perturbations") or [])
+    ts = sens.get("test_set") or {}
+    nulls = sens.get("nulls") or {}
+    ba = nulls.get("BiasAmp")
+    return [
+        "### Table 2, feature sensitivity: how far each captioning bias score moves when only "
+        "the non-person features change",
+        "",
+        f"Every captioner on the same perturbed copies of its {ts.get('n_images', '?')} test "
+        f"images ({ts.get('n_female', '?')} female / {ts.get('n_male', '?')} male; "
+        f"{ts.get('n_left_out', 0)} left out without a perturbed copy), the person kept to the "
+        "pixel. Each cell: perturbed minus unperturbed, mean over "
+        f"{len(ts.get('seeds') or [])} seeds, [95 % CI: bootstrap over images and seeds for "
+        "Ratio and Error; t over seeds for BiasAmp and LIC] and (the change as a % of the "
+        "unperturbed bias, its distance from no bias: Ratio 1, Error 0, LIC 0, BiasAmp "
+        + (f"{ba:.2f}, the test images' own human captions" if ba is not None else "0")
+        + "). The +LIBRA rows are not perturbed: LIBRA rewrites captions, not images.",
+        "",
+        *metric_tables(sens["models"], perts, CAPTION_METRICS, names, digits),
+    ]
+
+
 def ordered(models: Mapping) -> list[str]:
     """The model names in the tables' row order (:func:`biaslab.registry.row_order`), then
     any others sorted."""
@@ -154,19 +200,29 @@ def figure_panels(sens: Mapping) -> list[str]:
     return out
 
 
-def figure(path: Path, sens: Mapping | None, classification: Mapping,
-           names: Mapping[str, str]) -> bool:
-    """The two-dimensional evaluation: per metric (rows) and perturbation (columns), each
-    model's Table 1 bias score (x, mean ± 95 % CI over seeds) against its change under the
-    perturbation (y, 95 % CI), a dashed line at no change. Returns False (nothing written)
-    without a sensitivity record."""
+#: the figure's rows: (metric, label, unit, key of the model's record in the table's metrics)
+FIGURE_TABLE1 = tuple((m, *METRICS[m]) for m in ("masked_AUC", "Ratio_E", "Leakage"))
+FIGURE_TABLE2 = (("Error", "Error", "points", "Error"), ("BiasAmp", "BiasAmp", "points",
+                                                          "BiasAmp"),
+                 ("Ratio", "Ratio", "ratio", "Ratio"))
+
+
+def figure(path: Path, sens: Mapping | None, scores: Mapping,
+           names: Mapping[str, str], rows: Sequence[tuple] = FIGURE_TABLE1,
+           table: str = "Table 1") -> bool:
+    """The two-dimensional evaluation: per metric (rows: ``(metric, label, unit, key)``) and
+    perturbation (columns), each model's bias score in ``scores`` (``metrics/
+    classification.json`` or ``captioning.json``: x, mean ± 95 % CI over seeds) against its
+    change under the perturbation (y, 95 % CI), a dashed line at no change. Returns False
+    (nothing written) without a sensitivity record."""
     if not sens or not sens.get("available") or not sens.get("models"):
         return False
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     perts = figure_panels(sens)
-    mets = [m for m in ("masked_AUC", "Ratio_E", "Leakage")
+    spec = {m: (label, unit, key) for m, label, unit, key in rows}
+    mets = [m for m in spec
             if any(m in (v.get(p) or {}) for v in sens["models"].values() for p in perts)]
     if not perts or not mets:
         return False
@@ -174,16 +230,18 @@ def figure(path: Path, sens: Mapping | None, classification: Mapping,
                                                              3.0 * len(mets)), squeeze=False)
     labelled: set = set()   # each model named once in the legend, where it is first drawn
     for i, m in enumerate(mets):
-        label, unit, key = METRICS[m]
+        label, unit, key = spec[m]
         for j, p in enumerate(perts):
             ax = axes[i][j]
             for k, d in enumerate(ordered(sens["models"])):
                 by_p = sens["models"][d]
                 r = (by_p.get(p) or {}).get(m)
-                base = (classification.get(d) or {}).get(key) or {}
+                base = (scores.get(d) or {}).get(key) or {}
                 x, xe = base.get("mean"), base.get("ci95")
-                if not r or r.get("delta") is None or x is None:
+                if not r or r.get("delta") is None or not isinstance(x, (int, float)) \
+                        or not math.isfinite(x):   # an infinite Ratio has no place on an axis
                     continue
+                xe = xe if isinstance(xe, (int, float)) and math.isfinite(xe) else 0.0
                 y = r["delta"]
                 yerr = ([[max(y - r["lo"], 0)], [max(r["hi"] - y, 0)]]
                         if r.get("lo") is not None else None)
@@ -200,8 +258,8 @@ def figure(path: Path, sens: Mapping | None, classification: Mapping,
     if any(ax.get_legend_handles_labels()[1] for ax in fig.axes):
         fig.legend(loc="lower center", ncol=min(5, len(sens["models"])), fontsize=7,
                    frameon=False)
-    fig.suptitle("Bias score against feature sensitivity (one point per model; 95 % CIs)",
-                 fontsize=10)
+    fig.suptitle(f"{table}: bias score against feature sensitivity (one point per model; "
+                 "95 % CIs)", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
@@ -233,6 +291,35 @@ def write_figure(path: Path, inputs: Mapping[str, Mapping], source: str) -> None
     from biaslab.runtime.io import InputError
     if not figure(path, inputs.get("sensitivity"), inputs["classification"], row_names()):
         raise InputError(source, "no model with a sensitivity record")
+
+
+def write_figures(out_dir: Path, inputs: Mapping[str, Mapping], source: str) -> None:
+    """``<out_dir>/sensitivity.png`` (:func:`write_figure`, Table 1) and
+    ``<out_dir>/sensitivity_captioner.png`` (:func:`write_captioner_figure`, Table 2)."""
+    write_figure(Path(out_dir) / "sensitivity.png", inputs, source)
+    write_captioner_figure(Path(out_dir) / "sensitivity_captioner.png", inputs)
+
+
+def write_captioner_figure(path: Path, inputs: Mapping[str, Mapping]) -> None:
+    """:func:`figure` for Table 2 (``sensitivity_captioner`` against ``captioning``); where
+    the captioners' sensitivity did not run (no captions, no perturbation asked), a figure
+    that says so and why (the file is one of the report stage's outputs)."""
+    from biaslab.registry import row_names
+    sens = inputs.get("sensitivity_captioner") or {}
+    if figure(path, sens, inputs.get("captioning") or {}, row_names(), FIGURE_TABLE2,
+              "Table 2"):
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 1.2))
+    ax.axis("off")
+    why = sens.get("reason") or sens.get("skipped") or "no captioner with a record"
+    ax.text(0.5, 0.5, f"Table 2, feature sensitivity: not run ({why})", ha="center",
+            va="center", fontsize=9, wrap=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
 
 
 def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int = 1
