@@ -350,7 +350,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
             f"Not run: {m['captioning']['skipped']}. Stages eval_captioner, artifact_captioner, "
             "human_bias, contrast_set, eval_retrieval and LIBRA's (bcs_classifier ... dcg_apply) wrote skip "
             "records; Tables 1 and 3, the audit, the controls and the validity checks are "
-            "this data's results.", ""]),
+            "this data's results.", "",
+            *SENS.captioner_markdown(m.get("sensitivity_captioner"), R.row_names(), digits)]),
         "## Table 3: synthetic-artifact test",
         "",
         "Ratio here is the raw r = #man / #woman on the real test images (orig) and on the same "
