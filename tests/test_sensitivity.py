@@ -355,6 +355,36 @@ def test_confounded_reading_on_checks():
     assert confounded_checks(checks, bad) == checks
 
 
+def test_confounded_reading_on_captioner_checks():
+    """Table 2's checks read the captioners' sensitivity: Error claimed 11.8 points against
+    Original; a move of 12 (CI 10..14) is more, one of 20 whose CI holds 0 is no evidence,
+    the +LIBRA row (no perturbed record of its own: it rewrites captions) is read through
+    Original's alone, and a metric without a record stays as it was."""
+    from biaslab.report.sensitivity import confounded_checks
+    sens = {"perturbations": ["objects@0.1"], "models": {"original": {}}}
+    capt = {"perturbations": ["objects@0.1", "swap"], "models": {
+        "original": {"objects@0.1": {"Error": {"delta": 12.0, "lo": 10.0, "hi": 14.0},
+                                     "Ratio": {"delta": 0.1, "lo": -0.5, "hi": 0.7}}},
+        "synthetic": {"objects@0.1": {"Error": {"delta": 20.0, "lo": -1.0, "hi": 41.0},
+                                      "Ratio": {"delta": 0.9, "lo": -0.2, "hi": 2.0}}},
+        "oversample": {"objects@0.1": {"Error": {"delta": 1.0, "lo": 0.5, "hi": 1.5}}}}}
+    checks = [{"id": "captioner/synthetic-original/error<0", "mean": 11.8, "verdict": "fails"},
+              {"id": "captioner/synthetic-original/ratio<0", "mean": 0.58},
+              {"id": "captioner/oversample-original/error<0", "mean": -12.5},
+              {"id": "captioner/libra-original/error<0", "mean": -3.0},
+              {"id": "captioner/synthetic-original/lic<0", "mean": -1.0}]
+    out = confounded_checks(checks, sens, 1, capt)
+    assert out[0]["confounded"] is True and out[0]["verdict"] == "fails"
+    assert "original moves +12.0" in out[0]["reason"] and "synthetic" not in out[0]["reason"]
+    assert out[0]["confounding"]["synthetic"] == {"delta": 20.0, "lo": -1.0, "hi": 41.0}
+    assert out[1]["confounded"] is False          # no move whose CI excludes 0
+    assert out[2]["confounded"] is False          # 12 > 12.5 is false: the claim is larger
+    assert out[3]["confounded"] is True and "libra" not in out[3]["confounding"]
+    assert out[4] == checks[4]
+    # without the captioners' record Table 2's checks are not read
+    assert confounded_checks(checks, sens, 1, None) == checks
+
+
 def test_summarize_model_gender_free_model_gets_leakage_only():
     outs = [{"thresholds": (0.5, 0.5), "masked": {}, "leakage": {"none": 5.0, "swap": 6.0}},
             {"thresholds": (0.5, 0.5), "masked": {}, "leakage": {"none": 4.0, "swap": 6.0}}]

@@ -237,8 +237,9 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     checks = verdicts.apply_mask_neutral(checks, m["probe"])
     # every check with its reason and file; a measure that cannot move is no pass
     checks = verdicts.explain(checks)
-    # a claimed difference smaller than Original's own move under a small object mask
-    checks = SENS.confounded_checks(checks, m.get("sensitivity"), digits)
+    # a claimed difference smaller than a model's own move under a small object mask
+    checks = SENS.confounded_checks(checks, m.get("sensitivity"), digits,
+                                    m.get("sensitivity_captioner"))
     vsum = verdicts.summary(checks)
     neutral = verdicts.mask_neutral_rows(m["probe"])
     hb = m["human_bias"]

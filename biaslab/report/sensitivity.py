@@ -267,10 +267,14 @@ def figure(path: Path, sens: Mapping | None, scores: Mapping,
     return True
 
 
-#: the metric key of a check id ``classifier/<row>-original/<key><0`` -> the sensitivity's
+#: the metric key of a check id ``<kind>/<row>-original/<key><0`` -> the sensitivity's, for
+#: Table 1 (``classifier``, read in ``metrics/sensitivity.json``) and Table 2 (``captioner``,
+#: read in ``metrics/sensitivity_captioner.json``)
 SENS_KEY = {"masked_auc": "masked_AUC", "ratio": "Ratio", "ratio_expected": "Ratio_E",
             "leakage": "Leakage"}
-_CHECK = re.compile(r"^classifier/(?P<row>[^/]+)-original/(?P<key>[a-z_]+)<0$")
+SENS_KEY_CAPTIONER = {"ratio": "Ratio", "error": "Error", "lic": "LIC", "biasamp": "BiasAmp"}
+_CHECK = re.compile(r"^(?P<kind>classifier|captioner)/(?P<row>[^/]+)-original/"
+                    r"(?P<key>[a-z_0-9]+)<0$")
 
 
 def instrument_failed(sens: Mapping) -> bool:
@@ -322,31 +326,36 @@ def write_captioner_figure(path: Path, inputs: Mapping[str, Mapping]) -> None:
     plt.close(fig)
 
 
-def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int = 1
-                      ) -> list[dict]:
+def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int = 1,
+                      sens_captioner: Mapping | None = None) -> list[dict]:
     """The checks of a mitigation against Original on a Table 1 metric
-    (``classifier/<row>-original/<key><0``), each with ``confounded`` (True / False) and
-    ``confounding`` (the numbers) where the rows have a sensitivity record: confounded when
-    Original's score or the mitigation's moves under the smallest object mask (CI excluding 0)
-    by more than the difference the check claims
+    (``classifier/<row>-original/<key><0``, read in ``sens``) or a Table 2 metric
+    (``captioner/<row>-original/<key><0``, read in ``sens_captioner``), each with
+    ``confounded`` (True / False) and ``confounding`` (the numbers) where the rows have a
+    sensitivity record: confounded when Original's score or the mitigation's moves under the
+    smallest object mask (CI excluding 0) by more than the difference the check claims
     (:func:`biaslab.analysis.sensitivity.confounded`); a confounded check's ``reason`` says so
-    with both numbers. Its verdict is kept: the reading qualifies it. Other checks are
-    returned unchanged."""
+    with both numbers. Its verdict is kept: the reading qualifies it. Other checks (rows the
+    perturbations do not reach, such as +LIBRA's caption rewrite) are returned unchanged.
+    Nothing is read when the classifier side's controls miss their known answer
+    (:func:`instrument_failed`): both tables share its perturbed images."""
     from biaslab.analysis.sensitivity import confounded
     if not sens or not sens.get("models") or instrument_failed(sens):
         return list(checks)
-    first = next((p for p in sens.get("perturbations") or [] if p.startswith("objects@")),
-                 None)
+    sides = {"classifier": (sens, SENS_KEY), "captioner": (sens_captioner, SENS_KEY_CAPTIONER)}
     out = []
     for c in checks:
         mt = _CHECK.match(str(c.get("id", "")))
         eff = c.get("mean")
-        if not mt or first is None or SENS_KEY.get(mt["key"]) is None or eff is None:
+        rec, keys = sides[mt["kind"]] if mt else (None, {})
+        first = next((p for p in (rec or {}).get("perturbations") or []
+                      if p.startswith("objects@")), None)
+        if not mt or first is None or keys.get(mt["key"]) is None or eff is None:
             out.append(c)
             continue
-        key = SENS_KEY[mt["key"]]
+        key = keys[mt["key"]]
         # the reference's move and the mitigation's own: either can carry the difference
-        recs = {r: ((sens["models"].get(r) or {}).get(first) or {}).get(key)
+        recs = {r: (((rec.get("models") or {}).get(r) or {}).get(first) or {}).get(key)
                 for r in ("original", mt["row"])}
         flags = {r: confounded(eff, v) for r, v in recs.items() if v}
         if not flags:
