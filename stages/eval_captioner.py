@@ -62,14 +62,6 @@ from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stag
                                 skip_without_captions, stage_parser, write_json)
 
 
-def load_gender_labels(source: str) -> tuple[dict, str]:
-    """``C.gender_labels`` on the pipeline's two label tables."""
-    per = Path("data/prepared/perceived_gender.parquet")
-    lab = Path("data/labels/images.parquet")
-    return C.gender_labels(source, read_parquet(per) if per.exists() else None,
-                           read_parquet(lab))  # label_gender always writes it
-
-
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()      # checks eval_captioner.dbac too (biaslab.runtime.validate, exit 2)
@@ -77,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 "metrics/captioning.json"]):
         return 0
     e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
-    labels, g_used = load_gender_labels(e["gender_source"])
+    labels, g_used = C.read_gender_labels(e["gender_source"])
     table, human, genders, train_caps = test_set(
         e["test_images"], read_parquet("data/split.parquet"),
         read_parquet("data/prepared/images.parquet"),

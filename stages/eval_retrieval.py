@@ -54,7 +54,7 @@ out:  metrics/retrieval.json::
 from pathlib import Path
 
 from biaslab.captioning.data import image_features
-from biaslab.captioning.evaluation import gender_labels
+from biaslab.captioning.evaluation import read_gender_labels
 from biaslab.analysis.retrieval_eval import DEFAULTS, evaluate_retrieval, neutral_queries
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
                                 skip_without_captions, stage_parser, write_json)
@@ -73,10 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(e["scorer"]).exists():
         raise InputError(e["scorer"],
                          "missing: no CLIP-style scorer there (run stage train_scorer)")
-    per = Path("data/prepared/perceived_gender.parquet")
-    lab = Path("data/labels/images.parquet")
-    labels, used = gender_labels(source, read_parquet(per) if per.exists() else None,
-                                   read_parquet(lab))  # label_gender always writes it
+    labels, used = read_gender_labels(source)
     split = read_parquet("data/split.parquet")
     test = set(split.loc[split["split"] == "test", "image_id"].astype(int))
     images = read_parquet("data/prepared/images.parquet")

@@ -17,12 +17,11 @@ metrics/human_bias.json::
 
 (``Error``, not ``error``: DVC reads a metrics key named ``error`` as a load error.)
 """
-from pathlib import Path
 
 import numpy as np
 
 from biaslab.runtime import stats
-from biaslab.captioning.evaluation import gender_labels
+from biaslab.captioning.evaluation import read_gender_labels
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
                                 stage_parser, write_json)
 from biaslab.metrics.captions import error, ratio
@@ -41,10 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     p, words = params["lic"], params["label"]["words"]
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
-    per = Path("data/prepared/perceived_gender.parquet")
-    lab = Path("data/labels/images.parquet")
-    genders, used = gender_labels(source, read_parquet(per) if per.exists() else None,
-                                  read_parquet(lab))  # label_gender always writes it
+    genders, used = read_gender_labels(source)
     caps = read_parquet("data/prepared/captions.parquet").sort_values("caption_id")
     caps = caps[caps["image_id"].isin(genders)]
     human = caps.groupby("image_id")["caption"].apply(list).to_dict()

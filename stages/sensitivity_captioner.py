@@ -51,10 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     captions = read_parquet("data/prepared/captions.parquet")
     e = params.get("eval_captioner") or {}
-    per = Path("data/prepared/perceived_gender.parquet")
-    labels, used = C.gender_labels(e.get("gender_source", "auto"),
-                                   read_parquet(per) if per.exists() else None,
-                                   read_parquet("data/labels/images.parquet"))
+    labels, used = C.read_gender_labels(e.get("gender_source", "auto"))
     table, human, genders, train_caps = test_set(
         e.get("test_images", "gendered"), read_parquet("data/split.parquet"),
         read_parquet("data/prepared/images.parquet"), captions, labels, used)

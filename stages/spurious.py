@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     s = {**DEFAULTS, **(params.get("spurious") or {})}
     if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
         return 0
-    from biaslab.captioning.evaluation import gender_labels
+    from biaslab.captioning.evaluation import read_gender_labels
 
     fp, cp = params.get("features") or {}, params.get("classifier") or {}
     words = (params.get("label") or {}).get("words", "lic")
@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = fp.get("cache_dir", "data/cache/features")
     enc = s["image_encoder"] or fp.get("backbone", "efficientnet_lite0")
     size = fp.get("image_size")
-    per = Path("data/prepared/perceived_gender.parquet")
-    labels, used = gender_labels(source, read_parquet(per) if per.exists() else None,
-                                   read_parquet("data/labels/images.parquet"))
+    labels, used = read_gender_labels(source)
     split = read_parquet("data/split.parquet")
     images = read_parquet("data/prepared/images.parquet")
     persons = read_parquet("data/prepared/persons.parquet")

@@ -134,6 +134,25 @@ def save_png(image: np.ndarray, stem: str | os.PathLike) -> str:
     return path
 
 
+def write_each(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.PathLike,
+               transform) -> pd.DataFrame:
+    """``transform(image, persons_of_image) -> image`` (uint8 (H, W, 3) in and out) applied to
+    each image of ``table`` (``image_id, gender, path``) that has persons, written with
+    :func:`save_png` as ``<out_dir>/<image_id>.png``. Returns ``image_id, gender, path``
+    (images without persons left out): the loop every persons-based copy shares."""
+    from biaslab.runtime.io import load_image
+    by_p = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
+    rows = []
+    for r in table.to_dict("records"):
+        ps = by_p.get(int(r["image_id"]))
+        if ps is None or ps.empty:
+            continue
+        out = transform(load_image(r["path"]), ps)
+        rows.append({"image_id": int(r["image_id"]), "gender": r["gender"],
+                     "path": save_png(out, os.path.join(str(out_dir), str(int(r["image_id"]))))})
+    return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
+
+
 def write_masked(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.PathLike, *,
                  sources: Sequence[str] = ("box",), dilate_px: int = 0,
                  fill: int | str = 0) -> pd.DataFrame:
@@ -142,18 +161,8 @@ def write_masked(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str | os.P
     :func:`save_png` as ``<out_dir>/<image_id>.png``. Returns ``image_id, gender, path``
     (images without persons left out)."""
     from biaslab.classify.blackout import blackout_persons
-    from biaslab.runtime.io import load_image
-    by_p = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
-    rows = []
-    for r in table.to_dict("records"):
-        ps = by_p.get(int(r["image_id"]))
-        if ps is None or ps.empty:
-            continue
-        out, _ = blackout_persons(load_image(r["path"]), ps, sources=sources,
-                                  dilate_px=dilate_px, fill=fill)
-        rows.append({"image_id": int(r["image_id"]), "gender": r["gender"],
-                     "path": save_png(out, os.path.join(str(out_dir), str(int(r["image_id"]))))})
-    return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
+    return write_each(table, persons, out_dir, lambda img, ps: blackout_persons(
+        img, ps, sources=sources, dilate_px=dilate_px, fill=fill)[0])
 
 
 def keep_persons(image: np.ndarray, person: np.ndarray, fill: int = 0) -> np.ndarray:
@@ -172,18 +181,8 @@ def write_person_only(table: pd.DataFrame, persons: pd.DataFrame, out_dir: str |
     (:func:`keep_persons`, the same union mask the perturbations restore), written with
     :func:`save_png` as ``<out_dir>/<image_id>.png``. Returns ``image_id, gender, path``
     (images without persons left out)."""
-    from biaslab.runtime.io import load_image
-    by_p = {int(i): g for i, g in persons.groupby("image_id", sort=False)}
-    rows = []
-    for r in table.to_dict("records"):
-        ps = by_p.get(int(r["image_id"]))
-        if ps is None or ps.empty:
-            continue
-        img = load_image(r["path"])
-        out = keep_persons(img, person_union(ps, *img.shape[:2]), fill)
-        rows.append({"image_id": int(r["image_id"]), "gender": r["gender"],
-                     "path": save_png(out, os.path.join(str(out_dir), str(int(r["image_id"]))))})
-    return pd.DataFrame(rows, columns=["image_id", "gender", "path"])
+    return write_each(table, persons, out_dir, lambda img, ps: keep_persons(
+        img, person_union(ps, *img.shape[:2]), fill))
 
 
 def located(objects: pd.DataFrame) -> pd.DataFrame:

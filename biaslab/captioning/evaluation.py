@@ -319,6 +319,24 @@ def gender_labels(source: str, perceived: pd.DataFrame | None,
                                 f"(eval_captioner.gender_source={source})")
     return labels, used
 
+#: the pipeline's two gender-label tables (stages prepare / label_gender write them)
+PERCEIVED_TABLE = "data/prepared/perceived_gender.parquet"
+CAPTION_LABEL_TABLE = "data/labels/images.parquet"
+
+
+def read_gender_labels(source: str, perceived: str | os.PathLike = PERCEIVED_TABLE,
+                       caption_labels: str | os.PathLike = CAPTION_LABEL_TABLE
+                       ) -> tuple[dict[int, str], str]:
+    """:func:`gender_labels` on the label tables of a pipeline run: the perceived-gender one
+    when the data has it (only real COCO-layout data does), the caption-derived one always.
+
+    Returns and raises as :func:`gender_labels`; a missing ``caption_labels`` file is an
+    ``InputError`` naming it (:func:`biaslab.runtime.io.read_parquet`)."""
+    from biaslab.runtime.io import read_parquet
+    per = read_parquet(perceived) if os.path.exists(perceived) else None
+    return gender_labels(source, per, read_parquet(caption_labels))
+
+
 def apply_libra(dcg_dir: str | os.PathLike, captions: Sequence[str], image_table: pd.DataFrame,
                 cache_dir: str | os.PathLike, seed: int = 0, num_threads: int | None = 1,
                 num_beams: int | None = None) -> list[str]:
