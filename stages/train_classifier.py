@@ -6,6 +6,9 @@ datasets/methods, `features.backbone`, `features.image_size`; `train_method` als
 `classifier.seeds` for every backbone of `classifier.backbones` (null: `features.backbone`; one
 Table 1 column group each, paper 000 Table 1) on `classifier.workers` forked processes
 (biaslab.runtime.parallel: one torch thread each; the features are loaded once, before the fork).
+With `classifier.tuning.trials` > 0 every row first tunes lr and weight decay on the same
+candidates (biaslab.classify.tune: trained at `classifier.tuning.seed`, chosen by validation
+mAP), and every seed trains with the choice; the model config records the trials (`tuning`: n_trials, seed, criterion, trials, chosen).
 
 usage: python stages/train_classifier.py --dataset augment            (every seed)
        python stages/train_classifier.py --method group_dro --seeds 0 1 (dataset: original)
@@ -26,6 +29,7 @@ from pathlib import Path
 from biaslab.runtime import runstats
 from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, classifier_backbones,
                               manifest_features, select_labels, train_classifier, train_finetune)
+from biaslab.classify import tune
 from biaslab.models.features import load_features, set_threads
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
@@ -80,6 +84,32 @@ def main(argv: list[str] | None = None) -> int:
                                          stats=stats)
         feat_seconds = time.perf_counter() - tf
 
+    def fit(backbone: str, seed: int, params: dict, on_epoch=None):
+        if p["finetune"]:
+            return train_finetune(manifest, labels, backbone=backbone, image_size=size,
+                                  seed=seed, params=params, method=args.method,
+                                  method_params=method_params, on_epoch=on_epoch)
+        return train_classifier(feats[backbone], manifest, labels, seed=seed, params=params,
+                                backbone=backbone, image_size=size, method=args.method,
+                                method_params=method_params, on_epoch=on_epoch)
+
+    # the same budget for every row: trials on the same candidates, the choice for every seed
+    ts = p.get("tuning") or {}
+    chosen: dict[str, dict] = {b: dict(train_params) for b in backbones}
+    tuning: dict[str, dict] = {}
+    if int(ts.get("trials") or 0) > 0:
+        cands = tune.candidates(ts, int(ts["trials"]), int(ts.get("seed", 0)))
+        for b in backbones:
+            tt = time.perf_counter()
+            rec = tune.select(
+                lambda c, b=b: fit(b, int(ts.get("seed", 0)), {**train_params, **c}), cands,
+                lambda f, xs: map_jobs(f, xs, workers))
+            chosen[b].update(rec["chosen"])
+            tuning[b] = {"n_trials": len(cands), "seed": int(ts.get("seed", 0)), **rec}
+            print(f"train_classifier {name} ({b}): tuned over {len(cands)} trials -> "
+                  f"lr {rec['chosen']['lr']:g}, weight_decay "
+                  f"{rec['chosen']['weight_decay']:g} ({time.perf_counter() - tt:.1f} s)")
+
     def train_seed(job: tuple[str, int]) -> str:
         from biaslab.runtime.live import Live
         backbone, seed = job
@@ -95,16 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                         live.log_metric(k.replace("val_", "val/"), rec[k])
                 live.next_step()
 
-            if p["finetune"]:
-                clf, hist = train_finetune(manifest, labels, backbone=backbone,
-                                           image_size=size, seed=seed, params=train_params,
-                                           method=args.method, method_params=method_params,
-                                           on_epoch=on_epoch)
-            else:
-                clf, hist = train_classifier(feats[backbone], manifest, labels, seed=seed,
-                                             params=train_params, backbone=backbone,
-                                             image_size=size, method=args.method,
-                                             method_params=method_params, on_epoch=on_epoch)
+            clf, hist = fit(backbone, seed, chosen[backbone], on_epoch)
             seconds = time.perf_counter() - t0
         # run statistics go to benchmarks/runs/, not into the model or the DVCLive directory
         # (both are outs: the same inputs must give the same bytes)
@@ -113,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                           "train_seconds": round(seconds, 2),
                           "encoded_now": int(stats.get("computed", 0))})
         clf.config.update({"dataset": args.dataset, "n_rows": int(len(manifest))})
+        if backbone in tuning:   # untuned models keep their config (and bytes) as they were
+            clf.config["tuning"] = tuning[backbone]
         clf.save(out)
         write_json(f"{out}/history.json", hist)
         GenderObjectClassifier.load(out)   # fail here, not in eval, if the directory is unusable

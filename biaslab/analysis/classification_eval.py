@@ -82,6 +82,17 @@ def seed_value(r: dict, k: str):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def training_record(config: dict) -> dict:
+    """What a row was trained with, for Table 1's baseline line: ``{"lr", "weight_decay",
+    "tuning"}``, ``tuning`` None for the fixed settings, else ``{"n_trials", "seed",
+    "criterion", "chosen"}`` of :mod:`biaslab.classify.tune` (the trials themselves stay in
+    the model's config)."""
+    t = config.get("tuning")
+    return {"lr": config.get("lr"), "weight_decay": config.get("weight_decay"),
+            "tuning": None if not t else {k: t.get(k) for k in
+                                          ("n_trials", "seed", "criterion", "chosen")}}
+
+
 def domain_row(per_seed: list[dict], seeds) -> dict:
     """One model's domain check: a record over seeds per ``DOMAIN_KEYS`` and ``per_seed``."""
     return {**{k: json_record([d.get(k) for d in per_seed]) for k in DOMAIN_KEYS},
@@ -97,6 +108,7 @@ def backbone_rows(backbone: str, names, seeds, results: dict) -> tuple[dict, lis
         per_seed = [results[(backbone, dataset, int(s))] for s in seeds]
         out[dataset] = {k: json_record([seed_value(s["raw"], k) for s in per_seed]) for k in KEYS}
         out[dataset]["method"] = per_seed[0]["method"]
+        out[dataset]["training"] = per_seed[0].get("training")
         na = {s["raw"]["ratio_na"] for s in per_seed if s["raw"].get("ratio_na")}
         if na:
             out[dataset]["ratio_na"] = sorted(na)[0]
@@ -273,7 +285,8 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
             dom = DOM.domain_gap(*sides)
         return {"seed": int(seed), "raw": r, "n_labels": len(clf.labels),
                 "labels": list(clf.labels),
-                "method": clf.config.get("method", "erm"), "domain": dom, "attribute": att}
+                "method": clf.config.get("method", "erm"), "domain": dom, "attribute": att,
+                "training": training_record(clf.config)}
 
     # one job per (backbone, model, seed) on classifier.workers processes; results in job order
     jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]

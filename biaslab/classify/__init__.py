@@ -13,6 +13,8 @@ Package layout (every public name is re-exported here, ``from biaslab.classify i
 * :mod:`~biaslab.classify.methods` -- ERM and the model-level baselines of Table 1, one
   module each: ``adversarial`` (Adversarial), ``domain`` (DomDisc, DomInd), ``reweight``
   (Upweight, CB), ``focal`` (Focal), ``group_dro`` (GroupDRO);
+* :mod:`~biaslab.classify.tune` -- the same hyper-parameter budget for every row
+  (``classifier.tuning``; imported as a module, not re-exported);
 * :mod:`~biaslab.classify.blackout` -- persons blacked out of test images (Ratio);
 * :mod:`~biaslab.classify.evaluate` -- mAP, Ratio, Leakage of one model, seed records.
 

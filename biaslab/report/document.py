@@ -321,6 +321,8 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
           if ts1.get("backbone") else []),
         *([NOTES.attributes_note(m["classification"]), ""]
           if NOTES.attributes_note(m["classification"]) else []),
+        *([NOTES.baseline_note(m["classification"]), ""]
+          if NOTES.baseline_note(m["classification"]) else []),
         R.markdown(t1, R.TABLE1_COLUMNS, digits, rank=True, degenerate=deg1),
         *(["", NOTES.degenerate_note(deg1, NOTES.UTILITY["table1"], ufloor)] if deg1 else []),
         *(["", NOTES.resample_note(m["datasets"])] if NOTES.resample_note(m["datasets"]) else []),

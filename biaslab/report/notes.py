@@ -117,6 +117,41 @@ def domain_note(classification: Mapping[str, Any]) -> str:
             "than gender.")
 
 
+def baseline_note(classification: Mapping[str, Any]) -> str:
+    """The line under Table 1's heading that says which baseline the rows are compared
+    against (``metrics/classification.json`` ``<row>.training``,
+    :mod:`biaslab.classify.tune`): every row at the same fixed settings (an equal budget of
+    zero trials) or every row, Original included, tuned with the same trials, with each
+    row's choice. "" when no row records how it was trained."""
+    rows = [r for r in row_order() if isinstance((classification.get(r) or {}).get("training"),
+                                                 Mapping)]
+    if not rows:
+        return ""
+    names = row_names()
+    tr = {r: classification[r]["training"] for r in rows}
+    tuned = [r for r in rows if tr[r].get("tuning")]
+    nh = ("NH-Fair (ICLR 2026) found that many debiasing methods do not beat a properly "
+          "tuned standard model")
+    if not tuned:
+        fixed = sorted({(tr[r].get("lr"), tr[r].get("weight_decay")) for r in rows},
+                       key=str)
+        what = "; ".join(f"lr {a:g}, weight decay {b:g}" for a, b in fixed
+                         if a is not None and b is not None)
+        return (f"Baseline: untuned. Every row, Original included, trains with the same "
+                f"fixed settings ({what}; epochs by early stopping on the validation loss): "
+                f"an equal budget of zero trials (`classifier.tuning.trials: 0`). {nh}; "
+                "`-S classifier.tuning.trials=4` gives every row the same tuning budget.")
+    t0 = tr[tuned[0]]["tuning"]
+    chosen = "; ".join(f"{names.get(r, r)} lr {tr[r]['tuning']['chosen']['lr']:g}, wd "
+                       f"{tr[r]['tuning']['chosen']['weight_decay']:g}" for r in tuned)
+    untuned = [names.get(r, r) for r in rows if r not in tuned]
+    return (f"Baseline: tuned with the same budget ({nh}). Every row, Original included, "
+            f"chose its learning rate and weight decay from the same {t0.get('n_trials')} "
+            f"candidates by validation mAP at seed {t0.get('seed')} (epochs by early "
+            f"stopping), then trained every seed with the choice: {chosen}."
+            + (f" Not tuned: {', '.join(untuned)}." if untuned else ""))
+
+
 def residue_note(residue: Mapping[str, Any] | None) -> str:
     """The line under Table 3 that gives the residue check (
     ``metrics/residue.json``, stage ``residue``); "" without the file's numbers."""

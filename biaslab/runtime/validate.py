@@ -28,7 +28,8 @@ What is rejected, and why:
   ``captions_per_image`` < 1, ``probe_pairs`` < 0, ``seed`` < 0.
 * ``classifier``: ``methods`` / ``datasets`` with an unknown or repeated name (an unknown
   method used to fail only when ``train_method`` ran, after every upstream stage; a repeated
-  one was trained and reported twice), ``seeds`` not a non-empty list of distinct integers.
+  one was trained and reported twice), ``seeds`` not a non-empty list of distinct integers,
+  ``tuning`` a grid that cannot be drawn from (``trials`` < 0, a learning rate <= 0).
 * ``controls``: ``q`` not rates in (0, 1], ``seeds`` fewer than two distinct integers (no CI),
   ``workers`` < 1.
 * ``label``: ``rule`` not a rule of ``biaslab.data.gender``, ``words`` not one of its word lists,
@@ -260,10 +261,36 @@ def check_synthetic(p: Mapping) -> None:
 
 
 def check_classifier(p: Mapping) -> None:
-    """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``."""
+    """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``;
+    ``tuning`` (:func:`check_tuning`)."""
     _names(p, "classifier", "methods", registry.METHODS)
     _names(p, "classifier", "datasets", registry.DATASETS)
     _seed_list(p, "classifier", "seeds", 1)
+    if "tuning" in p:
+        check_tuning(p["tuning"])
+
+
+def check_tuning(t: Any, group: str = "classifier.tuning") -> None:
+    """``classifier.tuning`` (:mod:`biaslab.classify.tune`): known keys, ``trials`` an
+    integer >= 0, ``seed`` an integer >= 0, ``lr`` a non-empty list of positive numbers,
+    ``weight_decay`` one of non-negative numbers (a bad grid used to surface only when the
+    first training stage drew from it)."""
+    if not isinstance(t, Mapping):
+        raise ParamError(group, f"must be a mapping, got {t!r}")
+    _known_keys(t, group, ("trials", "seed", "lr", "weight_decay"))
+    _int_at_least(t, group, "trials", 0, False)
+    _int_at_least(t, group, "seed", 0, False)
+    for k, low in (("lr", 0.0), ("weight_decay", None)):
+        if k not in t:
+            continue
+        v = t[k]
+        if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
+                or not all(_is_real(x) and math.isfinite(float(x))
+                           and (float(x) > 0 if low is not None else float(x) >= 0)
+                           for x in v)):
+            kind = "positive" if low is not None else "non-negative"
+            raise ParamError(f"{group}.{k}", f"must be a non-empty list of {kind} numbers, "
+                                             f"got {v!r}")
 
 
 def check_controls(p: Mapping) -> None:
