@@ -48,24 +48,21 @@ def candidates(space: Mapping[str, Sequence[float]], trials: int, seed: int = 0
         order drawn.
 
     Raises:
-        ValueError: a key missing or empty, a value out of range, or ``trials < 0``.
+        ValueError: a key missing; ``biaslab.runtime.validate.ParamError`` (a ValueError) for
+            an empty list, a value out of range, ``trials`` or ``seed`` not an integer >= 0
+            (:func:`biaslab.runtime.validate.check_tuning`, the params' rules).
 
     >>> candidates({"lr": [0.001, 0.01], "weight_decay": [0.0]}, 5)
     [{'lr': 0.001, 'weight_decay': 0.0}, {'lr': 0.01, 'weight_decay': 0.0}]
     >>> len(candidates({"lr": [1e-4, 1e-3, 1e-2], "weight_decay": [0.0, 1e-4]}, 4, seed=1))
     4
     """
-    if int(trials) < 0:
-        raise ValueError(f"classifier.tuning.trials: {trials} < 0")
-    for k in KEYS:
-        vals = list(space.get(k) or [])
-        if not vals:
-            raise ValueError(f"classifier.tuning.{k}: no value to draw from")
-        for v in vals:
-            if not isinstance(v, (int, float)) or not math.isfinite(float(v)) or \
-                    float(v) < 0 or (k == "lr" and float(v) <= 0):
-                raise ValueError(f"classifier.tuning.{k}: {v!r} is not a "
-                                 f"{'positive' if k == 'lr' else 'non-negative'} number")
+    # the params' own rules (checked at every stage start), so a library caller meets the same
+    from biaslab.runtime.validate import check_tuning
+    missing = [k for k in KEYS if k not in space]
+    if missing:
+        raise ValueError(f"classifier.tuning.{missing[0]}: no value to draw from")
+    check_tuning({**{k: space[k] for k in KEYS}, "trials": trials, "seed": seed})
     grid = [{"lr": float(a), "weight_decay": float(b)}
             for a in space["lr"] for b in space["weight_decay"]]
     if int(trials) >= len(grid):

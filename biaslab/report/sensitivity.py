@@ -335,8 +335,9 @@ def confounded_checks(checks: Sequence[dict], sens: Mapping | None, digits: int 
     sensitivity record: confounded when Original's score or the mitigation's moves under the
     smallest object mask (CI excluding 0) by more than the difference the check claims
     (:func:`biaslab.analysis.sensitivity.confounded`); a confounded check's ``reason`` says so
-    with both numbers. Its verdict is kept: the reading qualifies it. Other checks (rows the
-    perturbations do not reach, such as +LIBRA's caption rewrite) are returned unchanged.
+    with both numbers. Its verdict is kept: the reading qualifies it. A row without a record
+    of its own (+LIBRA rewrites captions, so it is not perturbed) is read through Original's
+    move alone; checks of other forms or metrics are returned unchanged.
     Nothing is read when the classifier side's controls miss their known answer
     (:func:`instrument_failed`): both tables share its perturbed images."""
     from biaslab.analysis.sensitivity import confounded
