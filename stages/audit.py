@@ -1,4 +1,4 @@
-"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit),
+"""DVC stage `audit`: REVISE-style gender audit of the prepared dataset (logic: biaslab.analysis.audit_run),
 and the same person- and object-based measures for the run's protected attribute
 (biaslab.analysis.audit_attribute).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from biaslab.analysis import attribute_eval, audit, audit_attribute, audit_figures
+from biaslab.analysis import attribute_eval, audit_attribute, audit_figures, audit_run
 from biaslab.models.features import load_features
 from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
@@ -63,14 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     tables = {n: read_parquet(prep / f"{n}.parquet")
               for n in ("images", "captions", "persons", "objects")}
     labels = read_parquet(args.labels)
-    result = audit.run_audit(**tables, labels=labels, **p)
+    result = audit_run.run_audit(**tables, labels=labels, **p)
 
     plots = Path(args.plots)
     audit_figures.plot_audit(result, plots, top_k=top_k)
     _write_csv(result.objects, plots / "objects.csv")
     _write_csv(result.words, plots / "words.csv")
     _write_csv(result.distance_table, plots / "distance.csv")
-    metrics = audit.audit_metrics(result, top_k=top_k)
+    metrics = audit_run.audit_metrics(result, top_k=top_k)
 
     # the run's protected attribute (gender: the same images as above, in the per-group form)
     attribute = params.get("attribute", "gender")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biaslab.analysis import audit, audit_figures
+from biaslab.analysis import audit, audit_figures, audit_run
 from biaslab.runtime.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -253,7 +253,7 @@ def test_vectorised_2x2_tests_match_scipy(test):
         Nf, Nm = (int(v) for v in rng.integers(1, 300, 2))
         nf = np.concatenate([[0, Nf, 0], rng.integers(0, Nf + 1, 10)])
         nm = np.concatenate([[0, Nm, Nm], rng.integers(0, Nm + 1, 10)])
-        got = audit._two_by_two_p(nf, Nf, nm, Nm, test)
+        got = audit.two_by_two_p(nf, Nf, nm, Nm, test)
         for i in range(len(nf)):
             t = [[nf[i], Nf - nf[i]], [nm[i], Nm - nm[i]]]
             if test == "fisher":
@@ -402,7 +402,7 @@ def test_missing_column_raises_input_error(table, drop):
     d = _planted(n_per_gender=5)
     d[table] = d[table].drop(columns=drop)
     with pytest.raises(InputError) as e:
-        audit.run_audit(**d)
+        audit_run.run_audit(**d)
     assert e.value.path == table and repr(drop) in str(e.value)
 
 
@@ -418,8 +418,8 @@ def test_person_with_unknown_image_raises():
 
 def test_run_audit_metrics_json_safe():
     d = _planted(n_per_gender=60, seed=3)
-    res = audit.run_audit(**d, min_count=5, alpha=0.01, correction="bonferroni")
-    m = audit.audit_metrics(res, top_k=3)
+    res = audit_run.run_audit(**d, min_count=5, alpha=0.01, correction="bonferroni")
+    m = audit_run.audit_metrics(res, top_k=3)
     json.dumps(m, allow_nan=False)  # NaN/inf became null
     assert m["images"]["female"] == 60 and m["images"]["male"] == 60
     assert set(m["objects"]["significant"]) <= {"handbag", "skateboard"}

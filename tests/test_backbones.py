@@ -21,8 +21,9 @@ transformers = pytest.importorskip("transformers")
 
 import biaslab.classify as C  # noqa: E402
 from biaslab.data.datasets import MANIFEST_COLUMNS  # noqa: E402
-from biaslab.models.features import (_size_kwargs, canonical_batch,  # noqa: E402
-                                     encode_cached, load_image_encoder, torch_threads)
+from biaslab.models.encoders import _size_kwargs  # noqa: E402
+from biaslab.models.features import (canonical_batch, encode_cached,  # noqa: E402
+                                     load_image_encoder, torch_threads)
 
 IMAGES = sorted((COCO_MINI / "images" / "train2017").glob("*.jpg"))[:8]
 pytestmark = pytest.mark.skipif(len(IMAGES) < 8, reason="../shared/coco-mini not present")
@@ -98,8 +99,8 @@ def test_frozen_backbone_encodes_real_images(backbone):
         f = enc.encode(IMAGES[:3], batch_size=2)
         assert enc.dim == WIDTH and f.shape == (3, WIDTH) and f.dtype == np.float32
         assert np.isfinite(f).all() and f.std() > 0
-        from biaslab.models.features import _open_rgb
-        px = enc._preprocess([_open_rgb(p) for p in IMAGES[:3]])
+        from biaslab.models.encoders import open_rgb
+        px = enc._preprocess([open_rgb(p) for p in IMAGES[:3]])
         assert tuple(px.shape) == (3, 3, 32, 32)
         with torch.inference_mode():
             hand = _hand_pool(enc.model, px, arch).numpy()
@@ -112,14 +113,14 @@ def test_image_size_rescales_the_processors_crop(backbone):
     """features.image_size (default 224) used to crash ResNet / ConvNeXt processors under
     transformers 5 ({"height", "width"} passed to a shortest-edge processor)."""
     _, d = backbone
-    from biaslab.models.features import _open_rgb
+    from biaslab.models.encoders import open_rgb
     with torch_threads(1):
         native = load_image_encoder(d).encode(IMAGES[:2])
         same = load_image_encoder(d, image_size=32)       # = the processor's own crop
         np.testing.assert_array_equal(same.encode(IMAGES[:2]), native)
         for s in (48, 224):
             enc = load_image_encoder(d, image_size=s)
-            assert tuple(enc._preprocess([_open_rgb(IMAGES[0])]).shape) == (1, 3, s, s)
+            assert tuple(enc._preprocess([open_rgb(IMAGES[0])]).shape) == (1, 3, s, s)
             f = enc.encode(IMAGES[:1])
             assert f.shape == (1, WIDTH) and np.isfinite(f).all()
 

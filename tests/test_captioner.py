@@ -64,7 +64,7 @@ def test_tokenizer_round_trip():
     for c in caps:
         ids = tok(c, add_special_tokens=False)["input_ids"]
         assert tokens.UNK not in tok.convert_ids_to_tokens(ids)
-        assert tokens._tidy(tok.decode(ids)) == c.lower()
+        assert tokens.tidy_tokens(tok.decode(ids)) == c.lower()
     ids = tok("a woman with a giraffe", add_special_tokens=False)["input_ids"]
     assert tok.convert_ids_to_tokens(ids) == ["a", "woman", tokens.UNK, "a", tokens.UNK]
     # min_count drops rare words
@@ -72,7 +72,7 @@ def test_tokenizer_round_trip():
 
 
 def test_tidy_rejoins_punctuation_and_clitics():
-    assert tokens._tidy("a woman ' s bag , on a table .") == "a woman's bag, on a table."
+    assert tokens.tidy_tokens("a woman ' s bag , on a table .") == "a woman's bag, on a table."
 
 
 # --------------------------------------------------------------------------------- model

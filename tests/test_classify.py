@@ -133,7 +133,7 @@ def _identity_classifier(labels):
     """A classifier whose probabilities are sigmoid(features): feed logit(scores)."""
     import torch
     k = len(labels) + 2
-    head = C._head(k, k, [], 0.0)
+    head = C.build_head(k, k, [], 0.0)
     with torch.no_grad():
         head.net[0].weight.copy_(torch.eye(k))
         head.net[0].bias.zero_()

@@ -130,7 +130,7 @@ def test_gradient_reversal_flips_the_adversary_gradient_into_the_encoder():
 def _hand_model(method, raw_weight):
     """A classifier on 4-d features whose raw outputs are ``features @ raw_weight.T``."""
     raw_weight = np.asarray(raw_weight, np.float32)
-    head = C._head(4, raw_weight.shape[0], [], 0.0)
+    head = C.build_head(4, raw_weight.shape[0], [], 0.0)
     with torch.no_grad():
         head.net[0].weight.copy_(torch.from_numpy(raw_weight))
         head.net[0].bias.zero_()

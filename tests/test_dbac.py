@@ -42,7 +42,7 @@ def test_dbac_from_probs_by_hand():
 
 
 def test_mask_objects_matches_caption_objects():
-    from biaslab.metrics.biasamp import caption_objects
+    from biaslab.metrics.dba import caption_objects
     cats = ["dog", "baseball bat", "sports ball", "cell phone", "knife"]
     cap = "A woman holding a baseball bat, two dogs, a soccer ball and her phone; knives."
     text, found = D.mask_objects(cap, cats)

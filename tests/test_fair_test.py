@@ -34,8 +34,8 @@ def _raster(parts, H=400):
 
 def test_genders_share_the_silhouette_and_differ_only_in_stripe_direction():
     for seed in range(10):
-        f, kf = SF._figure(np.random.default_rng(seed), S.FEMALE)
-        m, km = SF._figure(np.random.default_rng(seed), S.MALE)
+        f, kf = SF.person_figure(np.random.default_rng(seed), S.FEMALE)
+        m, km = SF.person_figure(np.random.default_rng(seed), S.MALE)
         assert kf == km
         fa, ma = _raster(f), _raster(m)
         # the same silhouette: the box and the polygon of the person cannot tell gender

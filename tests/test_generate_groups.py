@@ -101,7 +101,7 @@ def test_render_draws_every_group_of_the_attribute(synth, tmp_path, attribute):
         cand = load_image(r.path)
         assert np.array_equal(cand, ref(skin).image)
         # the figure's drawn skin colour is in the requested half of the palette ...
-        parts, _ = SF._figure(np.random.default_rng(int(r.seed)), gender, skin)
+        parts, _ = SF.person_figure(np.random.default_rng(int(r.seed)), gender, skin)
         assert (sum(parts[-2][1]) > 450) == (skin == S.LIGHT)
         # ... and the pixels it changes are brighter for light than for dark skin
         other = ref(S.DARK if skin == S.LIGHT else S.LIGHT).image

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from biaslab.data.gender import caption_gender, gender_words, mask
-from biaslab.libra import bcs
+from biaslab.libra import bcs, bcs_words
 from biaslab.libra import t5 as t5lib
 
 F, M = "female", "male"
@@ -106,7 +106,7 @@ def test_gender_labels_validated():
 # ------------------------------------------------------------------ content words (supp. 1.3)
 @pytest.fixture
 def no_tagger(monkeypatch):
-    monkeypatch.setattr(bcs, "nltk_tagger_available", lambda: False)
+    monkeypatch.setattr(bcs_words, "nltk_tagger_available", lambda: False)
 
 
 def test_wordnet_fallback_content_positions(no_tagger):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from biaslab.metrics import biasamp, captions, leakage, retrieval
+from biaslab.metrics import biasamp, captions, dba, leakage, retrieval
 
 # --------------------------------------------------------------------------------------------
 # captions.py
@@ -232,12 +232,12 @@ def test_biasamp_reference_is_the_training_captions():
 
 def test_caption_objects_matches_names_plurals_and_synonyms():
     cats = ["dog", "baseball bat", "knife", "cell phone", "person", "skis"]
-    got = biasamp.caption_objects("Two dogs and a man with a baseball bat and knives", cats)
+    got = dba.caption_objects("Two dogs and a man with a baseball bat and knives", cats)
     assert got == {"dog", "baseball bat", "knife"}
-    assert biasamp.caption_objects("a woman on her phone on skis", cats) == {"cell phone",
+    assert dba.caption_objects("a woman on her phone on skis", cats) == {"cell phone",
                                                                             "skis"}
-    assert biasamp.caption_objects("a bat", ["baseball bat"], synonyms={}) == set()
-    assert biasamp.caption_objects("a baseball game", cats) == set()
+    assert dba.caption_objects("a bat", ["baseball bat"], synonyms={}) == set()
+    assert dba.caption_objects("a baseball game", cats) == set()
 
 
 def test_caption_dba_by_hand():
@@ -246,14 +246,14 @@ def test_caption_dba_by_hand():
     caps = ["a woman at an oven", "someone at an oven", "a man near a table", "a man at an oven"]
     gens = ["female", "female", "male", "male"]
     objs = [["oven"], ["oven"], ["oven"], ["dog", "person"]]
-    r = biasamp.caption_dba(caps, gens, objs)
+    r = dba.caption_dba(caps, gens, objs)
     assert r["categories"] == ["dog", "oven"] and r["n_images"] == 4   # person excluded
     A = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
     T = np.array([[0, 1], [0, 1], [0, 1], [1, 0]])
     Ap = np.array([[1, 0], [0, 0], [0, 1], [0, 1]])
     Tp = np.array([[0, 1], [0, 1], [0, 0], [0, 1]])
-    assert r["DBA_G"] == pytest.approx(biasamp.dba_g(A, T, Ap)["DBA_G"])
-    assert r["DBA_O"] == pytest.approx(biasamp.dba_o(A, T, Tp)["DBA_O"])
+    assert r["DBA_G"] == pytest.approx(dba.dba_g(A, T, Ap)["DBA_G"])
+    assert r["DBA_O"] == pytest.approx(dba.dba_o(A, T, Tp)["DBA_O"])
     # by hand, DBA_O: p(l|a): f: dog 0, oven 1; m: dog .5, oven .5.  p_hat: f: dog 0, oven 1;
     # m: dog 0, oven .5 -> Delta only at (m, dog) = -0.5; y(m, dog) = 1 (p = 1/4 > 1/2 * 1/4)
     # -> term -0.5; DBA_O = 100 * -0.5 / 4 = -12.5
@@ -263,7 +263,7 @@ def test_caption_dba_by_hand():
     # (f, dog) = 0, (m, dog) = 1. Terms: (f, oven) -1/3; (m, oven) -(0) = 0 -> -1/3 / 4
     assert r["DBA_G"] == pytest.approx(100 * (-1 / 3) / 4)
     with pytest.raises(ValueError):
-        biasamp.caption_dba(caps, gens[:3], objs)
+        dba.caption_dba(caps, gens[:3], objs)
 
 
 def test_biasamp_human_null_is_the_test_images_own_captions_one_index_at_a_time():
@@ -383,22 +383,22 @@ A4_PRED = np.array([[1, 0], [1, 0], [0, 0], [1, 0]])
 
 
 def test_dba_o_by_hand():
-    r = biasamp.dba_o(A4, T4, T4_PRED)
+    r = dba.dba_o(A4, T4, T4_PRED)
     np.testing.assert_array_equal(r["y"], [[1, 0], [0, 1]])
     np.testing.assert_allclose(r["delta"], [[0, -0.5], [-0.5, 0]])
     assert r["DBA_O"] == pytest.approx(25.0)
-    assert biasamp.dba_o(A4, T4, T4_PRED, norm="cooccurrence")["DBA_O"] == pytest.approx(
+    assert dba.dba_o(A4, T4, T4_PRED, norm="cooccurrence")["DBA_O"] == pytest.approx(
         100 / 3)
-    assert biasamp.dba_o(A4, T4, T4)["DBA_O"] == 0.0   # perfect predictions
+    assert dba.dba_o(A4, T4, T4)["DBA_O"] == 0.0   # perfect predictions
 
 
 def test_dba_g_by_hand():
-    r = biasamp.dba_g(A4, T4, A4_PRED)
+    r = dba.dba_g(A4, T4, A4_PRED)
     np.testing.assert_allclose(r["delta"], [[1 / 3, 1 / 3], [-1 / 3, -2 / 3]])
     assert r["DBA_G"] == pytest.approx(-100 / 12)
-    assert biasamp.dba_g(A4, T4, A4_PRED, norm="cooccurrence")["DBA_G"] == pytest.approx(
+    assert dba.dba_g(A4, T4, A4_PRED, norm="cooccurrence")["DBA_G"] == pytest.approx(
         -100 / 6)
-    both = biasamp.dba(A4, T4, A_pred=A4_PRED, T_pred=T4_PRED)
+    both = dba.dba(A4, T4, A_pred=A4_PRED, T_pred=T4_PRED)
     assert both["DBA_G"] == pytest.approx(-100 / 12) and both["DBA_O"] == pytest.approx(25.0)
 
 
@@ -409,18 +409,18 @@ def test_dba_g_sign_amplifying_model():
     A = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
     T = np.array([[1], [1], [1], [0]])
     A_pred = np.array([[1, 0], [1, 0], [1, 0], [0, 1]])
-    assert biasamp.dba_g(A, T, A_pred)["DBA_G"] == pytest.approx(100 / 3)
+    assert dba.dba_g(A, T, A_pred)["DBA_G"] == pytest.approx(100 / 3)
 
 
 def test_dba_input_validation():
     with pytest.raises(ValueError):
-        biasamp.dba(A4, T4)
+        dba.dba(A4, T4)
     with pytest.raises(ValueError):
-        biasamp.dba_o(A4, T4, T4_PRED[:3])
+        dba.dba_o(A4, T4, T4_PRED[:3])
     with pytest.raises(ValueError):
-        biasamp.dba_o(A4, T4 * 0.5, T4_PRED)
+        dba.dba_o(A4, T4 * 0.5, T4_PRED)
     with pytest.raises(ValueError):
-        biasamp.dba_g(A4, T4, A4_PRED, norm="other")
+        dba.dba_g(A4, T4, A4_PRED, norm="other")
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,34 +456,34 @@ def _t(x):
 
 def test_crosscheck_dba_g_with_package(random_data):
     pkg = _pkg()
-    d, dba = random_data, pkg.DBA()
+    d, ref_dba = random_data, pkg.DBA()
     # T->A direction of the package == DBA_G; identical for one-hot predicted genders
-    ref = dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A1"]))[0].item() * 100
-    assert biasamp.dba_g(d["A"], d["T"], d["A1"])["DBA_G"] == pytest.approx(ref, abs=1e-4)
+    ref = ref_dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A1"]))[0].item() * 100
+    assert dba.dba_g(d["A"], d["T"], d["A1"])["DBA_G"] == pytest.approx(ref, abs=1e-4)
     # with gender-neutral predictions (zero rows) the package drops them from the
     # denominator; norm="cooccurrence" reproduces it and the definition differs
-    ref0 = dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A0"]))[0].item() * 100
-    ours0 = biasamp.dba_g(d["A"], d["T"], d["A0"])["DBA_G"]
-    assert biasamp.dba_g(d["A"], d["T"], d["A0"], norm="cooccurrence")["DBA_G"] == \
+    ref0 = ref_dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A0"]))[0].item() * 100
+    ours0 = dba.dba_g(d["A"], d["T"], d["A0"])["DBA_G"]
+    assert dba.dba_g(d["A"], d["T"], d["A0"], norm="cooccurrence")["DBA_G"] == \
         pytest.approx(ref0, abs=1e-4)
     assert abs(ours0 - ref0) > 0.1
 
 
 def test_crosscheck_dba_o_with_package(random_data):
     pkg = _pkg()
-    d, dba = random_data, pkg.DBA()
+    d, ref_dba = random_data, pkg.DBA()
     # multi-label objects: the package's P(t|a) divides by sum_t c(a, t), not by n_a
-    ref = dba.computeBiasAmp(_t(d["A"]), _t(d["T"]), _t(d["T_pred"]))[0].item() * 100
-    assert biasamp.dba_o(d["A"], d["T"], d["T_pred"], norm="cooccurrence")["DBA_O"] == \
+    ref = ref_dba.computeBiasAmp(_t(d["A"]), _t(d["T"]), _t(d["T_pred"]))[0].item() * 100
+    assert dba.dba_o(d["A"], d["T"], d["T_pred"], norm="cooccurrence")["DBA_O"] == \
         pytest.approx(ref, abs=1e-4)
-    assert abs(biasamp.dba_o(d["A"], d["T"], d["T_pred"])["DBA_O"] - ref) > 0.1
+    assert abs(dba.dba_o(d["A"], d["T"], d["T_pred"])["DBA_O"] - ref) > 0.1
     # multi-class (one-hot) tasks: both normalisations coincide with the package
-    ref_mc = dba.computeBiasAmp(_t(d["A"]), _t(d["T_mc"]), _t(d["T_mc_pred"]))[0].item() * 100
-    assert biasamp.dba_o(d["A"], d["T_mc"], d["T_mc_pred"])["DBA_O"] == pytest.approx(
+    ref_mc = ref_dba.computeBiasAmp(_t(d["A"]), _t(d["T_mc"]), _t(d["T_mc_pred"]))[0].item() * 100
+    assert dba.dba_o(d["A"], d["T_mc"], d["T_mc_pred"])["DBA_O"] == pytest.approx(
         ref_mc, abs=1e-4)
     # y_al (Eq. 2.13) is the package's check_bias
-    y_pkg = dba.check_bias(_t(d["A"]), _t(d["T"])).numpy()
-    np.testing.assert_array_equal(biasamp.dba_o(d["A"], d["T"], d["T_pred"])["y"], y_pkg)
+    y_pkg = ref_dba.check_bias(_t(d["A"]), _t(d["T"])).numpy()
+    np.testing.assert_array_equal(dba.dba_o(d["A"], d["T"], d["T_pred"])["y"], y_pkg)
 
 
 def test_crosscheck_ba_with_package(random_data):
@@ -724,7 +724,7 @@ def test_caption_dba_o_against_human_caption_mentions():
     human = [["a woman at an oven", "a woman cooking"], ["a woman at an oven", "a woman"],
              ["a man with a dog", "a man with a dog"], ["a man", "a man and a dog"]]
     model = ["a woman at an oven", "a woman at an oven", "a man with a dog", "a man"]
-    r = biasamp.caption_dba(model, gens, objs, human_captions=human)
+    r = dba.caption_dba(model, gens, objs, human_captions=human)
     # p(l|a) per human caption: f: oven 2/4, dog 0; m: oven 0, dog 3/4.
     # p_hat per model caption:  f: oven 2/2, dog 0; m: oven 0, dog 1/2.
     # y (human samples, n = 8): (f, oven) 2/8 > 1/2 * 2/8 -> 1; (m, dog) 3/8 > 1/2 * 3/8 -> 1;
@@ -732,4 +732,4 @@ def test_caption_dba_o_against_human_caption_mentions():
     # terms: (f, oven) +0.5; (m, dog) 1/2 - 3/4 = -0.25 -> 100 * 0.25 / (2 * 2) = 6.25
     assert r["DBA_O"] == pytest.approx(6.25) and r["n_human_captions"] == 8
     with pytest.raises(ValueError):
-        biasamp.caption_dba(model, gens, objs, human_captions=human[:3])
+        dba.caption_dba(model, gens, objs, human_captions=human[:3])

@@ -184,7 +184,7 @@ def test_every_method_gives_a_finite_loss_and_its_inference_layout(name):
     import torch
 
     from biaslab.classify.methods import get_method
-    from biaslab.classify.model import _head
+    from biaslab.classify.model import build_head
     meth = get_method(name)
     n_obj, n = 3, 8
     rng = np.random.default_rng(0)
@@ -194,7 +194,7 @@ def test_every_method_gives_a_finite_loss_and_its_inference_layout(name):
     yr, mr = meth.raw_targets(y, m, n_obj)
     meth.setup(y, m, n_obj)                   # as biaslab.classify.train does
     torch.manual_seed(0)
-    head = _head(5, meth.n_raw(n_obj), meth.hidden([]), 0.0)
+    head = build_head(5, meth.n_raw(n_obj), meth.hidden([]), 0.0)
     meth.modules(head)
     x = torch.randn(n, 5)
     loss = meth.loss(head, x, torch.tensor(yr), torch.tensor(mr), torch.arange(n))

@@ -3,7 +3,7 @@
 planted objects."""
 
 from biaslab.data import synthetic
-from biaslab.analysis.audit import run_audit
+from biaslab.analysis.audit_run import run_audit
 from biaslab.data.coco import read_coco
 from biaslab.data.labels import label_captions, label_images
 

@@ -10,7 +10,7 @@ import pytest
 
 from biaslab.data import synthetic as S
 from biaslab.data.synthetic import figures as SF
-from biaslab.data.synthetic.render import _stream, _image_key
+from biaslab.data.synthetic.render import image_stream, image_key
 
 N = 20000
 
@@ -66,11 +66,11 @@ def test_figure_draws_the_requested_tone_and_nothing_else():
     """The head is the second-last part (the hair cap is last); light colours sum to >= 477
     after jitter, dark ones to <= 422."""
     for seed in range(40):
-        base, kb = SF._figure(np.random.default_rng(seed), S.FEMALE)
+        base, kb = SF.person_figure(np.random.default_rng(seed), S.FEMALE)
         i = int(np.random.default_rng(seed).integers(6))
         assert S.skin_tone_of(i) == (S.LIGHT if i < S.N_LIGHT else S.DARK)
         for tone in S.SKIN_TONES:
-            parts, kps = SF._figure(np.random.default_rng(seed), S.FEMALE, tone)
+            parts, kps = SF.person_figure(np.random.default_rng(seed), S.FEMALE, tone)
             head = parts[-2][1]
             assert (_luminance_sum(head) > 450) == (tone == S.LIGHT), (seed, tone, head)
             assert kps == kb                                    # pose unchanged
@@ -80,7 +80,7 @@ def test_figure_draws_the_requested_tone_and_nothing_else():
             else:                                               # only skin-coloured parts
                 assert changed and all(parts[k][1] == head for k in changed)
     with pytest.raises(ValueError, match="skin"):
-        SF._figure(np.random.default_rng(0), S.FEMALE, "medium")
+        SF.person_figure(np.random.default_rng(0), S.FEMALE, "medium")
 
 
 @pytest.fixture(scope="module")
@@ -138,5 +138,5 @@ def test_coco_reader_keeps_the_skin_labels(planted):
 
 
 def test_stream_helper_matches_appearance_skin():
-    rng = _stream(7, _image_key(3), "appearance")
+    rng = image_stream(7, image_key(3), "appearance")
     assert S.appearance_skin(7, 3) == S.skin_tone_of(int(rng.integers(6)))

@@ -1,7 +1,7 @@
 """biaslab.analysis.validity and biaslab.analysis.sweep: verdicts from hand-made probe/metrics files."""
 import pytest
 
-from biaslab.analysis import sweep, validity
+from biaslab.analysis import sweep, validity, validity_libra
 from biaslab.analysis import verdicts
 
 
@@ -233,7 +233,7 @@ def test_libra_checks_paired_by_seed_hand_computed():
                                    "METEOR": [25, 26, 24]}})
     apply_ = {"human": {"after": {"n": 200, "correct": 0.98}},
               "swapped": {"after": {"n": 200, "correct": 0.5}}}
-    c = {x["id"]: x for x in validity.libra_checks(cap, apply_)}
+    c = {x["id"]: x for x in validity_libra.libra_checks(cap, apply_)}
     lic = c["captioner/libra-original/lic<0"]
     assert (lic["mean"], lic["lo"], lic["hi"], lic["n"]) == (-1.0, -1.0, -1.0, 3)
     assert lic["verdict"] == "holds"
@@ -249,34 +249,34 @@ def test_libra_checks_paired_by_seed_hand_computed():
     assert h["hi"] == pytest.approx(0.9922, abs=1e-4) and h["verdict"] == "holds"
     assert c["libra/dcg/swapped_correct≥0.8"]["verdict"] == "fails"
     # no LIBRA row, no apply metrics: no check
-    assert validity.libra_checks({"original": cap["original"]}, {}) == []
+    assert validity_libra.libra_checks({"original": cap["original"]}, {}) == []
 
 
 def test_libra_lic_claim_follows_the_lic_controls():
     cap = _cap({"original": {"LIC": [5, 6, 7]}, "original+LIBRA": {"LIC": [4, 5, 6]}})
     controls = {"captioner": {"human": {"LIC": {"verdict": "does not match"}}}}
-    c = verdicts.apply_controls(validity.libra_checks(cap), controls)
+    c = verdicts.apply_controls(validity_libra.libra_checks(cap), controls)
     assert c[0]["verdict"] == "metric not valid on this data" and "captioner/LIC" in c[0]["reason"]
 
 
 def test_libra_context_reader_check_reads_the_paired_error_change():
     apply_ = {"context_reader": {"error_change": {"mean": -12.5, "lo": -17.1, "hi": -7.9,
                                                   "n": 200}}}
-    c = {x["id"]: x for x in validity.libra_checks({}, apply_)}
+    c = {x["id"]: x for x in validity_libra.libra_checks({}, apply_)}
     chk = c["libra/dcg/context_reader_error<0"]
     assert (chk["mean"], chk["lo"], chk["hi"], chk["n"]) == (-12.5, -17.1, -7.9, 200)
     assert chk["verdict"] == "holds"
     apply_["context_reader"]["error_change"].update(lo=-3.0, hi=2.0)
-    assert validity.libra_checks({}, apply_)[0]["verdict"] == "inconclusive"
+    assert validity_libra.libra_checks({}, apply_)[0]["verdict"] == "inconclusive"
     apply_["context_reader"]["error_change"].update(mean=4.0, lo=1.0, hi=7.0)
-    assert validity.libra_checks({}, apply_)[0]["verdict"] == "fails"
+    assert validity_libra.libra_checks({}, apply_)[0]["verdict"] == "fails"
     # no planted truth (real data): no context reader, no check
-    assert validity.libra_checks({}, {"context_reader": {}}) == []
+    assert validity_libra.libra_checks({}, {"context_reader": {}}) == []
     # one check per reader
     two = {"context_reader": apply_["context_reader"],
            "context_reader[cast]": {"error_change": {"mean": -9.0, "lo": -13.0, "hi": -5.0,
                                                      "n": 200}}}
-    assert [(x["id"], x["verdict"]) for x in validity.libra_checks({}, two)] == [
+    assert [(x["id"], x["verdict"]) for x in validity_libra.libra_checks({}, two)] == [
         ("libra/dcg/context_reader_error<0", "fails"),
         ("libra/dcg/context_reader[cast]_error<0", "holds")]
 

@@ -84,7 +84,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from biaslab.counterfactual.masks import _visible, body_unit  # one definition of both
+from biaslab.counterfactual.masks import visible_keypoints, body_unit  # one definition of both
 from biaslab.runtime.io import atomic_path
 
 #: body part -> COCO keypoint indices (17-keypoint order of biaslab.counterfactual.masks).
@@ -105,7 +105,7 @@ def available_parts(keypoints, parts: Sequence[str] = DEFAULT_PARTS) -> list[str
     for p in parts:
         if p not in PART_KEYPOINTS:
             raise ValueError(f"unknown body part {p!r}; known: {sorted(PART_KEYPOINTS)}")
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     return [p for p in parts if any(i in vis for i in PART_KEYPOINTS[p])]
 
 
@@ -115,7 +115,7 @@ def part_disc(keypoints, box, part: str, radius_scale: float = 1.0
     its keypoints is visible."""
     if part not in PART_KEYPOINTS:
         raise ValueError(f"unknown body part {part!r}; known: {sorted(PART_KEYPOINTS)}")
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     pts = [vis[i] for i in PART_KEYPOINTS[part] if i in vis]
     if not pts:
         return None

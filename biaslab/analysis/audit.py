@@ -31,7 +31,9 @@ Metrics (section numbers of paper 004):
 5. :func:`word_gender_table` -- the same co-occurrence skew for caption words (our extension of
    Sect. 5.1.3 to the caption vocabulary).
 
-:func:`run_audit` runs all of them; :func:`audit_metrics` makes the small JSON summary;
+:func:`biaslab.analysis.audit_run.run_audit` runs all of them and
+:func:`~biaslab.analysis.audit_run.audit_metrics` makes the small JSON summary; the statistics
+are in :mod:`biaslab.analysis.audit_stats`;
 :func:`biaslab.analysis.audit_figures.plot_audit` draws the charts (matplotlib, Agg; a module
 of its own, so the statistics import no plotting code).
 
@@ -55,29 +57,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from biaslab.data.gender import FEMALE, MALE, UNDEFINED, WORD_LISTS, tokenize
+from biaslab.analysis.audit_stats import (CORRECTIONS, adjust_pvalues, cohens_d,  # noqa: F401
+                                          correction_name, revise_ratio, two_by_two_p, welch_p)
 from biaslab.runtime.io import InputError
 
 GENDER_VALUES = (FEMALE, MALE, UNDEFINED)
-CORRECTIONS = ("bh", "bonferroni", "none")
-#: accepted spellings of the corrections (statsmodels' ``fdr_bh`` is used in params.yaml)
-_CORRECTION_ALIASES = {"bh": "bh", "fdr_bh": "bh", "benjamini-hochberg": "bh",
-                       "bonferroni": "bonferroni", "none": "none"}
-
-
-def _correction(method: str) -> str:
-    try:
-        return _CORRECTION_ALIASES[str(method).lower()]
-    except KeyError:
-        raise ValueError(f"unknown correction {method!r}; known: "
-                         f"{sorted(_CORRECTION_ALIASES)}") from None
 TESTS = ("fisher", "chi2")
 #: Appendix A.1: a person below 1000 pixels is too small for the gender to be identifiable.
 TINY_PERSON_PX = 1000.0
@@ -87,7 +77,7 @@ TINY_PERSON_PX = 1000.0
 # validation helpers
 # --------------------------------------------------------------------------------------------
 
-def _require(df: pd.DataFrame, columns: Sequence[str], table: str) -> None:
+def require(df: pd.DataFrame, columns: Sequence[str], table: str) -> None:
     """Raise ``InputError(table, ...)`` naming every column of ``columns`` absent from ``df``."""
     if not isinstance(df, pd.DataFrame):
         raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -107,7 +97,7 @@ def gender_by_image(labels: pd.DataFrame) -> pd.Series:
             female/male/undefined (so that a mislabelled table, e.g. ``"Female"``, fails loudly
             instead of silently dropping images).
     """
-    _require(labels, ["image_id", "gender"], "labels")
+    require(labels, ["image_id", "gender"], "labels")
     if labels["image_id"].duplicated().any():
         dup = labels.loc[labels["image_id"].duplicated(), "image_id"].iloc[0]
         raise InputError("labels", f"duplicated image_id {dup!r}")
@@ -121,7 +111,7 @@ def gender_by_image(labels: pd.DataFrame) -> pd.Series:
 
 def _image_sizes(images: pd.DataFrame) -> pd.DataFrame:
     """images indexed by image_id with float width/height; non-positive sizes are an error."""
-    _require(images, ["image_id", "width", "height"], "images")
+    require(images, ["image_id", "width", "height"], "images")
     im = images[["image_id", "width", "height"]].drop_duplicates("image_id")
     im = im.astype({"width": float, "height": float})
     bad = ~((im["width"] > 0) & (im["height"] > 0))
@@ -153,135 +143,6 @@ def _valid_boxes(df: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------------------------
 # statistics helpers
-# --------------------------------------------------------------------------------------------
-
-def cohens_d(a: Iterable[float], b: Iterable[float]) -> float:
-    """Cohen's d of ``a`` vs ``b`` with the pooled standard deviation.
-
-    ``d = (mean(a) - mean(b)) / s_p``, ``s_p = sqrt(((n_a-1) s_a^2 + (n_b-1) s_b^2) /
-    (n_a + n_b - 2))`` with sample variances (ddof=1). REVISE reports it for person size and
-    distance (Sect. 5.1.1, e.g. d = .709 for size) without the sign; we keep the sign, so with
-    ``a`` = female and ``b`` = male a negative d means the male values are larger.
-
-    Returns NaN when a group has fewer than 2 finite values or ``s_p == 0``. NaNs in the inputs
-    are dropped.
-    """
-    a = np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=float)
-    b = np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    na, nb = len(a), len(b)
-    if na < 2 or nb < 2:
-        return float("nan")
-    sp2 = ((na - 1) * a.var(ddof=1) + (nb - 1) * b.var(ddof=1)) / (na + nb - 2)
-    if not sp2 > 0:
-        return float("nan")
-    return float((a.mean() - b.mean()) / math.sqrt(sp2))
-
-
-def welch_p(a: Iterable[float], b: Iterable[float]) -> float:
-    """Two-sided p-value of Welch's t-test (unequal variances, ``scipy.stats.ttest_ind(...,
-    equal_var=False)``). NaN when a group has fewer than 2 finite values or both variances are
-    zero. (REVISE code uses Student's t-test; Welch is the robust choice for unequal group
-    sizes and spreads.)"""
-    a = np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=float)
-    b = np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if len(a) < 2 or len(b) < 2 or (a.var() == 0 and b.var() == 0):
-        return float("nan")
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-
-
-def adjust_pvalues(p: Sequence[float], method: str = "bh") -> np.ndarray:
-    """Multiple-testing correction of the finite p-values in ``p`` (NaNs stay NaN and are not
-    counted in the family).
-
-    * ``bh``: Benjamini-Hochberg step-up adjusted p-values (false discovery rate;
-      ``scipy.stats.false_discovery_control(method="bh")``); also spelt ``fdr_bh``.
-    * ``bonferroni``: ``min(1, p * m)`` with m the number of finite p-values (family-wise error).
-    * ``none``: unchanged.
-
-    Raises:
-        ValueError: unknown method.
-    """
-    method = _correction(method)
-    p = np.asarray(p, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = np.isfinite(p)
-    m = int(ok.sum())
-    if m == 0:
-        return out
-    if method == "bh":
-        out[ok] = stats.false_discovery_control(p[ok], method="bh")
-    elif method == "bonferroni":
-        out[ok] = np.minimum(1.0, p[ok] * m)
-    else:
-        out[ok] = p[ok]
-    return out
-
-
-def revise_ratio(f: float, m: float) -> float:
-    """REVISE code's signed ratio (Gender Analysis notebook, att_cnt / att_dis):
-    ``f / m`` if ``f > m`` else ``-m / f``; magnitudes <= 1 (i.e. f == m) become 0. A zero
-    denominator gives +-inf; NaN inputs give NaN."""
-    if not (np.isfinite(f) and np.isfinite(m)):
-        return float("nan")
-    if f == m:
-        return 0.0
-    with np.errstate(divide="ignore"):
-        r = float(np.divide(f, m)) if f > m else -float(np.divide(m, f))
-    return 0.0 if abs(r) <= 1 else r
-
-
-def _two_by_two_p(nf: np.ndarray, Nf: int, nm: np.ndarray, Nm: int, test: str) -> np.ndarray:
-    """Two-sided p-values of independence of item presence and gender on the 2x2 tables
-    ``[[n_f, N_f - n_f], [n_m, N_m - n_m]]`` (rows: female, male; columns: present, absent),
-    vectorised over the items (``nf``, ``nm`` arrays; ``Nf``, ``Nm`` > 0).
-
-    ``fisher``: the same value as ``scipy.stats.fisher_exact(table).pvalue`` (sum of the
-    hypergeometric probabilities not larger than the observed one, relative tolerance 1e-7),
-    computed with log-gamma over the concatenated supports so that ~10^4 caption words cost
-    O(total co-occurrences) instead of one scipy call each (tested against scipy).
-    ``chi2``: Pearson chi-square with Yates' continuity correction, as
-    ``scipy.stats.chi2_contingency(table, correction=True)``; a table with a zero margin (item
-    present in all or no images) has nothing to test and gets p = 1.
-    """
-    from scipy.special import gammaln
-    nf = np.asarray(nf, dtype="int64")
-    nm = np.asarray(nm, dtype="int64")
-    K = nf + nm                      # images with the item
-    M = Nf + Nm
-    if len(nf) == 0:
-        return np.zeros(0)
-    if test == "chi2":
-        obs = np.stack([nf, Nf - nf, nm, Nm - nm], axis=1).astype(float)
-        rows = np.array([Nf, Nf, Nm, Nm], dtype=float)
-        cols = np.stack([K, M - K, K, M - K], axis=1).astype(float)
-        exp = rows * cols / M
-        with np.errstate(divide="ignore", invalid="ignore"):
-            diff = exp - obs
-            adj = obs + np.sign(diff) * np.minimum(0.5, np.abs(diff))
-            chi = np.sum((adj - exp) ** 2 / exp, axis=1)
-        p = stats.chi2.sf(chi, 1)
-        return np.where((K == 0) | (K == M), 1.0, p)
-
-    def lbinom(n, k):
-        return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
-
-    lo = np.maximum(0, K - Nm)
-    hi = np.minimum(K, Nf)
-    size = hi - lo + 1
-    item = np.repeat(np.arange(len(K)), size)
-    starts = np.concatenate([[0], np.cumsum(size)[:-1]])
-    k = lo[item] + (np.arange(size.sum()) - starts[item])
-    Kk = K[item]
-    logpmf = lbinom(Kk, k) + lbinom(M - Kk, Nf - k) - lbinom(M, Nf)
-    lp_obs = lbinom(K, nf) + lbinom(M - K, Nf - nf) - lbinom(M, Nf)
-    rel = logpmf - lp_obs[item]
-    terms = np.where(rel <= np.log1p(1e-7), np.exp(np.minimum(rel, 0.0)), 0.0)
-    p = np.add.reduceat(terms, starts) * np.exp(lp_obs)
-    return np.minimum(p, 1.0)
-
-
 # --------------------------------------------------------------------------------------------
 # 1. images per gender
 # --------------------------------------------------------------------------------------------
@@ -383,7 +244,7 @@ def prominence_of(images: pd.DataFrame, persons: pd.DataFrame, groups: pd.Series
         raise ValueError(f"area must be 'largest' or 'sum', got {area!r}")
     if center_norm not in ("diagonal", "unit"):
         raise ValueError(f"center_norm must be 'diagonal' or 'unit', got {center_norm!r}")
-    _require(persons, ["image_id", "x", "y", "w", "h"], "persons")
+    require(persons, ["image_id", "x", "y", "w", "h"], "persons")
     sizes = _image_sizes(images)
     gendered = groups
 
@@ -448,7 +309,7 @@ def prominence_summary(prominence: pd.DataFrame, labels: pd.DataFrame | None = N
     Raises:
         InputError("prominence", ...): missing column.
     """
-    _require(prominence, ["image_id", "gender", "area_frac", "center_dist", "person_px"],
+    require(prominence, ["image_id", "gender", "area_frac", "center_dist", "person_px"],
              "prominence")
     out: dict[str, Any] = {m: _group_stats(prominence[m], prominence["gender"])
                            for m in ("area_frac", "center_dist")}
@@ -505,10 +366,10 @@ def skew_table(presence: pd.DataFrame, labels: pd.DataFrame, key: str, *, min_co
     """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; known: {TESTS}")
-    correction = _correction(correction)
+    correction = correction_name(correction)
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
-    _require(presence, ["image_id", key], table)
+    require(presence, ["image_id", key], table)
     g = gender_by_image(labels)
     gendered = g[g.isin(GENDER_VALUES[:2])]
     Nf, Nm = int((gendered == FEMALE).sum()), int((gendered == MALE).sum())
@@ -531,7 +392,7 @@ def skew_table(presence: pd.DataFrame, labels: pd.DataFrame, key: str, *, min_co
     majority = np.where(nf > nm, FEMALE, np.where(nm > nf, MALE, "tie"))
     tested = (tot >= min_count) & (Nf > 0) & (Nm > 0)
     p = np.full(len(nf), np.nan)
-    p[tested] = _two_by_two_p(nf[tested], Nf, nm[tested], Nm, test)
+    p[tested] = two_by_two_p(nf[tested], Nf, nm[tested], Nm, test)
     p_adj = adjust_pvalues(p, correction)
     out = pd.DataFrame({
         key: counts.index.to_numpy(),
@@ -557,7 +418,7 @@ def object_presence(objects: pd.DataFrame) -> pd.DataFrame:
     Raises:
         InputError("objects", ...): missing column.
     """
-    _require(objects, ["image_id", "category"], "objects")
+    require(objects, ["image_id", "category"], "objects")
     return objects[["image_id", "category"]].drop_duplicates().reset_index(drop=True)
 
 
@@ -597,7 +458,7 @@ def caption_word_presence(captions: pd.DataFrame,
     Raises:
         InputError("captions", ...): missing column image_id or caption.
     """
-    _require(captions, ["image_id", "caption"], "captions")
+    require(captions, ["image_id", "caption"], "captions")
     excl = default_excluded_words() if exclude is None else frozenset(exclude)
     rows_img, rows_word = [], []
     for img, cap in zip(captions["image_id"].to_numpy(), captions["caption"].to_numpy()):
@@ -713,8 +574,8 @@ def distances_of(images: pd.DataFrame, persons: pd.DataFrame, objects: pd.DataFr
     """
     if person not in ("largest", "nearest"):
         raise ValueError(f"person must be 'largest' or 'nearest', got {person!r}")
-    _require(persons, ["image_id", "x", "y", "w", "h"], "persons")
-    _require(objects, ["image_id", "category", "x", "y", "w", "h"], "objects")
+    require(persons, ["image_id", "x", "y", "w", "h"], "persons")
+    require(objects, ["image_id", "category", "x", "y", "w", "h"], "objects")
     sizes = _image_sizes(images)
     cols = ["image_id", "group", "category", "dist", "n_instances"]
 
@@ -767,8 +628,8 @@ def distance_table(distances: pd.DataFrame, *, min_count: int = 5, alpha: float 
         InputError("distances", ...): missing column.
         ValueError: unknown ``correction``.
     """
-    correction = _correction(correction)
-    _require(distances, ["category", "gender", "dist"], "distances")
+    correction = correction_name(correction)
+    require(distances, ["category", "gender", "dist"], "distances")
     rows = []
     for cat, grp in distances.groupby("category", sort=True):
         f = grp.loc[grp["gender"] == FEMALE, "dist"].to_numpy(float)
@@ -800,123 +661,3 @@ def distance_table(distances: pd.DataFrame, *, min_count: int = 5, alpha: float 
 
 
 # --------------------------------------------------------------------------------------------
-# orchestration, metrics, plots
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class AuditResult:
-    """Everything :func:`run_audit` computes (tables are pandas DataFrames)."""
-    images: dict[str, Any]
-    prominence: pd.DataFrame
-    prominence_summary: dict[str, Any]
-    objects: pd.DataFrame
-    distances: pd.DataFrame
-    distance_table: pd.DataFrame
-    words: pd.DataFrame
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-def run_audit(images: pd.DataFrame, captions: pd.DataFrame, persons: pd.DataFrame,
-              objects: pd.DataFrame, labels: pd.DataFrame, *, min_count: int = 5,
-              alpha: float = 0.05, correction: str = "bh", test: str = "fisher",
-              area: str = "largest", center_norm: str = "unit",
-              distance_person: str = "largest", min_person_px: float = 0.0) -> AuditResult:
-    """Run metrics 1-5 (see the module docstring) on the schema.md tables.
-
-    ``min_count``, ``alpha``, ``correction`` apply to objects, words and distances; ``test`` to
-    objects and words; ``area``, ``center_norm``, ``min_person_px`` to
-    :func:`person_prominence`; ``distance_person`` is the ``person`` of
-    :func:`person_object_distances`. Errors: those of the individual functions.
-    """
-    cfg = dict(min_count=min_count, alpha=alpha, correction=correction, test=test, area=area,
-               center_norm=center_norm, distance_person=distance_person,
-               min_person_px=min_person_px)
-    prom = person_prominence(images, persons, labels, area=area, center_norm=center_norm,
-                             min_person_px=min_person_px)
-    dists = person_object_distances(images, persons, objects, labels, person=distance_person)
-    return AuditResult(
-        images=images_per_gender(labels),
-        prominence=prom,
-        prominence_summary=prominence_summary(prom, labels),
-        objects=object_gender_table(objects, labels, min_count=min_count, alpha=alpha,
-                                    correction=correction, test=test),
-        distances=dists,
-        distance_table=distance_table(dists, min_count=min_count, alpha=alpha,
-                                      correction=correction),
-        words=word_gender_table(captions, labels, min_count=min_count, alpha=alpha,
-                                correction=correction, test=test),
-        config=cfg,
-    )
-
-
-def _num(x: Any) -> Any:
-    """JSON-safe number: NaN/inf -> None, floats to 6 significant digits, numpy -> python."""
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return float(f"{x:.6g}") if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _num(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_num(v) for v in x]
-    return x
-
-
-def _records(df: pd.DataFrame, cols: Sequence[str]) -> list[dict[str, Any]]:
-    return [{c: _num(r[c]) for c in cols} for r in df[list(cols)].to_dict("records")]
-
-
-def audit_metrics(result: AuditResult, top_k: int = 10) -> dict[str, Any]:
-    """Small JSON-ready summary of an :class:`AuditResult` (NaN/inf -> null, floats rounded to
-    6 significant digits).
-
-    Keys: ``images`` (see :func:`images_per_gender`); ``prominence`` (flat:
-    ``{area_frac,center_dist}_{female,male}_{n,mean,std}``, ``*_cohens_d``, ``*_p_welch``,
-    ``tiny_person_*``, ``gendered_without_person``); ``objects`` and ``words``
-    (``n_items``, ``n_tested``, ``n_significant``, ``significant`` = names of the
-    significantly skewed items (objects only; for words see the CSV), ``top_female`` /
-    ``top_male`` = up to ``top_k`` records ``{name, skew, majority_frac, n_female, n_male, p,
-    p_adj, significant}``); ``distance`` (``n_pairs``, ``n_tested``, ``n_significant``,
-    ``top`` = up to ``top_k`` records by |cohens_d|); ``config`` (the run parameters).
-    """
-    ps = result.prominence_summary
-    prom: dict[str, Any] = {}
-    for m in ("area_frac", "center_dist"):
-        for k, v in ps[m].items():
-            prom[f"{m}_{k}"] = v
-    for k, v in ps["tiny_person"].items():
-        prom[f"tiny_person_{k}"] = v
-    if "gendered_without_person" in ps:
-        prom["gendered_without_person"] = ps["gendered_without_person"]
-
-    def skew_block(t: pd.DataFrame, key: str, list_significant: bool) -> dict[str, Any]:
-        cols = [key, "skew", "majority_frac", "n_female", "n_male", "p", "p_adj",
-                "significant"]
-        block: dict[str, Any] = {
-            "n_items": int(len(t)), "n_tested": int(t["tested"].sum()),
-            "n_significant": int(t["significant"].sum()),
-            "top_female": _records(top_skewed(t, key, top_k, FEMALE), cols),
-            "top_male": _records(top_skewed(t, key, top_k, MALE), cols),
-        }
-        if list_significant:
-            block["significant"] = sorted(map(str, t.loc[t["significant"], key]))
-        return block
-
-    dt = result.distance_table
-    top_d = dt[dt["tested"]].head(top_k)
-    return _num({
-        "images": result.images,
-        "prominence": prom,
-        "objects": skew_block(result.objects, "category", True),
-        "words": skew_block(result.words, "word", False),
-        "distance": {
-            "n_pairs": int(len(result.distances)), "n_tested": int(dt["tested"].sum()),
-            "n_significant": int(dt["significant"].sum()),
-            "top": _records(top_d, ["category", "mean_female", "mean_male", "cohens_d", "p",
-                                    "p_adj", "significant", "n_female", "n_male"]),
-        },
-        "config": {**result.config, "top_k": top_k},
-    })

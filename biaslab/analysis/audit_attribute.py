@@ -137,12 +137,12 @@ def group_skew_table(presence: pd.DataFrame, groups: Mapping[int, str], names: S
             groups, or an unknown correction.
     """
     from scipy.stats import chi2_contingency
-    correction = AU._correction(correction)
+    correction = AU.correction_name(correction)
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
     if len(names) < 2:
         raise ValueError(f"an attribute needs at least two groups, got {list(names)}")
-    AU._require(presence, ["image_id", key], "presence")
+    AU.require(presence, ["image_id", key], "presence")
     g = _groups(groups, names)
     N = np.array([int((g == n).sum()) for n in names], dtype="int64")
     pr = presence[["image_id", key]].dropna().drop_duplicates()
@@ -166,7 +166,7 @@ def group_skew_table(presence: pd.DataFrame, groups: Mapping[int, str], names: S
     p = np.full(len(items), np.nan)
     if tested.any():
         if len(names) == 2:
-            p[tested] = AU._two_by_two_p(n[tested, 0], int(N[0]), n[tested, 1], int(N[1]),
+            p[tested] = AU.two_by_two_p(n[tested, 0], int(N[0]), n[tested, 1], int(N[1]),
                                          "fisher")
         else:
             for k in np.flatnonzero(tested):
@@ -264,7 +264,7 @@ def distance_by_group(images: pd.DataFrame, persons: pd.DataFrame, objects: pd.D
             groups, ``min_count`` < 1, an unknown ``person`` or correction.
     """
     from scipy.stats import kruskal
-    correction = AU._correction(correction)
+    correction = AU.correction_name(correction)
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
     if len(names) < 2:
@@ -362,7 +362,7 @@ def appearance_table(features: np.ndarray, feature_ids: Sequence[int], objects: 
     from sklearn.svm import LinearSVC
 
     from biaslab.runtime.io import InputError
-    correction = AU._correction(correction)
+    correction = AU.correction_name(correction)
     if len(names) < 2:
         raise ValueError(f"an attribute needs at least two groups, got {list(names)}")
     if folds < 2 or n_permutations < 1:

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biaslab.analysis.audit import GENDER_VALUES, AuditResult, top_skewed
+from biaslab.analysis.audit import GENDER_VALUES, top_skewed
+from biaslab.analysis.audit_run import AuditResult
 from biaslab.data.gender import FEMALE, MALE, UNDEFINED
 from biaslab.runtime.io import atomic_path
 

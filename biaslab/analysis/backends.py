@@ -27,7 +27,7 @@ from typing import Any
 from biaslab.runtime import stats
 from biaslab.registry import row_names
 from biaslab.report.dvcview import file_data, walk_exp_records
-from biaslab.analysis.sweep import _dig
+from biaslab.analysis.sweep import dig
 
 #: (family, metrics file) of the synthetic-artifact test
 ARTIFACT_FILES = (("classifier", "metrics/artifact.json"),
@@ -51,8 +51,8 @@ def runs_by_backend(exp_show: Any) -> dict[str, dict]:
     for rec in walk_exp_records(exp_show):
         data = rec["data"]
         params = file_data(data.get("params"), "params.yaml")
-        src = _dig(params, ("data", "source"))
-        backend = _dig(params, ("generate", "backend"))
+        src = dig(params, ("data", "source"))
+        backend = dig(params, ("generate", "backend"))
         if backend is None or (src is not None and src != "synthetic"):
             continue
         if not file_data(data.get("metrics"), "metrics/artifact.json"):
@@ -84,7 +84,7 @@ def checks(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
     for fam, f in ARTIFACT_FILES:
         ma, mb = file_data(runs[a].get("metrics"), f), file_data(runs[b].get("metrics"), f)
         for row in ROWS:
-            ra, rb = (_dig(m, (row, "delta_seeds")) for m in (ma, mb))
+            ra, rb = (dig(m, (row, "delta_seeds")) for m in (ma, mb))
             if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
                 continue
             d = stats.difference_of_records(ra, rb)
@@ -114,7 +114,7 @@ def markdown(runs: Mapping[str, Mapping[str, Any]], a: str = "copy_paste",
         for row in ROWS:
             cells = []
             for k in (b, a):
-                rec = _dig(file_data(runs[k].get("metrics"), f),
+                rec = dig(file_data(runs[k].get("metrics"), f),
                            [p.format(row=row) for p in path])
                 cells.append(stats.format_cell(rec, digits) if isinstance(rec, Mapping)
                              else "–")

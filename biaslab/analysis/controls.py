@@ -11,7 +11,7 @@ Controls (both tasks unless said; ``q`` = the amplifier's rate, a parameter):
     gender from the person alone (the true gender), objects = the true labels; reads no
     context. On persons-masked images it sees no person and outputs P(man) = P(woman) = 0.5.
     Captions: a fresh draw of the generator's own caption grammar
-    (:func:`biaslab.data.synthetic.captions._caption`) for the true gender, scene and objects, so they are
+    (:func:`biaslab.data.synthetic.captions.template_caption`) for the true gender, scene and objects, so they are
     distributed as the human captions are.
 ``context_reader`` (and ``context_reader[<attribute>]``)
     gender from the planted context alone, person ignored, objects as the oracle: the sign of
@@ -312,8 +312,8 @@ def probe_outputs(kind: str, pairs: pd.DataFrame, *, bias: float,
 
 # --------------------------------------------------------------------------- captioner
 def _append(caption: str, obj: str, rng: np.random.Generator) -> str:
-    noun = SC._pick(rng, SC._NOUN[obj]) if obj in SC._NOUN else obj
-    return caption.rstrip(". ") + " with " + SC._article(noun) + ("." if caption.endswith(".")
+    noun = SC.pick(rng, SC.NOUN[obj]) if obj in SC.NOUN else obj
+    return caption.rstrip(". ") + " with " + SC.article(noun) + ("." if caption.endswith(".")
                                                                  else "")
 
 
@@ -323,7 +323,7 @@ def captioner_captions(kind: str, test: pd.DataFrame, *, bias: float | None = No
                        human: Mapping[int, Sequence[str]] | None = None, seed: int = 0,
                        name: str | None = None) -> dict[int, str]:
     """One caption per image of a captioner control, built from the synthetic generator's
-    caption grammar (:func:`biaslab.data.synthetic.captions._caption`, with no gender-neutral subject)
+    caption grammar (:func:`biaslab.data.synthetic.captions.template_caption`, with no gender-neutral subject)
     so every caption metric runs on it unchanged.
 
     Args:
@@ -367,8 +367,8 @@ def captioner_captions(kind: str, test: pd.DataFrame, *, bias: float | None = No
     for i, g, sc, ob in zip(ids, gender, scenes, test["objects"]):
         rng = _rng(seed, base, i)
         sc = sc if sc in S.SCENES else S.SCENES[int(rng.integers(len(S.SCENES)))]
-        objs = [o for o in (ob or ()) if o in SC._VP]
-        cap = SC._caption(rng, g, sc, objs, 0.0)
+        objs = [o for o in (ob or ()) if o in SC.VP]
+        cap = SC.template_caption(rng, g, sc, objs, 0.0)
         if kind == "amplifier":
             add = _rng(seed, name, i)
             if add.random() < float(q):

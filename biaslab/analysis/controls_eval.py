@@ -252,7 +252,8 @@ def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
     A = np.column_stack([(test["gender"] == g).to_numpy() for g in (K.FEMALE, K.MALE)])
     lab = test["labelled"].to_numpy()
     out, raw = {}, {}
-    from biaslab.metrics.biasamp import bias_amplification_arrays, dba_o
+    from biaslab.metrics.biasamp import bias_amplification_arrays
+    from biaslab.metrics.dba import dba_o
     for kind, q, reads in kinds:
         name = K.control_name(kind, q, reads)
         vals: dict[str, list] = {}

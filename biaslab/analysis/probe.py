@@ -580,15 +580,15 @@ def object_output(probs: np.ndarray, labels: Sequence[str], dim: str) -> np.ndar
 
 def caption_object_output(captions: Sequence[str], dim: str) -> np.ndarray:
     """Captioner output of the attribute-flip probe: the share of ``b``'s associated objects
-    the caption names minus the share of ``a``'s (``biaslab.metrics.biasamp.caption_objects``
+    the caption names minus the share of ``a``'s (``biaslab.metrics.dba.caption_objects``
     with its synonyms and the generator's nouns), float64 (n,) in [-1, 1]; ``(a, b) = FLIP_VALUES[dim]``."""
-    from biaslab.data.synthetic.captions import _NOUN
-    from biaslab.metrics.biasamp import OBJECT_SYNONYMS, caption_objects
+    from biaslab.data.synthetic.captions import NOUN
+    from biaslab.metrics.dba import OBJECT_SYNONYMS, caption_objects
     objs_a, objs_b = flip_objects(dim)
     cats = objs_a + objs_b
     # the generator's own one-word nouns ("purse" for handbag) beside the COCO synonyms: the
     # flip probe exists on synthetic data only, whose captions use exactly these words
-    syn = {**OBJECT_SYNONYMS, **{w: o for o, ws in _NOUN.items() for w in ws
+    syn = {**OBJECT_SYNONYMS, **{w: o for o, ws in NOUN.items() for w in ws
                                  if " " not in w and w != o}}
     out = np.zeros(len(captions), np.float64)
     for k, c in enumerate(captions):

@@ -17,7 +17,7 @@ import pandas as pd
 from biaslab.data.gender import caption_gender, neutralise
 from biaslab.metrics.retrieval import (balanced_gallery, clip_clip_keep, recall_at_k,
                                        retrieval_bias, retrieval_difference, tfidf_scores)
-from biaslab.models.clipscorer import _l2  # the scorer's own re-normalisation
+from biaslab.models.clipscorer import l2  # the scorer's own re-normalisation
 from biaslab.runtime import stats
 
 DEFAULTS = {"ks": [10, 25, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "seed": 0,
@@ -83,7 +83,7 @@ def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.D
     n_boot, seed = int(e["n_boot"]), int(e["seed"])
     rng = np.random.default_rng(seed)
     scores = {"scorer": txt @ img.T,
-              "clip_clip": _l2(txt[:, keep]) @ _l2(img[:, keep]).T,
+              "clip_clip": l2(txt[:, keep]) @ l2(img[:, keep]).T,
               "tfidf": tfidf_scores(queries, [" ".join(docs[i]) for i in ids]),
               "random": rng.random((len(queries), len(ids)))}
     out = {name: retrieval_bias(sc, gallery, ks, n_boot=n_boot, seed=seed)
@@ -167,7 +167,7 @@ def contrast_retrieval(e: dict, scorer, encode, keep, docs: dict, queries: list,
     img = scorer.encode_images(np.asarray(feats, np.float32))
     txt = scorer.encode_texts([queries[q] for q in rows])
     scores = {"scorer": txt @ img.T,
-              "clip_clip": _l2(txt[:, keep]) @ _l2(img[:, keep]).T,
+              "clip_clip": l2(txt[:, keep]) @ l2(img[:, keep]).T,
               "tfidf": tfidf_scores([queries[q] for q in rows], [" ".join(docs[i]) for i in src]),
               "random": rng.random((len(rows), len(src)))}
     ks = [int(k) for k in e["ks"] if int(k) < len(src)]

@@ -48,7 +48,8 @@ SWEEP_METRICS: tuple[tuple[str, str, tuple[str, ...], str, float], ...] = (
 )
 
 
-def _dig(node: Any, path: Sequence[str]) -> Any:
+def dig(node: Any, path: Sequence[str]) -> Any:
+    """The value at ``path`` (a sequence of keys) in nested mappings; None where a key is absent."""
     for k in path:
         if not isinstance(node, Mapping) or k not in node:
             return None
@@ -60,7 +61,7 @@ def _rows(data: Mapping[str, Any]) -> list[str]:
     rows = set()
     for _, f, path, _, _ in SWEEP_METRICS:
         d = file_data(data.get("metrics"), f)
-        node = _dig(d, path[:path.index("{row}")])
+        node = dig(d, path[:path.index("{row}")])
         if isinstance(node, Mapping):
             rows |= {k for k, v in node.items() if isinstance(v, Mapping) and k != "test_set"}
     return _in_table_order(rows)
@@ -79,8 +80,8 @@ def _bias_records(exp_show: Any) -> Iterable[tuple[float, str, dict]]:
     for rec in walk_exp_records(exp_show):
         data = rec["data"]
         params = file_data(data.get("params"), "params.yaml")
-        b = _dig(params, ("synthetic", "bias"))
-        src = _dig(params, ("data", "source"))
+        b = dig(params, ("synthetic", "bias"))
+        src = dig(params, ("data", "source"))
         if b is None or (src is not None and src != "synthetic"):
             continue
         yield float(b), rec.get("name") or data.get("name") or rec.get("rev"), data
@@ -121,7 +122,7 @@ def sweep_points(exp_show: Any) -> list[dict]:
         seen.add(key)
         for row in _rows(data):
             for mkey, f, path, _, _ in SWEEP_METRICS:
-                r = _dig(file_data(data.get("metrics"), f),
+                r = dig(file_data(data.get("metrics"), f),
                          [p.format(row=row) for p in path])
                 # an all-infinite metric has no mean (DVC drops the null): keep it, counted
                 if not isinstance(r, Mapping) or ("mean" not in r and not r.get("n_inf")):

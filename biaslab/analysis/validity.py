@@ -171,7 +171,8 @@ def fixed_margin(delta: float, basis: str) -> dict:
     return {"delta": float(delta), "basis": basis}
 
 
-def _mean(values: Sequence | None) -> float | None:
+def mean_or_none(values: Sequence | None) -> float | None:
+    """The mean of the non-missing entries of ``values``; None for no values."""
     return stats.summarize([v for v in values or [] if v is not None])["mean"] \
         if values else None
 
@@ -242,10 +243,10 @@ def _diff(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: 
     d = stats.difference(a or [], b or [])
     d90 = stats.difference(a or [], b or [], equivalence.EQUIVALENCE_LEVEL)
     return make_check(cid, claim, expect, 0.0, d["diff"], d["lo"], d["hi"], min(d["n"], d["n_ref"]),
-                  source, (d90["lo"], d90["hi"]), margin, _span(bounds))
+                  source, (d90["lo"], d90["hi"]), margin, span(bounds))
 
 
-def _span(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+def span(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
     """The range of a difference of two values in ``bounds``."""
     return None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
 
@@ -268,7 +269,8 @@ def probe_checks(probe: Mapping[str, Any], model: str = "classifier") -> list[di
         return _values((fam.get(row) or {}).get(attr))
 
     def against_original(a):
-        return margin_of(_mean(vals("original", a)), f"Original's {a} sensitivity ({model})")
+        return margin_of(mean_or_none(vals("original", a)),
+                         f"Original's {a} sensitivity ({model})")
 
     for a in ATTRIBUTES:
         if vals("original", a) is not None:
@@ -309,7 +311,9 @@ def _from(checks: list[dict], source: str) -> list[dict]:
     return [{**c, "source": c.get("source") or source} for c in checks]
 
 
-def _seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
+def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:
+    """``key`` of every seed of ``row`` (``metrics[row]["per_seed"]``, None where a seed lacks
+    it); None when the row has no per-seed list."""
     per = (metrics.get(row) or {}).get("per_seed")
     if not isinstance(per, list):
         return None
@@ -323,10 +327,10 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     out = []
     why = ratio_testable(classification.get("test_set"))
     mark = (lambda c: not_testable(c, why)) if why else (lambda c: c)
-    rs, ro = _seed_values(classification, "synthetic", "Ratio"), \
-        _seed_values(classification, "original", "Ratio")
+    rs, ro = seed_values(classification, "synthetic", "Ratio"), \
+        seed_values(classification, "original", "Ratio")
     def off(values, null, what):
-        m = _mean(values)
+        m = mean_or_none(values)
         return margin_of(None if m is None else m - null, what)
 
     if rs is not None and ro is not None:
@@ -335,8 +339,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
                               ro, "<", margin=off(ro, 1.0, "Original's Ratio - 1"))))
     # the same claim on the threshold-free Ratio (biaslab.classify.evaluate.expected_ratio):
     # an addition beside, not instead of, paper 000's thresholded Ratio above
-    es, eo = _seed_values(classification, "synthetic", "Ratio_expected"), \
-        _seed_values(classification, "original", "Ratio_expected")
+    es, eo = seed_values(classification, "synthetic", "Ratio_expected"), \
+        seed_values(classification, "original", "Ratio_expected")
     if es is not None and eo is not None and any(v is not None for v in es + eo):
         out.append(mark(_diff("classifier/synthetic-original/ratio_expected<0",
                               "classifier: S_synthetic's expected-count Ratio_E closer to 1 "
@@ -346,8 +350,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     # P(man) - P(woman) on the persons-masked images against the true gender (50 = the masked
     # image tells nothing). A ranking measure: the mask's overall lean (Ratio's precondition)
     # does not move it, and it needs no gender imbalance in the test set
-    a_s, a_o = _seed_values(classification, "synthetic", "masked_gender_auc"), \
-        _seed_values(classification, "original", "masked_gender_auc")
+    a_s, a_o = seed_values(classification, "synthetic", "masked_gender_auc"), \
+        seed_values(classification, "original", "masked_gender_auc")
     if a_o is not None and any(v is not None for v in a_o):
         # the premise of every "reads less" claim, on any data: Original reads gender from
         # the scene around the masked person at all (50 = chance; no planted truth needed)
@@ -370,7 +374,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     # photo; where it recognises objects better on generated images of unseen scenes than on
     # the real photos of the same scenes, its Leakage is read outside its training domain
     dom = (classification.get("domain") or {})
-    gap = _seed_values(dom, "synthetic", "domain_gap")
+    gap = seed_values(dom, "synthetic", "domain_gap")
     domain = None
     if gap is not None and any(v is not None for v in gap):
         s = stats.summarize([v for v in gap if v is not None])
@@ -389,8 +393,8 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
     for key, cid, what in (("Leakage", "leakage<0", "Leakage (Eq. 7)"),
                            ("Leakage_F1", "leakage_f1<0",
                             "accuracy-matched Leakage@F1 (Wang et al. 2019)")):
-        ls, lo_ = _seed_values(classification, "synthetic", key), \
-            _seed_values(classification, "original", key)
+        ls, lo_ = seed_values(classification, "synthetic", key), \
+            seed_values(classification, "original", key)
         if ls is not None and lo_ is not None and any(v is not None for v in ls + lo_):
             c = _diff(f"classifier/synthetic-original/{cid}",
                       f"classifier: S_synthetic's {what} lower than Original's", ls, lo_, "<",
@@ -400,15 +404,15 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
             out.append(c)
     # the artifact part of Δ, where the backend is not the re-draw itself
     backend = (artifact.get("test_set") or {}).get("backend")
-    as_, ao = _seed_values(artifact, "synthetic", "delta_artifact"), \
-        _seed_values(artifact, "original", "delta_artifact")
+    as_, ao = seed_values(artifact, "synthetic", "delta_artifact"), \
+        seed_values(artifact, "original", "delta_artifact")
     if backend not in (None, "render") and as_ is not None and ao is not None and \
             any(v is not None for v in as_ + ao):
         out.append(_diff("classifier/synthetic-original/delta_artifact≤0",
                          "classifier: S_synthetic's Δ_artifact no larger than Original's",
                          as_, ao, "≤", "metrics/artifact.json",
                          off(ao, 0.0, "Original's Δ_artifact")))
-    ds, do = _seed_values(artifact, "synthetic", "delta"), _seed_values(artifact, "original",
+    ds, do = seed_values(artifact, "synthetic", "delta"), seed_values(artifact, "original",
                                                                           "delta")
     if ds is not None and do is not None:
         c = _diff("classifier/synthetic-original/delta≤0",
@@ -427,7 +431,7 @@ def table_checks(classification: Mapping[str, Any], artifact: Mapping[str, Any])
 
 
 #: the rows of Tables 1-2 that are not a mitigation: the baseline, the size-matched control,
-#: LIBRA (its own checks, :func:`libra_checks`)
+#: LIBRA (its own checks, :func:`biaslab.analysis.validity_libra.libra_checks`)
 NOT_MITIGATIONS = ("original", "matched", "original+LIBRA")
 #: Table 1's headline bias metrics: (metrics key, check key, the claim, the quantity's null,
 #: the range of one value)
@@ -477,9 +481,9 @@ def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, 
         if distance:   # closeness to the unbiased value: compare the distances from it
             a = [None if v is None else abs(float(v) - null) for v in a]
             b = [None if v is None else abs(float(v) - null) for v in b]
-            ref_effect, rng = _mean(b), None
+            ref_effect, rng = mean_or_none(b), None
         else:
-            mb = _mean(b)
+            mb = mean_or_none(b)
             ref_effect, rng = None if mb is None else mb - null, bounds
         c = _diff(cid, f"{task}: {row}'s {claim}", a, b, "<", src,
                   margin_of(ref_effect, f"Original's distance from {null:g}"
@@ -495,8 +499,8 @@ def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, 
     src = "metrics/classification.json"
     for row in rows(classification):
         for key, ck, claim, null, bounds in CLASSIFIER_HEADLINE:
-            add("classifier", row, ck, claim, _seed_values(classification, row, key),
-                _seed_values(classification, "original", key), null, bounds, src,
+            add("classifier", row, ck, claim, seed_values(classification, row, key),
+                seed_values(classification, "original", key), null, bounds, src,
                 distance=key == "masked_gender_auc")
     ts = captioning.get("test_set") or {}
     n_m, n_f = ts.get("n_male"), ts.get("n_female")
@@ -504,13 +508,13 @@ def headline_checks(classification: Mapping[str, Any], captioning: Mapping[str, 
     src = "metrics/captioning.json"
     for row in rows(captioning):
         for key, ck, claim, null, bounds in CAPTIONER_HEADLINE:
-            add("captioner", row, ck, claim, _seed_values(captioning, row, key),
-                _seed_values(captioning, "original", key), null, bounds, src)
+            add("captioner", row, ck, claim, seed_values(captioning, row, key),
+                seed_values(captioning, "original", key), null, bounds, src)
         if r_test is not None:
             add("captioner", row, "ratio", f"Ratio closer to the test set's own "
                                            f"{r_test:.2f} than Original's",
-                _seed_values(captioning, row, "Ratio"),
-                _seed_values(captioning, "original", "Ratio"), r_test, None, src,
+                seed_values(captioning, row, "Ratio"),
+                seed_values(captioning, "original", "Ratio"), r_test, None, src,
                 distance=True)
     return out
 
@@ -569,17 +573,17 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
                                             f"{fam}: {e.display}'s sensitivity to the {metric} "
                                             f"{word} Original's (declared by {by})", a, b,
                                             expect, "metrics/probe.json",
-                                            margin_of(_mean(b), f"Original's {metric} "
+                                            margin_of(mean_or_none(b), f"Original's {metric} "
                                                                 f"sensitivity ({fam})")),
                                     "rows": [row, "original"], "declared_by": by})
                 continue
             for task, mfile, src in (("classifier", classification,
                                       "metrics/classification.json"),
                                      ("captioner", captioning, "metrics/captioning.json")):
-                a, b = _seed_values(mfile, row, metric), _seed_values(mfile, "original", metric)
+                a, b = seed_values(mfile, row, metric), seed_values(mfile, "original", metric)
                 if a is None or b is None or not any(v is not None for v in a + b):
                     continue
-                mb = _mean(b)
+                mb = mean_or_none(b)
                 null = NULL_VALUE.get(metric, 0.0)
                 c = _diff(f"{task}/{row}-original/{metric.lower()}{expect}0",
                           f"{task}: {e.display}'s {metric} {word} Original's (declared by "
@@ -591,106 +595,6 @@ def declared_checks(probe: Mapping[str, Any], classification: Mapping[str, Any],
                 if (task, name) in ctl:
                     c["controlled"] = [task, name]
                 out.append(c)
-    return out
-
-
-#: paper 003's worst Error increase from LIBRA (OSCAR: 3.0 -> 4.6, Table 2), points
-LIBRA_ERROR_TOLERANCE = 1.6
-
-
-#: the range of one value of a LIBRA-checked metric (the paired change's is twice as wide)
-LIBRA_RANGE = {"LIC": (-100.0, 100.0), "Error": (0.0, 100.0), "BLEU-4": (0.0, 100.0),
-               "METEOR": (0.0, 100.0)}
-#: the bars for the DCG on the test split's human captions / their gender swaps
-DCG_KEEP_CORRECT, DCG_FIX_SWAPPED = 0.97, 0.80
-
-
-def _paired(cid: str, claim: str, a: Sequence | None, b: Sequence | None, expect: str,
-            ref: float = 0.0, margin: Mapping[str, Any] | None = None,
-            bounds: tuple[float, float] | None = None) -> dict:
-    """Per-seed paired difference ``a_s - b_s`` (the same captioner seed before / after
-    LIBRA), its mean and t 95 % CI over seeds, judged against ``ref``."""
-    pairs = [(x, y) for x, y in zip(a or [], b or []) if x is not None and y is not None]
-    d = stats.summarize([float(x) - float(y) for x, y in pairs])
-    d90 = stats.summarize([float(x) - float(y) for x, y in pairs], equivalence.EQUIVALENCE_LEVEL)
-    return make_check(cid, claim, expect, ref, d["mean"], d["lo"], d["hi"], d["n"],
-                  "metrics/captioning.json", (d90["lo"], d90["hi"]), margin, _span(bounds))
-
-
-def _proportion(cid: str, claim: str, part: Mapping[str, Any] | None, key: str, ref: float
-                ) -> dict | None:
-    """A fraction of captions (``metrics/dcg_apply.json``: ``after[key]`` over ``after.n``)
-    with its Wilson 95 % interval, judged "not below" ``ref``."""
-    after = (part or {}).get("after") or {}
-    n = int(after.get("n") or 0)
-    if not n or after.get(key) is None:
-        return None
-    from scipy.stats import binomtest
-    k = int(round(float(after[key]) * n))
-    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
-    ci90 = binomtest(k, n).proportion_ci(equivalence.EQUIVALENCE_LEVEL, method="wilson")
-    return make_check(cid, claim, "≥", ref, k / n, float(ci.low), float(ci.high), n,
-                  "metrics/dcg_apply.json", (float(ci90.low), float(ci90.high)),
-                  fixed_margin(0.0, "the bar is the margin itself"))
-
-
-def libra_checks(captioning: Mapping[str, Any], dcg_apply: Mapping[str, Any] | None = None
-                 ) -> list[dict]:
-    """Paper 003's claims on the default, from ``metrics/captioning.json``
-    (rows ``original`` and ``original+LIBRA``: LIBRA on the same captioner seeds, so the
-    differences are paired by seed) and ``metrics/dcg_apply.json``:
-
-    * LIC of Original + LIBRA lower than Original's (``<``);
-    * Error not higher than Original's by more than ``LIBRA_ERROR_TOLERANCE`` (paper 003's
-      worst case, +1.6 points; ``≤`` holds while the CI's lower end is at most +1.6);
-    * BLEU-4, CIDEr and METEOR not lower than Original's (``≥``: the CI reaches 0);
-    * the DCG keeps >= 97 % of the correct human captions' genders correct and makes >= 80 %
-      of their gender swaps correct (``≥`` on the Wilson interval);
-    * the DCG lowers the Error of the ``context_reader`` controls (every reader in
-      ``dcg_apply.json`` whose name starts so: the full reader and ``context_reader[cast]``),
-      captioners whose gender errors all come from context (``<`` on the paired per-image
-      ``error_change``, percentage points; only on data with a planted truth).
-
-    Rows absent (no DCG, no captioner) give no check."""
-    out: list[dict] = []
-    if "original" in captioning and "original+LIBRA" in captioning:
-        def sv(row, key):
-            return _seed_values(captioning, row, key)
-        for key, cid, claim, expect, ref in (
-                ("LIC", "lic<0", "LIC lower than Original's", "<", 0.0),
-                ("Error", "error≤tol", f"Error not higher than Original's by more than "
-                                       f"{LIBRA_ERROR_TOLERANCE:g} points (paper 003's worst "
-                                       f"case)", "≤", LIBRA_ERROR_TOLERANCE),
-                ("BLEU-4", "bleu4≥0", "BLEU-4 not lower than Original's", "≥", 0.0),
-                ("CIDEr", "cider≥0", "CIDEr not lower than Original's", "≥", 0.0),
-                ("METEOR", "meteor≥0", "METEOR not lower than Original's", "≥", 0.0)):
-            a, b = sv("original+LIBRA", key), sv("original", key)
-            if a is not None and b is not None:
-                m = (fixed_margin(0.0, "paper 003's worst case is the margin itself")
-                     if key == "Error" else margin_of(_mean(b), f"Original's {key}"))
-                out.append(_paired(f"captioner/libra-original/{cid}",
-                                   f"captioner: Original + LIBRA's {claim} (paired by seed)",
-                                   a, b, expect, ref, m, LIBRA_RANGE.get(key)))
-    for part, key, ref, cid, claim in (
-            ("human", "correct", DCG_KEEP_CORRECT, "libra/dcg/human_correct≥",
-             "LIBRA's DCG keeps the gender of correct human captions correct"),
-            ("swapped", "correct", DCG_FIX_SWAPPED, "libra/dcg/swapped_correct≥",
-             "LIBRA's DCG corrects gender-swapped human captions")):
-        c = _proportion(f"{cid}{ref:g}", f"{claim} (>= {100 * ref:g} %)",
-                        (dcg_apply or {}).get(part), key, ref)
-        if c is not None:
-            out.append(c)
-    for name in sorted(k for k in (dcg_apply or {}) if k.startswith("context_reader")):
-        ch = (dcg_apply[name] or {}).get("error_change") or {}
-        before = ((dcg_apply[name] or {}).get("before") or {}).get("wrong")
-        if ch.get("n"):
-            out.append(make_check(f"libra/dcg/{name}_error<0",
-                              f"LIBRA's DCG lowers the Error of the control {name} (paired "
-                              f"by image, percentage points)", "<", 0.0, ch.get("mean"),
-                              ch.get("lo"), ch.get("hi"), int(ch["n"]),
-                              "metrics/dcg_apply.json",
-                              margin=margin_of(None if before is None else 100.0 * before,
-                                               f"{name}'s Error before the DCG (points)")))
     return out
 
 
@@ -756,5 +660,5 @@ def decide(checks: Sequence[Mapping[str, Any]], fraction: float = MARGIN_FRACTIO
 __all__ = ["ATTRIBUTES", "LABELED", "MATCHED", "NEUTRAL_RANGE", "MARGIN_FRACTION", "JUDGED",
            "PROBE_RANGE", "PROBE_FULL_SWING", "probe_full_swing", "make_check", "margin_of",
            "fixed_margin", "not_testable", "ratio_testable", "probe_checks", "table_checks",
-           "declared_checks", "libra_checks", "check_margin", "decide", "NOT_MITIGATIONS",
+           "declared_checks", "check_margin", "decide", "NOT_MITIGATIONS",
            "CLASSIFIER_HEADLINE", "CAPTIONER_HEADLINE", "headline_checks"]

@@ -357,7 +357,7 @@ def train_captioner(paths, captions: Sequence[str], caption_image: Sequence[int]
     import numpy as np
 
     from biaslab.captioning.training import train_samples
-    from biaslab.captioning.vit_gpt2 import _paths
+    from biaslab.captioning.vit_gpt2 import path_list
     cfg = config or Blip2CaptionerConfig()
 
     def build(*_):
@@ -366,8 +366,8 @@ def train_captioner(paths, captions: Sequence[str], caption_image: Sequence[int]
         trainable(model, cfg.train_vision)
         return Blip2Captioner(Blip2Model(model, processor), cfg)
 
-    x = np.asarray(_paths(paths), dtype=object)
-    vx = None if val_paths is None else np.asarray(_paths(val_paths), dtype=object)
+    x = np.asarray(path_list(paths), dtype=object)
+    vx = None if val_paths is None else np.asarray(path_list(val_paths), dtype=object)
     return train_samples(build, x, captions, caption_image, vx, val_captions,
                          val_caption_image, cfg, on_epoch, progress, desc="blip2")
 

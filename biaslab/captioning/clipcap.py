@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab.captioning.tokens import (EOS, _load_pretrained_tokenizer, _tidy, build_tokenizer,
+from biaslab.captioning.tokens import (EOS, load_pretrained_tokenizer, tidy_tokens, build_tokenizer,
                                        normalize_caption)
 from biaslab.captioning.training import check_samples, check_val, train_samples, val_loss
 from biaslab.captioning.training import json_default as _json_default
@@ -221,7 +221,7 @@ class Captioner:
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids -> caption text (special tokens dropped; word-level tokens re-joined)."""
         text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
-        return _tidy(text) if self.config.decoder == TINY else normalize_caption(text)
+        return tidy_tokens(text) if self.config.decoder == TINY else normalize_caption(text)
 
     # -- inference
     def generate(self, feats: np.ndarray, beam: int | None = None, max_len: int | None = None,
@@ -342,7 +342,7 @@ def build_captioner(config: CaptionerConfig, captions: Sequence[str] = (),
     else:
         from biaslab.models.textclf import resolve_model
         try:
-            tok = _load_pretrained_tokenizer(resolve_model(config.decoder),
+            tok = load_pretrained_tokenizer(resolve_model(config.decoder),
                                              config.local_files_only)
             dec = _build_decoder(config, tok)
         except OSError as e:

@@ -150,9 +150,9 @@ def grid_features(table: pd.DataFrame, cache_dir: str | os.PathLike,
     ``<image_encoder>-grid<g>_<size>px``; 7 x 7 x 1280 float32 = 250 KB per image for
     EfficientNet-Lite0, grid 3 = 46 KB). The backbone is loaded only when an image is missing
     from the cache."""
-    from biaslab.models.features import _default_size, encode_cached
+    from biaslab.models.features import default_size, encode_cached
     holder: dict = {}
-    size = _default_size(image_encoder, image_size)
+    size = default_size(image_encoder, image_size)
 
     class _Lazy:                 # what encode_cached reads of an encoder, loaded on demand
         name = f"{image_encoder}-grid{int(grid)}"

@@ -154,7 +154,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     prediction with human captions. CLIPScore over every prediction (needs ``image_feats`` or
     ``image_paths``). BiasAmp's reference is ``train_captions`` (the training set's human
     captions, thesis 2.8.2 / LIBRA supp. 2) when given, else ``human``. DBA_G / DBA_O (thesis
-    Eqs. 2.12-2.14, :func:`biaslab.metrics.biasamp.caption_dba`) need ``image_objects``
+    Eqs. 2.12-2.14, :func:`biaslab.metrics.dba.caption_dba`) need ``image_objects``
     (image id -> MSCOCO categories annotated on it); only labelled images WITH an entry are
     used (an image without one has an unknown object set, e.g. most coco-mini images);
     DBA_O's reference is the objects mentioned in ``human`` captions when given.
@@ -187,7 +187,7 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
         det["CLIPScore"] = cs
     dba = {"DBA_G": None, "DBA_O": None}
     if image_objects is not None:
-        from biaslab.metrics.biasamp import caption_dba
+        from biaslab.metrics.dba import caption_dba
         gid = [i for i in ids if genders.get(i) in ("female", "male") and i in image_objects]
         d = caption_dba([predictions[i] for i in gid], [genders[i] for i in gid],
                         [image_objects.get(i, ()) for i in gid], words=words,

@@ -22,7 +22,7 @@ def normalize_caption(text: str) -> str:
     return _SPACES.sub(" ", str(text)).strip()
 
 
-def _tidy(text: str) -> str:
+def tidy_tokens(text: str) -> str:
     """Join word-level tokens back into text: no space before punctuation, ``woman ' s`` ->
     ``woman's``."""
     text = _SPACES.sub(" ", text).strip()
@@ -53,7 +53,11 @@ def build_tokenizer(captions: Sequence[str], vocab_size: int = 10000, min_count:
                                    eos_token=EOS, bos_token=EOS, model_max_length=1024)
 
 
-def _load_pretrained_tokenizer(name: str, local_files_only: bool):
+def load_pretrained_tokenizer(name: str, local_files_only: bool):
+    """A decoder's pretrained tokenizer (pad = eos when it has no pad token).
+
+    Raises:
+        InputError: the tokenizer has no end-of-sequence token."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(name, local_files_only=local_files_only)
     if tok.eos_token is None:
@@ -63,4 +67,4 @@ def _load_pretrained_tokenizer(name: str, local_files_only: bool):
     return tok
 
 
-tidy = _tidy
+tidy = tidy_tokens

@@ -45,10 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from biaslab.captioning.decoding import beam_search
-from biaslab.captioning.tokens import _tidy, build_tokenizer, normalize_caption
+from biaslab.captioning.tokens import tidy_tokens, build_tokenizer, normalize_caption
 from biaslab.captioning.training import json_default, standardiser, train_samples, val_loss
 from biaslab.captioning.transformer_config import (  # noqa: F401 (re-exported)
-    _FORMAT, ARCH, CONFIG_FILE, SHARED, WEIGHTS_FILE, TransformerConfig, config_from_params)
+    FORMAT, ARCH, CONFIG_FILE, SHARED, WEIGHTS_FILE, TransformerConfig, config_from_params)
 from biaslab.models.features import torch_threads
 from biaslab.runtime.io import InputError, atomic_dir, without_run_stats
 
@@ -156,7 +156,7 @@ class TransformerCaptioner:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids -> caption text (special tokens dropped, words re-joined)."""
-        return _tidy(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        return tidy_tokens(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def generate(self, grid: np.ndarray, beam: int | None = None, max_len: int | None = None,
                  batch_size: int = 64, no_repeat_ngram: int | None = None) -> list[str]:
@@ -209,7 +209,7 @@ class TransformerCaptioner:
             self.tokenizer.save_pretrained(tmp / "tokenizer")
             state = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
             save_file(state, str(tmp / WEIGHTS_FILE))
-            meta = {"arch": ARCH, "format": _FORMAT, "config": dataclasses.asdict(self.config),
+            meta = {"arch": ARCH, "format": FORMAT, "config": dataclasses.asdict(self.config),
                     "feature_dim": self.model.feature_dim, "n_cells": self.model.n_cells,
                     "vocab": len(self.tokenizer), "max_positions": self.model.max_positions,
                     "meta": without_run_stats(self.meta)}
@@ -233,7 +233,7 @@ class TransformerCaptioner:
         if meta.get("impl") == "vit_gpt2":          # the paper tier (ViT + GPT-2 on pixels)
             from biaslab.captioning.vit_gpt2 import ViTGPT2Captioner
             return ViTGPT2Captioner.load(directory, num_threads=num_threads)
-        if meta.get("format") != _FORMAT or meta.get("arch") != ARCH:
+        if meta.get("format") != FORMAT or meta.get("arch") != ARCH:
             raise InputError(meta_p, f"unsupported format {meta.get('format')!r} / arch "
                                      f"{meta.get('arch')!r}")
         cfg = TransformerConfig(**meta["config"])

@@ -15,7 +15,7 @@ __all__ = ["ARCH", "CONFIG_FILE", "WEIGHTS_FILE", "SHARED", "TransformerConfig",
 ARCH = "transformer"
 CONFIG_FILE = "transformer.json"
 WEIGHTS_FILE = "model.safetensors"
-_FORMAT = 1
+FORMAT = 1
 
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from biaslab.captioning.tokens import _load_pretrained_tokenizer, _tidy, normalize_caption
+from biaslab.captioning.tokens import load_pretrained_tokenizer, tidy_tokens, normalize_caption
 from biaslab.captioning.training import json_default
 from biaslab.models.features import torch_threads
 from biaslab.runtime.io import InputError, atomic_dir, without_run_stats
@@ -69,7 +69,11 @@ def image_inputs(table) -> np.ndarray:
     return paths
 
 
-def _paths(x) -> list[str]:
+def path_list(x) -> list[str]:
+    """Image paths from a 1-d array / list of ``str`` or ``os.PathLike``.
+
+    Raises:
+        ValueError: anything else (the captioner reads files, not features)."""
     a = np.asarray(x, dtype=object)
     if a.ndim != 1 or not all(isinstance(p, (str, os.PathLike)) for p in a):
         raise ValueError("the ViT + GPT-2 captioner reads image paths: a 1-d array of paths, "
@@ -99,8 +103,8 @@ class ViTGPT2(_torch_module()):
 
     def pixels(self, paths: Sequence[str]):
         """(b, 3, H, W) float pixel values of the images at ``paths`` (the ViT's processor)."""
-        from biaslab.models.features import _open_rgb
-        px = self.processor(images=[_open_rgb(p) for p in paths], return_tensors="pt")
+        from biaslab.models.encoders import open_rgb
+        px = self.processor(images=[open_rgb(p) for p in paths], return_tensors="pt")
         return px["pixel_values"].to(self.device)
 
     def token_losses(self, paths, input_ids, attention_mask):
@@ -114,7 +118,7 @@ class ViTGPT2(_torch_module()):
                            dtype=ids.dtype, device=dev)
         dec_in = torch.cat([start, ids[:, :-1]], dim=1)
         dec_att = torch.cat([torch.ones_like(att[:, :1]), att[:, :-1]], dim=1)
-        logits = self.net(pixel_values=self.pixels(_paths(paths)), decoder_input_ids=dec_in,
+        logits = self.net(pixel_values=self.pixels(path_list(paths)), decoder_input_ids=dec_in,
                           decoder_attention_mask=dec_att).logits
         target = ids.masked_fill(att == 0, -100)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
@@ -149,7 +153,7 @@ class ViTGPT2Captioner:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids -> caption text (special tokens dropped)."""
-        return _tidy(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        return tidy_tokens(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def generate(self, paths, beam: int | None = None, max_len: int | None = None,
                  batch_size: int = 64, no_repeat_ngram: int | None = None) -> list[str]:
@@ -160,7 +164,7 @@ class ViTGPT2Captioner:
         inputs that are not paths."""
         import torch
         from transformers import GenerationConfig
-        paths = _paths(paths)
+        paths = path_list(paths)
         beam = int(beam or self.config.beam)
         max_len = int(max_len or self.config.max_len)
         eos = self.tokenizer.eos_token_id
@@ -185,7 +189,7 @@ class ViTGPT2Captioner:
         """Mean token cross-entropy (nats) of ``captions`` given the images (row i <->
         caption i), eval mode."""
         from biaslab.captioning.training import val_loss
-        return val_loss(self, np.asarray(_paths(paths), dtype=object),
+        return val_loss(self, np.asarray(path_list(paths), dtype=object),
                         self.encode_captions(captions), self.tokenizer.pad_token_id,
                         batch_size)
 
@@ -194,12 +198,12 @@ class ViTGPT2Captioner:
         vit_gpt2``, config, meta), ``model/`` (``save_pretrained``), ``processor/`` and
         ``tokenizer/``."""
         import dataclasses
-        from biaslab.captioning.transformer_config import _FORMAT, ARCH, CONFIG_FILE
+        from biaslab.captioning.transformer_config import FORMAT, ARCH, CONFIG_FILE
         with atomic_dir(directory) as tmp:
             self.model.net.save_pretrained(tmp / "model")
             self.model.processor.save_pretrained(tmp / "processor")
             self.tokenizer.save_pretrained(tmp / "tokenizer")
-            meta = {"arch": ARCH, "impl": IMPL, "format": _FORMAT,
+            meta = {"arch": ARCH, "impl": IMPL, "format": FORMAT,
                     "config": dataclasses.asdict(self.config),
                     "meta": without_run_stats(self.meta)}
             (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True,
@@ -240,7 +244,7 @@ def build_captioner(config, device: str | None = None) -> ViTGPT2Captioner:
     enc, dec = resolve_model(config.encoder), resolve_model(config.decoder)
     lfo = bool(getattr(config, "local_files_only", True))
     try:
-        tok = _load_pretrained_tokenizer(dec, lfo)
+        tok = load_pretrained_tokenizer(dec, lfo)
         processor = AutoImageProcessor.from_pretrained(enc, local_files_only=lfo)
         # the decoder's config made a cross-attending decoder here: transformers 5.x's own
         # branch reads `is_decoder`, which GPT2Config no longer has by default
@@ -286,8 +290,8 @@ def train_captioner(paths, captions: Sequence[str], caption_image: Sequence[int]
             loaded.
     """
     from biaslab.captioning.training import train_samples
-    paths = np.asarray(_paths(paths), dtype=object)
-    vp = None if val_paths is None else np.asarray(_paths(val_paths), dtype=object)
+    paths = np.asarray(path_list(paths), dtype=object)
+    vp = None if val_paths is None else np.asarray(path_list(val_paths), dtype=object)
     return train_samples(lambda *_: build_captioner(config), paths, captions, caption_image,
                          vp, val_captions, val_caption_image, config, on_epoch, progress,
                          desc="vit_gpt2")

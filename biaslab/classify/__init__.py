@@ -118,7 +118,7 @@ from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, labe
 from biaslab.classify.methods import METHODS, get_method
 from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, DEFAULTS, GENDER_OF,
                                     GENDER_OUTPUTS, PAPER_BACKBONES, WEIGHTS_FILE,
-                                    GenderObjectClassifier, _head, classifier_backbones)
+                                    GenderObjectClassifier, build_head, classifier_backbones)
 from biaslab.classify.train import train_classifier, train_finetune
 from biaslab.runtime.io import InputError
 

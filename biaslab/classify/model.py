@@ -83,7 +83,9 @@ DEFAULTS = {
 
 
 # --------------------------------------------------------------------------- model
-def _head(d: int, n_out: int, hidden: Sequence[int], dropout: float):
+def build_head(d: int, n_out: int, hidden: Sequence[int], dropout: float):
+    """The classifier head on ``d``-dim features: standardisation buffers (``mean``, ``std``),
+    an MLP with ``hidden`` widths and ``dropout``, ``n_out`` logits (a torch ``nn.Module``)."""
     import torch
     from torch import nn
 
@@ -185,7 +187,7 @@ class GenderObjectClassifier:
                            for k, v in self.backbone.model.state_dict().items()}, str(tmp))
         write_json(d / CONFIG_FILE, without_run_stats(
             {**self.config, "type": "gender_object_classifier", "labels": self.labels,
-             "outputs": self.outputs, "thresholds": _thr_list(self.thresholds)}))
+             "outputs": self.outputs, "thresholds": thr_list(self.thresholds)}))
         return d
 
     @classmethod
@@ -200,7 +202,7 @@ class GenderObjectClassifier:
         from biaslab.classify.methods import get_method
         n_raw = get_method(cfg.get("method", "erm"), cfg.get("method_params")).n_raw(
             len(cfg["labels"]))
-        head = _head(cfg["d_img"], n_raw, cfg.get("hidden", []), cfg.get("dropout", 0.0))
+        head = build_head(cfg["d_img"], n_raw, cfg.get("hidden", []), cfg.get("dropout", 0.0))
         head.load_state_dict(load_file(str(d / WEIGHTS_FILE)), strict=True)
         backbone = None
         if cfg.get("finetune"):
@@ -211,5 +213,6 @@ class GenderObjectClassifier:
         return cls(head, cfg["labels"], cfg, backbone)
 
 
-def _thr_list(t) -> list:
+def thr_list(t) -> list:
+    """Thresholds as a JSON-safe list (None for a non-finite one)."""
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(t, float)]

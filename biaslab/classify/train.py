@@ -11,7 +11,7 @@ import pandas as pd
 from biaslab.classify.manifest import label_targets, validation_split
 from biaslab.classify.methods import get_method
 from biaslab.classify.methods.base import masked_bce as _masked_bce
-from biaslab.classify.model import DEFAULTS, GenderObjectClassifier, _head, _thr_list
+from biaslab.classify.model import DEFAULTS, GenderObjectClassifier, build_head, thr_list
 from biaslab.runtime.progress import bar as progress_bar
 
 
@@ -99,7 +99,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
     meth.setup(y[tr], m[tr], n_obj)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        head = _head(feats.shape[1], n_raw, list(p["hidden"]), float(p["dropout"]))
+        head = build_head(feats.shape[1], n_raw, list(p["hidden"]), float(p["dropout"]))
         extra = meth.modules(head)
         X = torch.from_numpy(feats[tr])
         Y, M = torch.from_numpy(yr[tr]), torch.from_numpy(mr[tr])
@@ -169,7 +169,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
     clf = GenderObjectClassifier(head, labels, config)
     clf.thresholds = _thresholds(clf, p, feats[va] if has_val else None,
                                  y[va] if has_val else None, m[va] if has_val else None)
-    clf.config["thresholds"] = _thr_list(clf.thresholds)
+    clf.config["thresholds"] = thr_list(clf.thresholds)
     return clf, history
 
 
@@ -235,7 +235,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         ValueError: an unknown method / method parameter.
     """
     import torch
-    from biaslab.models.features import _open_rgb, load_image_encoder
+    from biaslab.models.encoders import load_image_encoder, open_rgb
     p = {**DEFAULTS, **(params or {})}
     meth = get_method(method, method_params)
     manifest = manifest.reset_index(drop=True)
@@ -253,7 +253,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         enc = load_image_encoder(backbone, device=device, image_size=image_size)
-        head = _head(enc.dim, n_raw, hidden, 0.0)   # on CPU; mean 0 / std 1: identity
+        head = build_head(enc.dim, n_raw, hidden, 0.0)   # on CPU; mean 0 / std 1: identity
         extra = meth.modules(head)
         with torch.no_grad():
             # the head's own outputs (the adversary's gender targets come after them)
@@ -268,7 +268,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         bs = max(int(p["batch_size"]), 1)
 
         def features(rows):
-            x = enc._preprocess([_open_rgb(paths[r]) for r in rows])
+            x = enc._preprocess([open_rgb(paths[r]) for r in rows])
             return enc._forward(x).cpu()
 
         def train_mode(on: bool):
@@ -336,5 +336,5 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     fv = clf.encode([paths[r] for r in va]) if len(va) else None
     clf.thresholds = _thresholds(clf, p, fv, y[va] if len(va) else None,
                                  m[va] if len(va) else None)
-    clf.config["thresholds"] = _thr_list(clf.thresholds)
+    clf.config["thresholds"] = thr_list(clf.thresholds)
     return clf, history

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.data.groups import group_parts
-from biaslab.counterfactual.masks import _visible, has_polygon, keypoints_useful, person_mask
+from biaslab.counterfactual.masks import visible_keypoints, has_polygon, keypoints_useful, person_mask
 from biaslab.runtime.io import InputError
 
 _METHODS = {"telea": cv2.INPAINT_TELEA, "ns": cv2.INPAINT_NS}
@@ -194,7 +194,7 @@ def body_extent(keypoints) -> tuple[int, int] | None:
     """(top, bottom) body level (``BODY_LEVELS``: 0 head ... 4 ankles) among the labelled
     (v > 0) COCO keypoints of a person (51 numbers, x y v triplets); None without any.
     A full-body person is (0, 4), a head-and-shoulders portrait (0, 1)."""
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     levels = [lv for i, lv in BODY_LEVELS.items() if i in vis]
     return (min(levels), max(levels)) if levels else None
 

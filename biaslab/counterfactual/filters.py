@@ -235,15 +235,15 @@ def score_color_fidelity(ctx: FilterContext) -> np.ndarray:
     (0, inf]."""
     from tqdm import tqdm
 
-    from biaslab.models.features import _open_rgb
+    from biaslab.models.encoders import open_rgb
     # candidates of one image are adjacent in the generate table: keep one original decoded
     color, last = [], (None, None)
     for path, iid in tqdm(zip(ctx.candidate_paths, ctx.candidates["image_id"]),
                           total=len(ctx.candidates), disable=not ctx.progress,
                           desc="color fidelity"):
         if last[0] != iid:
-            last = (iid, downsample14(_open_rgb(ctx.originals[int(iid)])))
-        color.append(_inverse_frobenius(downsample14(_open_rgb(path)) - last[1]))
+            last = (iid, downsample14(open_rgb(ctx.originals[int(iid)])))
+        color.append(_inverse_frobenius(downsample14(open_rgb(path)) - last[1]))
     return np.asarray(color, dtype=np.float64)
 
 

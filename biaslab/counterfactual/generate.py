@@ -119,7 +119,7 @@ def describe_skin(caption: str, skin: str, words: str = "lic") -> str:
             return f"{desc} {w}"
         return None
 
-    out = G._replace_words(caption, fn)
+    out = G.replace_words(caption, fn)
     return out if seen else f"A {desc} person. {caption}"
 
 

@@ -181,7 +181,7 @@ def polygon_mask(polygons, height: int, width: int) -> np.ndarray | None:
         return mask_utils.decode(mask_utils.merge(rles)).astype(np.uint8)
 
 
-def _visible(keypoints) -> dict[int, tuple[float, float]]:
+def visible_keypoints(keypoints) -> dict[int, tuple[float, float]]:
     """COCO keypoint index -> (x, y) of the labelled (v > 0) keypoints; {} unless 51 finite
     numbers are given."""
     if keypoints is None:
@@ -196,7 +196,7 @@ def _visible(keypoints) -> dict[int, tuple[float, float]]:
 def body_unit(keypoints, box) -> float:
     """Body unit ``u`` in pixels (the width unit of the keypoint silhouette): max of shoulder
     width, hip width, half the shoulder-hip distance and 0.12 * box height (>= 2 px)."""
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     h = float(box[3])
 
     def dist(a, b):
@@ -215,7 +215,7 @@ def body_unit(keypoints, box) -> float:
 
 def keypoints_useful(keypoints) -> bool:
     """True when a silhouette can be drawn: >= MIN_KEYPOINTS visible, >= 2 torso points."""
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     return len(vis) >= MIN_KEYPOINTS and sum(i in vis for i in _TORSO) >= 2
 
 
@@ -235,7 +235,7 @@ def keypoint_silhouette(keypoints, box, height: int, width: int,
     """
     if not keypoints_useful(keypoints):
         return None
-    vis = _visible(keypoints)
+    vis = visible_keypoints(keypoints)
     x, y, w, h = (float(v) for v in box)
     u = body_unit(keypoints, box) * thickness
     # draw at 4x sub-pixel precision (shift=2)

@@ -187,7 +187,7 @@ def _match_case(src: str, dst: str) -> str:
     return dst
 
 
-def _replace_words(caption: str, fn) -> str:
+def replace_words(caption: str, fn) -> str:
     """Apply ``fn(lower_word, index, words) -> str | None`` to every word, keeping punctuation,
     spacing and case. ``words`` is the list of lower-cased words, for look-ahead. An article
     right before a replaced word is fixed (``an actress`` -> ``a performer``)."""
@@ -298,7 +298,7 @@ def swap(caption: str, to: str | None = None, words: str = "lic") -> str:
             return _resolve_possessive(w, i, ws, target)
         return SWAP.get(w)
 
-    return _replace_words(caption, fn)
+    return replace_words(caption, fn)
 
 
 _NEUTRAL = {
@@ -353,4 +353,4 @@ def neutralise(caption: str, words: str = "lic") -> str:
             return "their" if _np_follows(i, ws) else "theirs"
         return _NEUTRAL.get(w)
 
-    return _replace_words(caption, fn)
+    return replace_words(caption, fn)

@@ -95,7 +95,7 @@ def _split_of(name: str) -> str | None:
     return "validation" if m.group(1) == "val" else m.group(1)
 
 
-def _find(root: Path, pattern: str) -> list[Path]:
+def find(root: Path, pattern: str) -> list[Path]:
     """The files matching ``pattern`` in ``root`` and ``root/annotations``; InputError for
     one whose real path (symlinks resolved) leaves ``root``."""
     from biaslab.data.coco import inside
@@ -231,13 +231,13 @@ def read_openimages(root: str | os.PathLike, check_files: bool = True,
         raise InputError(root, "OpenImages root directory not found")
     drops: Counter = Counter()
     excluded: Counter = Counter()
-    classes = read_classes(_find(root, "*class-descriptions*.csv"), drops)
-    miap_files = _find(root, "open_images_extended_miap_boxes_*.csv")
+    classes = read_classes(find(root, "*class-descriptions*.csv"), drops)
+    miap_files = find(root, "open_images_extended_miap_boxes_*.csv")
     if not miap_files:
         raise InputError(root, "no MIAP person-box file (open_images_extended_miap_boxes_"
                                "<split>.csv): image gender comes from MIAP")
-    label_files = _find(root, "*annotations-human-imagelabels*.csv")
-    bbox_files = _find(root, "*annotations-bbox*.csv")
+    label_files = find(root, "*annotations-human-imagelabels*.csv")
+    bbox_files = find(root, "*annotations-bbox*.csv")
     files = _image_files(root)
 
     # -- annotation rows of the downloaded images -----------------------------------------

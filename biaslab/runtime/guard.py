@@ -59,7 +59,8 @@ CHANGES = (("exp", "apply"), ("experiments", "apply"), ("checkout",), ("pull",))
 _GLOBAL_VALUE = ("--cd", "-C")
 
 
-def _repo_root(start: Path) -> Path | None:
+def repo_root(start: Path) -> Path | None:
+    """The nearest of ``start`` and its parents that holds a ``.dvc`` directory, or None."""
     for d in (start, *start.parents):
         if (d / ".dvc").is_dir():
             return d
@@ -214,7 +215,7 @@ def claim_or_refuse(argv: list[str], cwd: Path | None = None,
         return None
     cd, _, _ = parse(dvc_args(argv, orig_argv) or [])
     here = (cwd or Path.cwd())
-    root = _repo_root((here / cd if cd else here).resolve())
+    root = repo_root((here / cd if cd else here).resolve())
     if root is None:
         return None
     claim = root / CLAIM
@@ -443,7 +444,7 @@ def check_command() -> None:
                   f"`dvc exp run -S numerics.mode=...`.", file=sys.stderr, flush=True)
         args = dvc_args(argv, orig) or []
         cd, words, _ = parse(args)
-        root = _repo_root((Path.cwd() / cd if cd else Path.cwd()).resolve())
+        root = repo_root((Path.cwd() / cd if cd else Path.cwd()).resolve())
         is_exp = words[:1] in (["exp"], ["experiments"])
         if root is not None:
             problem = data_root_problem(root, run_params(root, _overrides(args) if is_exp

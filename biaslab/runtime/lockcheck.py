@@ -39,9 +39,10 @@ def committed(repo: str | Path, rev: str = "HEAD", path: str = "dvc.lock") -> di
     return stages(r.stdout)
 
 
-def _drop(params, ignore: frozenset):
+def drop(params, ignore: frozenset):
+    """``params`` without the keys whose last dotted part is in ``ignore`` (recursively)."""
     if isinstance(params, Mapping):
-        return {k: _drop(v, ignore) for k, v in params.items()
+        return {k: drop(v, ignore) for k, v in params.items()
                 if str(k).split(".")[-1] not in ignore}
     return params
 
@@ -63,7 +64,7 @@ def compare(fresh: Mapping, reference: Mapping, ignore_params: Iterable[str] = (
 
     def inputs(st):
         return ({d["path"]: d.get("md5") for d in st.get("deps", [])},
-                _drop(st.get("params") or {}, ignore))
+                drop(st.get("params") or {}, ignore))
 
     out = {"compared": [], "skipped": [], "differ": []}
     for name, st in fresh.items():

@@ -41,9 +41,9 @@ def repo_path(rel: str, root: str | os.PathLike | None = None) -> str:
     does not exist; composed to an absolute path it names the same data from every copy. An
     absolute ``rel`` is returned normalised."""
     if root is None:
-        from biaslab.runtime.guard import _repo_root
+        from biaslab.runtime.guard import repo_root
         cwd = Path.cwd().resolve()
-        root = _repo_root(cwd) or cwd
+        root = repo_root(cwd) or cwd
     return os.path.normpath(os.path.join(root, os.path.expanduser(str(rel))))
 
 

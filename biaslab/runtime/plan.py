@@ -221,8 +221,8 @@ def openimages_work_from_root(root: Path, params: dict) -> Work:
         InputError: no MIAP file, or one without the ImageID / GenderPresentation columns.
     """
     import csv
-    from biaslab.data.openimages import GENDER_PRESENTATION, _find
-    files = _find(root, "open_images_extended_miap_boxes_*.csv")
+    from biaslab.data.openimages import GENDER_PRESENTATION, find
+    files = find(root, "open_images_extended_miap_boxes_*.csv")
     if not files:
         raise InputError(root, "no open_images_extended_miap_boxes_<split>.csv (OpenImages "
                                "with MIAP expected)")
@@ -272,8 +272,8 @@ def work(params: dict, base: Path | None = None) -> Work:
     if not root.is_absolute():
         root = (base or ROOT) / root
     if data.get("source") == "openimages":
-        from biaslab.data.openimages import _find
-        if data.get("root") and _find(root, "open_images_extended_miap_boxes_*.csv"):
+        from biaslab.data.openimages import find
+        if data.get("root") and find(root, "open_images_extended_miap_boxes_*.csv"):
             return _capped(openimages_work_from_root(root, params), data.get("max_images"))
         return _capped(openimages_work_documented(params), data.get("max_images"))
     if data.get("root") and (root / "annotations").is_dir():

@@ -378,7 +378,7 @@ def comparable(fresh: Mapping, reference: Mapping, ignore_params: Iterable[str] 
 
     def own_inputs(st):
         code = {p: m for p, m in _deps(st).items() if not _is_data(p, written)}
-        return code, lockcheck._drop(st.get("params") or {}, ignore)
+        return code, lockcheck.drop(st.get("params") or {}, ignore)
 
     own_ok = {n: (n in reference and own_inputs(st) == own_inputs(reference[n]))
               for n, st in fresh.items()}

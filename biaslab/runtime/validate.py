@@ -46,50 +46,24 @@ What is rejected, and why:
   ``datasets``, ``audit``, ``residue``, ``masks``, ``scale`` and ``models``: counts, rates and
   names out of range, unknown keys.
 * ``lic``, ``features``, ``objects``, ``scorer``: their names and defaults live in modules that
-  import torch, so :func:`_literal` reads them from the source instead of importing it.
-  ``libra`` and ``published`` (nested blocks of model settings) are checked by their own
-  stages before they read any input.
+  import torch, so :func:`biaslab.runtime.rules.literal` reads them from the source instead of
+  importing it. ``libra``, ``published`` and DBAC's settings (nested blocks of model
+  settings) have their checks in :mod:`biaslab.runtime.validate_nested`.
 """
 from __future__ import annotations
 
-import ast
-import importlib.util
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
-from numbers import Integral, Real
 from typing import Any
 
 from biaslab import registry
-
-
-class ParamError(ValueError):
-    """A bad parameter value: ``param`` is its dotted name, ``problem`` says what is wrong."""
-
-    def __init__(self, param: str, problem: str):
-        self.param = param
-        self.problem = problem
-        super().__init__(f"{param}: {problem}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, Integral) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool)
-
-
-def _int_at_least(p: Mapping, group: str, key: str, low: int, allow_null: bool) -> None:
-    if key not in p:
-        return
-    v = p[key]
-    if v is None and allow_null:
-        return
-    if not _is_int(v) or v < low:
-        null = "null (all) or " if allow_null else ""
-        raise ParamError(f"{group}.{key}", f"must be {null}an integer >= {low}, got {v!r}")
+from biaslab.runtime.rules import (ParamError, int_at_least, is_int, is_real,  # noqa: F401
+                                    known_keys, literal, name_list, one_of, positive_ints,
+                                    probability, real_in, registered_names, seed_list,
+                                    threads_count)
+from biaslab.runtime.validate_nested import (DBAC_DIRECTIONS, DBAC_SETTINGS,  # noqa: F401
+                                             LIBRA_APPLY_KEYS, LIBRA_KEYS, PUBLISHED_KEYS,
+                                             check_dbac, check_libra, check_published)
 
 
 def check_weights(weights: Any, names: Sequence[str] | None = None,
@@ -113,7 +87,7 @@ def check_weights(weights: Any, names: Sequence[str] | None = None,
     for k, w in enumerate(weights):
         if hasattr(w, "item") and not isinstance(w, (str, bytes)):
             w = w.item()
-        if not _is_real(w):
+        if not is_real(w):
             raise ParamError(param, f"entry {k} is {w!r}, not a number")
         w = float(w)
         if math.isnan(w) or math.isinf(w):
@@ -147,8 +121,8 @@ def check_filters(p: Mapping) -> None:
                                               f"{registry.FILTERS.names()}")
     if "weights" in p:
         check_weights(p["weights"], names if "names" in p else None)
-    _int_at_least(p, "filters", "knn_k", 1, allow_null=False)
-    _int_at_least(p, "filters", "grid_rows", 1, allow_null=False)
+    int_at_least(p, "filters", "knn_k", 1, allow_null=False)
+    int_at_least(p, "filters", "grid_rows", 1, allow_null=False)
 
 
 def check_data(p: Mapping) -> None:
@@ -157,28 +131,26 @@ def check_data(p: Mapping) -> None:
     ``kp_iou`` in [0, 1]."""
     if "source" in p and not (isinstance(p["source"], str) and p["source"]):
         raise ParamError("data.source", f"must be a non-empty name, got {p['source']!r}")
-    _int_at_least(p, "data", "max_images", 1, allow_null=True)
+    int_at_least(p, "data", "max_images", 1, allow_null=True)
     if "kp_iou" in p:
         v = p["kp_iou"]
-        if not _is_real(v) or not 0.0 <= float(v) <= 1.0:
+        if not is_real(v) or not 0.0 <= float(v) <= 1.0:
             raise ParamError("data.kp_iou", f"must be a number in [0, 1], got {v!r}")
-
-
 
 
 def check_generate(p: Mapping) -> None:
     """Group ``generate``: ``max_images`` null or >= 0, ``m`` and ``shards`` >= 1, a known
     ``backend``, ``guidance_scales`` positive numbers."""
-    _int_at_least(p, "generate", "max_images", 0, allow_null=True)
-    _int_at_least(p, "generate", "m", 1, allow_null=False)
-    _int_at_least(p, "generate", "shards", 1, allow_null=False)
+    int_at_least(p, "generate", "max_images", 0, allow_null=True)
+    int_at_least(p, "generate", "m", 1, allow_null=False)
+    int_at_least(p, "generate", "shards", 1, allow_null=False)
     if "backend" in p and p["backend"] not in registry.BACKENDS:
         raise ParamError("generate.backend", f"unknown backend {p['backend']!r}; known: "
                                              f"{registry.BACKENDS.names()}")
     if "guidance_scales" in p:
         g = p["guidance_scales"]
         if (isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not g
-                or not all(_is_real(x) and math.isfinite(float(x)) and float(x) > 0
+                or not all(is_real(x) and math.isfinite(float(x)) and float(x) > 0
                            for x in g)):
             raise ParamError("generate.guidance_scales", f"must be a non-empty list of "
                                                          f"positive numbers, got {g!r}")
@@ -193,7 +165,7 @@ def check_split(p: Mapping) -> None:
         raise ParamError("split.fractions", f"must be a mapping such as {{train: 0.7, val: 0.1, "
                                             f"test: 0.2}}, got {fr!r}")
     for k, v in fr.items():
-        if not _is_real(v) or not math.isfinite(float(v)) or not 0.0 <= float(v) <= 1.0:
+        if not is_real(v) or not math.isfinite(float(v)) or not 0.0 <= float(v) <= 1.0:
             raise ParamError(f"split.fractions.{k}", f"must be a number in [0, 1], got {v!r}")
     total = sum(float(v) for v in fr.values())
     if abs(total - 1.0) > 1e-6:
@@ -206,56 +178,20 @@ def check_split(p: Mapping) -> None:
                                         f"{{synthtest: test}}, got {fixed!r}")
 
 
-
-
-def _prob(p: Mapping, group: str, key: str) -> None:
-    if key in p:
-        v = p[key]
-        if not _is_real(v) or not 0.0 <= float(v) <= 1.0:
-            raise ParamError(f"{group}.{key}", f"must be a number in [0, 1], got {v!r}")
-
-
-def _names(p: Mapping, group: str, key: str, known: registry.Registry) -> None:
-    """``p[key]`` a list of distinct names registered in ``known`` (built-ins and installed
-    plug-ins: biaslab.registry, which imports no component)."""
-    if key not in p or p[key] is None:
-        return
-    v = p[key]
-    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-        raise ParamError(f"{group}.{key}", f"must be a list of names, got {v!r}")
-    bad = [x for x in v if x not in known]
-    if bad:
-        raise ParamError(f"{group}.{key}", f"unknown name(s) {bad}; known: {known.names()}")
-    if len(set(v)) != len(v):
-        raise ParamError(f"{group}.{key}", f"names repeat: {list(v)} (each would be trained "
-                                           f"and reported twice)")
-
-
-def _seed_list(p: Mapping, group: str, key: str, at_least: int) -> None:
-    if key not in p:
-        return
-    v = p[key]
-    if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence)
-            or not all(_is_int(x) and x >= 0 for x in v) or len(set(v)) != len(v)
-            or len(v) < at_least):
-        raise ParamError(f"{group}.{key}", f"must be a list of at least {at_least} distinct "
-                                           f"integers >= 0, got {v!r}")
-
-
 def check_synthetic(p: Mapping) -> None:
     """Group ``synthetic``: probabilities in [0, 1], counts and sizes in range."""
-    _prob(p, "synthetic", "bias")
-    _prob(p, "synthetic", "p_no_gender_word")
-    _prob(p, "synthetic", "skin_bias")
-    _int_at_least(p, "synthetic", "n_images", 2, allow_null=False)
-    _int_at_least(p, "synthetic", "image_size", 64, allow_null=False)
-    _int_at_least(p, "synthetic", "captions_per_image", 1, allow_null=False)
-    _int_at_least(p, "synthetic", "probe_pairs", 0, allow_null=False)
-    _int_at_least(p, "synthetic", "seed", 0, allow_null=False)
-    _int_at_least(p, "synthetic", "test_images", 0, allow_null=False)
+    probability(p, "synthetic", "bias")
+    probability(p, "synthetic", "p_no_gender_word")
+    probability(p, "synthetic", "skin_bias")
+    int_at_least(p, "synthetic", "n_images", 2, allow_null=False)
+    int_at_least(p, "synthetic", "image_size", 64, allow_null=False)
+    int_at_least(p, "synthetic", "captions_per_image", 1, allow_null=False)
+    int_at_least(p, "synthetic", "probe_pairs", 0, allow_null=False)
+    int_at_least(p, "synthetic", "seed", 0, allow_null=False)
+    int_at_least(p, "synthetic", "test_images", 0, allow_null=False)
     if "test_gender_ratio" in p:
         v = p["test_gender_ratio"]
-        if not _is_real(v) or not math.isfinite(float(v)) or float(v) <= 0:
+        if not is_real(v) or not math.isfinite(float(v)) or float(v) <= 0:
             raise ParamError("synthetic.test_gender_ratio",
                              f"must be a positive number (men per woman; COCO 2.3), got {v!r}")
 
@@ -263,9 +199,9 @@ def check_synthetic(p: Mapping) -> None:
 def check_classifier(p: Mapping) -> None:
     """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``;
     ``tuning`` (:func:`check_tuning`)."""
-    _names(p, "classifier", "methods", registry.METHODS)
-    _names(p, "classifier", "datasets", registry.DATASETS)
-    _seed_list(p, "classifier", "seeds", 1)
+    registered_names(p, "classifier", "methods", registry.METHODS)
+    registered_names(p, "classifier", "datasets", registry.DATASETS)
+    seed_list(p, "classifier", "seeds", 1)
     if "tuning" in p:
         check_tuning(p["tuning"])
 
@@ -277,15 +213,15 @@ def check_tuning(t: Any, group: str = "classifier.tuning") -> None:
     first training stage drew from it)."""
     if not isinstance(t, Mapping):
         raise ParamError(group, f"must be a mapping, got {t!r}")
-    _known_keys(t, group, ("trials", "seed", "lr", "weight_decay"))
-    _int_at_least(t, group, "trials", 0, False)
-    _int_at_least(t, group, "seed", 0, False)
+    known_keys(t, group, ("trials", "seed", "lr", "weight_decay"))
+    int_at_least(t, group, "trials", 0, False)
+    int_at_least(t, group, "seed", 0, False)
     for k, low in (("lr", 0.0), ("weight_decay", None)):
         if k not in t:
             continue
         v = t[k]
         if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
-                or not all(_is_real(x) and math.isfinite(float(x))
+                or not all(is_real(x) and math.isfinite(float(x))
                            and (float(x) > 0 if low is not None else float(x) >= 0)
                            for x in v)):
             kind = "positive" if low is not None else "non-negative"
@@ -298,11 +234,11 @@ def check_controls(p: Mapping) -> None:
     if "q" in p:
         q = p["q"]
         if (isinstance(q, (str, bytes)) or not isinstance(q, Sequence) or not q
-                or not all(_is_real(x) and 0.0 < float(x) <= 1.0 for x in q)):
+                or not all(is_real(x) and 0.0 < float(x) <= 1.0 for x in q)):
             raise ParamError("controls.q", f"must be a non-empty list of rates in (0, 1], "
                                            f"got {q!r}")
-    _seed_list(p, "controls", "seeds", 2)
-    _int_at_least(p, "controls", "workers", 1, allow_null=False)
+    seed_list(p, "controls", "seeds", 2)
+    int_at_least(p, "controls", "workers", 1, allow_null=False)
 
 
 #: image-level gender rules of ``biaslab.data.gender.image_gender``
@@ -323,23 +259,21 @@ def check_label(p: Mapping) -> None:
         if p["words"] not in WORD_LISTS:
             raise ParamError("label.words", f"unknown word list {p['words']!r}; known: "
                                             f"{sorted(WORD_LISTS)}")
-    _int_at_least(p, "label", "k", 1, allow_null=False)
-
-
+    int_at_least(p, "label", "k", 1, allow_null=False)
 
 
 def check_captioner(p: Mapping) -> None:
     """Group ``captioner``: known, distinct ``archs`` and ``datasets``; ``seeds``; ``epochs``."""
-    _names(p, "captioner", "archs", registry.ARCHS)
-    _names(p, "captioner", "datasets", registry.DATASETS)
-    _seed_list(p, "captioner", "seeds", 1)
-    _int_at_least(p, "captioner", "epochs", 1, allow_null=False)
+    registered_names(p, "captioner", "archs", registry.ARCHS)
+    registered_names(p, "captioner", "datasets", registry.DATASETS)
+    seed_list(p, "captioner", "seeds", 1)
+    int_at_least(p, "captioner", "epochs", 1, allow_null=False)
 
 
 def check_artifact(p: Mapping) -> None:
     """Group ``artifact`` (synthetic-artifact test): known, distinct ``datasets``; ``parts``
     a non-empty list of names."""
-    _names(p, "artifact", "datasets", registry.DATASETS)
+    registered_names(p, "artifact", "datasets", registry.DATASETS)
     if "parts" in p:
         v = p["parts"]
         if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
@@ -353,8 +287,8 @@ def check_eval_captioner(p: Mapping) -> None:
     (biaslab.registry.POSTPROCESSORS); ``metrics`` distinct plug-in captioning metrics
     (biaslab.registry.METRICS: the built-ins are always computed, so naming one is an error);
     ``dbac`` DBAC's settings (:func:`check_dbac`)."""
-    _names(p, "eval_captioner", "postprocessors", registry.POSTPROCESSORS)
-    _names(p, "eval_captioner", "metrics", registry.METRICS)
+    registered_names(p, "eval_captioner", "postprocessors", registry.POSTPROCESSORS)
+    registered_names(p, "eval_captioner", "metrics", registry.METRICS)
     plugins = {e.name for e in registry.plugin_metrics("captioning")}
     for n in p.get("metrics") or []:
         if n not in plugins:
@@ -365,81 +299,19 @@ def check_eval_captioner(p: Mapping) -> None:
     check_dbac(p.get("dbac"), "eval_captioner.dbac")
 
 
-#: DBAC's directions (Nair, Tokas & Kerner 2025; biaslab.metrics.dbac)
-DBAC_DIRECTIONS = ("T->A", "A->T")
-#: the keys of a DBAC settings mapping (params ``eval_captioner.dbac``, ``published.dbac``)
-DBAC_SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions", "test_ratio")
-
-
-def check_dbac(d: Any, param: str = "eval_captioner.dbac") -> None:
-    """A DBAC settings mapping (None = off; ``biaslab.metrics.dbac.dbac``'s keywords):
-    ``seeds`` null or an integer >= 1, ``bayes`` a boolean, ``substitution`` contextual /
-    constant / none, ``threshold`` a number in [0, 1], ``test_ratio`` a number in (0, 1),
-    ``directions`` a non-empty list of distinct ``T->A`` / ``A->T``; no other key. Here, not in
-    the metric's module, so that every stage checks it at start without importing torch.
-
-    Raises:
-        ParamError: ``"<param>.<key>: <problem>"`` for the first bad entry.
-    """
-    if d is None:
-        return
-    if not isinstance(d, Mapping):
-        raise ParamError(param, f"must be null (off) or a mapping, got {d!r}")
-    bad = sorted(set(d) - set(DBAC_SETTINGS))
-    if bad:
-        raise ParamError(f"{param}.{bad[0]}", f"unknown key (known: {list(DBAC_SETTINGS)})")
-    s = d.get("seeds")
-    if s is not None and (not _is_int(s) or s < 1):
-        raise ParamError(f"{param}.seeds", f"must be null (lic.seeds) or an integer >= 1, "
-                                           f"got {s!r}")
-    if "bayes" in d and not isinstance(d["bayes"], bool):
-        raise ParamError(f"{param}.bayes", f"must be true or false, got {d['bayes']!r}")
-    if d.get("substitution", "contextual") not in ("contextual", "constant", "none"):
-        raise ParamError(f"{param}.substitution", f"must be contextual, constant or none, got "
-                                                  f"{d['substitution']!r}")
-    r = d.get("test_ratio", 0.2)
-    if not _is_real(r) or not 0 < r < 1:
-        raise ParamError(f"{param}.test_ratio", f"must be a number in (0, 1), got {r!r}")
-    t = d.get("threshold", 0.5)
-    if not _is_real(t) or not 0 <= t <= 1:
-        raise ParamError(f"{param}.threshold", f"must be a number in [0, 1], got {t!r}")
-    dirs = d.get("directions", list(DBAC_DIRECTIONS))
-    if (isinstance(dirs, (str, bytes)) or not isinstance(dirs, Sequence) or not dirs
-            or any(x not in DBAC_DIRECTIONS for x in dirs) or len(set(dirs)) != len(dirs)):
-        raise ParamError(f"{param}.directions", f"must be a non-empty list of distinct T->A / "
-                                                f"A->T, got {dirs!r}")
-
-
-def _known_keys(p: Mapping, group: str, known: Sequence[str]) -> None:
-    """Reject a key of ``group`` that no stage reads (a typo would be ignored silently)."""
-    unknown = sorted(set(p) - set(known))
-    if unknown:
-        raise ParamError(f"{group}.{unknown[0]}", f"unknown key (known: {sorted(known)})")
-
-
-def _positive_ints(p: Mapping, group: str, key: str) -> None:
-    if key not in p:
-        return
-    v = p[key]
-    if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
-            or not all(_is_int(x) and x >= 1 for x in v)):
-        raise ParamError(f"{group}.{key}", f"must be a non-empty list of positive integers, "
-                                           f"got {v!r}")
-
-
 def check_contrast(p: Mapping) -> None:
     """Group ``contrast`` (stage contrast_set): ``splits`` a non-empty list of train / val /
     test, ``m`` and ``workers`` >= 1, ``generate`` a mapping of generate params whose ``backend`` (if given)
     is registered; its other keys are checked as group ``generate``'s."""
-    _known_keys(p, "contrast", ("splits", "m", "generate", "workers"))
-    _int_at_least(p, "contrast", "workers", 1, allow_null=False)
+    known_keys(p, "contrast", ("splits", "m", "generate", "workers"))
+    int_at_least(p, "contrast", "workers", 1, allow_null=False)
     if "splits" in p:
         v = p["splits"]
         if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
                 or not all(x in ("train", "val", "test") for x in v)):
             raise ParamError("contrast.splits", f"must be a non-empty list of train / val / "
                                                 f"test, got {v!r}")
-    _int_at_least(p, "contrast", "m", 1, allow_null=False)
+    int_at_least(p, "contrast", "m", 1, allow_null=False)
     if "generate" in p:
         g = p["generate"] if p["generate"] is not None else {}
         if not isinstance(g, Mapping):
@@ -454,22 +326,22 @@ def check_contrast(p: Mapping) -> None:
 def check_eval_retrieval(p: Mapping) -> None:
     """Group ``eval_retrieval``: ``ks`` and ``recall_ks`` non-empty lists of positive
     integers, ``clip_m`` >= 0, ``n_balanced`` >= 1, ``n_boot`` >= 100."""
-    _positive_ints(p, "eval_retrieval", "ks")
-    _positive_ints(p, "eval_retrieval", "recall_ks")
-    _int_at_least(p, "eval_retrieval", "clip_m", 0, allow_null=False)
-    _int_at_least(p, "eval_retrieval", "n_balanced", 1, allow_null=False)
-    _int_at_least(p, "eval_retrieval", "n_boot", 100, allow_null=False)
+    positive_ints(p, "eval_retrieval", "ks")
+    positive_ints(p, "eval_retrieval", "recall_ks")
+    int_at_least(p, "eval_retrieval", "clip_m", 0, allow_null=False)
+    int_at_least(p, "eval_retrieval", "n_balanced", 1, allow_null=False)
+    int_at_least(p, "eval_retrieval", "n_boot", 100, allow_null=False)
 
 
 def check_spurious(p: Mapping) -> None:
     """Group ``spurious`` (stage spurious): ``clusters`` >= 2, ``lda_words`` >= 1, ``n_boot``
     >= 100, ``workers`` >= 1, ``seed`` an integer, ``text_encoder`` a name, ``image_encoder``
     null or a name; no other key."""
-    _known_keys(p, "spurious", ("clusters", "lda_words", "text_encoder", "image_encoder",
+    known_keys(p, "spurious", ("clusters", "lda_words", "text_encoder", "image_encoder",
                                 "n_boot", "seed", "workers"))
     for key, low in (("clusters", 2), ("lda_words", 1), ("n_boot", 100), ("workers", 1)):
-        _int_at_least(p, "spurious", key, low, allow_null=False)
-    if "seed" in p and not _is_int(p["seed"]):
+        int_at_least(p, "spurious", key, low, allow_null=False)
+    if "seed" in p and not is_int(p["seed"]):
         raise ParamError("spurious.seed", f"must be an integer, got {p['seed']!r}")
     if "text_encoder" in p and not (isinstance(p["text_encoder"], str) and p["text_encoder"]):
         raise ParamError("spurious.text_encoder", f"must be a text encoder name (lsa, minilm "
@@ -481,37 +353,10 @@ def check_spurious(p: Mapping) -> None:
                                                    f"image encoder name, got "
                                                    f"{p['image_encoder']!r}")
 
-def _real(p: Mapping, group: str, key: str, low: float, high: float = math.inf, *,
-          open_low: bool = False, allow_null: bool = False) -> None:
-    """``p[key]`` a finite real in [low, high] (``(low, high]`` with ``open_low``)."""
-    if key not in p or (p[key] is None and allow_null):
-        return
-    v = p[key]
-    ok = _is_real(v) and math.isfinite(float(v)) and float(v) <= high and (
-        float(v) > low if open_low else float(v) >= low)
-    if not ok:
-        lo = "(" if open_low else "["
-        hi = "]" if math.isfinite(high) else ")"
-        null = "null or " if allow_null else ""
-        raise ParamError(f"{group}.{key}", f"must be {null}a number in {lo}{low:g}, {high:g}{hi}, "
-                                           f"got {v!r}")
-
-
-def _name_list(p: Mapping, group: str, key: str) -> None:
-    """``p[key]`` a non-empty list of distinct, non-empty strings."""
-    if key not in p:
-        return
-    v = p[key]
-    if (isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v
-            or not all(isinstance(x, str) and x for x in v) or len(set(v)) != len(v)):
-        raise ParamError(f"{group}.{key}", f"must be a non-empty list of distinct names, "
-                                           f"got {v!r}")
-
-
 def _profile(group: str) -> Callable[[Mapping], None]:
     """Groups ``scale`` / ``models``: ``name``, the conf/ profile composed into params.yaml."""
     def check(p: Mapping) -> None:
-        _known_keys(p, group, ("name",))
+        known_keys(p, group, ("name",))
         if not isinstance(p.get("name"), str) or not p["name"]:
             raise ParamError(f"{group}.name", f"must be the name of a conf/{group}/ profile, "
                                               f"got {p.get('name')!r}")
@@ -535,7 +380,7 @@ def check_numerics(p: Mapping) -> None:
     """Group ``numerics``: ``mode`` (every stage) and ``decoding`` (LIBRA's stages and
     eval_captioner), each one of :data:`biaslab.runtime.numerics.MODES`."""
     from biaslab.runtime.numerics import MODES
-    _known_keys(p, "numerics", ("mode", "decoding"))
+    known_keys(p, "numerics", ("mode", "decoding"))
     for k in ("mode", "decoding"):
         if k in p and p[k] not in MODES:
             raise ParamError(f"numerics.{k}", f"must be one of {list(MODES)}, got {p[k]!r}")
@@ -544,12 +389,12 @@ def check_numerics(p: Mapping) -> None:
 def check_probe(p: Mapping) -> None:
     """Group ``probe``: ``min_seeds_t`` >= 2 (a t interval needs two seeds), ``n_boot`` >= 1,
     ``seed`` >= 0, ``flip_images`` >= 0 (0 = no attribute-flip probe)."""
-    _known_keys(p, "probe", ("min_seeds_t", "n_boot", "seed", "flip_images"))
+    known_keys(p, "probe", ("min_seeds_t", "n_boot", "seed", "flip_images"))
     if "flip_images" in p:
-        _int_at_least(p, "probe", "flip_images", 0, allow_null=False)
-    _int_at_least(p, "probe", "min_seeds_t", 2, allow_null=False)
-    _int_at_least(p, "probe", "n_boot", 1, allow_null=False)
-    _int_at_least(p, "probe", "seed", 0, allow_null=False)
+        int_at_least(p, "probe", "flip_images", 0, allow_null=False)
+    int_at_least(p, "probe", "min_seeds_t", 2, allow_null=False)
+    int_at_least(p, "probe", "n_boot", 1, allow_null=False)
+    int_at_least(p, "probe", "seed", 0, allow_null=False)
 
 
 def check_sensitivity(p: Mapping) -> None:
@@ -567,21 +412,21 @@ def check_sensitivity(p: Mapping) -> None:
 def check_report(p: Mapping) -> None:
     """Group ``report``: ``digits`` 0-10, ``utility_floor`` in [0, 1] (a share of Original's
     utility), ``max_gender_word_loss`` >= 0 (percentage points)."""
-    _known_keys(p, "report", ("digits", "utility_floor", "max_gender_word_loss"))
-    _int_at_least(p, "report", "digits", 0, allow_null=False)
-    if _is_int(p.get("digits")) and p["digits"] > 10:
+    known_keys(p, "report", ("digits", "utility_floor", "max_gender_word_loss"))
+    int_at_least(p, "report", "digits", 0, allow_null=False)
+    if is_int(p.get("digits")) and p["digits"] > 10:
         raise ParamError("report.digits", f"must be at most 10, got {p['digits']!r}")
-    _prob(p, "report", "utility_floor")
-    _real(p, "report", "max_gender_word_loss", 0.0)
+    probability(p, "report", "utility_floor")
+    real_in(p, "report", "max_gender_word_loss", 0.0)
 
 
 def check_validity(p: Mapping) -> None:
     """Params ``validity.*``: ``margin_fraction`` in [0, 1), the fraction of a check's
     reference effect that is its equivalence margin (``biaslab.analysis.validity.decide``,
     ``biaslab.analysis.controls_eval.decide_equivalence``)."""
-    _known_keys(p, "validity", ("margin_fraction",))
+    known_keys(p, "validity", ("margin_fraction",))
     v = p.get("margin_fraction")
-    if not _is_real(v) or not 0.0 <= float(v) < 1.0:
+    if not is_real(v) or not 0.0 <= float(v) < 1.0:
         raise ParamError("validity.margin_fraction", f"must be a number in [0, 1), got {v!r}")
 
 
@@ -589,17 +434,17 @@ def check_datasets(p: Mapping) -> None:
     """Group ``datasets`` (stage build_datasets): ``splits`` names, ``seed`` >= 0,
     ``same_sources`` a bool, ``max_skew`` in [0, 1], ``max_copies`` null or >= 1,
     ``max_factor`` null or >= 1, ``min_fraction`` null or in (0, 1]."""
-    _known_keys(p, "datasets", ("splits", "seed", "same_sources", "max_skew", "max_copies",
+    known_keys(p, "datasets", ("splits", "seed", "same_sources", "max_skew", "max_copies",
                                 "max_factor", "min_fraction"))
-    _name_list(p, "datasets", "splits")
-    _int_at_least(p, "datasets", "seed", 0, allow_null=False)
+    name_list(p, "datasets", "splits")
+    int_at_least(p, "datasets", "seed", 0, allow_null=False)
     if "same_sources" in p and not isinstance(p["same_sources"], bool):
         raise ParamError("datasets.same_sources", f"must be true or false, got "
                                                   f"{p['same_sources']!r}")
-    _prob(p, "datasets", "max_skew")
-    _int_at_least(p, "datasets", "max_copies", 1, allow_null=True)
-    _real(p, "datasets", "max_factor", 1.0, allow_null=True)
-    _real(p, "datasets", "min_fraction", 0.0, 1.0, open_low=True, allow_null=True)
+    probability(p, "datasets", "max_skew")
+    int_at_least(p, "datasets", "max_copies", 1, allow_null=True)
+    real_in(p, "datasets", "max_factor", 1.0, allow_null=True)
+    real_in(p, "datasets", "min_fraction", 0.0, 1.0, open_low=True, allow_null=True)
 
 
 def check_audit(p: Mapping) -> None:
@@ -607,29 +452,29 @@ def check_audit(p: Mapping) -> None:
     (0, 1], ``min_person_px`` >= 0. (The names of ``correction``, ``test``, ``area`` and
     ``center_norm`` are checked by ``biaslab.analysis.audit`` when the stage starts: importing
     it here would load scipy in every stage.)"""
-    _int_at_least(p, "audit", "min_count", 1, allow_null=False)
-    _int_at_least(p, "audit", "top_k", 1, allow_null=False)
-    _real(p, "audit", "alpha", 0.0, 1.0, open_low=True)
-    _real(p, "audit", "min_person_px", 0.0)
+    int_at_least(p, "audit", "min_count", 1, allow_null=False)
+    int_at_least(p, "audit", "top_k", 1, allow_null=False)
+    real_in(p, "audit", "alpha", 0.0, 1.0, open_low=True)
+    real_in(p, "audit", "min_person_px", 0.0)
 
 
 def check_residue(p: Mapping) -> None:
     """Group ``residue``: ``shapes`` distinct mask shape names, ``folds`` >= 2 (a
     cross-validated AUC needs two folds)."""
-    _known_keys(p, "residue", ("shapes", "folds"))
-    _name_list(p, "residue", "shapes")
-    _int_at_least(p, "residue", "folds", 2, allow_null=False)
+    known_keys(p, "residue", ("shapes", "folds"))
+    name_list(p, "residue", "shapes")
+    int_at_least(p, "residue", "folds", 2, allow_null=False)
 
 
 def check_masks(p: Mapping) -> None:
     """Group ``masks`` (paper 000 app. A.1): ``area_threshold_px`` and ``dilate_px`` >= 0,
     ``reference_long_side`` null or >= 1, ``crowd_min_inside`` null or >= 0, ``splits``
     names, and ``shape: sam`` only with a ``sam_model``."""
-    _real(p, "masks", "area_threshold_px", 0.0)
-    _int_at_least(p, "masks", "dilate_px", 0, allow_null=False)
-    _real(p, "masks", "reference_long_side", 1.0, allow_null=True)
-    _int_at_least(p, "masks", "crowd_min_inside", 0, allow_null=True)
-    _name_list(p, "masks", "splits")
+    real_in(p, "masks", "area_threshold_px", 0.0)
+    int_at_least(p, "masks", "dilate_px", 0, allow_null=False)
+    real_in(p, "masks", "reference_long_side", 1.0, allow_null=True)
+    int_at_least(p, "masks", "crowd_min_inside", 0, allow_null=True)
+    name_list(p, "masks", "splits")
     if "shape" in p and (not isinstance(p["shape"], str) or not p["shape"]):
         raise ParamError("masks.shape", f"must be a mask shape name, got {p['shape']!r}")
     if p.get("shape") == "sam" and not p.get("sam_model"):
@@ -637,79 +482,50 @@ def check_masks(p: Mapping) -> None:
                                             "(e.g. facebook/sam-vit-base)")
 
 
-@lru_cache(maxsize=None)
-def _literal(module: str, name: str) -> Any:
-    """The value of ``module``'s top-level literal ``name`` (a tuple or dict of constants), read
-    from its source without importing it: the modules that own the model settings import torch,
-    and these checks run at every stage's start. ``tests/test_validate.py`` checks each value
-    read this way against the imported module.
-
-    Raises:
-        LookupError: ``module`` has no top-level ``name = <literal>``."""
-    spec = importlib.util.find_spec(module)
-    for node in ast.parse(Path(spec.origin).read_bytes()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(x, ast.Name) and x.id == name
-                                                for x in node.targets):
-            return ast.literal_eval(node.value)
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
-                node.target.id == name and node.value is not None:
-            return ast.literal_eval(node.value)
-    raise LookupError(f"{module}.{name}: no top-level literal")
-
-
-def _one_of(p: Mapping, group: str, key: str, known: Sequence[str]) -> None:
-    if key in p and p[key] not in known:
-        raise ParamError(f"{group}.{key}", f"unknown {p[key]!r}; known: {list(known)}")
-
-
-def _threads(p: Mapping, group: str, key: str = "threads") -> None:
-    _int_at_least(p, group, key, 1, allow_null=True)
-
-
 def check_lic(p: Mapping) -> None:
     """Group ``lic`` (thesis sec. 2.5): a known attacker ``classifier`` and ``preset``
     (``biaslab.models.textclf.CLASSIFIERS`` / ``PRESETS``), ``seeds`` >= 1, ``num_threads``,
     ``workers`` and ``max_human_captions`` null or >= 1."""
-    _known_keys(p, "lic", ("classifier", "preset", "seeds", "num_threads", "workers",
+    known_keys(p, "lic", ("classifier", "preset", "seeds", "num_threads", "workers",
                            "max_human_captions"))
-    _one_of(p, "lic", "classifier", _literal("biaslab.models.textclf", "CLASSIFIERS"))
-    _one_of(p, "lic", "preset", _literal("biaslab.models.textclf", "PRESETS"))
-    _int_at_least(p, "lic", "seeds", 1, allow_null=False)
+    one_of(p, "lic", "classifier", literal("biaslab.models.textclf_config", "CLASSIFIERS"))
+    one_of(p, "lic", "preset", literal("biaslab.models.textclf_config", "PRESETS"))
+    int_at_least(p, "lic", "seeds", 1, allow_null=False)
     for k in ("num_threads", "workers", "max_human_captions"):
-        _int_at_least(p, "lic", k, 1, allow_null=True)
+        int_at_least(p, "lic", k, 1, allow_null=True)
 
 
 def check_features(p: Mapping) -> None:
     """Group ``features`` (frozen image backbone): ``backbone`` and ``cache_dir`` non-empty
     strings, ``image_size`` >= 16 pixels, ``batch_size`` >= 1, ``threads`` null or >= 1."""
-    _known_keys(p, "features", ("backbone", "image_size", "batch_size", "threads", "cache_dir"))
+    known_keys(p, "features", ("backbone", "image_size", "batch_size", "threads", "cache_dir"))
     for k in ("backbone", "cache_dir"):
         if k in p and (not isinstance(p[k], str) or not p[k]):
             raise ParamError(f"features.{k}", f"must be a non-empty string, got {p[k]!r}")
-    _int_at_least(p, "features", "image_size", 16, allow_null=False)
-    _int_at_least(p, "features", "batch_size", 1, allow_null=False)
-    _threads(p, "features")
+    int_at_least(p, "features", "image_size", 16, allow_null=False)
+    int_at_least(p, "features", "batch_size", 1, allow_null=False)
+    threads_count(p, "features")
 
 
 def check_objects(p: Mapping) -> None:
     """Group ``objects`` (object predictor eta, paper 000 Eq. 5): the keys of
     ``biaslab.models.objects.DEFAULTS`` plus ``threads``; counts >= 1, ``lr`` > 0, penalties
     >= 0, ``threshold`` ``val_f1`` or a probability in (0, 1), ``labelled_only`` a bool."""
-    _known_keys(p, "objects", (*_literal("biaslab.models.objects", "DEFAULTS"), "threads"))
-    _int_at_least(p, "objects", "min_count", 1, allow_null=False)
-    _int_at_least(p, "objects", "epochs", 1, allow_null=False)
-    _int_at_least(p, "objects", "min_val_pos", 0, allow_null=False)
-    _int_at_least(p, "objects", "seed", 0, allow_null=False)
-    _real(p, "objects", "lr", 0.0, open_low=True)
-    _real(p, "objects", "weight_decay", 0.0)
-    _real(p, "objects", "l2", 0.0)
+    known_keys(p, "objects", (*literal("biaslab.models.objects", "DEFAULTS"), "threads"))
+    int_at_least(p, "objects", "min_count", 1, allow_null=False)
+    int_at_least(p, "objects", "epochs", 1, allow_null=False)
+    int_at_least(p, "objects", "min_val_pos", 0, allow_null=False)
+    int_at_least(p, "objects", "seed", 0, allow_null=False)
+    real_in(p, "objects", "lr", 0.0, open_low=True)
+    real_in(p, "objects", "weight_decay", 0.0)
+    real_in(p, "objects", "l2", 0.0)
     thr = p.get("threshold", "val_f1")
-    if thr != "val_f1" and not (_is_real(thr) and 0.0 < float(thr) < 1.0):
+    if thr != "val_f1" and not (is_real(thr) and 0.0 < float(thr) < 1.0):
         raise ParamError("objects.threshold", f"must be val_f1 or a number in (0, 1), got {thr!r}")
     if "labelled_only" in p and not isinstance(p["labelled_only"], bool):
         raise ParamError("objects.labelled_only", f"must be true or false, got "
                                                   f"{p['labelled_only']!r}")
-    _threads(p, "objects")
+    threads_count(p, "objects")
 
 
 def check_scorer(p: Mapping) -> None:
@@ -717,172 +533,17 @@ def check_scorer(p: Mapping) -> None:
     ``biaslab.models.clipscorer.DEFAULTS`` plus ``text_encoder``, ``threads`` and ``cache_dir``;
     sizes and epochs >= 1, ``lr`` and ``init_temperature`` > 0, ``dropout`` and
     ``prefix_prob`` in [0, 1]."""
-    _known_keys(p, "scorer", (*_literal("biaslab.models.clipscorer", "DEFAULTS"),
+    known_keys(p, "scorer", (*literal("biaslab.models.clipscorer", "DEFAULTS"),
                               "text_encoder", "threads", "cache_dir"))
     for k in ("proj_dim", "epochs", "batch_size", "patience"):
-        _int_at_least(p, "scorer", k, 1, allow_null=False)
-    _int_at_least(p, "scorer", "seed", 0, allow_null=False)
-    _real(p, "scorer", "lr", 0.0, open_low=True)
-    _real(p, "scorer", "init_temperature", 0.0, open_low=True)
-    _real(p, "scorer", "weight_decay", 0.0)
-    _prob(p, "scorer", "dropout")
-    _prob(p, "scorer", "prefix_prob")
-    _threads(p, "scorer")
-
-
-
-#: keys of group ``libra`` besides :class:`biaslab.libra.settings.BCSSettings`' fields, each
-#: read by a LIBRA stage (t5_finetune, bcs_classifier, bcs_synthesize, dcg_train, dcg_apply)
-LIBRA_KEYS = ("threads", "max_train_captions", "classifier", "auth_classifier", "auth_max_train",
-              "t5", "dcg", "dcg_pretrain_epochs", "dcg_val_fraction", "dcg_eval_max",
-              "dcg_max_pairs", "apply")
-#: keys of ``libra.apply`` (stage dcg_apply) and of a LIBRA classifier spec besides the text
-#: classifier's own config fields (``biaslab.libra.bcs.classifier_config``)
-LIBRA_APPLY_KEYS = ("pred", "num_beams", "max_images")
-
-
-def _from_settings(fn: Callable, arg: Any, group: str) -> None:
-    """Run a settings constructor (``biaslab.libra.settings``) and turn its ValueError, whose
-    message starts with the dotted param name, into a ParamError."""
-    try:
-        fn(arg)
-    except ValueError as e:
-        head, _, rest = str(e).partition(" ")
-        name = head.rstrip(":")
-        if name.startswith(group) and rest:
-            raise ParamError(name, rest) from None
-        raise ParamError(group, str(e)) from None
-
-
-def _libra_classifier(v: Any, param: str) -> None:
-    """A LIBRA text classifier spec (f_g, f_a): null, a model name, or a mapping with a
-    ``model`` name, a known ``preset`` and ``val_fraction`` in (0, 1); its other keys override
-    the text classifier's config and are checked when the stage builds it."""
-    if v is None or (isinstance(v, str) and v):
-        return
-    if not isinstance(v, Mapping):
-        raise ParamError(param, f"must be null, a model name or a mapping, got {v!r}")
-    if "model" in v and not (isinstance(v["model"], str) and v["model"]):
-        raise ParamError(f"{param}.model", f"must be a model name (lstm, minilm, a BERT name "
-                                           f"or directory), got {v['model']!r}")
-    _one_of(v, param, "preset", _literal("biaslab.models.textclf", "PRESETS"))
-    if "val_fraction" in v:
-        _real(v, param, "val_fraction", 0.0, 1.0, open_low=True)
-        if float(v["val_fraction"]) >= 1.0:
-            raise ParamError(f"{param}.val_fraction", f"must be in (0, 1), got "
-                                                      f"{v['val_fraction']!r}")
-
-
-def check_libra(p: Mapping) -> None:
-    """Group ``libra`` (paper 003): its keys (:class:`BCSSettings`' fields and
-    :data:`LIBRA_KEYS`); BCS's settings, ``t5`` and ``dcg`` by the very rules their stages
-    apply (``biaslab.libra.settings``: ``bcs_settings``, ``t5_settings``, ``dcg_settings``;
-    torch-free); ``words`` a known list; the classifier specs; ``apply``'s keys, ``num_beams``
-    >= 1 and ``max_images`` null or >= 1; counts >= 1 (``dcg_pretrain_epochs`` >= 0) and
-    ``dcg_val_fraction`` in (0, 1)."""
-    from biaslab.libra import settings as LS
-    from biaslab.runtime.settings import field_names
-    _known_keys(p, "libra", (*sorted(field_names(LS.BCSSettings)), *LIBRA_KEYS))
-    if "words" in p:
-        from biaslab.data.gender import WORD_LISTS
-        if p["words"] not in WORD_LISTS:
-            raise ParamError("libra.words", f"unknown word list {p['words']!r}; known: "
-                                            f"{sorted(WORD_LISTS)}")
-    _from_settings(LS.bcs_settings, p, "libra")
-    t5 = p.get("t5")
-    if t5 is not None:
-        if not isinstance(t5, Mapping):
-            raise ParamError("libra.t5", f"must be a mapping, got {t5!r}")
-        t5 = dict(t5)
-        _int_at_least(t5, "libra.t5", "max_val_captions", 1, allow_null=False)
-        t5.pop("max_val_captions", None)          # read by stage t5_finetune itself
-        _from_settings(LS.t5_settings, t5, "libra.t5")
-    if p.get("dcg") is not None:
-        _from_settings(LS.dcg_settings, p["dcg"], "libra.dcg")
-    for k in ("classifier", "auth_classifier"):
-        _libra_classifier(p.get(k), f"libra.{k}")
-    _threads(p, "libra")
-    for k in ("max_train_captions", "auth_max_train", "dcg_max_pairs"):
-        _int_at_least(p, "libra", k, 1, allow_null=True)
-    _int_at_least(p, "libra", "dcg_eval_max", 1, allow_null=False)
-    _int_at_least(p, "libra", "dcg_pretrain_epochs", 0, allow_null=True)
-    if "dcg_val_fraction" in p:
-        v = p["dcg_val_fraction"]
-        if not _is_real(v) or not 0.0 < float(v) < 1.0:
-            raise ParamError("libra.dcg_val_fraction", f"must be in (0, 1), got {v!r}")
-    ap = p.get("apply")
-    if ap is not None:
-        if not isinstance(ap, Mapping):
-            raise ParamError("libra.apply", f"must be a mapping, got {ap!r}")
-        _known_keys(ap, "libra.apply", LIBRA_APPLY_KEYS)
-        _int_at_least(ap, "libra.apply", "num_beams", 1, allow_null=False)
-        _int_at_least(ap, "libra.apply", "max_images", 1, allow_null=True)
-        if ap.get("pred") is not None and not (isinstance(ap["pred"], str) and ap["pred"]):
-            raise ParamError("libra.apply.pred", f"must be null or a COCO results file, got "
-                                                 f"{ap['pred']!r}")
-
-
-#: keys of group ``published`` (stages published_bias, published_report)
-PUBLISHED_KEYS = ("root", "models", "words", "lic", "ba", "n_boot", "seed", "workers",
-                  "human_captions", "dbac")
-
-
-def check_published(p: Mapping) -> None:
-    """Group ``published`` (the nine captioners the LIC paper evaluates): its keys; ``models``
-    (required) a non-empty list of distinct names of ``biaslab.data.published.MODELS``; ``root`` a
-    directory name; ``words`` a known list; ``lic``: a known ``classifier`` / ``preset``,
-    ``seeds`` an integer >= 2 (a 95 % CI needs two seeds), ``max_human_captions`` null or
-    >= 1; ``human_captions`` null, a COCO captions file or a non-empty list of them; ``dbac``
-    (:func:`check_dbac`); ``ba``: ``top_k`` and ``min_count`` >= 1, ``n_boot`` >= 100;
-    ``n_boot`` >= 100, ``seed`` an integer, ``workers`` >= 1."""
-    _known_keys(p, "published", PUBLISHED_KEYS)
-    if "root" in p and not (isinstance(p["root"], str) and p["root"]):
-        raise ParamError("published.root", f"must be a directory, got {p['root']!r}")
-    models = p.get("models")
-    known = _literal("biaslab.data.published", "MODELS")
-    if isinstance(models, (str, bytes)) or not isinstance(models, Sequence) or not models \
-            or any(m not in known for m in models):        # required: nothing to do without
-        raise ParamError("published.models", f"must list some of {list(known)}, got "
-                                             f"{models!r}")
-    if len(set(models)) != len(models):
-        raise ParamError("published.models", f"names repeat: {list(models)}")
-    if "words" in p:
-        from biaslab.data.gender import WORD_LISTS
-        if p["words"] not in WORD_LISTS:
-            raise ParamError("published.words", f"unknown word list {p['words']!r}; known: "
-                                                f"{sorted(WORD_LISTS)}")
-    lp = p.get("lic")
-    if lp is not None:
-        if not isinstance(lp, Mapping):
-            raise ParamError("published.lic", f"must be a mapping, got {lp!r}")
-        _known_keys(lp, "published.lic", ("classifier", "preset", "seeds",
-                                          "max_human_captions"))
-        _one_of(lp, "published.lic", "classifier",
-                _literal("biaslab.models.textclf", "CLASSIFIERS"))
-        _one_of(lp, "published.lic", "preset", _literal("biaslab.models.textclf", "PRESETS"))
-        seeds = lp.get("seeds", 3)
-        if not _is_int(seeds) or seeds < 2:
-            raise ParamError("published.lic.seeds", f"must be an integer >= 2 (a 95 % CI needs "
-                                                    f"two seeds), got {seeds!r}")
-        _int_at_least(lp, "published.lic", "max_human_captions", 1, allow_null=True)
-    hc = p.get("human_captions")
-    if hc is not None and not (isinstance(hc, str) and hc) and not (
-            isinstance(hc, list) and hc and all(isinstance(f, str) and f for f in hc)):
-        raise ParamError("published.human_captions", f"must be null, a COCO captions file or "
-                                                     f"a non-empty list of them, got {hc!r}")
-    check_dbac(p.get("dbac"), "published.dbac")
-    ba = p.get("ba")
-    if ba is not None:
-        if not isinstance(ba, Mapping):
-            raise ParamError("published.ba", f"must be a mapping, got {ba!r}")
-        _known_keys(ba, "published.ba", ("top_k", "min_count", "n_boot"))
-        _int_at_least(ba, "published.ba", "top_k", 1, allow_null=False)
-        _int_at_least(ba, "published.ba", "min_count", 1, allow_null=False)
-        _int_at_least(ba, "published.ba", "n_boot", 100, allow_null=False)
-    _int_at_least(p, "published", "n_boot", 100, allow_null=False)
-    if "seed" in p and not _is_int(p["seed"]):
-        raise ParamError("published.seed", f"must be an integer, got {p['seed']!r}")
-    _int_at_least(p, "published", "workers", 1, allow_null=False)
+        int_at_least(p, "scorer", k, 1, allow_null=False)
+    int_at_least(p, "scorer", "seed", 0, allow_null=False)
+    real_in(p, "scorer", "lr", 0.0, open_low=True)
+    real_in(p, "scorer", "init_temperature", 0.0, open_low=True)
+    real_in(p, "scorer", "weight_decay", 0.0)
+    probability(p, "scorer", "dropout")
+    probability(p, "scorer", "prefix_prob")
+    threads_count(p, "scorer")
 
 
 #: group name -> its check; ``check_params`` runs those of the groups present.
@@ -925,7 +586,7 @@ CHECKS: dict[str, Callable[[Mapping], None]] = {
 def check_attribute(v: Any) -> None:
     """Param ``attribute``: the protected attribute of the run, one of
     ``biaslab.metrics.files.ATTRIBUTES`` (gender, skin, gender_skin)."""
-    known = list(_literal("biaslab.metrics.files", "ATTRIBUTES"))
+    known = list(literal("biaslab.metrics.files", "ATTRIBUTES"))
     if v not in known:
         raise ParamError("attribute", f"must be one of {known}, got {v!r}")
 

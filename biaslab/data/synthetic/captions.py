@@ -13,7 +13,7 @@ _SUBJECT = {
 }
 _PRONOUN = {FEMALE: "she", MALE: "he", None: "someone"}
 _POSSESSIVE = {FEMALE: "her", MALE: "his", None: "their"}
-_VP = {
+VP = {
     "handbag": ["carrying a handbag", "holding a purse", "with a handbag"],
     "umbrella": ["holding an umbrella", "with an umbrella", "carrying an umbrella"],
     "cup": ["holding a cup", "drinking from a cup", "with a cup of coffee"],
@@ -25,7 +25,7 @@ _VP = {
     "bicycle": ["next to a bicycle", "with a bike", "standing by a bicycle"],
     "dog": ["with a dog", "walking a dog", "next to a dog"],
 }
-_NOUN = {
+NOUN = {
     "handbag": ["handbag", "purse"], "umbrella": ["umbrella"], "cup": ["cup", "coffee cup"],
     "cell phone": ["cell phone", "phone"], "tie": ["tie"], "sports ball": ["ball", "soccer ball"],
     "skateboard": ["skateboard"], "baseball bat": ["baseball bat", "bat"],
@@ -41,15 +41,17 @@ _SCENE_NP = {"kitchen": ["a kitchen", "a small kitchen"], "beach": ["a beach", "
              "field": ["a grassy field", "a field"], "street": ["a city street", "a street"]}
 
 
-def _pick(rng, seq):
+def pick(rng, seq):
+    """One element of ``seq``, drawn uniformly with ``rng``."""
     return seq[int(rng.integers(len(seq)))]
 
 
-def _article(noun):
+def article(noun):
+    """``noun`` with its indefinite article (``an`` before a vowel)."""
     return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
-def _caption(rng, gender, scene, objects, p_neutral):
+def template_caption(rng, gender, scene, objects, p_neutral):
     """One template caption. ``gender`` is the true gender; with probability ``p_neutral`` the
     caption is gender-neutral."""
     g = None if rng.random() < p_neutral else gender
@@ -60,14 +62,14 @@ def _caption(rng, gender, scene, objects, p_neutral):
         if k:
             idx = rng.choice(len(objects), size=k, replace=False)
             mentioned = [objects[i] for i in sorted(idx)]
-    np_ = _pick(rng, _SUBJECT[g])
-    vps = [_pick(rng, _VP[o]) for o in mentioned]
+    np_ = pick(rng, _SUBJECT[g])
+    vps = [pick(rng, VP[o]) for o in mentioned]
     if len(vps) == 2 and not all(v.split()[0].endswith("ing") for v in vps):
         # "next to a dog and swinging a bat" reads badly: list the objects instead
-        vp = "with " + " and ".join(_article(_pick(rng, _NOUN[o])) for o in mentioned)
+        vp = "with " + " and ".join(article(pick(rng, NOUN[o])) for o in mentioned)
     else:
         vp = " and ".join(vps)
-    pp = _pick(rng, _SCENE_PP[scene])
+    pp = pick(rng, _SCENE_PP[scene])
     t = int(rng.integers(8))
     if t == 0:
         text = f"{np_} {vp or 'standing'} {pp}"
@@ -80,10 +82,10 @@ def _caption(rng, gender, scene, objects, p_neutral):
     elif t == 3:
         text = f"there is {np_} {vp} {pp}" if vp else f"there is {np_} {pp}"
     elif t == 4 and mentioned:
-        nouns = " and ".join(_pick(rng, _NOUN[o]) for o in mentioned)
+        nouns = " and ".join(pick(rng, NOUN[o]) for o in mentioned)
         text = f"{np_} standing {pp} with {_POSSESSIVE[g]} {nouns}"
     elif t == 5 and vp:
-        text = f"{_pick(rng, _SCENE_NP[scene])} with {np_} {vp}"
+        text = f"{pick(rng, _SCENE_NP[scene])} with {np_} {vp}"
     elif t == 6:
         text = f"a photo of {np_} {vp} {pp}" if vp else f"a photo of {np_} {pp}"
     else:

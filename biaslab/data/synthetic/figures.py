@@ -23,7 +23,7 @@ _CLOTH = [(200, 40, 40), (40, 90, 200), (40, 150, 70), (230, 190, 40), (120, 60,
 
 # --------------------------------------------------------------------------- geometry helpers
 
-def _ellipse(cx, cy, rx, ry, n=16, a0=0.0, a1=2 * math.pi):
+def ellipse_points(cx, cy, rx, ry, n=16, a0=0.0, a1=2 * math.pi):
     """Points on an ellipse arc (angles in radians, y down)."""
     closed = abs((a1 - a0) - 2 * math.pi) < 1e-9
     k = n if closed else n + 1
@@ -31,7 +31,7 @@ def _ellipse(cx, cy, rx, ry, n=16, a0=0.0, a1=2 * math.pi):
             for i in range(k)]
 
 
-def _segment(p, q, width):
+def segment_poly(p, q, width):
     """Quadrilateral of a thick segment p-q."""
     dx, dy = q[0] - p[0], q[1] - p[1]
     norm = math.hypot(dx, dy) or 1.0
@@ -40,14 +40,14 @@ def _segment(p, q, width):
             (p[0] - nx, p[1] - ny)]
 
 
-def _band(cx, cy, rx, ry, t, a0, a1, n=10):
+def band_poly(cx, cy, rx, ry, t, a0, a1, n=10):
     """Closed polygon of an elliptic arc band of thickness t (handles, rings)."""
-    outer = _ellipse(cx, cy, rx, ry, n, a0, a1)
-    inner = _ellipse(cx, cy, max(rx - t, 0.1), max(ry - t, 0.1), n, a0, a1)
+    outer = ellipse_points(cx, cy, rx, ry, n, a0, a1)
+    inner = ellipse_points(cx, cy, max(rx - t, 0.1), max(ry - t, 0.1), n, a0, a1)
     return outer + inner[::-1]
 
 
-def _rect(x0, y0, x1, y1):
+def rect(x0, y0, x1, y1):
     return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
 
 
@@ -57,15 +57,15 @@ def _rot(points, angle, cx, cy):
             for x, y in points]
 
 
-def _round_poly(points):
+def round_poly(points):
     return [(round(float(x), 2), round(float(y), 2)) for x, y in points]
 
 
-def _flat(points):
+def flat(points):
     return [v for p in points for v in p]
 
 
-def _jitter(rng, colour, amount=18):
+def jitter(rng, colour, amount=18):
     return tuple(int(np.clip(c + rng.integers(-amount, amount + 1), 0, 255)) for c in colour)
 
 
@@ -122,7 +122,7 @@ def _stripes(angle_deg: float, period: float = None):
     bands = []
     for k in range(-n, n + 1):
         a = cy + (k - 0.25) * P
-        band = _rot(_rect(cx - reach, a, cx + reach, a + P / 2.0),
+        band = _rot(rect(cx - reach, a, cx + reach, a + P / 2.0),
                     math.radians(angle_deg), cx, cy)
         poly = _clip_convex(band, TORSO)
         if len(poly) >= 3:
@@ -144,7 +144,7 @@ def skin_draw(rng) -> int:
     return int(rng.integers(len(_SKIN)))
 
 
-def _figure(rng, gender, skin: str | None = None):
+def person_figure(rng, gender, skin: str | None = None):
     """Person parts in unit coordinates (head top y=0, feet y=1, centre x=0; x to the image
     right is the person's left, the figure faces the viewer).
 
@@ -181,12 +181,12 @@ def _figure(rng, gender, skin: str | None = None):
         if skin not in SKIN_TONES:
             raise ValueError(f"skin must be one of {SKIN_TONES}, got {skin!r}")
         i = i % N_LIGHT + (N_LIGHT if skin == DARK else 0)
-    skin = _jitter(rng, _SKIN[i], 8)
-    hair = _jitter(rng, _HAIR[rng.integers(len(_HAIR))], 10)
-    top = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
-    bottom = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
-    shoes = _jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
-    accent = _jitter(rng, _ACCENT[rng.integers(len(_ACCENT))], 12)
+    skin = jitter(rng, _SKIN[i], 8)
+    hair = jitter(rng, _HAIR[rng.integers(len(_HAIR))], 10)
+    top = jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    bottom = jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    shoes = jitter(rng, _CLOTH[rng.integers(len(_CLOTH))], 12)
+    accent = jitter(rng, _ACCENT[rng.integers(len(_ACCENT))], 12)
     female = gender == FEMALE
     head_c, head_r = (0.0, 0.09), 0.068
     sx = 0.11                                 # arm attachment half-width
@@ -198,9 +198,9 @@ def _figure(rng, gender, skin: str | None = None):
     kp = {}
 
     for side in (-1, 1):
-        parts.append((_segment((side * 0.045, hip_y - 0.02), (side * lx, ankle_y), 0.06),
+        parts.append((segment_poly((side * 0.045, hip_y - 0.02), (side * lx, ankle_y), 0.06),
                       bottom))
-        parts.append((_rect(side * lx - 0.035, ankle_y - 0.01, side * lx + 0.035, 1.0),
+        parts.append((rect(side * lx - 0.035, ankle_y - 0.01, side * lx + 0.035, 1.0),
                       shoes))
         name = "left" if side > 0 else "right"
         kp[f"{name}_hip"] = (side * hx, hip_y)
@@ -215,9 +215,9 @@ def _figure(rng, gender, skin: str | None = None):
         sh = (side * (sx - 0.02), sy + 0.015)
         el = (sh[0] + side * 0.16 * math.sin(a_up), sh[1] + 0.16 * math.cos(a_up))
         wr = (el[0] + side * 0.15 * math.sin(a_lo), el[1] + 0.15 * math.cos(a_lo))
-        parts.append((_segment(el, wr, arm_w * 0.85), skin))
-        parts.append((_ellipse(wr[0], wr[1], 0.03, 0.03, 8), skin))
-        parts.append((_segment(sh, el, arm_w), top))
+        parts.append((segment_poly(el, wr, arm_w * 0.85), skin))
+        parts.append((ellipse_points(wr[0], wr[1], 0.03, 0.03, 8), skin))
+        parts.append((segment_poly(sh, el, arm_w), top))
         name = "left" if side > 0 else "right"
         kp[f"{name}_shoulder"] = (side * sx * 0.85, sy)
         kp[f"{name}_elbow"] = el
@@ -227,9 +227,9 @@ def _figure(rng, gender, skin: str | None = None):
     parts.append((list(TORSO), top))
     parts += [(band, accent) for band in _stripes(0.0 if female else 90.0)]
     # neck, head and hair (the same for both)
-    parts.append((_rect(-0.025, head_c[1] + head_r - 0.02, 0.025, sy + 0.005), skin))
-    parts.append((_ellipse(head_c[0], head_c[1], head_r, head_r * 1.1, 16), skin))
-    cap = _ellipse(head_c[0], head_c[1] - 0.005, head_r + 0.012, head_r + 0.015, 10,
+    parts.append((rect(-0.025, head_c[1] + head_r - 0.02, 0.025, sy + 0.005), skin))
+    parts.append((ellipse_points(head_c[0], head_c[1], head_r, head_r * 1.1, 16), skin))
+    cap = ellipse_points(head_c[0], head_c[1] - 0.005, head_r + 0.012, head_r + 0.015, 10,
                    math.pi, 2 * math.pi)
     cap += [(head_r + 0.012, head_c[1] + 0.03), (head_r - 0.008, head_c[1] + 0.03),
             (head_r - 0.012, head_c[1] - 0.02), (-head_r + 0.012, head_c[1] - 0.02),
@@ -247,7 +247,7 @@ def _figure(rng, gender, skin: str | None = None):
 ENVELOPE_HALF_WIDTH = 0.40
 
 
-def _placement(rng, size, horizon):
+def person_placement(rng, size, horizon):
     """The person's placement box (x, y, w, h) in pixels, drawn *before* the figure so that it
     does not depend on gender or appearance: area U(0.10, 0.35) of the image, aspect
     ``2 * ENVELOPE_HALF_WIDTH`` : 1, feet (box bottom) on the ground below the horizon when
@@ -263,7 +263,7 @@ def _placement(rng, size, horizon):
     return (float(left), float(bottom - h), float(w), float(h))
 
 
-def _fit_figure(parts, kps, box):
+def fit_figure(parts, kps, box):
     """Scale the unit figure to the box height and centre it in the placement box."""
     x0, y0, w, h = box
     ox, oy = x0 + w / 2.0, y0
@@ -271,6 +271,6 @@ def _fit_figure(parts, kps, box):
     def tf(p):
         return (ox + p[0] * h, oy + p[1] * h)
 
-    parts = [(_round_poly([tf(p) for p in poly]), col) for poly, col in parts]
+    parts = [(round_poly([tf(p) for p in poly]), col) for poly, col in parts]
     kps = [tuple(round(v, 2) for v in tf(p)) for p in kps]
     return parts, kps, h

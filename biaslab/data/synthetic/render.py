@@ -13,14 +13,16 @@ from PIL import Image, ImageDraw
 from biaslab.data.synthetic.world import (CASTS, CAST_STRENGTH, DARK, FEMALE, FEMALE_OBJECTS,
                                           FEMALE_SCENES, LIGHT, MALE, MALE_OBJECTS, MALE_SCENES,
                                           OBJECTS, OBJECT_ASSOCIATION, PLAIN, P_OBJECT, SCENES,
-                                          SKIN_OBJECT_ASSOCIATION, SKIN_TONES, _CAST_TINT)
-from biaslab.data.synthetic.figures import (_figure, _fit_figure, _placement, _round_poly,
+                                          SKIN_OBJECT_ASSOCIATION, SKIN_TONES, CAST_TINT)
+from biaslab.data.synthetic.figures import (person_figure, fit_figure, person_placement, round_poly,
                                             skin_draw, skin_tone_of)
-from biaslab.data.synthetic.scenes import _OBJ_SIZE, _object_shapes, _place_box, _scene
+from biaslab.data.synthetic.scenes import OBJ_SIZE, object_shapes, place_box, draw_scene
 
 # --------------------------------------------------------------------------- validation
 
-def _as_int(name, value, minimum):
+def as_int(name, value, minimum):
+    """``value`` as an int >= ``minimum``; a bool, a non-integer or a smaller value raises
+    ``ValueError`` naming ``name``."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got a bool ({value!r})")
     try:
@@ -33,7 +35,9 @@ def _as_int(name, value, minimum):
     return int(v)
 
 
-def _as_prob(name, value):
+def as_prob(name, value):
+    """``value`` as a float in [0, 1]; a bool, a non-number, NaN or a value outside raises
+    ``ValueError`` naming ``name``."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a number in [0, 1], got a bool ({value!r})")
     try:
@@ -51,7 +55,7 @@ def appearance_skin(seed: int, image_id: int) -> str:
     """Skin tone (``"light"`` / ``"dark"``) of dataset image ``image_id``'s person: the class of
     the first draw of the image's ``appearance`` stream, so it is independent of gender and of
     every other planted attribute, and :func:`render_scene` draws exactly that tone."""
-    return skin_tone_of(skin_draw(_stream(seed, _image_key(image_id), "appearance")))
+    return skin_tone_of(skin_draw(image_stream(seed, image_key(image_id), "appearance")))
 
 
 def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = None,
@@ -84,11 +88,11 @@ def sample_truth(n_images: int, bias: float, seed: int, n_female: int | None = N
     Raises:
         ValueError: bad arguments.
     """
-    n = _as_int("n_images", n_images, 2)
-    b = _as_prob("bias", bias)
-    bt = _as_prob("skin_bias", skin_bias)
-    seed = _as_int("seed", seed, 0)
-    first_id = _as_int("first_id", first_id, 1)
+    n = as_int("n_images", n_images, 2)
+    b = as_prob("bias", bias)
+    bt = as_prob("skin_bias", skin_bias)
+    seed = as_int("seed", seed, 0)
+    first_id = as_int("first_id", first_id, 1)
     rng = np.random.default_rng(seed if not stream else [seed, int(stream)])
     n_f = (n + 1) // 2 if n_female is None else int(n_female)
     if not 0 <= n_f <= n:
@@ -122,7 +126,7 @@ _STREAM = {"scene": 1, "placement": 2, "order": 3, "object": 4, "appearance": 5,
 _DOMAIN_IMAGE, _DOMAIN_PROBE = 0, 1
 
 
-def _stream(seed, key, name, slot=0):
+def image_stream(seed, key, name, slot=0):
     """Generator of stream ``name`` of the image ``key`` = (domain, a, b): dataset image
     ``(0, image_id, 0)``, probe pair ``(1, attribute index, pair)``. Fixed-length entropy, so
     no two (seed, key, stream, slot) share a state."""
@@ -130,7 +134,8 @@ def _stream(seed, key, name, slot=0):
         [int(seed), 0x5EED, *(int(k) for k in key), _STREAM[name], int(slot)]))
 
 
-def _image_key(image_id):
+def image_key(image_id):
+    """The stream key ``(domain, a, b)`` of dataset image ``image_id`` (:func:`image_stream`)."""
     return (_DOMAIN_IMAGE, int(image_id), 0)
 
 
@@ -159,12 +164,12 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
     still give where the person would be): the reference of the mask-neutrality test."""
     img = Image.new("RGB", (size, size))
     d = ImageDraw.Draw(img)
-    horizon = _scene(_stream(seed, key, "scene"), d, size, scene)
-    box = _placement(_stream(seed, key, "placement"), size, horizon)
-    arng = (_stream(seed, key, "appearance") if appearance_seed is None
+    horizon = draw_scene(image_stream(seed, key, "scene"), d, size, scene)
+    box = person_placement(image_stream(seed, key, "placement"), size, horizon)
+    arng = (image_stream(seed, key, "appearance") if appearance_seed is None
             else np.random.default_rng(int(appearance_seed)))
-    parts, kps = _figure(arng, gender, skin)
-    parts, kps, scale = _fit_figure(parts, kps, box)
+    parts, kps = person_figure(arng, gender, skin)
+    parts, kps, scale = fit_figure(parts, kps, box)
     pm = Image.new("L", (size, size), 0)
     dm = ImageDraw.Draw(pm)
     for poly, col in parts:
@@ -187,22 +192,22 @@ def _draw(seed, key, size, gender, scene, cast, objects, appearance_seed=None,
     u = size / 160.0
     boxes, objs = [], []
     for k, name in enumerate(objects):
-        orng = _stream(seed, key, "object", k)
-        bw, bh, ground = _OBJ_SIZE[name]
+        orng = image_stream(seed, key, "object", k)
+        bw, bh, ground = OBJ_SIZE[name]
         f = orng.uniform(0.85, 1.25) * u
         w, h = min(bw * f, size - 3), min(bh * f, size - 3)
-        obox = _place_box(orng, size, w, h, ground, horizon, box, boxes)
+        obox = place_box(orng, size, w, h, ground, horizon, box, boxes)
         boxes.append(obox)
-        mask, drawing = _object_shapes(orng, name, *obox)
+        mask, drawing = object_shapes(orng, name, *obox)
         for poly, col in drawing:
-            d.polygon(_round_poly(poly), fill=col)
-        objs.append({"name": name, "polys": [_round_poly(m) for m in mask]})
+            d.polygon(round_poly(poly), fill=col)
+        objs.append({"name": name, "polys": [round_poly(m) for m in mask]})
 
     if cast is None:   # no colour cast (the mask-neutrality images)
         out = np.asarray(img, dtype=np.uint8).copy()
     else:
         arr = np.asarray(img, dtype=np.float32)
-        tint = np.array(_CAST_TINT[cast], dtype=np.float32)
+        tint = np.array(CAST_TINT[cast], dtype=np.float32)
         arr = arr * (1.0 - CAST_STRENGTH) + tint * CAST_STRENGTH
         out = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
     return Rendering(out, person, np.asarray(pm, bool), box, objs)
@@ -251,9 +256,9 @@ def render_scene(image_id: int, *, seed: int, image_size: int, gender: str, scen
     bad = [o for o in objects if o not in OBJECTS]
     if bad:
         raise ValueError(f"unknown object(s) {bad}; known: {OBJECTS}")
-    key = _image_key(image_id)
+    key = image_key(image_id)
     present = sorted(set(objects), key=OBJECTS.index)
-    order = _stream(seed, key, "order").permutation(len(present))
+    order = image_stream(seed, key, "order").permutation(len(present))
     return _draw(seed, key, int(image_size), gender, scene, cast,
                  [present[k] for k in order], appearance_seed, skin=skin)
 
@@ -317,7 +322,7 @@ def probe_specs(attribute: str, pair: int, seed: int) -> dict:
     (the ``b = 0`` distribution), identical in both images."""
     if attribute not in PROBE_ATTRIBUTES:
         raise ValueError(f"unknown probe attribute {attribute!r}; known: {PROBE_ATTRIBUTES}")
-    rng = _stream(seed, (_DOMAIN_PROBE, PROBE_ATTRIBUTES.index(attribute), pair), "probe")
+    rng = image_stream(seed, (_DOMAIN_PROBE, PROBE_ATTRIBUTES.index(attribute), pair), "probe")
     gender = FEMALE if rng.random() < 0.5 else MALE
     scene = SCENES[int(rng.integers(len(SCENES)))]
     cast = CASTS[int(rng.integers(len(CASTS)))]

@@ -22,7 +22,7 @@ COCO_CATEGORY_IDS = {
     "person": 1, "bicycle": 2, "dog": 18, "umbrella": 28, "handbag": 31, "tie": 32,
     "sports ball": 37, "baseball bat": 39, "skateboard": 41, "cup": 47, "cell phone": 77,
 }
-_SUPERCATEGORY = {
+SUPERCATEGORY = {
     "person": "person", "bicycle": "vehicle", "dog": "animal", "umbrella": "accessory",
     "handbag": "accessory", "tie": "accessory", "sports ball": "sports",
     "baseball bat": "sports", "skateboard": "sports", "cup": "kitchen",
@@ -51,7 +51,7 @@ SCENE_ASSOCIATION = {**{s: FEMALE for s in FEMALE_SCENES}, **{s: MALE for s in M
 #: Cast -> associated gender.
 CASTS = ("warm", "cool")
 CAST_ASSOCIATION = {"warm": FEMALE, "cool": MALE}
-_CAST_TINT = {"warm": (255, 150, 40), "cool": (40, 130, 255)}
+CAST_TINT = {"warm": (255, 150, 40), "cool": (40, 130, 255)}
 
 KEYPOINT_NAMES = (
     "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
@@ -64,8 +64,8 @@ SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], 
 SPLIT = "synth"
 #: COCO split of the separate test set (``generate(test_images=...)``).
 TEST_SPLIT = "synthtest"
-_FILE_RE = re.compile(r"^\d{12}\.png$")
-_PROBE_RE = re.compile(r"^[a-z]+_\d{4,}_(female|male)\.png$")
+FILE_RE = re.compile(r"^\d{12}\.png$")
+PROBE_RE = re.compile(r"^[a-z]+_\d{4,}_(female|male)\.png$")
 #: Generator parameters of a dataset, read by the ``render`` counterfactual backend.
 PARAMS_FILE = "annotations/synth_params.json"
 #: Bump when the same arguments draw different pixels (the render backend checks it).
