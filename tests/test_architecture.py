@@ -208,3 +208,58 @@ def test_the_history_check_sees_what_it_must():
     assert history.search("see DESIGN.md")
     assert not history.search("early stopping after 2 epochs")
     assert not history.search("stage_times_ci_issue31.json")
+
+
+#: the most lines a library module may have: past it, a module mixes concerns (split it along
+#: its seams, as libra/dcg.py into dcg_model.py and dcg.py)
+MAX_LINES = 700
+
+
+def test_no_library_module_is_over_the_line_limit():
+    long = {str(f.relative_to(ROOT)): n for f in (ROOT / "biaslab").rglob("*.py")
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, long
+
+
+def private_imports(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """``(file, module, name)`` for every underscore name a library module takes from another
+    library module: ``from biaslab.m import _x``, or ``m._x`` on an imported module ``m``."""
+    out = []
+    for f in (root / "biaslab").rglob("*.py"):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        mods: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.startswith("biaslab"):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        out.append((str(f.relative_to(root)), node.module, a.name))
+                    mods[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("biaslab"):
+                        mods[a.asname or a.name] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                    and node.value.id in mods
+                    and (root / Path(*mods[node.value.id].split("."))).with_suffix(".py")
+                    .exists()):
+                out.append((str(f.relative_to(root)), mods[node.value.id], node.attr))
+    return sorted(set(out))
+
+
+def test_private_import_finder_by_hand(tmp_path):
+    (tmp_path / "biaslab").mkdir()
+    (tmp_path / "biaslab" / "m.py").write_text("_x = 1\ny = 2\n")
+    (tmp_path / "biaslab" / "a.py").write_text("from biaslab.m import _x, y\n")
+    (tmp_path / "biaslab" / "b.py").write_text("from biaslab import m\nz = m._x + m.y\n")
+    (tmp_path / "biaslab" / "c.py").write_text("import os\nfrom biaslab import m\n"
+                                               "z = os._exit, m.y\n")
+    assert private_imports(tmp_path) == [("biaslab/a.py", "biaslab.m", "_x"),
+                                         ("biaslab/b.py", "biaslab.m", "_x")]
+
+
+def test_no_library_module_takes_another_modules_private_names():
+    """A name another module needs is part of its module's interface: public, documented."""
+    assert private_imports() == []
