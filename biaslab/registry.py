@@ -21,8 +21,10 @@ each entry point naming an :class:`Entry`::
     reweighted = "my_package.variants:REWEIGHTED"     # an Entry(kind="datasets", ...)
 
 ``examples/biaslab-example-plugin`` is a worked package (docs/extending.md). The entries of
-installed packages are read once per process, on the first look-up of their kind; a name
-already taken (a built-in or another package's) raises :class:`RegistryError` naming both.
+installed packages are read once per process, on the first look-up of their kind. An entry
+point that cannot be loaded, or whose name is already taken (a built-in or another package's),
+is a :class:`RegistryWarning` naming it and is left out; naming it in params raises the same
+reason (:class:`RegistryError`).
 
 What each kind's ``target`` is (the contract its tests check, ``tests/test_registry.py``):
 
@@ -67,6 +69,7 @@ the built-in rows stay in :mod:`biaslab.analysis.validity`.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -89,6 +92,11 @@ class RegistryError(ValueError):
     lists the known ones)."""
 
 
+class RegistryWarning(UserWarning):
+    """An installed plug-in that cannot be loaded: it is left out, every other component
+    still works, and naming it raises the reason (:meth:`Registry.get`)."""
+
+
 class Skipped(Exception):
     """Raised by a post-processor whose inputs are missing (e.g. LIBRA without a trained DCG):
     its row is left out and the reason recorded in ``data/captions/eval.json`` notes."""
@@ -108,6 +116,13 @@ class Entry:
             ``classifier.method_params.focal``), or None.
         defaults: those hyper-parameters' defaults (documentation and tests; a ``Method``
             keeps its own in ``PARAMS``).
+        settings: a dataclass whose fields are its hyper-parameters, typed and with their
+            defaults (the one place a default lives), read from ``params`` by
+            :func:`settings_of` and checked at every stage's start (type from each field's
+            annotation, range by the class's ``__post_init__``); needs ``params``. A
+            training-set variant's params live at ``datasets.<name>``, a caption
+            post-processor's at ``eval_captioner.postprocessor_params.<name>``: inside the
+            group that is its stage's DVC params, so a change re-runs what it affects.
         claims: ``{metric: expect}`` its author claims against Original (module docstring).
         base: post-processors: the captioner row it post-processes (default ``original``).
         doc: one line for listings (``biaslab components``).
@@ -132,6 +147,7 @@ class Entry:
     task: str | None = None
     scale: float = 1.0
     better: str | None = None
+    settings: Any = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -154,6 +170,13 @@ class Entry:
             if not (isinstance(self.scale, (int, float)) and self.scale > 0):
                 raise RegistryError(f"metrics entry {self.name!r}: scale must be a number > 0, "
                                     f"got {self.scale!r}")
+        if self.settings is not None:
+            if not (isinstance(self.settings, type) and dataclasses.is_dataclass(self.settings)):
+                raise RegistryError(f"{self.kind} entry {self.name!r}: settings must be a "
+                                    f"dataclass type, got {self.settings!r}")
+            if not self.params:
+                raise RegistryError(f"{self.kind} entry {self.name!r}: settings need the "
+                                    f"params group they are read from (params=...)")
         bad = {k: v for k, v in dict(self.claims).items() if v not in EXPECT}
         if bad:
             raise RegistryError(f"{self.kind} entry {self.name!r}: claims {bad}: each expect "
@@ -185,6 +208,27 @@ class Entry:
         return obj
 
 
+def settings_of(entry: Entry, params: Mapping[str, Any]) -> Any:
+    """The settings of component ``entry``: its :attr:`Entry.settings` dataclass filled from
+    the mapping at the dotted path ``entry.params`` of ``params`` (the whole params.yaml;
+    absent: every default).
+
+    Returns:
+        an instance of ``entry.settings``, or None when the entry declares none.
+
+    Raises:
+        ValueError: the mapping holds a key that is not a field, a value of the wrong type or
+            one its ``__post_init__`` rejects; the message starts with the dotted param name.
+    """
+    if entry.settings is None:
+        return None
+    from biaslab.runtime.settings import from_params
+    node: Any = params
+    for k in str(entry.params).split("."):
+        node = node.get(k) if isinstance(node, Mapping) else None
+    return from_params(entry.settings, node, str(entry.params), check_types=True)
+
+
 class Registry:
     """The entries of one kind: built-ins added here, then installed packages' entry points
     (group ``biaslab.<kind>``), read on the first look-up."""
@@ -196,6 +240,7 @@ class Registry:
         self.group = f"biaslab.{kind}"
         self._entries: dict[str, Entry] = {}
         self._origin: dict[str, str] = {}
+        self._failed: dict[str, str] = {}
         self._plugins_loaded = False
 
     # ------------------------------------------------------------------ adding
@@ -223,32 +268,41 @@ class Registry:
 
     def load_plugins(self) -> None:
         """Read the entry points of group ``biaslab.<kind>`` once: each must load to an
-        :class:`Entry` of this kind whose name is the entry point's name."""
+        :class:`Entry` of this kind whose name is the entry point's name. One that does not
+        (an import error, another object, a name taken) is a :class:`RegistryWarning` naming
+        the entry point and its package, and is left out: a broken plug-in stops only what
+        names it (:meth:`get` raises its reason), not every stage."""
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        import warnings
         from importlib.metadata import entry_points
         for ep in sorted(entry_points(group=self.group), key=lambda e: e.name):
             dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value
             try:
-                entry = ep.load()
-            except Exception as e:  # a broken plug-in must say which one
-                raise RegistryError(f"entry point {ep.name!r} of {dist} (group {self.group}): "
-                                    f"cannot load {ep.value!r}: {e}") from e
-            if not isinstance(entry, Entry):
-                raise RegistryError(f"entry point {ep.name!r} of {dist} (group {self.group}) "
-                                    f"loads a {type(entry).__name__}, not a biaslab.registry."
-                                    f"Entry")
-            if entry.name != ep.name:
-                raise RegistryError(f"entry point {ep.name!r} of {dist} names an Entry called "
-                                    f"{entry.name!r}: the two must be equal")
-            self.add(entry, origin=dist)
+                try:
+                    entry = ep.load()
+                except Exception as e:  # a broken plug-in must say which one
+                    raise RegistryError(f"entry point {ep.name!r} of {dist} (group "
+                                        f"{self.group}): cannot load {ep.value!r}: {e}") from e
+                if not isinstance(entry, Entry):
+                    raise RegistryError(f"entry point {ep.name!r} of {dist} (group "
+                                        f"{self.group}) loads a {type(entry).__name__}, not a "
+                                        f"biaslab.registry.Entry")
+                if entry.name != ep.name:
+                    raise RegistryError(f"entry point {ep.name!r} of {dist} names an Entry "
+                                        f"called {entry.name!r}: the two must be equal")
+                self.add(entry, origin=dist)
+            except RegistryError as e:
+                self._failed.setdefault(ep.name, str(e))
+                warnings.warn(RegistryWarning(f"{e}; left out"), stacklevel=2)
 
     def reset_plugins(self) -> None:
         """Forget the entries of installed packages (tests); they are read again on the next
         look-up."""
         for n in [n for n, o in self._origin.items() if o != "biaslab"]:
             del self._entries[n], self._origin[n]
+        self._failed.clear()
         self._plugins_loaded = False
 
     # ------------------------------------------------------------------ looking up
@@ -264,6 +318,8 @@ class Registry:
         """The entry ``name``. Raises RegistryError naming it and listing the known names."""
         self.load_plugins()
         if name not in self._entries:
+            if name in self._failed:
+                raise RegistryError(self._failed[name])
             what = {"archs": "arch", "metrics": "metric"}.get(self.kind, self.kind[:-1])
             raise RegistryError(f"unknown {what} {name!r}; known: {self.names()}")
         return self._entries[name]
@@ -472,6 +528,7 @@ def filter_labels() -> dict[str, str]:
 
 __all__ = ["ARCHS", "BACKBONES", "BACKENDS", "BETTER", "DATASETS", "EXPECT", "Entry",
            "FILTERS", "KINDS", "METHODS", "METRICS", "METRIC_TASKS", "PLUGIN_ORDER",
-           "POSTPROCESSORS", "REGISTRIES", "Registry", "RegistryError", "Skipped",
+           "POSTPROCESSORS", "REGISTRIES", "Registry", "RegistryError", "RegistryWarning",
+           "Skipped",
            "claimed_rows", "filter_labels", "metric_entries", "plugin_metrics", "row_entries",
-           "row_names", "row_order"]
+           "row_names", "row_order", "settings_of"]

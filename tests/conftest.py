@@ -66,15 +66,16 @@ def clone_worktree(dst: Path, message: str, drop: tuple[str, ...] = ()) -> dict:
 def plugin_overrides(params: dict) -> list[str]:
     """The ``-S`` overrides that name examples/biaslab-example-plugin's components beside the
     built-in ones of ``params`` (the composed params.yaml): training set ``reweighted``,
-    model-level method ``label_smoothing``, caption post-processor ``neutral``."""
+    model-level method ``label_smoothing``, caption post-processors ``neutral`` and the learned
+    ``context_neutral``."""
     def listed(xs):
         return "[" + ",".join(xs) + "]"
     return [f"classifier.datasets={listed([*params['classifier']['datasets'], 'reweighted'])}",
             f"captioner.datasets={listed([*params['captioner']['datasets'], 'reweighted'])}",
             f"artifact.datasets={listed([*params['artifact']['datasets'], 'reweighted'])}",
             f"classifier.methods={listed([*params['classifier']['methods'], 'label_smoothing'])}",
-            "eval_captioner.postprocessors="
-            f"{listed([*params['eval_captioner']['postprocessors'], 'neutral'])}"]
+            "eval_captioner.postprocessors=" + listed(
+                [*params['eval_captioner']['postprocessors'], 'neutral', 'context_neutral'])]
 
 
 def plugin_column_overrides(params: dict) -> list[str]:

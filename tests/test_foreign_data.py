@@ -243,6 +243,8 @@ def test_an_installed_plugin_adds_rows_to_every_table(foreign_run):
         assert row(label, t1), label
     # the neutral post-processor names nobody's gender: a † row, not "best"
     assert row("Reweighted (plug-in)", t2) and "| Original + neutral words (plug-in) †" in t2
+    # the learned post-processor trained on this data's training captions when it ran
+    assert "| Original + context-neutral (plug-in)" in t2
     assert row("Reweighted (plug-in)", t3) == 2         # classifier and captioner parts
     v = _json(repo, "metrics/validity.json")
     declared = {c["id"]: c for c in v["checks"] if c.get("declared_by")}

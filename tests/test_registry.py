@@ -111,10 +111,16 @@ def test_entry_points_add_rows_after_the_builtins(monkeypatch):
     (_EP("x", ImportError("no module named foo")), "of pkg .*cannot load 'pkg:x'"),
 ])
 def test_a_broken_plugin_names_itself(monkeypatch, ep, match):
+    """A plug-in that cannot be loaded is a warning naming it and is left out: the built-ins
+    still work; naming it raises the same reason."""
     _with_entry_points(monkeypatch, R.DATASETS, [ep])
     try:
-        with pytest.raises(R.RegistryError, match=match):
-            R.DATASETS.names()
+        with pytest.warns(R.RegistryWarning, match=match):
+            names = R.DATASETS.names()
+        assert "original" in names and (ep.name == "original" or ep.name not in names)
+        if ep.name != "original":
+            with pytest.raises(R.RegistryError, match=match):
+                R.DATASETS.get(ep.name)
     finally:
         monkeypatch.undo()
         R.DATASETS.reset_plugins()
@@ -302,8 +308,9 @@ def test_the_installed_example_adds_one_component_of_each_row_kind(plugin_site):
     rows = list(out["rows"])
     # reweighted sits after sub-sampling's control rows (order 25), the others after the paper's
     assert rows.index("reweighted") == rows.index("subsample") + 1
-    assert rows[-2:] == ["label_smoothing", "original+neutral"]
-    assert out["claimed"] == ["reweighted", "label_smoothing", "original+neutral"]
+    assert rows[-3:] == ["label_smoothing", "original+neutral", "original+context_neutral"]
+    assert out["claimed"] == ["reweighted", "label_smoothing", "original+neutral",
+                              "original+context_neutral"]
     assert out["origin"] == "biaslab-example-plugin"
     # the CLI lists them, and the params check accepts them
     cli = subprocess.run([str(Path(sys.executable).with_name("biaslab")), "components"],
@@ -365,3 +372,79 @@ print(json.dumps({"s": [float(x) for x in s], "types": m,
     assert r["s"][0] == 0.0 and r["s"][1] < -1     # identical: 0; blurred: far below
     assert r["types"] == 3.0                       # a, man, dog (tokenize lower-cases)
     assert r["origin"] == ["biaslab-example-plugin"] * 2
+
+
+def test_a_component_reads_its_own_settings_checked_at_stage_start(plugin_site):
+    """The example's training set reads its one param at ``datasets.reweighted`` and its
+    learned post-processor at ``eval_captioner.postprocessor_params.context_neutral``: defaults
+    from the Settings dataclass, values from params.yaml, and a bad value (wrong type, out of
+    range, unknown key) is a ParamError naming the dotted param when params.yaml is read."""
+    out = _py(r"""
+import json
+from tests.test_registry import _tiny_context
+from biaslab.data.variants import build
+from biaslab.runtime.validate import ParamError, check_params
+ctx = _tiny_context()
+n = {}
+for k in (None, 1):
+    c = _tiny_context()
+    if k is not None:
+        c.params = {**c.params, "reweighted": {"max_copies": k}}
+    n[str(k)] = [len(build("reweighted", c)), c.settings("reweighted").max_copies]
+errs = []
+for p in ({"datasets": {"reweighted": {"max_copies": 0}}},
+          {"datasets": {"reweighted": {"max_copies": "3"}}},
+          {"datasets": {"reweighted": {"copies": 3}}},
+          {"datasets": {"reweightd": {"max_copies": 3}}},
+          {"eval_captioner": {"postprocessor_params": {"context_neutral": {"threshold": 0.4}}}}):
+    try:
+        check_params(p)
+        errs.append(None)
+    except ParamError as e:
+        errs.append(e.param)
+check_params({"datasets": {"reweighted": {"max_copies": 3}}})
+print(json.dumps({"n": n, "n_orig": len(ctx.original), "errs": errs}))
+""", plugin_site)
+    r = json.loads(out)
+    assert r["n"]["None"][1] == 20 and r["n"]["1"] == [r["n_orig"], 1]   # 1 copy: Original
+    assert r["n"]["None"][0] >= r["n_orig"]
+    assert r["errs"] == ["datasets.reweighted.max_copies", "datasets.reweighted.max_copies",
+                         "datasets.reweighted", "datasets.reweightd",
+                         "eval_captioner.postprocessor_params.context_neutral.threshold"]
+
+
+def test_the_learned_post_processor_trains_on_the_training_captions(plugin_site):
+    """``context_neutral`` fits its context model on ``ctx.train_captions``: a gender word that
+    the caption's other words predict (a woman in the kitchen, after training captions where
+    the kitchen goes with women) is neutralised, one they contradict is kept, a caption without
+    one is unchanged; with ``threshold`` 1 nothing is; without training captions the row is
+    skipped."""
+    out = _py(r"""
+import json, pandas as pd
+from biaslab import registry as R
+from biaslab.captioning import postprocess as PP
+train = (["a woman cooking in a kitchen", "a woman at the kitchen counter",
+          "a girl in a kitchen with a cake"] * 4 +
+         ["a man riding a skateboard", "a man doing a skateboard trick",
+          "a boy on a skateboard at the park"] * 4)
+caps = ["a woman in a kitchen", "a woman riding a skateboard", "a dog on a couch"]
+table = pd.DataFrame({"image_id": [1, 2, 3], "path": ["a", "b", "c"]})
+def run(params, train_captions=tuple(train)):
+    c = PP.CaptionContext(table=table, params=params, seed=0, feature_cache=".",
+                          train_captions=train_captions)
+    try:
+        return PP.apply("context_neutral", caps, c)
+    except R.Skipped as why:
+        return "skipped: " + str(why)
+print(json.dumps({"default": run({}), "again": run({}),
+                  "strict": run({"eval_captioner": {"postprocessor_params": {
+                      "context_neutral": {"threshold": 1.0}}}}),
+                  "none": run({}, ())}))
+""", plugin_site)
+    r = json.loads(out)
+    assert r["default"] == ["a person in a kitchen", "a woman riding a skateboard",
+                            "a dog on a couch"]
+    assert r["again"] == r["default"]                     # the fit is deterministic
+    assert r["strict"] == ["a woman in a kitchen", "a woman riding a skateboard",
+                           "a dog on a couch"]
+    assert r["none"].startswith("skipped: ")

@@ -34,16 +34,26 @@ class CaptionContext:
             from it, so each seed's row is reproducible).
         feature_cache: the frozen backbone's feature cache directory.
         num_threads: torch threads for its models (None: torch's default).
+        train_captions: the human captions of the training split (a learned post-processor
+            trains on them; the captioners were trained on the same images).
     """
     table: pd.DataFrame
     params: Mapping[str, Any]
     seed: int
     feature_cache: str
     num_threads: int | None = None
+    train_captions: tuple[str, ...] = ()
 
     @property
     def image_ids(self) -> list[int]:
+        """The test images' ids, in caption order."""
         return self.table["image_id"].astype(int).tolist()
+
+    def settings(self, name: str) -> Any:
+        """The settings of post-processor ``name`` (its entry's ``settings`` dataclass filled
+        from its ``params`` group, ``eval_captioner.postprocessor_params.<name>``;
+        :func:`biaslab.registry.settings_of`), None when it declares none."""
+        return registry.settings_of(registry.POSTPROCESSORS.get(name), self.params)
 
 
 def apply(name: str, captions: list[str], ctx: CaptionContext) -> list[str]:

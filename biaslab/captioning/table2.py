@@ -182,7 +182,8 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         # caption post-processors (registry; LIBRA's DCG the first) on their base row's
         # captions, seeded by the captioner seed: row <base>+<name>
         ctx = PP.CaptionContext(table=table, params=params, seed=s, feature_cache=cache,
-                                num_threads=lp.get("num_threads"))
+                                num_threads=lp.get("num_threads"),
+                                train_captions=tuple(train_caps))
         for pe in post:
             if pe.base != d:
                 continue

@@ -27,7 +27,8 @@ class VariantContext:
     Attributes:
         original: Original's manifest (D), one row per image.
         counterfactuals: the selected counterfactual rows (``datasets.counterfactuals``).
-        params: params ``datasets`` (seed, max_skew, max_copies, max_factor, min_fraction, ...).
+        params: params ``datasets`` (seed, max_skew, max_copies, max_factor, min_fraction, ...;
+            a variant's own settings at ``datasets.<name>``, read by :meth:`settings`).
         built: variants built so far, by name.
     """
     original: pd.DataFrame
@@ -38,6 +39,12 @@ class VariantContext:
     @property
     def seed(self) -> int:
         return int(self.params.get("seed", 0))
+
+    def settings(self, name: str) -> Any:
+        """The settings of variant ``name`` (its entry's ``settings`` dataclass filled from
+        ``datasets.<name>``; :func:`biaslab.registry.settings_of`), None when it declares
+        none."""
+        return registry.settings_of(registry.DATASETS.get(name), {"datasets": self.params})
 
     def variant(self, name: str) -> pd.DataFrame:
         """The variant ``name``, built now (through the registry) if not built yet."""

@@ -433,9 +433,12 @@ def check_validity(p: Mapping) -> None:
 def check_datasets(p: Mapping) -> None:
     """Group ``datasets`` (stage build_datasets): ``splits`` names, ``seed`` >= 0,
     ``same_sources`` a bool, ``max_skew`` in [0, 1], ``max_copies`` null or >= 1,
-    ``max_factor`` null or >= 1, ``min_fraction`` null or in (0, 1]."""
+    ``max_factor`` null or >= 1, ``min_fraction`` null or in (0, 1]; a registered variant's
+    own settings at ``datasets.<name>`` (checked by :func:`check_component_settings`)."""
+    own = [e.name for e in registry.DATASETS
+           if e.settings is not None and e.params == f"datasets.{e.name}"]
     known_keys(p, "datasets", ("splits", "seed", "same_sources", "max_skew", "max_copies",
-                                "max_factor", "min_fraction"))
+                               "max_factor", "min_fraction", *own))
     name_list(p, "datasets", "splits")
     int_at_least(p, "datasets", "seed", 0, allow_null=False)
     if "same_sources" in p and not isinstance(p["same_sources"], bool):
@@ -606,3 +609,30 @@ def check_params(params: Mapping) -> None:
         if not isinstance(params[group], Mapping):
             raise ParamError(group, f"must be a mapping of parameters, got {params[group]!r}")
         check(params[group])
+    check_component_settings(params)
+
+
+#: the kinds whose entries may declare ``settings`` (read from the group of their stage)
+SETTINGS_KINDS = ("datasets", "postprocessors")
+
+
+def check_component_settings(params: Mapping) -> None:
+    """Every registered training-set variant's and caption post-processor's settings that
+    params.yaml gives (:func:`biaslab.registry.settings_of`): known keys, each value's type
+    from its field's annotation, the range its ``__post_init__`` checks.
+
+    Raises:
+        ParamError: the first bad value, named by its dotted param.
+    """
+    for kind in SETTINGS_KINDS:
+        for entry in registry.REGISTRIES[kind]:
+            if entry.settings is None:
+                continue
+            try:
+                registry.settings_of(entry, params)
+            except (TypeError, ValueError) as e:
+                head, _, rest = str(e).partition(" ")
+                name = head.rstrip(":")
+                if name.startswith(str(entry.params)) and rest:
+                    raise ParamError(name, rest) from None
+                raise ParamError(str(entry.params), str(e)) from None

@@ -2,7 +2,8 @@
 to paper 000's Tables 1-3, the causal probe and the validity verdicts.
 
 * ``reweighted`` (training set, entry point group ``biaslab.datasets``): Original with every
-  image repeated ``round(w_i)`` times (at least once, at most ``MAX_COPIES``), ``w`` the raking
+  image repeated ``round(w_i)`` times (at least once, at most ``max_copies``, its one param at
+  ``datasets.reweighted.max_copies``: :class:`ReweightedSettings`), ``w`` the raking
   weights under which every labelled object co-occurs equally often with each gender
   (:func:`biaslab.data.datasets.balancing_weights`, paper 000 sec. 2.1's p(a | g) = p(a)): the
   integer reweighting between Original and over-sampling.
@@ -13,6 +14,9 @@ to paper 000's Tables 1-3, the causal probe and the validity verdicts.
   Original captioner's captions replaced by its neutral form
   (:func:`biaslab.data.gender.neutralise`): the "just remove gender" baseline that LIBRA (paper
   003) argues against; Table 2 marks it degenerate (it names nobody's gender).
+* ``context_neutral`` (a learned caption post-processor with its own training, module
+  :mod:`biaslab_example_plugin.context_neutral`): gender words neutralised only where the
+  caption's other words predict them, by a classifier it fits on the training captions.
 
 And two components that add columns rather than rows:
 
@@ -32,6 +36,8 @@ against Original in ``metrics/validity.json``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -42,22 +48,36 @@ from biaslab.classify.methods.base import Method, masked_bce
 from biaslab.data.gender import neutralise as _neutralise
 from biaslab.registry import Entry
 
-#: the most copies of one image (as over-sampling's ``datasets.max_copies``)
-MAX_COPIES = 20
+@dataclass(frozen=True)
+class ReweightedSettings:
+    """``reweighted``'s one param (``datasets.reweighted``) and its default.
+
+    Attributes:
+        max_copies: the most copies of one image, >= 1 (as over-sampling's
+            ``datasets.max_copies``); 1 gives Original back.
+    """
+    max_copies: int = 20
+
+    def __post_init__(self):
+        if self.max_copies < 1:
+            raise ValueError(f"datasets.reweighted.max_copies must be >= 1, got "
+                             f"{self.max_copies}")
 
 
 def reweighted(ctx) -> pd.DataFrame:
-    """Original with integer copies ``clip(round(w_i), 1, MAX_COPIES)`` of image i, ``w`` =
+    """Original with integer copies ``clip(round(w_i), 1, max_copies)`` of image i, ``w`` =
     ``balancing_weights(Original)`` (mean 1). Repeated rows get sample ids ``<id>#<k>``.
 
     Args:
-        ctx: :class:`biaslab.data.variants.VariantContext` (``ctx.original``: Original's manifest).
+        ctx: :class:`biaslab.data.variants.VariantContext` (``ctx.original``: Original's
+            manifest; ``ctx.settings("reweighted")``: :class:`ReweightedSettings`).
 
     Returns:
         the manifest, Original's columns, rows in Original's order.
     """
+    s = ctx.settings("reweighted")
     d = ctx.original.reset_index(drop=True)
-    copies = np.clip(np.rint(D.balancing_weights(d)), 1, MAX_COPIES).astype(int)
+    copies = np.clip(np.rint(D.balancing_weights(d)), 1, s.max_copies).astype(int)
     rows = d.loc[d.index.repeat(copies)].copy()
     k = rows.groupby("sample_id").cumcount()
     rows["sample_id"] = rows["sample_id"] + np.where(k > 0, "#" + k.astype(str), "")
@@ -130,7 +150,8 @@ def types(ctx) -> float | None:
 
 
 REWEIGHTED = Entry(kind="datasets", name="reweighted", target=reweighted,
-                   label="Reweighted (plug-in)", order=25,
+                   label="Reweighted (plug-in)", order=25, params="datasets.reweighted",
+                   settings=ReweightedSettings,
                    doc="Original, each image repeated round(balancing weight) times",
                    claims={"objects": "<"})
 LABEL_SMOOTHING = Entry(kind="methods", name="label_smoothing", target=LabelSmoothing,
