@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``biaslab`` console script; returns the exit code."""
+    """The command line (the ``biaslab`` console script runs it after the start-up,
+    :mod:`biaslab.__main__`); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -5,7 +5,7 @@ candidate filters of weighted rank selection, image backbones and captioning met
 Every component is an :class:`Entry`: its ``name`` (the value in params.yaml, e.g.
 ``classifier.datasets: [..., reweighted]``), its display ``label`` and ``order`` (the row of
 paper 000's Tables 1-3 and of every table, probe and verdict the report prints), where its
-parameters live in params.yaml (``params``) with their defaults (``defaults``), the claims
+parameters live in params.yaml (``params``) with their types and defaults (``settings``), the claims
 its author makes about it (``claims``, judged in ``metrics/validity.json`` against Original),
 and its implementation ``target``: an object, or ``"module:attribute"`` imported on first use,
 so that looking a name up (as :mod:`biaslab.runtime.validate` does at every stage's start) imports
@@ -33,7 +33,8 @@ What each kind's ``target`` is (the contract its tests check, ``tests/test_regis
                    manifest (one row per training example, Original's columns); stage
                    ``build_datasets`` writes it to ``data/datasets/<name>.parquet``
 ``methods``        a :class:`biaslab.classify.methods.base.Method` subclass (``name`` = the
-                   entry's name); trained on Original by stage ``train_method``
+                   entry's name, ``Settings`` its hyper-parameters, named by the entry's
+                   ``settings``); trained on Original by stage ``train_method``
 ``postprocessors`` ``apply(captions: list[str], ctx: biaslab.captioning.postprocess.
                    CaptionContext) -> list[str]`` (same length and order); stage
                    ``eval_captioner`` applies it to each seed of the ``base`` captioner (row
@@ -114,15 +115,15 @@ class Entry:
         order: row position (tables sort rows by it; built-ins 0-130, plug-ins default 1000).
         params: the params.yaml group of its hyper-parameters (e.g.
             ``classifier.method_params.focal``), or None.
-        defaults: those hyper-parameters' defaults (documentation and tests; a ``Method``
-            keeps its own in ``PARAMS``).
         settings: a dataclass whose fields are its hyper-parameters, typed and with their
-            defaults (the one place a default lives), read from ``params`` by
-            :func:`settings_of` and checked at every stage's start (type from each field's
-            annotation, range by the class's ``__post_init__``); needs ``params``. A
-            training-set variant's params live at ``datasets.<name>``, a caption
-            post-processor's at ``eval_captioner.postprocessor_params.<name>``: inside the
-            group that is its stage's DVC params, so a change re-runs what it affects.
+            defaults (the one place a default lives), or ``"module:attribute"`` naming one
+            (imported by :meth:`settings_class`; a method's is its class's ``Settings``);
+            read from ``params`` by :func:`settings_of` and checked at every stage's start
+            (type from each field's annotation, range by the class's ``__post_init__``);
+            needs ``params``. A training-set variant's params live at ``datasets.<name>``, a
+            method's at ``classifier.method_params.<name>``, a caption post-processor's at
+            ``eval_captioner.postprocessor_params.<name>``: inside the group that is its
+            stage's DVC params, so a change re-runs what it affects.
         claims: ``{metric: expect}`` its author claims against Original (module docstring).
         base: post-processors: the captioner row it post-processes (default ``original``).
         doc: one line for listings (``biaslab components``).
@@ -139,7 +140,6 @@ class Entry:
     label: str | None = None
     order: float = PLUGIN_ORDER
     params: str | None = None
-    defaults: Mapping[str, Any] = field(default_factory=dict)
     claims: Mapping[str, str] = field(default_factory=dict)
     base: str = "original"
     doc: str = ""
@@ -171,9 +171,12 @@ class Entry:
                 raise RegistryError(f"metrics entry {self.name!r}: scale must be a number > 0, "
                                     f"got {self.scale!r}")
         if self.settings is not None:
-            if not (isinstance(self.settings, type) and dataclasses.is_dataclass(self.settings)):
+            ref = isinstance(self.settings, str) and ":" in self.settings
+            if not ref and not (isinstance(self.settings, type)
+                                and dataclasses.is_dataclass(self.settings)):
                 raise RegistryError(f"{self.kind} entry {self.name!r}: settings must be a "
-                                    f"dataclass type, got {self.settings!r}")
+                                    f"dataclass type or 'module:attribute', got "
+                                    f"{self.settings!r}")
             if not self.params:
                 raise RegistryError(f"{self.kind} entry {self.name!r}: settings need the "
                                     f"params group they are read from (params=...)")
@@ -194,7 +197,18 @@ class Entry:
     def load(self) -> Any:
         """The implementation (imports ``"module:attribute"`` targets). Raises RegistryError
         naming the entry when the import fails."""
-        t = self.target
+        return self._resolve(self.target)
+
+    def settings_class(self) -> type | None:
+        """The settings dataclass (imports a ``"module:attribute"`` reference), or None.
+        Raises RegistryError naming the entry when the import fails or gives no dataclass."""
+        cls = self._resolve(self.settings)
+        if cls is not None and not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise RegistryError(f"{self.kind} entry {self.name!r}: settings {self.settings!r} "
+                                f"is not a dataclass type")
+        return cls
+
+    def _resolve(self, t: Any) -> Any:
         if not isinstance(t, str):
             return t
         mod, _, attr = t.partition(":")
@@ -220,13 +234,14 @@ def settings_of(entry: Entry, params: Mapping[str, Any]) -> Any:
         ValueError: the mapping holds a key that is not a field, a value of the wrong type or
             one its ``__post_init__`` rejects; the message starts with the dotted param name.
     """
-    if entry.settings is None:
+    cls = entry.settings_class()
+    if cls is None:
         return None
     from biaslab.runtime.settings import from_params
     node: Any = params
     for k in str(entry.params).split("."):
         node = node.get(k) if isinstance(node, Mapping) else None
-    return from_params(entry.settings, node, str(entry.params), check_types=True)
+    return from_params(cls, node, str(entry.params), check_types=True)
 
 
 class Registry:
@@ -395,7 +410,7 @@ for _order, (_name, _cls, _label) in enumerate((
         ("class_balanced", "reweight:ClassBalanced", "CB"),
         ("group_dro", "group_dro:GroupDRO", "GroupDRO"))):
     _builtin("methods", _name, f"{_M}.{_cls}", _label, 40 + 10 * _order,
-             params=f"classifier.method_params.{_name}")
+             params=f"classifier.method_params.{_name}", settings=f"{_M}.{_cls}.Settings")
 
 # Caption post-processors: LIBRA's DCG (paper 003 sec. 4) on the Original captioner.
 _builtin("postprocessors", "LIBRA", "biaslab.captioning.postprocess:libra", "Original + LIBRA",
@@ -441,45 +456,47 @@ for _order, (_name, _label) in enumerate((("microsoft/resnet-50", "ResNet-50"),
              doc="Hugging Face checkpoint (paper tier, paper 000 appendix B.1)")
 
 # Captioning metrics: the columns of paper 000 Table 2 and thesis Table 2.1, computed together
-# by biaslab.captioning.evaluation.caption_metrics (targets: their defining functions).
+# by biaslab.captioning.evaluation.caption_metrics (targets: their defining functions). The
+# registration order is the key order of each row of metrics/captioning.json; ``order`` is the
+# column order of Table 2.
 _Q = "biaslab.metrics"
-for _order, (_name, _target, _label, _better, _scale, _doc) in enumerate((
-        ("METEOR", f"{_Q}.quality:coco_caption_scores", "METEOR", "higher", 1,
+for _name, _target, _label, _order, _better, _scale, _doc in (
+        ("METEOR", f"{_Q}.quality:coco_caption_scores", "METEOR", 0, "higher", 1,
          "pycocoevalcap METEOR x100 (paper 000 Table 2)"),
-        ("CLIPScore", "biaslab.captioning.evaluation:clip_score_for", "CLIPScore", "higher", 1,
-         "Hessel et al. 2021 x100 (paper 000 Table 2 CS)"),
-        ("Ratio", f"{_Q}.captions:ratio", "Ratio", "one", 1,
-         "max(r, 1/r), r = #man / #woman captions (paper 000 Table 2)"),
-        ("no_gender_word", "biaslab.data.gender:caption_gender", "no gender word %", None, 1,
-         "% of gender-labelled images whose caption names no gender"),
-        ("length", "biaslab.data.gender:tokenize", "words", None, 1,
-         "mean tokens per caption"),
-        ("LIC", f"{_Q}.lic:lic", "LIC", "lower", 1,
-         "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
-        ("DBAC_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A", "lower", 100,
-         "DBAC, text to attribute, with the authors' prior correction"),
-        ("DBAC_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T", "lower", 100,
-         "DBAC, attribute to text, with the authors' prior correction"),
-        ("DBAC_direct_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A direct", "lower", 100,
-         "DBAC, text to attribute, without the prior correction"),
-        ("Error", f"{_Q}.captions:error", "Error", "lower", 1,
-         "% of gender-labelled images misgendered (paper 000 Table 2)"),
-        ("BiasAmp", f"{_Q}.biasamp:bias_amplification", "BiasAmp", "lower", 1,
-         "bias amplification x100 (thesis Eq. 2.11)"),
-        ("DBA_G", f"{_Q}.dba:caption_dba", "DBA_G", "lower", 1,
-         "directional bias amplification, gender to objects (thesis Eq. 2.13)"),
-        ("DBA_O", f"{_Q}.dba:caption_dba", "DBA_O", "lower", 1,
-         "directional bias amplification, objects to gender (thesis Eq. 2.14)"),
-        ("BLEU-4", f"{_Q}.quality:coco_caption_scores", "BLEU-4", "higher", 1,
+        ("BLEU-4", f"{_Q}.quality:coco_caption_scores", "BLEU-4", 13, "higher", 1,
          "pycocoevalcap BLEU-4 x100"),
-        ("CIDEr", f"{_Q}.quality:coco_caption_scores", "CIDEr", "higher", 1,
+        ("CIDEr", f"{_Q}.quality:coco_caption_scores", "CIDEr", 14, "higher", 1,
          "pycocoevalcap CIDEr-D x100"),
-        ("DBAC_direct_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T direct", "lower", 100,
-         "DBAC, attribute to text, without the prior correction (not a Table 2 column)"),
-        ("LIC_M", f"{_Q}.lic:lic", "LIC_M", "lower", 1,
+        ("CLIPScore", "biaslab.captioning.evaluation:clip_score_for", "CLIPScore", 1, "higher",
+         1, "Hessel et al. 2021 x100 (paper 000 Table 2 CS)"),
+        ("Ratio", f"{_Q}.captions:ratio", "Ratio", 2, "one", 1,
+         "max(r, 1/r), r = #man / #woman captions (paper 000 Table 2)"),
+        ("Error", f"{_Q}.captions:error", "Error", 9, "lower", 1,
+         "% of gender-labelled images misgendered (paper 000 Table 2)"),
+        ("LIC", f"{_Q}.lic:lic", "LIC", 5, "lower", 1,
+         "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
+        ("LIC_M", f"{_Q}.lic:lic", "LIC_M", 16, "lower", 1,
          "the attacker's leakage on the model's captions x100 (paper 002; not a column)"),
-        ("LIC_D", f"{_Q}.lic:lic", "LIC_D", "lower", 1,
-         "the attacker's leakage on human captions x100 (paper 002; not a column)"))):
+        ("LIC_D", f"{_Q}.lic:lic", "LIC_D", 17, "lower", 1,
+         "the attacker's leakage on human captions x100 (paper 002; not a column)"),
+        ("BiasAmp", f"{_Q}.biasamp:bias_amplification", "BiasAmp", 10, "lower", 1,
+         "bias amplification x100 (thesis Eq. 2.11)"),
+        ("DBA_G", f"{_Q}.dba:caption_dba", "DBA_G", 11, "lower", 1,
+         "directional bias amplification, gender to objects (thesis Eq. 2.13)"),
+        ("DBA_O", f"{_Q}.dba:caption_dba", "DBA_O", 12, "lower", 1,
+         "directional bias amplification, objects to gender (thesis Eq. 2.14)"),
+        ("no_gender_word", "biaslab.data.gender:caption_gender", "no gender word %", 3, None, 1,
+         "% of gender-labelled images whose caption names no gender"),
+        ("length", "biaslab.data.gender:tokenize", "words", 4, None, 1,
+         "mean tokens per caption"),
+        ("DBAC_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A", 6, "lower", 100,
+         "DBAC, text to attribute, with the authors' prior correction"),
+        ("DBAC_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T", 7, "lower", 100,
+         "DBAC, attribute to text, with the authors' prior correction"),
+        ("DBAC_direct_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A direct", 8, "lower", 100,
+         "DBAC, text to attribute, without the prior correction"),
+        ("DBAC_direct_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T direct", 15, "lower", 100,
+         "DBAC, attribute to text, without the prior correction (not a Table 2 column)")):
     _builtin("metrics", _name, _target, _label, _order, task="captioning", better=_better,
              scale=_scale, doc=_doc)
 

@@ -30,10 +30,11 @@ import os
 import sys
 import time
 
-import biaslab  # noqa: F401  (pins the numeric paths first, also outside the project's .venv)
-from biaslab.runtime import numerics
+from biaslab.runtime import numerics, startup
 
-import numpy as np
+startup.start()     # pins the numeric paths first, also outside the project's .venv
+
+import numpy as np  # noqa: E402
 
 
 def _md5(*parts) -> str:

@@ -42,7 +42,7 @@ fi
 # pytest, forked and Ray workers) pins the CPU float paths at start-up, before NumPy or torch
 # load, so the committed dvc.lock is reproduced on any x86-64 machine whatever the shell sets.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-pth_line='import biaslab  # biaslab/runtime/numerics.py: pin the portable CPU float paths at start-up'
+pth_line='import biaslab.runtime.startup as _biaslab; _biaslab.start()  # biaslab/runtime/startup.py: numeric pins, offline Hub, workspace guard'
 if [ "$(cat "$site/biaslab_numerics.pth" 2>/dev/null)" != "$pth_line" ]; then
   echo "$pth_line" > "$site/biaslab_numerics.pth"
 fi

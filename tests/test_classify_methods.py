@@ -11,6 +11,7 @@ import torch
 
 from biaslab import classify as C
 from biaslab.classify.methods import METHODS, get_method
+from biaslab.runtime.settings import field_names
 from biaslab.classify.methods.adversarial import grad_reverse
 from biaslab.classify.methods.focal import focal_bce
 from biaslab.classify.methods.group_dro import dro_update, group_losses
@@ -193,7 +194,7 @@ def test_every_method_trains_saves_and_reloads(method, tmp_path):
     clf, hist = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
                                    params={"epochs": 4, "lr": 1e-2})
     assert clf.config["method"] == method and len(hist) == 4
-    assert set(clf.config["method_params"]) == set(METHODS[method].PARAMS)
+    assert set(clf.config["method_params"]) == field_names(METHODS[method].Settings)
     assert np.isfinite([h["train_loss"] for h in hist]).all()
     again, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
                                   params={"epochs": 4, "lr": 1e-2})
@@ -289,3 +290,41 @@ def test_adversary_lowers_leakage_on_planted_bias(planted_methods):
 def test_group_dro_lowers_leakage_on_planted_bias(planted_methods):
     erm, dro = planted_methods["erm"], planted_methods["group_dro"]
     assert _mean(dro["leakage"]) < _mean(erm["leakage"])
+
+
+# ------------------------------------------------------------------ a method's settings
+def test_a_methods_settings_are_its_class_settings_checked_by_name():
+    """Each method's hyper-parameters are its class's ``Settings`` (typed fields, defaults,
+    range): the entry names them, ``get_method`` fills them, params.yaml's composition checks
+    them by dotted name, and a stage start checks the method names without importing any
+    method's module."""
+    import subprocess
+    import sys
+    from biaslab import registry
+    from biaslab.runtime.validate import ParamError, check_params
+    for e in registry.METHODS.builtins():
+        if e.name != "erm":
+            assert e.settings_class() is METHODS[e.name].Settings, e.name
+    m = get_method("focal", {"gamma": 3})
+    assert (m.settings.gamma, m.settings.alpha) == (3, None)
+    assert m.params == {"gamma": 3, "alpha": None}              # recorded in the model config
+    with pytest.raises(ValueError, match=r"classifier.method_params.focal.gamma must be float"):
+        get_method("focal", {"gamma": "2"})
+    bad = {"classifier": {"method_params": {"focal": {"gamma": -1.0}}}}
+    check_params(bad)                                          # a stage start: names only
+    with pytest.raises(ParamError) as e:
+        check_params(bad, load_components=True)                # composition, biaslab plan
+    assert e.value.param == "classifier.method_params.focal.gamma"
+    for p, param in (({"method_params": {"focl": {"gamma": 1}}}, "classifier.method_params.focl"),
+                     ({"method_params": {"erm": {}}}, "classifier.method_params.erm"),
+                     ({"method_params": {"focal": 2}}, "classifier.method_params.focal"),
+                     ({"method_params": [1]}, "classifier.method_params")):
+        with pytest.raises(ParamError) as e:
+            check_params({"classifier": p})
+        assert e.value.param == param
+    code = ("import sys; from biaslab.runtime.validate import check_params; "
+            "check_params({'classifier': {'method_params': {'focal': {'gamma': 1.0}}}}); "
+            "print(any(m.startswith('biaslab.classify') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

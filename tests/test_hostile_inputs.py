@@ -208,14 +208,20 @@ except InputError as e:
 
 
 def test_every_process_starts_offline_unless_downloads_are_allowed():
+    """Every Python of the venv (its start-up hook) and the entry point elsewhere (``-S``: no
+    hook) start with the Hub offline; downloads need the user's consent; the user's own
+    ``HF_HUB_OFFLINE`` is kept."""
     code = "import os; print(os.environ.get('HF_HUB_OFFLINE'))"
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE",
                                                             "BIASLAB_ALLOW_DOWNLOADS")}
-    run = lambda e: subprocess.run([sys.executable, "-c", "import biaslab; " + code],  # noqa
-                                   env=e, capture_output=True, text=True).stdout.strip()
-    assert run(env) == "1"
-    assert run({**env, "BIASLAB_ALLOW_DOWNLOADS": "1"}) == "None"
-    assert run({**env, "HF_HUB_OFFLINE": "0"}) == "0"        # the user's own choice is kept
+    elsewhere = (f"import sys; sys.path[:0] = {sys.path!r}; "
+                 "import biaslab.runtime.startup as s; s.start(); ")
+    for args in (["-c", code], ["-S", "-c", elsewhere + code]):
+        run = lambda e: subprocess.run([sys.executable, *args], cwd=REPO, env=e,  # noqa: B023
+                                       capture_output=True, text=True).stdout.strip()
+        assert run(env) == "1"
+        assert run({**env, "BIASLAB_ALLOW_DOWNLOADS": "1"}) == "None"
+        assert run({**env, "HF_HUB_OFFLINE": "0"}) == "0"
 
 
 def test_a_missing_data_root_is_refused_before_dvc_writes(tmp_path):

@@ -35,7 +35,7 @@ def test_dataset_leakage_falls_as_the_labels_get_noisier():
     rng = np.random.default_rng(0)
     X, g = _planted(300, rng)
     T, tg = _planted(400, rng)
-    kw = dict(rounds=2, epochs=10, hidden=(16,))
+    kw = dict(rounds=2, attacker=L.Attacker(epochs=10, hidden=(16,)))
     L._CURVE_MEMO.clear()
     curve = L.dataset_leakage_curve(X, g, train_gt=T, train_genders=tg,
                                     flips=(0.0, 0.1, 0.3, 0.5), **kw)
@@ -71,7 +71,7 @@ def test_a_noisy_model_is_compared_with_equally_noisy_labels():
     noisy = lambda M, r: np.where(r.random(M.shape) < 0.2, 1 - M, M)   # noqa: E731
     probs = np.concatenate([noisy(X, rng), np.zeros((len(X), 2))], 1)
     tprobs = np.concatenate([noisy(T, rng), np.zeros((len(T), 2))], 1)
-    kw = dict(rounds=3, epochs=10, hidden=(16,), seed=0,
+    kw = dict(rounds=3, attacker=L.Attacker(epochs=10, hidden=(16,)), seed=0,
               f1_flips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4))
     out = evaluate_outputs(probs, X, np.ones(len(X), bool), g, None, n_objects=3,
                            has_gender=False, train_probs=tprobs, train_objects=T,

@@ -553,7 +553,7 @@ def test_leakage_chance_and_revealing(leak_result):
 
 def test_leakage_deterministic_and_threshold(leak_result):
     d = leak_result
-    kw = dict(rounds=2, seed=3, epochs=5)
+    kw = dict(rounds=2, seed=3, attacker=leakage.Attacker(epochs=5))
     a = leakage.leakage(d["X"], d["scores"], d["g"], **kw)
     b = leakage.leakage(d["X"], d["X_rev"], d["g"], **kw)   # same after binarisation
     assert a["rounds"] == b["rounds"]
@@ -645,7 +645,8 @@ def test_leakage_train_test_learns_the_training_correlation():
 
     tr, te = world(400), world(200)
     r = leakage.leakage(te[0], te[1], te[2], train_gt=tr[0], train_pred=tr[1],
-                        train_genders=tr[2], rounds=2, seed=0, epochs=20)
+                        train_genders=tr[2], rounds=2, seed=0,
+                        attacker=leakage.Attacker(epochs=20))
     assert r["acc_D"] > 99 and r["LK_D"] > 90
     assert r["acc_M"] == pytest.approx(50, abs=10)
     assert r["leakage"] < -30
@@ -733,3 +734,23 @@ def test_caption_dba_o_against_human_caption_mentions():
     assert r["DBA_O"] == pytest.approx(6.25) and r["n_human_captions"] == 8
     with pytest.raises(ValueError):
         dba.caption_dba(model, gens, objs, human_captions=human[:3])
+
+
+def test_leakage_attacker_settings_are_one_checked_object(leak_result):
+    """The attacker's build and training are one ``Attacker``, apart from what Leakage is:
+    its defaults are the documented ones, a bad value names its field, and anything else in
+    its place is refused."""
+    A = leakage.Attacker
+    assert A().training() == {"hidden": (128, 128), "epochs": 30, "lr": 2e-3,
+                              "batch_size": 128, "weight_decay": 0.0}
+    assert A(hidden=[16]).hidden == (16,)
+    for bad, name in (({"hidden": (0,)}, "hidden"), ({"epochs": 0}, "epochs"),
+                      ({"batch_size": 0}, "batch_size"), ({"lr": 0}, "lr"),
+                      ({"weight_decay": -1}, "weight_decay")):
+        with pytest.raises(ValueError, match=name):
+            A(**bad)
+    d = leak_result
+    with pytest.raises(ValueError, match="Attacker"):
+        leakage.leakage(d["X"], d["X"], d["g"], attacker={"epochs": 5})
+    with pytest.raises(TypeError):
+        leakage.leakage(d["X"], d["X"], d["g"], epochs=5)

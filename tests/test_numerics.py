@@ -68,10 +68,12 @@ def test_every_interpreter_of_the_venv_is_pinned_before_numpy_and_torch_load():
                    "portable")
 
 
-def test_import_biaslab_pins_without_the_venv_hook():
-    """Another installation (no .pth): ``import biaslab`` before numpy/torch pins them."""
+def test_the_entry_point_pins_without_the_venv_hook():
+    """Another installation (no .pth): the start-up entry point, called before numpy/torch,
+    pins them."""
     site = sysconfig.get_paths()["purelib"]
-    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; import biaslab; " + STATUS)
+    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; "
+            "import biaslab.runtime.startup as s; s.start(); " + STATUS)
     _assert_pinned(json.loads(_py(code, numerics.SIMULATED_MACHINES["manycore"],
                                   flags=("-S",)).stdout))
 
@@ -79,10 +81,26 @@ def test_import_biaslab_pins_without_the_venv_hook():
 def test_numpy_loaded_before_pinning_is_named_in_a_warning():
     site = sysconfig.get_paths()["purelib"]
     code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {site!r}]; import numpy; "
-            "import biaslab, json; print(json.dumps(biaslab.runtime.numerics.status()['late']))")
+            "import biaslab.runtime.startup as s, json; s.start(); "
+            "from biaslab.runtime import numerics; print(json.dumps(numerics.status()['late']))")
     r = _py(code, {"OPENBLAS_CORETYPE": "SkylakeX"}, flags=("-S",))
     assert json.loads(r.stdout.strip().splitlines()[-1]) == ["numpy"]
     assert "numpy loaded before the numeric paths were pinned" in r.stderr
+
+
+def test_importing_the_library_changes_nothing_in_the_process():
+    """``import biaslab`` (and its metrics) in an installation without the hook leaves the
+    environment, the import hooks and the workspace alone: pins and guards are the entry
+    points' (biaslab.runtime.startup)."""
+    site = sysconfig.get_paths()["purelib"]
+    code = (f"import sys, os, json; sys.path[:0] = [{str(REPO)!r}, {site!r}]; "
+            "env = dict(os.environ); "
+            "import biaslab, biaslab.metrics.lic, biaslab.registry; "
+            "print(json.dumps([dict(os.environ) == env, "
+            "any(type(f).__module__.startswith('biaslab') for f in sys.meta_path), "
+            "'biaslab.runtime.guard' in sys.modules]))")
+    r = _py(code, {"OPENBLAS_CORETYPE": "SkylakeX"}, flags=("-S",))
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [True, False, False], r.stderr
 
 
 def test_native_mode_leaves_the_libraries_alone():

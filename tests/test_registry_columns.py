@@ -62,8 +62,9 @@ def test_the_builtin_filters_are_paper_000s_three_with_table_4s_labels():
 
 def test_the_builtin_backbones_are_the_default_and_table_1s_three():
     from biaslab.classify.model import PAPER_BACKBONES
-    from biaslab.models.features import ALLOWED_IMAGE_ENCODERS
-    assert tuple(e.name for e in R.BACKBONES.builtins()) == ALLOWED_IMAGE_ENCODERS
+    assert tuple(e.name for e in R.BACKBONES.builtins()) == (
+        "efficientnet_lite0", "microsoft/resnet-50", "microsoft/swin-tiny-patch4-window7-224",
+        "facebook/convnext-base-224")
     assert PAPER_BACKBONES == {"ResNet-50": "microsoft/resnet-50",
                                "Swin-T": "microsoft/swin-tiny-patch4-window7-224",
                                "ConvNeXt-B": "facebook/convnext-base-224"}
@@ -211,7 +212,7 @@ def test_a_plugin_backbone_is_built_by_its_entry_and_may_be_saved(plugged):
     enc = FT.load_image_encoder("lab/tiny-1", image_size=32)
     assert isinstance(enc, _Tiny) and enc.image_size == 32
     assert "lab/tiny-1" in FT.allowed_image_encoders()
-    assert "lab/tiny-1" not in FT.ALLOWED_IMAGE_ENCODERS       # built-ins only
+    assert "lab/tiny-1" not in [e.name for e in R.BACKBONES.builtins()]
 
 
 # ------------------------------------------------------------------------- metrics

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from biaslab import registry
 from biaslab.captioning.data import image_features
 from biaslab.runtime.io import InputError
 
@@ -45,11 +46,10 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
 
 
 #: flat metric names of :func:`caption_metrics` (paper 000 Table 2 + thesis Table 2.1), the
-#: keys of each row of ``metrics/captioning.json``. ``Error`` is capitalised on purpose: DVC
+#: keys of each row of ``metrics/captioning.json``: the built-in captioning entries of
+#: ``biaslab.registry.METRICS`` in registration order. ``Error`` is capitalised on purpose: DVC
 #: reads any metrics key named exactly ``error`` as a load error.
-METRICS = ("METEOR", "BLEU-4", "CIDEr", "CLIPScore", "Ratio", "Error", "LIC", "LIC_M",
-           "LIC_D", "BiasAmp", "DBA_G", "DBA_O", "no_gender_word", "length",
-           "DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
+METRICS = tuple(e.name for e in registry.METRICS.builtins() if e.task == "captioning")
 #: DBAC's flat keys (:mod:`biaslab.metrics.dbac`): (key, direction, variant)
 DBAC_KEYS = (("DBAC_T_to_A", "T->A", "DBAC"), ("DBAC_A_to_T", "A->T", "DBAC"),
              ("DBAC_direct_T_to_A", "T->A", "DBAC_direct"),
@@ -96,7 +96,6 @@ def _extra_metrics(names: Sequence[str], ctx: MetricContext) -> dict[str, Any]:
         ValueError: a built-in or non-captioning metric named, a metric that fails, or one
             returning other than a number or None.
     """
-    from biaslab import registry
     out = {}
     plugins = {e.name for e in registry.plugin_metrics("captioning")}
     for name in names:

@@ -14,9 +14,11 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-#: Filters of paper 000 in the order of the default `filters.names` (registered in
-#: biaslab.registry.FILTERS with their Table 4 labels; plug-ins add more).
-FILTERS = ("prompt_adherence", "object_consistency", "color_fidelity")
+from biaslab import registry
+
+#: Filters of paper 000 in the order of the default `filters.names`: the built-in entries of
+#: biaslab.registry.FILTERS (plug-ins add more).
+FILTERS = tuple(e.name for e in registry.FILTERS.builtins())
 
 
 def downsample14(image: Image.Image | np.ndarray, size: int = 14) -> np.ndarray:
@@ -299,7 +301,6 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
     """
     import time
 
-    from biaslab import registry
     from biaslab.counterfactual.generate import stable_hash
 
     miss = [c for c in ("image_id", "group", "path", "prompt") if c not in cands.columns]

@@ -13,10 +13,11 @@ scores) and 50 (over-confident scores); plain accuracy (``acc_*``, reported alon
 
 Decisions (the paper gives no attacker details):
 
-* Attacker: MLP ``Linear -> ReLU`` x len(hidden) -> ``Linear(|G|)``, softmax output, trained
-  with Adam on cross-entropy in mini-batches for a fixed number of epochs (defaults: two
-  hidden layers of 128, 30 epochs, batch 128, lr 2e-3 -- chosen for speed on CPU; about 2-3 s
-  for 1,000 samples x 20 objects x 5 rounds on 2 cores).
+* Attacker (:class:`Attacker`, apart from the definition's arguments): MLP ``Linear -> ReLU``
+  x len(hidden) -> ``Linear(|G|)``, softmax output, trained with Adam on cross-entropy in
+  mini-batches for a fixed number of epochs (defaults: two hidden layers of 128, 30 epochs,
+  batch 128, lr 2e-3 -- chosen for speed on CPU; about 2-3 s for 1,000 samples x 20 objects x
+  5 rounds on 2 cores).
 * Train / test (paper 000 sec. 3.1: f is "trained on a training set T", Eq. 7 averages over
   the test set T'): ``LK_D``'s attacker is trained on the ground-truth objects of the
   training images and scored on those of the test images; ``LK_M``'s attacker is trained on
@@ -44,6 +45,7 @@ Decisions (the paper gives no attacker details):
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
@@ -53,6 +55,47 @@ import numpy as np
 from biaslab.runtime.progress import bar as progress_bar
 
 _UNDEFINED = {None, "undefined", "other", "both", "none", ""}
+
+
+@dataclasses.dataclass(frozen=True)
+class Attacker:
+    """The attacker of :func:`leakage`: how it is built and trained, not what Leakage is
+    (paper 000 gives no attacker details; these are our choices, module docstring).
+
+    Attributes:
+        hidden: widths of the MLP's hidden layers (``Linear -> ReLU`` each), >= 1 each.
+        epochs: passes over the attacker's training rows (>= 1).
+        lr: Adam learning rate (> 0).
+        batch_size: mini-batch rows (>= 1).
+        weight_decay: Adam weight decay (>= 0).
+        num_threads: torch intra-op threads while training (restored afterwards; None: leave
+            torch's setting). The result does not depend on it.
+
+    Raises:
+        ValueError: a value out of its range, naming the field.
+    """
+    hidden: tuple[int, ...] = (128, 128)
+    epochs: int = 30
+    lr: float = 2e-3
+    batch_size: int = 128
+    weight_decay: float = 0.0
+    num_threads: int | None = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        if any(h < 1 for h in self.hidden):
+            raise ValueError(f"Attacker.hidden must hold widths >= 1, got {self.hidden}")
+        for k in ("epochs", "batch_size"):
+            if int(getattr(self, k)) < 1:
+                raise ValueError(f"Attacker.{k} must be >= 1, got {getattr(self, k)}")
+        if not float(self.lr) > 0 or float(self.weight_decay) < 0:
+            raise ValueError(f"Attacker.lr must be > 0 and weight_decay >= 0, got {self.lr} "
+                             f"and {self.weight_decay}")
+
+    def training(self) -> dict:
+        """The keyword arguments of :func:`attacker_score` (every field but the threads)."""
+        return dict(hidden=self.hidden, epochs=int(self.epochs), lr=float(self.lr),
+                    batch_size=int(self.batch_size), weight_decay=float(self.weight_decay))
 
 
 def _groups_and_labels(genders, groups) -> tuple[list, np.ndarray, np.ndarray]:
@@ -181,9 +224,8 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
             train_genders=None, rounds: int = 5, seed: int = 0,
             groups: Sequence | None = None, n_per_group: int | None = None,
             n_test_per_group: int | None = None, test_fraction: float = 0.2,
-            threshold: float | None = 0.5, hidden: Sequence[int] = (128, 128), epochs: int = 30,
-            lr: float = 2e-3, batch_size: int = 128, weight_decay: float = 0.0,
-            num_threads: int | None = 1, progress: bool | None = None) -> dict:
+            threshold: float | None = 0.5, attacker: Attacker | None = None,
+            progress: bool | None = None) -> dict:
     """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), x100.
 
     Protocol (paper 000 sec. 3.1: the attacker "is trained on a training set T = {(y, g)}"
@@ -233,8 +275,8 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
             smallest test group).
         test_fraction: attacker-test fraction of the balanced sample (hold-out mode only).
         threshold: binarisation threshold of the predictions (None: use them as given).
-        hidden, epochs, lr, batch_size, weight_decay: attacker MLP / Adam settings.
-        num_threads: torch intra-op threads while training (restored afterwards; None: leave).
+        attacker: how the attackers are built and trained (:class:`Attacker`; default
+            ``Attacker()``).
         progress: one tqdm bar on stderr over the attacker fits of all rounds (``2 * rounds``,
             ``rounds`` when the dataset attackers are memoised); True / False / None = auto
             (``biaslab.runtime.progress``: drawn on a terminal, in a log only when it runs > 10 s).
@@ -253,6 +295,11 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
     """
     import torch
 
+    attacker = Attacker() if attacker is None else attacker
+    if not isinstance(attacker, Attacker):
+        raise ValueError(f"attacker must be a biaslab.metrics.leakage.Attacker, got "
+                         f"{attacker!r}")
+    num_threads = attacker.num_threads
     X_d, X_m, gen = _check_pair(gt_objects, pred_objects, genders, "test")
     given = [a is not None for a in (train_gt, train_pred, train_genders)]
     if any(given) and not all(given):
@@ -311,8 +358,7 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
             te = [rng.choice(idx_te[k], size=n_te_pg, replace=False)
                   for k in range(len(groups))]
         plan.append((np.concatenate(tr), np.concatenate(te), int(rng.integers(2**31 - 1))))
-    kw = dict(hidden=tuple(hidden), epochs=int(epochs), lr=float(lr),
-              batch_size=int(batch_size), weight_decay=float(weight_decay))
+    kw = attacker.training()
     key = _digest(X_d, T_d, lab, lab_tr, split_mode, [(a, b, s) for a, b, s in plan], kw)
 
     old_threads = torch.get_num_threads()

@@ -20,17 +20,14 @@ from biaslab.runtime.io import InputError, atomic_path
 #: Default offline backbones.
 DEFAULT_IMAGE_ENCODER = "efficientnet_lite0"
 DEFAULT_TEXT_ENCODER = "minilm"
-#: the built-in image backbones (biaslab.registry.BACKBONES): the offline default and the paper
-#: tier's classification backbones (paper 000 app. B.1). A saved model (``biaslab.libra.dcg.load``)
-#: may name only a registered backbone (:func:`allowed_image_encoders`): a model directory comes
-#: from anyone, so it must not choose what gets loaded; a project that trains on another
-#: backbone registers it (entry point group ``biaslab.backbones``).
-ALLOWED_IMAGE_ENCODERS = (DEFAULT_IMAGE_ENCODER, "microsoft/resnet-50",
-                          "microsoft/swin-tiny-patch4-window7-224", "facebook/convnext-base-224")
 
 
 def allowed_image_encoders() -> tuple[str, ...]:
-    """Every registered image backbone's name (built-ins and installed plug-ins)."""
+    """Every registered image backbone's name (built-ins and installed plug-ins:
+    ``biaslab.registry.BACKBONES``). A saved model (``biaslab.libra.dcg.load``) may name only
+    these: a model directory comes from anyone, so it must not choose what gets loaded; a
+    project that trains on another backbone registers it (entry point group
+    ``biaslab.backbones``)."""
     from biaslab import registry
     return tuple(registry.BACKBONES.names())
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)

@@ -62,8 +62,8 @@ import numpy as np
 import pandas as pd
 
 from biaslab.runtime.io import InputError, atomic_path
-from biaslab.models.encoders import (ALLOWED_IMAGE_ENCODERS, DEFAULT_IMAGE_ENCODER,  # noqa: F401
-                                     DEFAULT_TEXT_ENCODER, IMAGENET_MEAN, IMAGENET_STD,
+from biaslab.models.encoders import (DEFAULT_IMAGE_ENCODER, DEFAULT_TEXT_ENCODER,  # noqa: F401
+                                     IMAGENET_MEAN, IMAGENET_STD,
                                      EfficientNetLite0Encoder, HFImageEncoder, ImageEncoder,
                                      TextEncoder, allowed_image_encoders, default_size,
                                      load_image_encoder, load_text_encoder,

@@ -8,7 +8,8 @@ beside an output made with another. DVC's own locks cannot stop it: the reposito
 released while a stage's command runs.
 
 :func:`check_command` runs at the start of every Python process of the project's venv (the
-``biaslab_numerics.pth`` start-up hook imports :mod:`biaslab`, which calls it), so it acts
+``biaslab_numerics.pth`` start-up hook runs :func:`biaslab.runtime.startup.start`, which
+calls it), so it acts
 before DVC writes anything. DVC is recognised however it is started: the ``dvc`` script,
 ``python -m dvc``, and with ``--cd <dir>`` (``-C <dir>``) before the command. For a ``dvc``
 process it reads the command:
@@ -407,8 +408,8 @@ def _warn_replaced(root: Path, args: list[str]) -> None:
 
 
 def check_command() -> None:
-    """Start-up hook (``biaslab/__init__``): for a DVC process, claim the workspace for a
-    workspace run, or print the refusal and end the process with exit status 2 (``os._exit``:
+    """Start-up hook (:func:`biaslab.runtime.startup.start`): for a DVC process, claim the
+    workspace for a workspace run, or print the refusal and end the process with exit status 2 (``os._exit``:
     this runs inside the interpreter's start-up, where ``SystemExit`` is not handled cleanly),
     and print the warnings of the module docstring; for a process started by a workspace run
     (``BIASLAB_WORKSPACE_RUN`` set), register it. A no-op for every other process; an OS error

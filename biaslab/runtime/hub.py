@@ -3,10 +3,10 @@ the user says otherwise.
 
 Every default runs offline (its weights are in the repository or the local cache). A process
 of the project therefore starts with ``HF_HUB_OFFLINE=1`` (:func:`pin_offline`, run at
-``import biaslab``), so no ``from_pretrained`` anywhere attempts a connection: a missing
-checkpoint fails at once instead of after retries. ``BIASLAB_ALLOW_DOWNLOADS=1`` (the paper
-tier's first run on a machine with network) lifts it, and an ``HF_HUB_OFFLINE`` the user set
-is kept. A name read from a file someone else may have written (a saved DCG's ``dcg.json``)
+start-up by :mod:`biaslab.runtime.startup`), so no ``from_pretrained`` anywhere attempts a
+connection: a missing checkpoint fails at once instead of after retries.
+``BIASLAB_ALLOW_DOWNLOADS=1`` (the paper tier's first run on a machine with network) lifts it,
+and an ``HF_HUB_OFFLINE`` the user set is kept. A name read from a file someone else may have written (a saved DCG's ``dcg.json``)
 is loaded from the local cache only, even then (:func:`local_files_only` with
 ``untrusted=True``).
 """
@@ -32,7 +32,7 @@ def local_files_only(untrusted: bool = False) -> bool:
 def pin_offline() -> None:
     """Set ``HF_HUB_OFFLINE=1`` for this process and its children unless downloads are
     allowed or the user set it. Before ``huggingface_hub`` is imported (it reads the variable
-    once), which ``import biaslab`` at interpreter start-up guarantees."""
+    once), which :mod:`biaslab.runtime.startup` at interpreter start-up guarantees."""
     if not downloads_allowed():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -75,7 +75,9 @@ configures torch the moment it is imported. It runs
 * at interpreter start-up of every Python in the project's ``.venv``: ``scripts/setup.sh``
   writes ``biaslab_numerics.pth`` into its site-packages, so ``dvc``, each stage, pytest,
   a user's own script and a Ray worker of that venv are pinned before their first import;
-* on ``import biaslab`` (``biaslab/__init__.py``), for an installation without that file;
+* by the ``biaslab`` console script (:mod:`biaslab.runtime.startup`), for an installation
+  without that file; a user's own script there calls ``biaslab.runtime.startup.start()``
+  first;
 * child processes inherit the environment; forked workers inherit the loaded libraries;
   Ray's runtime environment carries :func:`env` (``biaslab.runtime.executor.connect``).
 
@@ -246,9 +248,10 @@ def pin() -> None:
                      and any(os.environ.get(k) != v for k, v in want.items()))
         _state["late"] = late
         if late:
-            warnings.warn(f"biaslab.runtime.numerics: {', '.join(late)} loaded before the numeric paths "
-                          "were pinned; import biaslab first (or use the project's .venv, "
-                          "which pins at start-up) for results that match on any machine",
+            warnings.warn(f"biaslab.runtime.numerics: {', '.join(late)} loaded before the "
+                          "numeric paths were pinned; call biaslab.runtime.startup.start() "
+                          "first (or use the project's .venv, which pins at start-up) for "
+                          "results that match on any machine",
                           RuntimeWarning, stacklevel=2)
         flags = _cpu_flags()
         if flags and not {"avx2", "fma"} <= flags:

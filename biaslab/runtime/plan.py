@@ -43,9 +43,8 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from biaslab.runtime.io import InputError
 
@@ -121,7 +120,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), conf_dir: str | Path | 
         params = yaml.safe_load(out.read_text())
     from biaslab.runtime.validate import ParamError, check_params
     try:   # the checks every stage runs at start (biaslab.runtime.io.load_params), before planning
-        check_params(params)
+        check_params(params, load_components=True)
     except ParamError as e:
         raise InputError("-S " + " -S ".join(overrides) if overrides else "conf/",
                          str(e)) from None

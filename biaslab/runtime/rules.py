@@ -28,6 +28,17 @@ class ParamError(ValueError):
         super().__init__(f"{param}: {problem}")
 
 
+def settings_error(e: Exception, group: str) -> ParamError:
+    """The :class:`ParamError` of a settings class's error ``e`` (``biaslab.runtime.settings.
+    from_params`` or a ``__post_init__``), whose message starts with the dotted param name:
+    that name when it lies inside ``group``, else ``group`` with the whole message."""
+    head, _, rest = str(e).partition(" ")
+    name = head.rstrip(":")
+    if name.startswith(group) and rest:
+        return ParamError(name, rest)
+    return ParamError(group, str(e))
+
+
 def is_int(v: Any) -> bool:
     """True for an integer that is not a bool (YAML ``true`` is not a count)."""
     return isinstance(v, Integral) and not isinstance(v, bool)

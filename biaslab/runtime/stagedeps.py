@@ -30,6 +30,9 @@ from biaslab.runtime.provenance import module_file, import_closure
 
 REPO = Path(__file__).resolve().parents[2]
 _SCRIPT = re.compile(r"python (stages/\S+\.py)")
+#: the module every Python of the project's venv runs at start-up (its numeric pins shape
+#: every output), so a part of every stage's closure
+STARTUP = "biaslab.runtime.startup"
 #: the line written above the deps that the check adds to a stage
 MARK = "# the script's import closure (scripts/stage_deps.py)"
 
@@ -54,7 +57,8 @@ def _script_imports(path: Path) -> set[str]:
 def script_closure(script: str | os.PathLike, root: Path = REPO) -> list[str]:
     """Repository-relative source files (sorted ``str``, e.g. ``"biaslab/runtime/io.py"``) of
     every ``biaslab`` module the stage script at ``script`` imports, transitively and statically
-    (function-level imports included; nothing executed).
+    (function-level imports included; nothing executed), and of the start-up hook
+    (:data:`STARTUP`) that runs before it.
 
     Raises:
         FileNotFoundError: ``script`` does not exist.
@@ -64,6 +68,8 @@ def script_closure(script: str | os.PathLike, root: Path = REPO) -> list[str]:
     if not path.is_absolute():
         path = root / path
     mods = _script_imports(path)
+    if mods:    # every process of the venv runs the start-up hook before the script
+        mods.add(STARTUP)
     files = import_closure(*sorted(mods), exclude=frozenset()).values() if mods else []
     return sorted(str(Path(f).resolve().relative_to(root)) for f in files)
 

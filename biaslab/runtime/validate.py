@@ -60,7 +60,7 @@ from biaslab import registry
 from biaslab.runtime.rules import (ParamError, int_at_least, is_int, is_real,  # noqa: F401
                                     known_keys, literal, name_list, one_of, positive_ints,
                                     probability, real_in, registered_names, seed_list,
-                                    threads_count)
+                                    settings_error, threads_count)
 from biaslab.runtime.validate_nested import (DBAC_DIRECTIONS, DBAC_SETTINGS,  # noqa: F401
                                              LIBRA_APPLY_KEYS, LIBRA_KEYS, PUBLISHED_KEYS,
                                              check_dbac, check_libra, check_published)
@@ -197,10 +197,25 @@ def check_synthetic(p: Mapping) -> None:
 
 
 def check_classifier(p: Mapping) -> None:
-    """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``seeds``;
-    ``tuning`` (:func:`check_tuning`)."""
+    """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``method_params``
+    keyed by methods that have settings (their values: :func:`check_component_settings`);
+    ``seeds``; ``tuning`` (:func:`check_tuning`)."""
     registered_names(p, "classifier", "methods", registry.METHODS)
     registered_names(p, "classifier", "datasets", registry.DATASETS)
+    mp = p.get("method_params")
+    if mp is not None:
+        if not isinstance(mp, Mapping):
+            raise ParamError("classifier.method_params", f"must be a mapping of method names "
+                                                         f"to their settings, got {mp!r}")
+        for name, v in mp.items():
+            e = registry.METHODS.get(name) if name in registry.METHODS else None
+            if e is None or e.settings is None:
+                known = [x.name for x in registry.METHODS if x.settings is not None]
+                raise ParamError(f"classifier.method_params.{name}",
+                                 f"no such method with settings; known: {known}")
+            if v is not None and not isinstance(v, Mapping):
+                raise ParamError(f"classifier.method_params.{name}",
+                                 f"must be a mapping of settings, got {v!r}")
     seed_list(p, "classifier", "seeds", 1)
     if "tuning" in p:
         check_tuning(p["tuning"])
@@ -594,8 +609,9 @@ def check_attribute(v: Any) -> None:
         raise ParamError("attribute", f"must be one of {known}, got {v!r}")
 
 
-def check_params(params: Mapping) -> None:
-    """Run ``CHECKS`` for every group present in ``params`` (a loaded params.yaml).
+def check_params(params: Mapping, load_components: bool = False) -> None:
+    """Run ``CHECKS`` for every group present in ``params`` (a loaded params.yaml), then
+    :func:`check_component_settings` (``load=load_components``).
 
     Raises:
         ParamError: the first bad value (its ``param`` is the dotted name), or a group that
@@ -609,30 +625,34 @@ def check_params(params: Mapping) -> None:
         if not isinstance(params[group], Mapping):
             raise ParamError(group, f"must be a mapping of parameters, got {params[group]!r}")
         check(params[group])
-    check_component_settings(params)
+    check_component_settings(params, load=load_components)
 
 
 #: the kinds whose entries may declare ``settings`` (read from the group of their stage)
-SETTINGS_KINDS = ("datasets", "postprocessors")
+SETTINGS_KINDS = ("datasets", "methods", "postprocessors")
 
 
-def check_component_settings(params: Mapping) -> None:
-    """Every registered training-set variant's and caption post-processor's settings that
-    params.yaml gives (:func:`biaslab.registry.settings_of`): known keys, each value's type
-    from its field's annotation, the range its ``__post_init__`` checks.
+def check_component_settings(params: Mapping, load: bool = False) -> None:
+    """Every registered component's settings that params.yaml gives
+    (:func:`biaslab.registry.settings_of`): known keys, each value's type from its field's
+    annotation, the range its ``__post_init__`` checks.
+
+    Args:
+        params: the whole params.yaml.
+        load: also check the entries whose settings are a ``"module:attribute"`` reference
+            (the built-in methods': their module is the method's own). Every stage's start
+            passes False: importing each method there would make every stage run (and, for
+            DVC, depend on) the classifier's code. ``biaslab plan`` and the composition of
+            ``-S`` overrides pass True; a method's stage checks its own when it builds it.
 
     Raises:
         ParamError: the first bad value, named by its dotted param.
     """
     for kind in SETTINGS_KINDS:
         for entry in registry.REGISTRIES[kind]:
-            if entry.settings is None:
+            if entry.settings is None or (isinstance(entry.settings, str) and not load):
                 continue
             try:
                 registry.settings_of(entry, params)
             except (TypeError, ValueError) as e:
-                head, _, rest = str(e).partition(" ")
-                name = head.rstrip(":")
-                if name.startswith(str(entry.params)) and rest:
-                    raise ParamError(name, rest) from None
-                raise ParamError(str(entry.params), str(e)) from None
+                raise settings_error(e, str(entry.params)) from None

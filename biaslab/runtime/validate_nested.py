@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from biaslab.runtime.rules import (ParamError, int_at_least, is_int, is_real, known_keys,
-                                   literal, one_of, real_in, threads_count)
+                                   literal, one_of, real_in, settings_error, threads_count)
 
 
 #: DBAC's directions (Nair, Tokas & Kerner 2025; biaslab.metrics.dbac)
@@ -73,11 +73,7 @@ def _from_settings(fn: Callable, arg: Any, group: str) -> None:
     try:
         fn(arg)
     except ValueError as e:
-        head, _, rest = str(e).partition(" ")
-        name = head.rstrip(":")
-        if name.startswith(group) and rest:
-            raise ParamError(name, rest) from None
-        raise ParamError(group, str(e)) from None
+        raise settings_error(e, group) from None
 
 
 def _libra_classifier(v: Any, param: str) -> None:

@@ -16,6 +16,8 @@ module and is not saved. Rows of unknown gender do not enter the adversary's los
 """
 from __future__ import annotations
 
+import dataclasses
+
 from biaslab.classify.methods.base import Method, masked_bce
 
 
@@ -45,7 +47,7 @@ def representation(head, x):
 class Adversarial(Method):
     """Objects-only classifier with a gradient-reversed gender adversary on its representation.
 
-    Params:
+    Settings:
         lam: weight ``lambda`` of the reversed adversary gradient (Wang et al. 2019 tune it
             per setting, trading mAP for leakage; 1.0 is our default).
         repr_dim: width of the encoder layer when ``classifier.hidden`` is empty.
@@ -53,22 +55,28 @@ class Adversarial(Method):
             small MLP adversary).
     """
     name = "adversarial"
-    PARAMS = {"lam": 1.0, "repr_dim": 256, "adv_hidden": 256}
     gender_outputs = False
 
-    def check(self) -> None:
-        if float(self.params["lam"]) < 0:
-            raise ValueError(f"classifier.method_params.adversarial.lam must be >= 0, got "
-                             f"{self.params['lam']}")
-        for k in ("repr_dim", "adv_hidden"):
-            if int(self.params[k]) < 1:
-                raise ValueError(f"classifier.method_params.adversarial.{k} must be >= 1")
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        lam: float = 1.0
+        repr_dim: int = 256
+        adv_hidden: int = 256
+
+        def __post_init__(self):
+            if float(self.lam) < 0:
+                raise ValueError(f"classifier.method_params.adversarial.lam must be >= 0, "
+                                 f"got {self.lam}")
+            for k in ("repr_dim", "adv_hidden"):
+                if int(getattr(self, k)) < 1:
+                    raise ValueError(f"classifier.method_params.adversarial.{k} must be >= 1, "
+                                     f"got {getattr(self, k)}")
 
     def n_raw(self, n_obj):
         return n_obj
 
     def hidden(self, hidden):
-        return list(hidden) or [int(self.params["repr_dim"])]
+        return list(hidden) or [int(self.settings.repr_dim)]
 
     def setup(self, y, m, n_obj):
         self.n_obj = n_obj
@@ -76,15 +84,15 @@ class Adversarial(Method):
     def modules(self, head):
         from torch import nn
         k = head.net[-1].in_features
-        self.adversary = nn.Sequential(nn.Linear(k, int(self.params["adv_hidden"])), nn.ReLU(),
-                                       nn.Linear(int(self.params["adv_hidden"]), 1))
+        self.adversary = nn.Sequential(nn.Linear(k, int(self.settings.adv_hidden)), nn.ReLU(),
+                                       nn.Linear(int(self.settings.adv_hidden), 1))
         return [self.adversary]
 
     def adversary_loss(self, h, y, m):
         """BCE of the adversary's P(man) on the rows of known gender, reading ``h`` through
         the gradient-reversal layer."""
         n = self.n_obj
-        z = self.adversary(grad_reverse(h, self.params["lam"]))[:, 0]
+        z = self.adversary(grad_reverse(h, self.settings.lam))[:, 0]
         return masked_bce(z, y[:, n + 1], m[:, n + 1])
 
     def loss(self, head, x, y, m, idx):

@@ -23,9 +23,12 @@ would make the stopping rule itself part of the comparison).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
+
+from biaslab.runtime.settings import from_params
 
 
 def masked_bce(logits, y, m, w=None):
@@ -45,25 +48,27 @@ class Method:
 
     Attributes:
         name: the ``--method`` / ``classifier.methods`` value.
-        PARAMS: the method's hyper-parameters and their defaults (``classifier.method_params.
-            <name>`` in params.yaml overrides them).
+        Settings: a frozen dataclass of the method's hyper-parameters: each field typed,
+            with its default, its range checked by ``__post_init__`` (ValueError naming
+            ``classifier.method_params.<name>.<field>``); ``classifier.method_params.<name>``
+            in params.yaml overrides the defaults. ERM has none.
+        settings: this instance's ``Settings``.
+        params: ``settings`` as a dict (recorded in the saved model's config).
         gender_outputs: whether the model has ``woman`` / ``man`` outputs (Ratio needs them).
     """
     name = "erm"
-    PARAMS: dict = {}
     gender_outputs = True
 
-    def __init__(self, params: Mapping | None = None):
-        params = dict(params or {})
-        unknown = sorted(set(params) - set(self.PARAMS))
-        if unknown:
-            raise ValueError(f"classifier.method_params.{self.name}: unknown parameter(s) "
-                             f"{unknown}; known: {sorted(self.PARAMS)}")
-        self.params = {**self.PARAMS, **params}
-        self.check()
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        pass
 
-    def check(self) -> None:
-        """Raise ValueError naming the parameter when a hyper-parameter is out of range."""
+    def __init__(self, params: Mapping | None = None):
+        """Raises ValueError naming ``classifier.method_params.<name>[.<key>]`` for an unknown
+        key, a value of the wrong type or one out of range."""
+        self.settings = from_params(self.Settings, params,
+                                    f"classifier.method_params.{self.name}", check_types=True)
+        self.params = dataclasses.asdict(self.settings)
 
     # ---------------------------------------------------------------- layout
     def n_raw(self, n_obj: int) -> int:

@@ -4,6 +4,8 @@ probability given to the true value), so confidently right entries weigh little;
 Table 1 row "Focal"."""
 from __future__ import annotations
 
+import dataclasses
+
 from biaslab.classify.methods.base import Method
 
 
@@ -26,23 +28,26 @@ def focal_bce(logits, y, m, gamma: float = 2.0, alpha: float | None = None):
 class Focal(Method):
     """Focal loss on every output (objects and gender).
 
-    Params:
+    Settings:
         gamma: focusing parameter (Lin et al. 2017: 2, their best value; paper 000 gives no
             value, we use theirs).
         alpha: class-balance factor for positives, or None (default; Lin et al. use 0.25 for
             detection with its extreme foreground/background imbalance -- not our setting).
     """
     name = "focal"
-    PARAMS = {"gamma": 2.0, "alpha": None}
 
-    def check(self) -> None:
-        if float(self.params["gamma"]) < 0:
-            raise ValueError(f"classifier.method_params.focal.gamma must be >= 0, got "
-                             f"{self.params['gamma']}")
-        a = self.params["alpha"]
-        if a is not None and not 0 <= float(a) <= 1:
-            raise ValueError(f"classifier.method_params.focal.alpha must be in [0, 1] or "
-                             f"null, got {a}")
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        gamma: float = 2.0
+        alpha: float | None = None
+
+        def __post_init__(self):
+            if float(self.gamma) < 0:
+                raise ValueError(f"classifier.method_params.focal.gamma must be >= 0, got "
+                                 f"{self.gamma}")
+            if self.alpha is not None and not 0 <= float(self.alpha) <= 1:
+                raise ValueError(f"classifier.method_params.focal.alpha must be in [0, 1] or "
+                                 f"null, got {self.alpha}")
 
     def loss(self, head, x, y, m, idx):
-        return focal_bce(head(x), y, m, self.params["gamma"], self.params["alpha"])
+        return focal_bce(head(x), y, m, self.settings.gamma, self.settings.alpha)

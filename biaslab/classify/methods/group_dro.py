@@ -20,6 +20,8 @@ the object loss. Sagawa et al.'s strong L2 penalty and group adjustments are not
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from biaslab.classify.methods.base import Method, gender_index
@@ -59,17 +61,20 @@ def group_losses(logits, y, m, groups, n_obj: int):
 class GroupDRO(Method):
     """Group DRO over (gender, object presence) groups, one q per object (module docstring).
 
-    Params:
+    Settings:
         eta: step size of the group-weight update (Sagawa et al.'s ``robust_step_size``; 0.01
             is the value of the authors' code and of their CelebA / Waterbirds runs).
     """
     name = "group_dro"
-    PARAMS = {"eta": 0.01}
 
-    def check(self) -> None:
-        if float(self.params["eta"]) < 0:
-            raise ValueError(f"classifier.method_params.group_dro.eta must be >= 0, got "
-                             f"{self.params['eta']}")
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        eta: float = 0.01
+
+        def __post_init__(self):
+            if float(self.eta) < 0:
+                raise ValueError(f"classifier.method_params.group_dro.eta must be >= 0, got "
+                                 f"{self.eta}")
 
     def setup(self, y, m, n_obj):
         import torch
@@ -84,7 +89,7 @@ class GroupDRO(Method):
         logits = head(x)
         n = self.n_obj
         L, _ = group_losses(logits, y, m, self.groups[idx], n)
-        self.q = dro_update(self.q, L, self.params["eta"])
+        self.q = dro_update(self.q, L, self.settings.eta)
         obj = (self.q * L).sum()
         bce = torch.nn.functional.binary_cross_entropy_with_logits(
             logits[:, n:], y[:, n:], reduction="none") * m[:, n:]

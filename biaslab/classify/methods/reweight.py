@@ -5,6 +5,8 @@ CVPR 2019). Both multiply the binary cross-entropy of each (row, output) entry b
 computed once from the training rows."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from biaslab.classify.methods.base import Method, gender_index, masked_bce
@@ -94,18 +96,20 @@ class Upweight(_Weighted):
 class ClassBalanced(_Weighted):
     """Class-balanced BCE (Cui et al. 2019) by :func:`class_balanced_weights`.
 
-    Params:
-        beta: effective-number hyper-parameter (Cui et al. 2019 use 0.9-0.9999; 0.999 is the
-            value the issue fixes and one of theirs).
+    Settings:
+        beta: effective-number hyper-parameter (Cui et al. 2019 use 0.9-0.9999; our
+            default 0.999 is one of theirs).
     """
     name = "class_balanced"
-    PARAMS = {"beta": 0.999}
 
-    def check(self) -> None:
-        b = float(self.params["beta"])
-        if not 0 <= b < 1:
-            raise ValueError(f"classifier.method_params.class_balanced.beta must be in "
-                             f"[0, 1), got {b}")
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        beta: float = 0.999
+
+        def __post_init__(self):
+            if not 0 <= float(self.beta) < 1:
+                raise ValueError(f"classifier.method_params.class_balanced.beta must be in "
+                                 f"[0, 1), got {self.beta}")
 
     def compute(self, y, m, n_obj):
-        return class_balanced_weights(y, m, self.params["beta"])
+        return class_balanced_weights(y, m, self.settings.beta)

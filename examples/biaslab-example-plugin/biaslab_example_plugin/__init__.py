@@ -87,19 +87,22 @@ def reweighted(ctx) -> pd.DataFrame:
 class LabelSmoothing(Method):
     """ERM with label smoothing: targets ``y (1 - eps) + eps / 2`` on every masked output.
 
-    Params:
+    Settings:
         eps: smoothing in [0, 1) (Szegedy et al. 2016 use 0.1).
     """
     name = "label_smoothing"
-    PARAMS = {"eps": 0.1}
 
-    def check(self) -> None:
-        if not 0 <= float(self.params["eps"]) < 1:
-            raise ValueError(f"classifier.method_params.label_smoothing.eps must be in [0, 1), "
-                             f"got {self.params['eps']}")
+    @dataclass(frozen=True)
+    class Settings:
+        eps: float = 0.1
+
+        def __post_init__(self):
+            if not 0 <= float(self.eps) < 1:
+                raise ValueError(f"classifier.method_params.label_smoothing.eps must be in "
+                                 f"[0, 1), got {self.eps}")
 
     def loss(self, head, x, y, m, idx):
-        eps = float(self.params["eps"])
+        eps = float(self.settings.eps)
         return masked_bce(head(x), y * (1 - eps) + eps / 2, m)
 
 
@@ -157,7 +160,7 @@ REWEIGHTED = Entry(kind="datasets", name="reweighted", target=reweighted,
 LABEL_SMOOTHING = Entry(kind="methods", name="label_smoothing", target=LabelSmoothing,
                         label="Label smoothing (plug-in)",
                         params="classifier.method_params.label_smoothing",
-                        defaults=LabelSmoothing.PARAMS, claims={"objects": "≤"})
+                        settings=LabelSmoothing.Settings, claims={"objects": "≤"})
 NEUTRAL = Entry(kind="postprocessors", name="neutral", target=neutral,
                 label="Original + neutral words (plug-in)",
                 doc="gender words replaced by neutral ones", claims={"LIC": "≤"})
