@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from biaslab.analysis import attribute_eval as A
+from biaslab.metrics.leakage import Attacker
 from biaslab.runtime.io import InputError
 
 
@@ -210,7 +211,7 @@ def test_attribute_leakage_zero_for_ground_truth_and_high_for_a_planted_cue():
     te_g = ["dark" if i % 2 else "light" for i in range(n_te)]
     te_g[0] = None                                  # no group: ignored
     lab = np.ones(n_te, bool)
-    kw = {"rounds": 2, "seed": 0, "epochs": 20}
+    kw = {"rounds": 2, "seed": 0, "attacker": Attacker(epochs=20)}
     same = attribute_leakage(te_y, te_y, lab, te_g, tr_y, tr_y, tr_g, ("dark", "light"), kw)
     assert same["leakage"] == 0.0 and same["LK_M"] == same["LK_D"]
     cue = lambda y, g: np.column_stack([[1.0 if x == "dark" else 0.0 for x in g], y[:, 1:]])
@@ -243,7 +244,8 @@ def test_attribute_leakage_at_f1_matches_a_noisy_copy_of_the_ground_truth():
     (tr_y, tr_g), (te_y, te_g) = data(n_tr), data(n_te)
     noisy = lambda y: np.where(rng.random(y.shape) < 0.3, 1.0 - y, y).astype("float32")
     lab = np.ones(n_te, bool)
-    kw = {"rounds": 2, "seed": 0, "epochs": 20, "f1_flips": [0.0, 0.1, 0.2, 0.3, 0.4]}
+    kw = {"rounds": 2, "seed": 0, "attacker": Attacker(epochs=20),
+          "f1_flips": [0.0, 0.1, 0.2, 0.3, 0.4]}
     groups = ("dark", "light")
     same = attribute_leakage(te_y, te_y, lab, te_g, tr_y, tr_y, tr_g, groups, kw)
     assert same["F1"] == 100.0 and same["LK_D_F1"] == same["LK_D"]

@@ -13,6 +13,7 @@ import yaml
 from PIL import Image
 
 from biaslab import classify as C
+from biaslab.metrics.leakage import Attacker
 from biaslab.runtime import runstats
 from biaslab.data.datasets import MANIFEST_COLUMNS
 
@@ -155,7 +156,8 @@ def test_map_matches_sklearn_on_hand_made_scores():
     pg = np.tile([[0.3, 0.7]], (6, 1))
     clf = _identity_classifier(labels)
     r = C.evaluate(clf, _logit(np.c_[s, pg]), y, np.ones(6, bool), genders, None,
-                   leakage_kwargs={"rounds": 1, "test_fraction": 0.34, "epochs": 2})
+                   leakage_kwargs={"rounds": 1, "test_fraction": 0.34,
+                                  "attacker": Attacker(epochs=2)})
     # label c has no positive in the test set: left out of the macro mean
     expected = np.mean([average_precision_score(y[:, c], s[:, c]) for c in (0, 1)])
     assert r["mAP"] == pytest.approx(100 * expected)
@@ -165,7 +167,8 @@ def test_map_matches_sklearn_on_hand_made_scores():
     # only labelled images count
     lab = np.array([1, 1, 1, 1, 0, 0], bool)
     r2 = C.evaluate(clf, _logit(np.c_[s, pg]), y, lab, genders, None,
-                    leakage_kwargs={"rounds": 1, "test_fraction": 0.5, "epochs": 2})
+                    leakage_kwargs={"rounds": 1, "test_fraction": 0.5,
+                                   "attacker": Attacker(epochs=2)})
     assert r2["mAP"] == pytest.approx(100 * np.mean(
         [average_precision_score(y[:4, c], s[:4, c]) for c in (0, 1)]))
 

@@ -256,13 +256,14 @@ def test_plugin_command_from_an_entry_point(capsys, monkeypatch):
 
 
 def test_nothing_imports_the_cli():
-    """The CLI sits on top of the library: no module of ``biaslab/`` (but
-    ``biaslab/cli.py`` itself) and no stage script imports ``biaslab.cli``."""
+    """The CLI sits on top of the library: no module of ``biaslab/`` (but ``biaslab/cli.py``
+    itself and the console entry point above it, ``biaslab/__main__.py``) and no stage script
+    imports ``biaslab.cli``."""
     import ast
     root = Path(__file__).resolve().parents[1]
     bad = []
     for f in sorted([*root.glob("biaslab/**/*.py"), *root.glob("stages/*.py")]):
-        if f == root / "biaslab" / "cli.py":
+        if f in (root / "biaslab" / "cli.py", root / "biaslab" / "__main__.py"):
             continue
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             names = []
