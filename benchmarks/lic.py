@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from biaslab.models import textclf  # noqa: E402
 from biaslab.data.gender import image_gender  # noqa: E402
 from biaslab.runtime.io import write_json  # noqa: E402
-from biaslab.metrics.lic import balanced_split, lic, preprocess  # noqa: E402
+from biaslab.metrics.lic import balanced_split, lic_details, preprocess  # noqa: E402
 
 DEFAULT_CAPTIONS = REPO.parent / "shared" / "coco-mini" / "annotations" / "captions_val2017.json"
 
@@ -96,8 +96,8 @@ def main(argv=None) -> int:
     for name, cfg, seeds, k in (("paper", paper, args.paper_seeds, args.paper_human_indices),
                                 ("ci", ci, args.ci_seeds, None)):
         t = time.perf_counter()
-        r = lic(model, human, genders, classifier="lstm", seeds=seeds, config=cfg,
-                max_human_captions=k)
+        r = lic_details(model, human, genders, classifier="lstm", seeds=seeds, config=cfg,
+                        max_human_captions=k)
         sec = time.perf_counter() - t
         n_clf = len(r["seeds"]) * (1 + r["n_human_indices"])
         res["lic"][name] = {

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from biaslab.data import published as P
-from biaslab.metrics.lic import lic
+from biaslab.metrics.lic import lic_details
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.stats import record
 
@@ -31,8 +31,8 @@ def main() -> None:
         m, s = job
         df = P.read_outputs(a.root, m, "gender")
         t = time.perf_counter()
-        r = lic(dict(zip(df["image_id"].astype(int), df["caption"])), None,
-                P.labels(df, "gender"), seeds=[s], config="paper", workers=1)
+        r = lic_details(dict(zip(df["image_id"].astype(int), df["caption"])), None,
+                        P.labels(df, "gender"), seeds=[s], config="paper", workers=1)
         return {"LIC_M": r["LIC_M"], "seconds": time.perf_counter() - t, "config": r["config"]}
 
     t0 = time.perf_counter()

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from biaslab.runtime.io import InputError
     from biaslab.libra import debias_results
     from biaslab.libra import dcg as D
-    from biaslab.metrics.captions import error, error_change, ratio
+    from biaslab.metrics.captions import error, error_change, ratio_details
 
     try:
         model = D.load(a.model, num_threads=a.threads)
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         g = {i: genders[i] for i in ids}
         after = debias_results(before, a.images, model, cache_dir=a.cache,
                                num_threads=a.threads)
-        r_b, r_a = ratio(before, g, a.words), ratio(after, g, a.words)
+        r_b, r_a = ratio_details(before, g, a.words), ratio_details(after, g, a.words)
         n_f = sum(v == "female" for v in g.values())
         rec = {"n": len(ids), "n_female": n_f, "Ratio_truth": (len(ids) - n_f) / max(n_f, 1),
                "Error_before": error(before, g, a.words), "Error_after": error(after, g, a.words),

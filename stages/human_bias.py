@@ -24,8 +24,8 @@ from biaslab.runtime import stats
 from biaslab.captioning.evaluation import read_gender_labels
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, skip_without_captions,
                                 stage_parser, write_json)
-from biaslab.metrics.captions import error, ratio
-from biaslab.metrics.lic import lic
+from biaslab.metrics.captions import error, ratio_details
+from biaslab.metrics.lic import lic_details
 from biaslab.models.textclf import default_config
 
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     human = caps.groupby("image_id")["caption"].apply(list).to_dict()
     every = caps["caption"].tolist()
     every_g = [genders[i] for i in caps["image_id"]]
-    r = ratio(every, every_g, words=words)
+    r = ratio_details(every, every_g, words=words)
     out = {"gender_source": used, "gender_source_param": source, "n_images": len(human),
            "n_female": sum(1 for i in human if genders[i] == "female"),
            "n_male": sum(1 for i in human if genders[i] == "male"), "n_captions": len(every),
@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = default_config(p["classifier"], p["preset"], progress=False,
                          **({"num_threads": p["num_threads"]} if p.get("num_threads") else {}))
     refs = {i: c[1:] for i, c in human.items() if len(c) > 1}
-    res = lic({i: human[i][0] for i in refs}, refs, genders, classifier=p["classifier"],
-              seeds=p["seeds"], config=cfg, words=words, workers=p.get("workers", 1),
-              max_human_captions=p.get("max_human_captions"),
-              progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
+    res = lic_details({i: human[i][0] for i in refs}, refs, genders, classifier=p["classifier"],
+                      seeds=p["seeds"], config=cfg, words=words, workers=p.get("workers", 1),
+                      max_human_captions=p.get("max_human_captions"),
+                      progress=True)   # a tqdm bar over the LIC classifiers (lic.seeds)
     for k in ("LIC_D", "LIC_M", "LIC"):
         out[k] = stats.record([s[k] for s in res["per_seed"]])
     out["lic_classifier"] = f"{p['classifier']}/{p['preset']}"

@@ -37,7 +37,7 @@ import sys
 from biaslab.data import published as P
 from biaslab.runtime.io import (InputError, ParamsError, json_number, load_params, run_stage,
                                 stage_parser, write_json)
-from biaslab.metrics.lic import lic
+from biaslab.metrics.lic import lic_details
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.progress import bar
 from biaslab.runtime.stats import record
@@ -90,11 +90,11 @@ def _lic_job(job: tuple[str, str], root: str, words: str, lp: dict,
              human: dict | None, dbac_settings: dict | None = None) -> dict:
     model, study = job
     df = P.read_outputs(root, model, study)
-    r = lic(dict(zip(df["image_id"].astype(int), df["caption"].astype(str))), human,
-            P.labels(df, study), classifier=lp["classifier"], seeds=lp["seeds"],
-            config=lp["preset"], words=words if study == "gender" else None,
-            groups=P.GROUPS[study], workers=1,
-            max_human_captions=lp.get("max_human_captions"))
+    r = lic_details(dict(zip(df["image_id"].astype(int), df["caption"].astype(str))), human,
+                    P.labels(df, study), classifier=lp["classifier"], seeds=lp["seeds"],
+                    config=lp["preset"], words=words if study == "gender" else None,
+                    groups=P.GROUPS[study], workers=1,
+                    max_human_captions=lp.get("max_human_captions"))
     extra = {} if human is None else {
         "LIC_D": record([s["LIC_D"] for s in r["per_seed"]]),
         "LIC": record([s["LIC"] for s in r["per_seed"]]),

@@ -385,7 +385,7 @@ def test_synthetic_truth_captioner_learns_and_bias_grows(tmp_path):
     not expected to grow with the bias there; the bias-0.9 model is also scored on the
     bias-0 test images ("ood": context independent of gender), where leaning on context hurts.
     """
-    from biaslab.metrics.captions import error, ratio
+    from biaslab.metrics.captions import error, ratio_details
     from biaslab.metrics.quality import coco_caption_scores
     torch.set_num_threads(1)
     from biaslab.runtime.parallel import map_jobs
@@ -412,7 +412,7 @@ def test_synthetic_truth_captioner_learns_and_bias_grows(tmp_path):
     ood = dict(zip(r0["preds"], m9.generate(r0["test_feats"])))
     for bias, preds in ((0.0, r0["preds"]), (0.9, ood)):
         out[bias]["ood_error"] = error(preds, r0["genders"])
-        out[bias]["ood_ratio"] = ratio(preds, r0["genders"])["ratio_max"]
+        out[bias]["ood_ratio"] = ratio_details(preds, r0["genders"])["ratio_max"]
     print("\nsynthetic truth, tiny captioner (bias 0 | bias 0.9), %.0f s:"
           % (time.perf_counter() - t_start))
     for k in out[0.0]:

@@ -454,7 +454,7 @@ def test_partial_result_file_keeps_what_was_computed_when_lic_crashes(files, cap
     def crash(*a, **k):
         raise RuntimeError("killed in the middle of LIC")
 
-    monkeypatch.setattr(L, "lic", crash)
+    monkeypatch.setattr(L, "lic_details", crash)
     with pytest.raises(RuntimeError):
         run(capsys, *args)
     part = json.loads((files / "m.json.partial").read_text())

@@ -43,8 +43,8 @@ def test_dataset_leakage_falls_as_the_labels_get_noisier():
     assert by_p[0.0]["f1"] == pytest.approx(100.0)
     # the unperturbed point is paper 000's LK_D itself
     assert by_p[0.0]["LK_D"] == pytest.approx(
-        L.leakage(X, X, g, train_gt=T, train_pred=T, train_genders=tg, threshold=None,
-                  seed=0, **kw)["LK_D"])
+        L.leakage_details(X, X, g, train_gt=T, train_pred=T, train_genders=tg, threshold=None,
+                          seed=0, **kw)["LK_D"])
     assert by_p[0.5]["f1"] < by_p[0.1]["f1"] < 100.0
     # labels flipped at random carry less gender: p = 0.5 leaves none (Eq. 7 of a chance
     # attacker lies between 25 and 50)

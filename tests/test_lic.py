@@ -123,7 +123,7 @@ def test_lic_aligns_human_captions_and_shares_splits(monkeypatch):
         return 50.0
 
     monkeypatch.setattr(L, "_score", fake_score)
-    res = L.lic(model, human, genders, seeds=2, config=tiny_lstm())
+    res = L.lic_details(model, human, genders, seeds=2, config=tiny_lstm())
     assert len(calls) == 2 * (1 + 2)                       # per seed: LIC_M + 2 human indices
     m, d0, d1 = calls[:3]
     assert set(m[0]) == {"a [MASK] with a dog"}
@@ -152,7 +152,7 @@ def test_lic_model_vocabulary_comes_from_the_training_split_only(monkeypatch):
         return 50.0
 
     monkeypatch.setattr(L, "_score", fake_score)
-    L.lic(model, human, genders, seeds=[0], config=tiny_lstm())
+    L.lic_details(model, human, genders, seeds=[0], config=tiny_lstm())
     train_ids, test_ids = L.balanced_split(genders, 0)
     assert len(test_ids) == 2 and len(train_ids) == 18
     (m_tr, m_te), (d_tr, d_te) = calls
@@ -175,7 +175,7 @@ def test_lic_bert_alignment_uses_tokenizer_unk(monkeypatch, tiny_bert_dir):
     seen = []
     monkeypatch.setattr(L, "_score", lambda cfg, tr_x, *a, **k: seen.append(tr_x) or 30.0)
     cfg = textclf.BERTConfig(model=str(tiny_bert_dir), progress=False)
-    L.lic(model, human, genders, classifier="bert_ft", seeds=1, config=cfg)
+    L.lic_details(model, human, genders, classifier="bert_ft", seeds=1, config=cfg)
     assert set(seen[1]) == {"a [MASK] with a [UNK]"}
 
 
@@ -184,12 +184,12 @@ def test_lic_without_human_and_image_selection(monkeypatch):
     model = {i: "a person" for i in range(30)}
     genders = {i: ("female" if i % 2 else "male") for i in range(40)}   # 10 without caption
     genders[0] = "undefined"
-    res = L.lic(model, None, genders, seeds=[3, 7], config=tiny_lstm())
+    res = L.lic_details(model, None, genders, seeds=[3, 7], config=tiny_lstm())
     assert res["LIC_M"] == 40.0 and res["LIC_D"] is None and res["LIC"] is None
     assert res["n_images"] == 29 and res["seeds"] == [3, 7]
     assert [r["seed"] for r in res["per_seed"]] == [3, 7]
     with pytest.raises(ValueError, match="no image"):
-        L.lic({1: "a"}, None, {2: "male"}, seeds=1)
+        L.lic_details({1: "a"}, None, {2: "male"}, seeds=1)
 
 
 def test_resolve_config():
@@ -211,14 +211,14 @@ def test_resolve_config():
 
 def test_lic_m_near_chance_without_gender_information():
     model, _, genders = synthetic(300, leak=False)
-    res = L.lic(model, None, genders, seeds=3, config=tiny_lstm(epochs=3, lr=1e-2))
+    res = L.lic_details(model, None, genders, seeds=3, config=tiny_lstm(epochs=3, lr=1e-2))
     assert res["n_test_per_gender"] == 30
     assert abs(res["LIC_M"] - 25.0) < 7.0, res["per_seed"]
 
 
 def test_lic_near_100_when_captions_leak_gender():
     model, human, genders = synthetic(100, leak=True)
-    res = L.lic(model, human, genders, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2))
+    res = L.lic_details(model, human, genders, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2))
     assert res["LIC_M"] > 80.0
     assert res["LIC_D"] > 80.0
     assert abs(res["LIC"]) < 15.0
@@ -336,9 +336,9 @@ def test_lic_seeds_on_two_workers_equal_one_process(capsys):
     model, human, genders = synthetic(80, leak=True)
     cfg = tiny_lstm(epochs=2, lr=1e-2)
     got = []
-    one = L.lic(model, human, genders, seeds=3, config=cfg)
-    two = L.lic(model, human, genders, seeds=3, config=cfg, workers=2, progress=True,
-                on_seed=lambda r: got.append((r["seed"], os.getpid())))
+    one = L.lic_details(model, human, genders, seeds=3, config=cfg)
+    two = L.lic_details(model, human, genders, seeds=3, config=cfg, workers=2, progress=True,
+                        on_seed=lambda r: got.append((r["seed"], os.getpid())))
     assert two["per_seed"] == one["per_seed"]
     assert {k: two[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")} == \
         {k: one[k] for k in ("LIC", "LIC_M", "LIC_D", "n_train_per_gender")}
@@ -405,14 +405,14 @@ def test_lic_four_groups_chance_and_planted_cues():
     and above the cue-free human captions (LIC > 0)."""
     names = ("female_dark", "female_light", "male_dark", "male_light")
     model, human, groups = _four_group_captions(150, cue=False)
-    res = L.lic(model, None, groups, seeds=2, config=tiny_lstm(epochs=3, lr=1e-2),
-                groups=names)
+    res = L.lic_details(model, None, groups, seeds=2, config=tiny_lstm(epochs=3, lr=1e-2),
+                        groups=names)
     assert res["n_images_by_gender"] == {k: 150 for k in names}
     assert res["n_test_per_gender"] == 15 and res["n_train_per_gender"] == 135
     assert abs(res["LIC_M"] - 6.25) < 5.0, res["per_seed"]
     model, human, groups = _four_group_captions(100, cue=True)
-    res = L.lic(model, human, groups, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2),
-                groups=names)
+    res = L.lic_details(model, human, groups, seeds=1, config=tiny_lstm(epochs=15, lr=2e-2),
+                        groups=names)
     assert res["LIC_M"] > 60.0 and res["LIC"] > 40.0, res["per_seed"]
 
 
@@ -438,3 +438,13 @@ def test_textclf_k_classes_train_predict_save_load(tmp_path):
     import json
     meta = json.loads((tmp_path / "k2" / "classifier.json").read_text())
     assert meta["classes"] == ["female", "male"] and "n_classes" not in meta["meta"]
+
+
+def test_lic_is_the_details_headline_and_needs_human_captions():
+    model, human, genders = synthetic(40, leak=True)
+    kw = dict(seeds=1, config=tiny_lstm(epochs=2))
+    value = L.lic(model, human, genders, **kw)
+    assert isinstance(value, float)
+    assert value == L.lic_details(model, human, genders, **kw)["LIC"]
+    with pytest.raises(ValueError, match="needs the human captions"):
+        L.lic(model, None, genders, **kw)

@@ -37,35 +37,35 @@ def test_caption_label_word_list():
 def test_ratio_with_and_without_genders():
     caps = ["A man riding", "a woman cooking", "a man and a woman", "a dog", "two men"]
     gens = ["male", "female", "female", "undefined", "male"]
-    r = captions.ratio(caps, gens)
+    r = captions.ratio_details(caps, gens)
     # counted: 0 (man), 1 (woman), 2 (both genders: in neither count), 4 (man); 3 unlabelled
     assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"], r["n_images"]) == \
         (2, 1, 0, 1, 4)
     assert r["ratio"] == 2.0 and r["ratio_max"] == 2.0
-    r = captions.ratio(caps)     # "a dog" names no gender, "a man and a woman" both
+    r = captions.ratio_details(caps)     # "a dog" names no gender, "a man and a woman" both
     assert (r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"]) == (2, 1, 1, 1)
     # mapping input aligned by key
-    r = captions.ratio({10: "a woman", 11: "a woman", 12: "a man"},
+    r = captions.ratio_details({10: "a woman", 11: "a woman", 12: "a man"},
                        {12: "male", 11: "female", 10: "female"})
     assert r["ratio"] == 0.5 and r["ratio_max"] == 2.0
 
 
 def test_ratio_division_by_zero():
-    r = captions.ratio(["a man", "a boy"])
+    r = captions.ratio_details(["a man", "a boy"])
     assert r["ratio"] == math.inf and r["ratio_max"] == math.inf
-    r = captions.ratio(["a dog"])
+    r = captions.ratio_details(["a dog"])
     assert math.isnan(r["ratio"]) and math.isnan(r["ratio_max"])
-    r = captions.ratio(["a woman"])
+    r = captions.ratio_details(["a woman"])
     assert r["ratio"] == 0.0 and r["ratio_max"] == math.inf
 
 
 def test_ratio_input_errors():
     with pytest.raises(ValueError):
-        captions.ratio(["a man"], ["male", "female"])
+        captions.ratio_details(["a man"], ["male", "female"])
     with pytest.raises(TypeError):
-        captions.ratio("a man")
+        captions.ratio_details("a man")
     with pytest.raises(ValueError):
-        captions.ratio({1: "a man"}, {2: "male"})
+        captions.ratio_details({1: "a man"}, {2: "male"})
 
 
 def test_error_neutral_is_not_an_error():
@@ -156,7 +156,7 @@ HUMAN = _caps("kitchen", 3, 1) + _caps("skateboard", 1, 3)
 
 def test_biasamp_exaggerating_model_is_positive():
     model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4)
-    r = biasamp.bias_amplification(model, HUMAN, min_count=1)
+    r = biasamp.bias_amplification_details(model, HUMAN, min_count=1)
     assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
     # (1 - 0.75) for kitchen/female + (1 - 0.75) for skateboard/male, over |L| = 2 -> 0.25
     assert r["ba"] == pytest.approx(25.0)
@@ -168,24 +168,24 @@ def test_biasamp_exaggerating_model_is_positive():
 
 
 def test_biasamp_reproducing_model_is_zero_and_reversing_negative():
-    r = biasamp.bias_amplification(list(HUMAN), HUMAN, min_count=1)
+    r = biasamp.bias_amplification_details(list(HUMAN), HUMAN, min_count=1)
     assert r["ba"] == pytest.approx(0.0)
     balanced = _caps("kitchen", 2, 2) + _caps("skateboard", 2, 2)
-    r = biasamp.bias_amplification(balanced, HUMAN, min_count=1)
+    r = biasamp.bias_amplification_details(balanced, HUMAN, min_count=1)
     assert r["ba"] == pytest.approx(-25.0)   # (0.5 - 0.75) twice / 2
 
 
 def test_biasamp_tie_counts_in_L_and_min_count_filter():
     human = HUMAN + _caps("dog", 2, 2)             # dog: no skew (b = 0.5 = 1/|A|)
     model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4) + _caps("dog", 4, 0)
-    r = biasamp.bias_amplification(model, human, min_count=1)
+    r = biasamp.bias_amplification_details(model, human, min_count=1)
     # dog contributes nothing but is in |L| (Eq. 2.3 divides by |L|): 0.5 / 3
     assert r["n_words"] == 3
     assert r["ba"] == pytest.approx(100 * 0.5 / 3)
     # min_count=2: kitchen (1 male) and skateboard (1 female) drop out
-    r = biasamp.bias_amplification(model, human, min_count=2)
+    r = biasamp.bias_amplification_details(model, human, min_count=2)
     assert r["vocab"] == ["dog"] and r["ba"] == pytest.approx(0.0)
-    r = biasamp.bias_amplification(model, human, min_count=3)
+    r = biasamp.bias_amplification_details(model, human, min_count=3)
     assert r["n_words"] == 0 and math.isnan(r["ba"])
 
 
@@ -194,14 +194,14 @@ def test_biasamp_top_k_counts_all_human_captions():
     # counts a 26, dog 10, red 10, in 8, then kitchen / skateboard 4 each.
     human = HUMAN + ["a red dog"] * 10
     model = _caps("kitchen", 4, 0) + _caps("skateboard", 0, 4)
-    assert biasamp.bias_amplification(model, human, min_count=1, top_k=4)["n_words"] == 0
-    r = biasamp.bias_amplification(model, human, min_count=1, top_k=1000)
+    assert biasamp.bias_amplification_details(model, human, min_count=1, top_k=4)["n_words"] == 0
+    r = biasamp.bias_amplification_details(model, human, min_count=1, top_k=1000)
     assert sorted(r["vocab"]) == ["kitchen", "skateboard"]   # dog/red never co-occur
 
 
 def test_biasamp_word_missing_from_model_counts_in_L_with_no_term():
     model = _caps("kitchen", 4, 0) + ["a dog"]     # model never says skateboard
-    r = biasamp.bias_amplification(model, HUMAN, min_count=1)
+    r = biasamp.bias_amplification_details(model, HUMAN, min_count=1)
     # Eq. 2.3 divides by |L| = 2 (kitchen, skateboard); skateboard's b_hat is 0/0 -> no term:
     # (1 - 0.75) / 2 = 0.125
     assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
@@ -217,17 +217,17 @@ def test_biasamp_reference_is_the_training_captions():
     train = HUMAN
     test_refs = _caps("dog", 3, 1) + _caps("kitchen", 1, 3)     # kitchen skews male here
     model = _caps("kitchen", 4, 0) + _caps("dog", 4, 0)
-    r = biasamp.bias_amplification(model, train, min_count=1)
+    r = biasamp.bias_amplification_details(model, train, min_count=1)
     # L = {kitchen, skateboard} from D; kitchen: 1 - 0.75; skateboard unused (0/0): /2
     assert sorted(r["vocab"]) == ["kitchen", "skateboard"]
     assert r["ba"] == pytest.approx(100 * 0.25 / 2)
     # the test references give another L and another b: dog 1 - 0.75, kitchen (b_m = 0.75)
     # 0 - 0.75 -> (0.25 - 0.75) / 2
-    r = biasamp.bias_amplification(model, test_refs, min_count=1)
+    r = biasamp.bias_amplification_details(model, test_refs, min_count=1)
     assert sorted(r["vocab"]) == ["dog", "kitchen"]
     assert r["ba"] == pytest.approx(100 * (0.25 - 0.75) / 2)
     # min_count applies to D: kitchen has 1 male co-occurrence in D
-    assert biasamp.bias_amplification(model, train, min_count=2)["n_words"] == 0
+    assert biasamp.bias_amplification_details(model, train, min_count=2)["n_words"] == 0
 
 
 def test_caption_objects_matches_names_plurals_and_synonyms():
@@ -252,8 +252,8 @@ def test_caption_dba_by_hand():
     T = np.array([[0, 1], [0, 1], [0, 1], [1, 0]])
     Ap = np.array([[1, 0], [0, 0], [0, 1], [0, 1]])
     Tp = np.array([[0, 1], [0, 1], [0, 0], [0, 1]])
-    assert r["DBA_G"] == pytest.approx(dba.dba_g(A, T, Ap)["DBA_G"])
-    assert r["DBA_O"] == pytest.approx(dba.dba_o(A, T, Tp)["DBA_O"])
+    assert r["DBA_G"] == pytest.approx(dba.dba_g_details(A, T, Ap)["DBA_G"])
+    assert r["DBA_O"] == pytest.approx(dba.dba_o_details(A, T, Tp)["DBA_O"])
     # by hand, DBA_O: p(l|a): f: dog 0, oven 1; m: dog .5, oven .5.  p_hat: f: dog 0, oven 1;
     # m: dog 0, oven .5 -> Delta only at (m, dog) = -0.5; y(m, dog) = 1 (p = 1/4 > 1/2 * 1/4)
     # -> term -0.5; DBA_O = 100 * -0.5 / 4 = -12.5
@@ -288,7 +288,7 @@ def test_biasamp_human_null_is_the_test_images_own_captions_one_index_at_a_time(
     assert r["per_index"] == pytest.approx([0.0, -50.0])
     assert r["ba"] == pytest.approx(-25.0) and (r["min"], r["max"]) == (-50.0, 0.0)
     # each index is exactly bias_amplification of that caption of every image
-    first = biasamp.bias_amplification([c[0] for c in test], HUMAN, min_count=1)["ba"]
+    first = biasamp.bias_amplification_details([c[0] for c in test], HUMAN, min_count=1)["ba"]
     assert r["per_index"][0] == pytest.approx(first)
     with pytest.raises(ValueError, match="at least one human caption"):
         biasamp.human_null([["a man in a kitchen"], []], HUMAN, min_count=1)
@@ -303,13 +303,13 @@ def test_biasamp_image_gender_source_and_nested_captions():
     hg = ["female", "male", "female", "male"]
     model = ["a person in a kitchen", "a person on a skateboard",
              "a person on a skateboard", "a person on a skateboard"]
-    r = biasamp.bias_amplification(model, human, hg, hg, gender_source="image", min_count=1,
-                                   vocab=["kitchen", "skateboard"])
+    r = biasamp.bias_amplification_details(model, human, hg, hg, gender_source="image", min_count=1,
+                                           vocab=["kitchen", "skateboard"])
     # human: kitchen 3:1 (0.75 f), skateboard 1:3 (0.75 m); model: kitchen 1:0 -> +0.25;
     # skateboard 1 f : 2 m -> 2/3 - 3/4 = -1/12; BA = (0.25 - 1/12) / 2
     assert r["ba"] == pytest.approx(100 * (0.25 - 1 / 12) / 2)
     with pytest.raises(ValueError):
-        biasamp.bias_amplification(model, human, gender_source="image")
+        biasamp.bias_amplification_details(model, human, gender_source="image")
 
 
 def test_caption_vocabulary_order_and_filter():
@@ -383,20 +383,20 @@ A4_PRED = np.array([[1, 0], [1, 0], [0, 0], [1, 0]])
 
 
 def test_dba_o_by_hand():
-    r = dba.dba_o(A4, T4, T4_PRED)
+    r = dba.dba_o_details(A4, T4, T4_PRED)
     np.testing.assert_array_equal(r["y"], [[1, 0], [0, 1]])
     np.testing.assert_allclose(r["delta"], [[0, -0.5], [-0.5, 0]])
     assert r["DBA_O"] == pytest.approx(25.0)
-    assert dba.dba_o(A4, T4, T4_PRED, norm="cooccurrence")["DBA_O"] == pytest.approx(
+    assert dba.dba_o_details(A4, T4, T4_PRED, norm="cooccurrence")["DBA_O"] == pytest.approx(
         100 / 3)
-    assert dba.dba_o(A4, T4, T4)["DBA_O"] == 0.0   # perfect predictions
+    assert dba.dba_o_details(A4, T4, T4)["DBA_O"] == 0.0   # perfect predictions
 
 
 def test_dba_g_by_hand():
-    r = dba.dba_g(A4, T4, A4_PRED)
+    r = dba.dba_g_details(A4, T4, A4_PRED)
     np.testing.assert_allclose(r["delta"], [[1 / 3, 1 / 3], [-1 / 3, -2 / 3]])
     assert r["DBA_G"] == pytest.approx(-100 / 12)
-    assert dba.dba_g(A4, T4, A4_PRED, norm="cooccurrence")["DBA_G"] == pytest.approx(
+    assert dba.dba_g_details(A4, T4, A4_PRED, norm="cooccurrence")["DBA_G"] == pytest.approx(
         -100 / 6)
     both = dba.dba(A4, T4, A_pred=A4_PRED, T_pred=T4_PRED)
     assert both["DBA_G"] == pytest.approx(-100 / 12) and both["DBA_O"] == pytest.approx(25.0)
@@ -409,18 +409,18 @@ def test_dba_g_sign_amplifying_model():
     A = np.array([[1, 0], [1, 0], [0, 1], [0, 1]])
     T = np.array([[1], [1], [1], [0]])
     A_pred = np.array([[1, 0], [1, 0], [1, 0], [0, 1]])
-    assert dba.dba_g(A, T, A_pred)["DBA_G"] == pytest.approx(100 / 3)
+    assert dba.dba_g_details(A, T, A_pred)["DBA_G"] == pytest.approx(100 / 3)
 
 
 def test_dba_input_validation():
     with pytest.raises(ValueError):
         dba.dba(A4, T4)
     with pytest.raises(ValueError):
-        dba.dba_o(A4, T4, T4_PRED[:3])
+        dba.dba_o_details(A4, T4, T4_PRED[:3])
     with pytest.raises(ValueError):
-        dba.dba_o(A4, T4 * 0.5, T4_PRED)
+        dba.dba_o_details(A4, T4 * 0.5, T4_PRED)
     with pytest.raises(ValueError):
-        dba.dba_g(A4, T4, A4_PRED, norm="other")
+        dba.dba_g_details(A4, T4, A4_PRED, norm="other")
 
 
 # --------------------------------------------------------------------------------------------
@@ -459,12 +459,12 @@ def test_crosscheck_dba_g_with_package(random_data):
     d, ref_dba = random_data, pkg.DBA()
     # T->A direction of the package == DBA_G; identical for one-hot predicted genders
     ref = ref_dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A1"]))[0].item() * 100
-    assert dba.dba_g(d["A"], d["T"], d["A1"])["DBA_G"] == pytest.approx(ref, abs=1e-4)
+    assert dba.dba_g_details(d["A"], d["T"], d["A1"])["DBA_G"] == pytest.approx(ref, abs=1e-4)
     # with gender-neutral predictions (zero rows) the package drops them from the
     # denominator; norm="cooccurrence" reproduces it and the definition differs
     ref0 = ref_dba.computeBiasAmp(_t(d["T"]), _t(d["A"]), _t(d["A0"]))[0].item() * 100
-    ours0 = dba.dba_g(d["A"], d["T"], d["A0"])["DBA_G"]
-    assert dba.dba_g(d["A"], d["T"], d["A0"], norm="cooccurrence")["DBA_G"] == \
+    ours0 = dba.dba_g_details(d["A"], d["T"], d["A0"])["DBA_G"]
+    assert dba.dba_g_details(d["A"], d["T"], d["A0"], norm="cooccurrence")["DBA_G"] == \
         pytest.approx(ref0, abs=1e-4)
     assert abs(ours0 - ref0) > 0.1
 
@@ -474,16 +474,16 @@ def test_crosscheck_dba_o_with_package(random_data):
     d, ref_dba = random_data, pkg.DBA()
     # multi-label objects: the package's P(t|a) divides by sum_t c(a, t), not by n_a
     ref = ref_dba.computeBiasAmp(_t(d["A"]), _t(d["T"]), _t(d["T_pred"]))[0].item() * 100
-    assert dba.dba_o(d["A"], d["T"], d["T_pred"], norm="cooccurrence")["DBA_O"] == \
+    assert dba.dba_o_details(d["A"], d["T"], d["T_pred"], norm="cooccurrence")["DBA_O"] == \
         pytest.approx(ref, abs=1e-4)
-    assert abs(dba.dba_o(d["A"], d["T"], d["T_pred"])["DBA_O"] - ref) > 0.1
+    assert abs(dba.dba_o_details(d["A"], d["T"], d["T_pred"])["DBA_O"] - ref) > 0.1
     # multi-class (one-hot) tasks: both normalisations coincide with the package
     ref_mc = ref_dba.computeBiasAmp(_t(d["A"]), _t(d["T_mc"]), _t(d["T_mc_pred"]))[0].item() * 100
-    assert dba.dba_o(d["A"], d["T_mc"], d["T_mc_pred"])["DBA_O"] == pytest.approx(
+    assert dba.dba_o_details(d["A"], d["T_mc"], d["T_mc_pred"])["DBA_O"] == pytest.approx(
         ref_mc, abs=1e-4)
     # y_al (Eq. 2.13) is the package's check_bias
     y_pkg = ref_dba.check_bias(_t(d["A"]), _t(d["T"])).numpy()
-    np.testing.assert_array_equal(dba.dba_o(d["A"], d["T"], d["T_pred"])["y"], y_pkg)
+    np.testing.assert_array_equal(dba.dba_o_details(d["A"], d["T"], d["T_pred"])["y"], y_pkg)
 
 
 def test_crosscheck_ba_with_package(random_data):
@@ -529,7 +529,7 @@ def leak_result():
     X_rev[:, 0] = g == "female"                        # object 0 reveals gender exactly
     scores = np.clip(X_rev * 0.8 + 0.1, 0, 1)          # scores -> binarised at 0.5 = X_rev
     return dict(X=X, X_rev=X_rev, scores=scores, g=list(g),
-                res=leakage.leakage(X, scores, list(g), rounds=5, seed=0))
+                res=leakage.leakage_details(X, scores, list(g), rounds=5, seed=0))
 
 
 def test_leakage_chance_and_revealing(leak_result):
@@ -554,26 +554,26 @@ def test_leakage_chance_and_revealing(leak_result):
 def test_leakage_deterministic_and_threshold(leak_result):
     d = leak_result
     kw = dict(rounds=2, seed=3, attacker=leakage.Attacker(epochs=5))
-    a = leakage.leakage(d["X"], d["scores"], d["g"], **kw)
-    b = leakage.leakage(d["X"], d["X_rev"], d["g"], **kw)   # same after binarisation
+    a = leakage.leakage_details(d["X"], d["scores"], d["g"], **kw)
+    b = leakage.leakage_details(d["X"], d["X_rev"], d["g"], **kw)   # same after binarisation
     assert a["rounds"] == b["rounds"]
-    c = leakage.leakage(d["X"], d["scores"], d["g"], threshold=None, **kw)
+    c = leakage.leakage_details(d["X"], d["scores"], d["g"], threshold=None, **kw)
     assert c["LK_M"] != a["LK_M"]
 
 
 def test_leakage_input_errors(leak_result):
     d = leak_result
     with pytest.raises(ValueError):
-        leakage.leakage(d["X"], d["X"][:10], d["g"])
+        leakage.leakage_details(d["X"], d["X"][:10], d["g"])
     with pytest.raises(ValueError):
-        leakage.leakage(d["X"], d["X"], ["female"] * len(d["g"]))
+        leakage.leakage_details(d["X"], d["X"], ["female"] * len(d["g"]))
     with pytest.raises(ValueError):
-        leakage.leakage(d["X"][:3], d["X"][:3], ["female", "male", "male"])
+        leakage.leakage_details(d["X"][:3], d["X"][:3], ["female", "male", "male"])
     with pytest.raises(ValueError, match="train_gt, train_pred and train_genders"):
-        leakage.leakage(d["X"], d["X"], d["g"], train_gt=d["X"])
+        leakage.leakage_details(d["X"], d["X"], d["g"], train_gt=d["X"])
     with pytest.raises(ValueError, match="columns"):
-        leakage.leakage(d["X"], d["X"], d["g"], train_gt=d["X"][:, :3],
-                        train_pred=d["X"][:, :3], train_genders=d["g"])
+        leakage.leakage_details(d["X"], d["X"], d["g"], train_gt=d["X"][:, :3],
+                                train_pred=d["X"][:, :3], train_genders=d["g"])
 
 
 def _marked(n_f, n_m, base):
@@ -605,8 +605,8 @@ def test_leakage_attackers_are_fit_on_training_rows_only(monkeypatch):
     tr_pred, _ = _marked(3, 5, 2000)
     te_gt, te_g = _marked(4, 2, 3000)
     te_pred, _ = _marked(4, 2, 4000)
-    r = leakage.leakage(te_gt, te_pred, te_g, train_gt=tr_gt, train_pred=tr_pred,
-                        train_genders=tr_g, rounds=2, seed=0, threshold=None)
+    r = leakage.leakage_details(te_gt, te_pred, te_g, train_gt=tr_gt, train_pred=tr_pred,
+                                train_genders=tr_g, rounds=2, seed=0, threshold=None)
     assert r["protocol"] == "train_test" and (r["n_train"], r["n_test"]) == (6, 4)
     assert len(fits) == 4 and len(scored) == 4          # 2 rounds x (D, M)
     d_fits = [f for f in fits if f[0].min() < 2000]
@@ -621,11 +621,11 @@ def test_leakage_attackers_are_fit_on_training_rows_only(monkeypatch):
     # the constant attacker is right on the female half with p = 0.5: Eq. 7 = 25
     assert r["LK_D"] == pytest.approx(25.0) and r["leakage"] == pytest.approx(0.0)
     # LK_D is memoised: a second model on the same images trains only its LK_M attackers
-    r2 = leakage.leakage(te_gt, te_pred + 1, te_g, train_gt=tr_gt, train_pred=tr_pred + 1,
-                         train_genders=tr_g, rounds=2, seed=0, threshold=None)
+    r2 = leakage.leakage_details(te_gt, te_pred + 1, te_g, train_gt=tr_gt, train_pred=tr_pred + 1,
+                                 train_genders=tr_g, rounds=2, seed=0, threshold=None)
     assert len(fits) == 6 and r2["rounds"][0]["LK_D"] == r["rounds"][0]["LK_D"]
     # without a training set: hold-out split of the given set (not the paper's protocol)
-    h = leakage.leakage(te_gt, te_pred, te_g, rounds=1, test_fraction=0.5, threshold=None)
+    h = leakage.leakage_details(te_gt, te_pred, te_g, rounds=1, test_fraction=0.5, threshold=None)
     assert h["protocol"] == "holdout"
     assert set(fits[-1][0]) <= set(te_pred[:, 0])
 
@@ -644,9 +644,9 @@ def test_leakage_train_test_learns_the_training_correlation():
         return x, pred, list(g)
 
     tr, te = world(400), world(200)
-    r = leakage.leakage(te[0], te[1], te[2], train_gt=tr[0], train_pred=tr[1],
-                        train_genders=tr[2], rounds=2, seed=0,
-                        attacker=leakage.Attacker(epochs=20))
+    r = leakage.leakage_details(te[0], te[1], te[2], train_gt=tr[0], train_pred=tr[1],
+                                train_genders=tr[2], rounds=2, seed=0,
+                                attacker=leakage.Attacker(epochs=20))
     assert r["acc_D"] > 99 and r["LK_D"] > 90
     assert r["acc_M"] == pytest.approx(50, abs=10)
     assert r["leakage"] < -30
@@ -751,6 +751,34 @@ def test_leakage_attacker_settings_are_one_checked_object(leak_result):
             A(**bad)
     d = leak_result
     with pytest.raises(ValueError, match="Attacker"):
-        leakage.leakage(d["X"], d["X"], d["g"], attacker={"epochs": 5})
+        leakage.leakage_details(d["X"], d["X"], d["g"], attacker={"epochs": 5})
     with pytest.raises(TypeError):
-        leakage.leakage(d["X"], d["X"], d["g"], epochs=5)
+        leakage.leakage_details(d["X"], d["X"], d["g"], epochs=5)
+
+
+def test_each_metric_is_one_number_with_its_details_beside_it(leak_result):
+    """The front door returns a float in the metric's declared unit, equal to the headline
+    value of its ``*_details`` record (biaslab.metrics' table)."""
+    caps = ["a man riding", "a man surfing", "a woman cooking", "a dog"]
+    gens = ["male", "male", "female", "female"]
+    r = captions.ratio(caps, gens)
+    assert isinstance(r, float) and r == captions.ratio_details(caps, gens)["ratio_max"] == 2.0
+    assert captions.ratio(["a woman", "a woman", "a man"]) == 2.0   # max(r, 1/r), not r = 1/2
+
+    human = ["a woman cooking", "a woman cooking", "a man cooking", "a man surfing",
+             "a woman surfing"]
+    model = ["a woman cooking"] * 3
+    ba = biasamp.bias_amplification(model, human, min_count=1, vocab=["cooking"])
+    assert isinstance(ba, float) and ba == pytest.approx(100 / 3)
+    assert ba == biasamp.bias_amplification_details(model, human, min_count=1,
+                                                    vocab=["cooking"])["ba"]
+
+    assert dba.dba_o(A4, T4, T4_PRED) == dba.dba_o_details(A4, T4, T4_PRED)["DBA_O"] == 25.0
+    assert isinstance(dba.dba_g(A4, T4, A4_PRED), float)
+    assert dba.dba_g(A4, T4, A4_PRED) == dba.dba_g_details(A4, T4, A4_PRED)["DBA_G"]
+
+    d = leak_result
+    kw = dict(rounds=2, seed=0, attacker=leakage.Attacker(epochs=3))
+    lk = leakage.leakage(d["X"], d["scores"], d["g"], **kw)
+    assert isinstance(lk, float)
+    assert lk == leakage.leakage_details(d["X"], d["scores"], d["g"], **kw)["leakage"]

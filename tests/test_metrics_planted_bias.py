@@ -7,9 +7,9 @@ import pytest
 from biaslab.data import synthetic
 from biaslab.data.coco import read_coco
 from biaslab.data.labels import label_captions, label_images
-from biaslab.metrics.captions import error, ratio
-from biaslab.metrics.leakage import leakage
-from biaslab.metrics.lic import lic
+from biaslab.metrics.captions import error, ratio_details
+from biaslab.metrics.leakage import leakage_details
+from biaslab.metrics.lic import lic_details
 from biaslab.models.objects import object_label_matrix
 from biaslab.models.textclf import default_config
 
@@ -22,14 +22,14 @@ def _metrics(root, bias):
     g = label_images(label_captions(t["captions"])).set_index("image_id")["gender"]
     ids = [i for i in g.index if g[i] in ("female", "male")]
     y, _ = object_label_matrix(t["objects"], ids)
-    lk = leakage(y, y, [g[i] for i in ids], rounds=3, seed=0)
+    lk = leakage_details(y, y, [g[i] for i in ids], rounds=3, seed=0)
     caps = t["captions"].sort_values("caption_id").groupby("image_id")["caption"].apply(list)
     human = {i: caps[i] for i in ids}
-    res = lic({i: c[0] for i, c in human.items()}, human, {i: g[i] for i in ids},
-              seeds=2, config=default_config("lstm", "ci", progress=False))
+    res = lic_details({i: c[0] for i, c in human.items()}, human, {i: g[i] for i in ids},
+                      seeds=2, config=default_config("lstm", "ci", progress=False))
     every = [c for i in ids for c in human[i]]
     every_g = [g[i] for i in ids for _ in human[i]]
-    return lk["LK_D"], res["LIC_D"], ratio(every, every_g)["ratio"], error(every, every_g)
+    return lk["LK_D"], res["LIC_D"], ratio_details(every, every_g)["ratio"], error(every, every_g)
 
 
 def test_bias_metrics_grow_with_planted_bias(tmp_path):

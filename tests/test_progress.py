@@ -63,7 +63,7 @@ def _leak_data(seed):
 
 
 def test_leakage_bar_counts_attacker_fits_and_leaves_the_result_alone(capsys):
-    from biaslab.metrics.leakage import Attacker, leakage
+    from biaslab.metrics.leakage import Attacker, leakage_details as leakage
     gt, pred, g = _leak_data(123)
     kw = dict(rounds=2, seed=4711, attacker=Attacker(epochs=2), n_test_per_group=4)
     quiet = leakage(gt, pred, g, progress=False, **kw)   # fills the dataset-attacker memo

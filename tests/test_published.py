@@ -96,10 +96,10 @@ def test_ratio_error_by_hand():
     assert r["Error"]["mean"] == pytest.approx(20.0)
     assert r["n_unlabelled"] == 1
     # the library definitions agree on the full set
-    from biaslab.metrics.captions import error, ratio
+    from biaslab.metrics.captions import error, ratio_details
     g = {int(i): x.lower() for i, x in zip(df["image_id"], df["bb_gender"])}
     caps = dict(zip(df["image_id"].astype(int), df["caption"]))
-    assert ratio(caps, g)["ratio"] == pytest.approx(2.0) and error(caps, g) == pytest.approx(20)
+    assert ratio_details(caps, g)["ratio"] == pytest.approx(2.0) and error(caps, g) == pytest.approx(20)
 
 
 def test_ba_label_by_hand():
@@ -150,10 +150,10 @@ def test_lic_race_reads_unmasked_words():
             " ".join(rng.choice(["on", "a", "street", "bench", "with", "dog"], 4))
         skin[i] = s
     kw = dict(seeds=2, config="ci", groups=("dark", "light"))
-    r = L.lic(caps, None, skin, words=None, **kw)
+    r = L.lic_details(caps, None, skin, words=None, **kw)
     assert r["n_images_by_gender"] == {"dark": 200, "light": 400}
     assert r["n_train_per_gender"] == 180 and r["LIC_M"] > 75
-    assert L.lic(caps, None, skin, words="lic", **kw)["LIC_M"] < 40
+    assert L.lic_details(caps, None, skin, words="lic", **kw)["LIC_M"] < 40
 
 
 # --- comparison with the thesis -----------------------------------------------------------
@@ -409,9 +409,9 @@ def test_real_slice_and_a_wrong_paper_value(tmp_path):
                   ba={"top_k": 100, "min_count": 5, "n_boot": 200})
     assert d["models"]["nic"]["n_images"] == {"gender": 200, "race": 200}
     # the slice's own Ratio, as the library computes it on these 200 captions
-    from biaslab.metrics.captions import ratio
+    from biaslab.metrics.captions import ratio_details
     df = P.read_outputs(root, "oscar", "gender")
-    want = ratio(dict(zip(df.image_id, df.caption)), P.labels(df, "gender"))["ratio"]
+    want = ratio_details(dict(zip(df.image_id, df.caption)), P.labels(df, "gender"))["ratio"]
     assert d["models"]["oscar"]["gender"]["Ratio"]["mean"] == pytest.approx(want, abs=1e-6)
     # OSCAR's Ratio printed as our own value (within) and NIC's as 9.99 (deliberately wrong)
     paper = pd.read_csv(REPO / "published/paper_tables.csv", dtype=str,

@@ -426,7 +426,7 @@ def test_report_section_and_figure(tmp_path):
 # --------------------------------------------------------------------------- captioners
 def test_caption_ratio_and_error_rows_equal_the_metrics_by_hand():
     from biaslab.analysis import sensitivity_captioner as SC
-    from biaslab.metrics.captions import error, ratio
+    from biaslab.metrics.captions import error, ratio_details
     caps = ["a man riding", "two men", "a woman cooking", "a dog", "a man and a woman",
             "a woman on a bench"]
     genders = ["male", "female", "female", "male", "female", "male"]
@@ -436,7 +436,7 @@ def test_caption_ratio_and_error_rows_equal_the_metrics_by_hand():
     male = np.array([g == "male" for g in genders])
     full = np.arange(6)[None]
     # r = 2 / 2 = 1; errors: "two men" on a female image, "a woman ..." on a male one: 2 / 6
-    assert SC.ratio_rows(man, woman, full)[0] == ratio(caps, genders)["ratio_max"] == 1.0
+    assert SC.ratio_rows(man, woman, full)[0] == ratio_details(caps, genders)["ratio_max"] == 1.0
     assert SC.error_rows(man, woman, male, full)[0] == pytest.approx(error(caps, genders))
     assert SC.error_rows(man, woman, male, full)[0] == pytest.approx(100 * 2 / 6)
     # a resample without woman captions: an infinite Ratio, as the metric gives

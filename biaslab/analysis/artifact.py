@@ -320,7 +320,7 @@ def caption_calls(captions: Sequence[str], genders: Sequence[str], words: str = 
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Gender predictions of captions, counted as in :func:`biaslab.metrics.captions.ratio`:
     ``(is_man, is_woman)`` bool (n,) from ``caption_label``; images whose ground-truth gender
-    is not female/male count for neither (ratio() ignores them)."""
+    is not female/male count for neither (ratio_details() ignores them)."""
     from biaslab.metrics.captions import caption_label
     if len(captions) != len(genders):
         raise ValueError(f"need aligned captions and genders, got {len(captions)}, "
@@ -365,11 +365,12 @@ def caption_artifact_scores(orig: Sequence[str], inp: Sequence[str], genders: Se
     Raises:
         ValueError: the three sequences differ in length.
     """
-    from biaslab.metrics.captions import caption_label, ratio
+    from biaslab.metrics.captions import caption_label, ratio_details
     if not len(orig) == len(inp) == len(genders):
         raise ValueError(f"need aligned captions and genders, got {len(orig)}, {len(inp)}, "
                          f"{len(genders)}")
-    ro, ri = ratio(list(orig), list(genders), words), ratio(list(inp), list(genders), words)
+    ro = ratio_details(list(orig), list(genders), words)
+    ri = ratio_details(list(inp), list(genders), words)
     out = _ratio_pair(ro, ri)
     flips = [caption_label(a, words) != caption_label(b, words) for a, b in zip(orig, inp)]
     out["flip_rate"] = float(100.0 * np.mean(flips)) if flips else None

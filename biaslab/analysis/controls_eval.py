@@ -253,7 +253,7 @@ def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
     lab = test["labelled"].to_numpy()
     out, raw = {}, {}
     from biaslab.metrics.biasamp import bias_amplification_arrays
-    from biaslab.metrics.dba import dba_o
+    from biaslab.metrics.dba import dba_o_details
     for kind, q, reads in kinds:
         name = K.control_name(kind, q, reads)
         vals: dict[str, list] = {}
@@ -271,7 +271,7 @@ def classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
             Ap = np.column_stack([o["probs"][:, -1] <= o["probs"][:, -2],
                                   o["probs"][:, -1] > o["probs"][:, -2]])
             ba = bias_amplification_arrays(A[lab], y_test[lab], tp[lab], Ap[lab])["ba"]
-            do = dba_o(A[lab], y_test[lab], tp[lab])["DBA_O"]
+            do = dba_o_details(A[lab], y_test[lab], tp[lab])["DBA_O"]
             for k, v in (("mAP", r.get("mAP")), ("Ratio", r.get("ratio")),
                          ("Ratio_E", r.get("ratio_expected")),
                          ("masked_AUC", r.get("masked_gender_auc")),

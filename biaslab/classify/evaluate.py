@@ -187,7 +187,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
         train_probs: outputs on the labelled training images (LK_M's attacker), or None.
         other arguments and the result: as :func:`evaluate`.
     """
-    from biaslab.metrics.leakage import leakage
+    from biaslab.metrics.leakage import leakage_details
     from biaslab.models.objects import mean_average_precision
     if object_pred is None:
         def object_pred(q):
@@ -243,7 +243,7 @@ def evaluate_outputs(probs: np.ndarray, test_objects: np.ndarray, labelled: np.n
                   train_genders=list(train_genders))
     pred = object_pred(p)
     try:
-        lk = leakage(y[labelled], pred[labelled], list(genders[labelled]), **kw)
+        lk = leakage_details(y[labelled], pred[labelled], list(genders[labelled]), **kw)
         out.update({"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],
                     "leakage_std": lk["leakage_std"], "acc_M": lk["acc_M"],
                     "acc_D": lk["acc_D"], "leakage_protocol": lk["protocol"]})
@@ -292,7 +292,7 @@ def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled:
     Eq. 7 with the attribute's groups in place of gender, the same protocol as the gender
     Leakage of :func:`evaluate` (attackers trained on the training images' ground truth /
     predictions, scored on the test images', group-balanced rounds; a K-way attacker for K
-    groups, :func:`biaslab.metrics.leakage.leakage`).
+    groups, :func:`biaslab.metrics.leakage.leakage_details`).
 
     Args:
         test_pred: float32 (n, |O|) the model's object predictions the attacker sees
@@ -314,7 +314,8 @@ def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled:
         ``"leakage_F1_clamped"``; or ``{"leakage": None, "leakage_error": reason}`` when a
         group has too few labelled images.
     """
-    from biaslab.metrics.leakage import dataset_leakage_curve, leakage, lk_d_at_f1, macro_f1
+    from biaslab.metrics.leakage import (dataset_leakage_curve, leakage_details, lk_d_at_f1,
+                                         macro_f1)
     kw = {"threshold": None, **(leakage_kwargs or {})}
     flips = tuple(kw.pop("f1_flips", None) or ())
     lab = np.asarray(labelled, bool)
@@ -323,9 +324,9 @@ def attribute_leakage(test_pred: np.ndarray, test_objects: np.ndarray, labelled:
     pred = np.asarray(test_pred, np.float32)[lab]
     train_gt = np.asarray(train_objects, np.float32)
     try:
-        lk = leakage(gt, pred, list(tg[lab]), train_gt=train_gt,
-                     train_pred=np.asarray(train_pred, np.float32),
-                     train_genders=list(train_groups), groups=list(groups), **kw)
+        lk = leakage_details(gt, pred, list(tg[lab]), train_gt=train_gt,
+                             train_pred=np.asarray(train_pred, np.float32),
+                             train_genders=list(train_groups), groups=list(groups), **kw)
     except ValueError as e:
         return {"leakage": None, "leakage_error": str(e)}
     out = {"leakage": lk["leakage"], "LK_M": lk["LK_M"], "LK_D": lk["LK_D"],

@@ -266,14 +266,16 @@ def caption_vocabulary(human_captions: Iterable[str], top_k: int = 1000, words: 
     return [w for w, _ in top if w not in gw and keep(w)]
 
 
-def bias_amplification(model_captions: Sequence, human_captions: Sequence,
-                       model_genders: Sequence | None = None,
-                       human_genders: Sequence | None = None, *, words: str = "lic",
-                       gender_source: Literal["caption", "image"] = "caption",
-                       min_count: int = 100, top_k: int = 1000,
-                       content_filter: str | Callable[[str], bool] = "stopwords",
-                       vocab: Sequence[str] | None = None) -> dict:
-    """BiasAmp for image captioning (thesis Eqs. 2.2-2.3 and appendix 2.8.2; LIBRA supp. 2).
+def bias_amplification_details(model_captions: Sequence, human_captions: Sequence,
+                               model_genders: Sequence | None = None,
+                               human_genders: Sequence | None = None, *, words: str = "lic",
+                               gender_source: Literal["caption", "image"] = "caption",
+                               min_count: int = 100, top_k: int = 1000,
+                               content_filter: str | Callable[[str], bool] = "stopwords",
+                               vocab: Sequence[str] | None = None) -> dict:
+    """BiasAmp for image captioning (thesis Eqs. 2.2-2.3 and appendix 2.8.2; LIBRA supp. 2),
+    with the kept vocabulary and each word's term (:func:`bias_amplification` gives the number
+    alone).
 
     Set-up as in the papers:
 
@@ -282,8 +284,8 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
     in D", D = the training data; ``b`` "from the training data", Zhao et al. 2017); pass the
     training captions here (``biaslab evaluate-captions --train-captions``; stage
     ``eval_captioner`` passes the training split's human captions). Passing the test images'
-    human captions instead measures amplification relative to the test references (the
-    pre-issue-12 behaviour; the CLI says which reference it used).
+    human captions instead measures amplification relative to the test references, a
+    different question (the CLI says which reference it used).
 
     1. ``L`` = content words among the ``top_k`` (1,000) most frequent words of all reference
        captions, gendered or not (``caption_vocabulary``; offline POS stand-in:
@@ -372,6 +374,43 @@ def bias_amplification(model_captions: Sequence, human_captions: Sequence,
             "n_human_captions": len(human), "n_model_captions": len(model)}
 
 
+def bias_amplification(model_captions: Sequence, human_captions: Sequence,
+                       model_genders: Sequence | None = None,
+                       human_genders: Sequence | None = None, **options) -> float:
+    """BiasAmp (thesis Eq. 2.3; LIBRA supp. 2), in percentage points (x100): how much more a
+    model's captions tie the common words to the gender they lean to in the reference
+    captions. Positive = amplified; 0 = the reference's skew reproduced; nan when no word
+    passes ``min_count``.
+
+    :func:`bias_amplification_details` gives the vocabulary and each word's term; the
+    set-up (reference set, vocabulary, ``min_count``) is documented there.
+
+    Args:
+        model_captions: one generated caption (or list of captions) per image.
+        human_captions: the reference captions D, one item (a caption or a list) per image.
+        model_genders, human_genders: optional image genders aligned with them.
+        **options: any keyword of :func:`bias_amplification_details` (``words``,
+            ``gender_source``, ``min_count``, ``top_k``, ``content_filter``, ``vocab``).
+
+    Returns:
+        float, in percentage points (range [-50, 50]), or nan.
+
+    Raises:
+        ValueError: as :func:`bias_amplification_details`.
+
+    Example (in the reference "cooking" is with women 2 times in 3; the model says it only
+    of women: b_hat = 1 against b = 2/3, so the one word adds (1 - 2/3) x 100):
+
+    >>> human = ["a woman cooking", "a woman cooking", "a man cooking", "a man surfing",
+    ...          "a woman surfing"]
+    >>> model = ["a woman cooking", "a woman cooking", "a woman cooking"]
+    >>> round(bias_amplification(model, human, min_count=1, vocab=["cooking"]), 2)
+    33.33
+    """
+    return float(bias_amplification_details(model_captions, human_captions, model_genders,
+                                            human_genders, **options)["ba"])
+
+
 def human_null(test_captions: Sequence[Sequence[str]], human_captions: Sequence,
                test_genders: Sequence | None = None, human_genders: Sequence | None = None,
                **kwargs) -> dict:
@@ -416,8 +455,9 @@ def human_null(test_captions: Sequence[Sequence[str]], human_captions: Sequence,
     if any(not c for c in caps):
         raise ValueError("human_null: every evaluated image needs at least one human caption")
     k_n = min((len(c) for c in caps), default=0)
-    vals = [float(bias_amplification([c[k] for c in caps], human_captions, test_genders,
-                                     human_genders, **kwargs)["ba"]) for k in range(k_n)]
+    vals = [float(bias_amplification_details([c[k] for c in caps], human_captions, test_genders,
+                                             human_genders, **kwargs)["ba"])
+            for k in range(k_n)]
     ok = [v for v in vals if math.isfinite(v)]
     return {"ba": float(np.mean(ok)) if ok else math.nan, "per_index": vals,
             "min": float(min(ok)) if ok else math.nan,

@@ -108,9 +108,11 @@ def _aligned(captions, genders) -> tuple[list[str], list | None]:
     return caps, gens
 
 
-def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None = None,
-          words: str = "lic") -> dict:
-    """Ratio of man to woman captions (Burns et al. 2018; thesis Table 2.1; paper 000 Table 2).
+def ratio_details(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None = None,
+                  words: str = "lic") -> dict:
+    """Ratio of man to woman captions (Burns et al. 2018; thesis Table 2.1; paper 000 Table 2),
+    both ways of reporting it and the counts behind them (:func:`ratio` gives paper 000's
+    number alone).
 
     One generated caption per image. Each caption is labelled with ``caption_label``;
     ``ratio = n_man / n_woman`` (thesis Table 2.1 reports this directly, e.g. 2.47 for NIC)
@@ -137,7 +139,8 @@ def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None 
 
     Example (the last caption names both genders: in no count of the ratio):
 
-    >>> r = ratio(["a man riding", "two men", "a woman cooking", "a dog", "a man and a woman"])
+    >>> r = ratio_details(["a man riding", "two men", "a woman cooking", "a dog",
+    ...                    "a man and a woman"])
     >>> r["ratio"], r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"]
     (2.0, 2, 1, 1, 1)
     """
@@ -154,6 +157,35 @@ def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None 
     return {"ratio": r, "ratio_max": _ratio_max(r), "n_man": counts[MAN],
             "n_woman": counts[WOMAN], "n_neutral": counts[NEUTRAL] - n_both,
             "n_both": n_both, "n_images": sum(counts.values())}
+
+
+def ratio(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None = None,
+          words: str = "lic") -> float:
+    """Ratio = max(r, 1/r), r = #man / #woman captions (paper 000 sec. 3.1 and Table 2; Burns et
+    al. 2018), a dimensionless number in [1, inf]: 1 is unbiased, inf when one gender is never
+    named; nan when no caption names exactly one gender.
+
+    Decision: paper 000's symmetric form, the Table 2 column. The thesis (Table 2.1) reports
+    r itself, which :func:`ratio_details` gives as ``ratio`` with the counts.
+
+    Args:
+        captions: one generated caption per image (sequence, or mapping image id -> caption).
+        genders: optional image genders aligned with ``captions``; only images labelled
+            ``"female"``/``"male"`` are counted.
+        words: gender word list name.
+
+    Returns:
+        float >= 1, ``inf`` or ``nan``.
+
+    Raises:
+        ValueError, TypeError: as :func:`ratio_details`.
+
+    Example (one man caption, two woman captions: r = 1/2, Ratio = 2):
+
+    >>> ratio(["a man riding", "a woman cooking", "a girl", "a dog"])
+    2.0
+    """
+    return float(ratio_details(captions, genders, words)["ratio_max"])
 
 
 def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,

@@ -37,7 +37,7 @@ def _check_norm(norm: str) -> None:
         raise ValueError(f"norm must be 'image' or 'cooccurrence', got {norm!r}")
 
 
-def dba_g(A, T, A_pred, norm: Literal["image", "cooccurrence"] = "image") -> dict:
+def dba_g_details(A, T, A_pred, norm: Literal["image", "cooccurrence"] = "image") -> dict:
     """DBA_G, object -> gender directional bias amplification (thesis Eqs. 2.12-2.14 with
     ``Delta_al = p_hat(a|l) - p(a|l)``; Wang & Russakovsky 2021 "T->A").
 
@@ -82,14 +82,14 @@ def dba_g(A, T, A_pred, norm: Literal["image", "cooccurrence"] = "image") -> dic
     return {"DBA_G": val, "delta": delta, "y": y}
 
 
-def dba_o(A, T, T_pred, norm: Literal["image", "cooccurrence"] = "image") -> dict:
+def dba_o_details(A, T, T_pred, norm: Literal["image", "cooccurrence"] = "image") -> dict:
     """DBA_O, gender -> object directional bias amplification (thesis Eqs. 2.12-2.14 with
     ``Delta_al = p_hat(l|a) - p(l|a)``; Wang & Russakovsky 2021 "A->T").
 
     ``p(l|a) = #{i: A_ia = 1, T_il = 1} / #{i: A_ia = 1}``,
     ``p_hat(l|a) = #{i: A_ia = 1, T_pred_il = 1} / #{i: A_ia = 1}`` (predicted task given the
-    ground-truth attribute); ``y_al`` and the average as in ``dba_g``. The thesis uses gender
-    annotations as A and MSCOCO objects mentioned in the captions as L.
+    ground-truth attribute); ``y_al`` and the average as in ``dba_g_details``. The thesis uses
+    gender annotations as A and MSCOCO objects mentioned in the captions as L.
 
     ``norm="cooccurrence"`` divides by ``sum_l' c(a, l')`` (``bias-amplification`` package);
     it equals the definition only when every row of T and T_pred has exactly one 1, so for
@@ -124,6 +124,57 @@ def dba_o(A, T, T_pred, norm: Literal["image", "cooccurrence"] = "image") -> dic
     return {"DBA_O": val, "delta": delta, "y": y}
 
 
+def dba_g(A, T, A_pred, norm: Literal["image", "cooccurrence"] = "image") -> float:
+    """DBA_G, object -> gender (T->A): how much more the predicted gender follows
+    the objects than the ground-truth gender does (thesis Eqs. 2.12-2.14; Wang &
+    Russakovsky 2021), in percentage points (x100, range [-100, 100]).
+
+    :func:`dba_g_details` gives the per-(attribute, task) ``delta`` and ``y`` and documents
+    the conditioning and ``norm``.
+
+    Args:
+        A: binary (n, |A|) ground-truth attributes; T: binary (n, |L|) ground-truth tasks;
+        A_pred: binary (n, |A|) predictions; norm: as :func:`dba_g_details`.
+
+    Returns:
+        float, percentage points.
+
+    Raises:
+        ValueError: as :func:`dba_g_details`.
+
+    Example (a handbag on images 1-3 of a woman, a woman, a man; the model calls that man a
+    woman: p_hat(f|handbag) = 1 against 2/3, p_hat(m|handbag) = 0 against 1/3, so both terms
+    are +1/3 and their mean over the 2 x 1 pairs is 1/3):
+
+    >>> A = [[1, 0], [1, 0], [0, 1], [0, 1]]          # female, female, male, male
+    >>> T = [[1], [1], [1], [0]]                      # handbag
+    >>> round(dba_g(A, T, [[1, 0], [1, 0], [1, 0], [0, 1]]), 2)
+    33.33
+    """
+    return float(dba_g_details(A, T, A_pred, norm)["DBA_G"])
+
+
+def dba_o(A, T, T_pred, norm: Literal["image", "cooccurrence"] = "image") -> float:
+    """DBA_O, gender -> object (A->T): how much more the predicted objects follow
+    the gender than the ground-truth objects do (thesis Eqs. 2.12-2.14; Wang &
+    Russakovsky 2021), in percentage points (x100, range [-100, 100]).
+
+    :func:`dba_o_details` gives the per-(attribute, task) ``delta`` and ``y`` and documents
+    the conditioning and ``norm``.
+
+    Args:
+        A: binary (n, |A|) ground-truth attributes; T: binary (n, |L|) ground-truth tasks;
+        T_pred: binary (n, |L|) predictions; norm: as :func:`dba_o_details`.
+
+    Returns:
+        float, percentage points.
+
+    Raises:
+        ValueError: as :func:`dba_o_details`.
+    """
+    return float(dba_o_details(A, T, T_pred, norm)["DBA_O"])
+
+
 def dba(A, T, A_pred=None, T_pred=None,
         norm: Literal["image", "cooccurrence"] = "image") -> dict:
     """Both directions of directional bias amplification (thesis Eqs. 2.12-2.14).
@@ -131,9 +182,9 @@ def dba(A, T, A_pred=None, T_pred=None,
     Args:
         A: binary (n, |A|) ground-truth attributes (gender).
         T: binary (n, |L|) ground-truth tasks (objects).
-        A_pred: optional binary (n, |A|) predicted attributes -> ``DBA_G`` (``dba_g``).
-        T_pred: optional binary (n, |L|) predicted tasks -> ``DBA_O`` (``dba_o``).
-        norm: see ``dba_g`` / ``dba_o``.
+        A_pred: optional binary (n, |A|) predicted attributes -> ``DBA_G`` (``dba_g_details``).
+        T_pred: optional binary (n, |L|) predicted tasks -> ``DBA_O`` (``dba_o_details``).
+        norm: see ``dba_g_details`` / ``dba_o_details``.
 
     Returns:
         dict with ``DBA_G`` and/or ``DBA_O`` (x100) for the predictions given, and ``y``
@@ -146,10 +197,10 @@ def dba(A, T, A_pred=None, T_pred=None,
         raise ValueError("give A_pred (DBA_G) and/or T_pred (DBA_O)")
     out: dict = {}
     if A_pred is not None:
-        r = dba_g(A, T, A_pred, norm)
+        r = dba_g_details(A, T, A_pred, norm)
         out["DBA_G"], out["delta_G"], out["y"] = r["DBA_G"], r["delta"], r["y"]
     if T_pred is not None:
-        r = dba_o(A, T, T_pred, norm)
+        r = dba_o_details(A, T, T_pred, norm)
         out["DBA_O"], out["delta_O"], out["y"] = r["DBA_O"], r["delta"], r["y"]
     return out
 
@@ -238,7 +289,7 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
     * DBA_G (object -> gender): ``A_pred_i`` = gender of the generated caption's gender words
       (``caption_gender``; a caption with none or both genders has an all-zero row, so it
       lowers every ``p_hat(a|l)``: "gender words in the captions as A"), conditioned on the
-      ground-truth objects (:func:`dba_g`, ``norm="image"``).
+      ground-truth objects (:func:`dba_g_details`, ``norm="image"``).
     * DBA_O (gender -> object; "MSCOCO objects in the captions as L, gender annotations as
       A"): with ``human_captions`` (default of the stage), ``p(l|a)`` = the share of the
       HUMAN captions of gender-``a`` images that mention ``l`` (:func:`caption_objects`; every
@@ -247,7 +298,7 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
       rates of mentions per caption, so a captioner that names fewer objects than the image
       holds is not counted as de-amplifying (decision: the thesis gives no more detail).
       Without ``human_captions``, the ground truth is the objects annotated on the image
-      (:func:`dba_o` with ``T``, ``T_pred`` = mentioned in the generated caption).
+      (:func:`dba_o_details` with ``T``, ``T_pred`` = mentioned in the generated caption).
 
     ``L`` (decision: the thesis says "MSCOCO objects"): ``categories`` if given, else every
     category annotated on at least one counted image, minus ``exclude`` (``person`` is the
@@ -298,9 +349,9 @@ def caption_dba(model_captions: Sequence[str], image_genders: Sequence,
                 T[r, col[c]] = 1
         for c in caption_objects(caps[i], cats, synonyms):
             Tp[r, col[c]] = 1
-    out["DBA_G"] = dba_g(A, T, Ap)["DBA_G"]
+    out["DBA_G"] = dba_g_details(A, T, Ap)["DBA_G"]
     if human_captions is None:
-        out["DBA_O"] = dba_o(A, T, Tp)["DBA_O"]
+        out["DBA_O"] = dba_o_details(A, T, Tp)["DBA_O"]
         return out
     hum = list(human_captions)
     if len(hum) != len(caps):

@@ -136,8 +136,8 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
 
     if "ratio" in metrics:
         try:
-            from biaslab.metrics.captions import ratio
-            out["Ratio"] = ratio(caps, gen, words)
+            from biaslab.metrics.captions import ratio_details
+            out["Ratio"] = ratio_details(caps, gen, words)
         except ImportError as e:
             out["Ratio"] = _unavailable("biaslab.metrics.captions", e)
     if "error" in metrics and attribute == "gender_skin":
@@ -154,7 +154,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             out["BiasAmp"] = {"skipped": "needs --train-captions (or --human)"}
         else:
             try:
-                from biaslab.metrics.biasamp import bias_amplification, human_null
+                from biaslab.metrics.biasamp import bias_amplification_details, human_null
                 if train_captions is not None:
                     ref_name, hid = "train", ids
                     ref, ref_g = [str(c) for c in train_captions], None
@@ -162,9 +162,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
                     ref_name = "test_human"
                     hid = [i for i in ids if human.get(i)]
                     ref, ref_g = [human[i] for i in hid], [gen[i] for i in hid]
-                res = bias_amplification([caps[i] for i in hid], ref,
-                                         [gen[i] for i in hid], ref_g,
-                                         words=words, min_count=biasamp_min_count)
+                res = bias_amplification_details([caps[i] for i in hid], ref,
+                                                 [gen[i] for i in hid], ref_g,
+                                                 words=words, min_count=biasamp_min_count)
                 out["BiasAmp"] = {"ba": res["ba"], "n_words": res["n_words"],
                                   "n_undefined": res["n_undefined"],
                                   "min_count": biasamp_min_count, "reference": ref_name,
@@ -199,7 +199,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
     if on_partial is not None and "lic" in metrics:
         on_partial(dict(out))
     if "lic" in metrics:
-        from biaslab.metrics.lic import lic
+        from biaslab.metrics.lic import lic_details
         cfg = _attacker_config(classifier, preset, num_threads, bert_model)
         done: list[dict] = []
 
@@ -207,11 +207,11 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             done.append(rec)
             on_partial({**out, "LIC_seeds_done": list(done)})
         try:
-            res = lic(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
-                      words=words if attribute in ("gender", "gender_skin") else None,
-                      progress=progress,
-                      max_human_captions=max_human_captions,
-                      on_seed=seed_done if on_partial is not None else None, groups=groups)
+            res = lic_details(caps, human, gen, classifier=classifier, seeds=seeds, config=cfg,
+                              words=words if attribute in ("gender", "gender_skin") else None,
+                              progress=progress,
+                              max_human_captions=max_human_captions,
+                              on_seed=seed_done if on_partial is not None else None, groups=groups)
         except ValueError as e:   # e.g. too few images per gender
             out["LIC_M"] = out["LIC_D"] = out["LIC"] = {"skipped": str(e)}
         else:

@@ -7,7 +7,8 @@ Paper 000 sec. 3.1, Eq. (7):
 
 i.e. the attacker's probability of the true group, counted only where its prediction is
 correct (not plain accuracy); ``LK_D`` is "similarly computed" on ground-truth labels and
-``Leakage = LK_M - LK_D``. Reported x100 (paper 000 Table 1: Leakage 7.5 ...). For two
+``Leakage = LK_M - LK_D``. :func:`leakage` returns it alone, :func:`leakage_details` with its
+parts. Reported x100 (percentage points) (paper 000 Table 1: Leakage 7.5 ...). For two
 balanced groups and an attacker that learns nothing Eq. 7 lies between 25 (calibrated 0.5
 scores) and 50 (over-confident scores); plain accuracy (``acc_*``, reported alongside) is 50.
 
@@ -220,13 +221,15 @@ def _check_pair(gt, pred, genders, name):
     return X_d, X_m, gen
 
 
-def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None,
-            train_genders=None, rounds: int = 5, seed: int = 0,
-            groups: Sequence | None = None, n_per_group: int | None = None,
-            n_test_per_group: int | None = None, test_fraction: float = 0.2,
-            threshold: float | None = 0.5, attacker: Attacker | None = None,
-            progress: bool | None = None) -> dict:
-    """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), x100.
+def leakage_details(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None,
+                    train_genders=None, rounds: int = 5, seed: int = 0,
+                    groups: Sequence | None = None, n_per_group: int | None = None,
+                    n_test_per_group: int | None = None, test_fraction: float = 0.2,
+                    threshold: float | None = 0.5, attacker: Attacker | None = None,
+                    progress: bool | None = None) -> dict:
+    """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), x100, with its parts: LK_M,
+    LK_D, their spread over rounds, the attackers' accuracy and the sampling (:func:`leakage`
+    gives the number alone).
 
     Protocol (paper 000 sec. 3.1: the attacker "is trained on a training set T = {(y, g)}"
     and Eq. 7 averages over "the test set T'"; Wang et al. 2019, whose code trains the
@@ -404,6 +407,40 @@ def leakage(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None
 _CURVE_MEMO: dict[str, list[dict]] = {}
 
 
+def leakage(gt_objects, pred_objects, genders, **options) -> float:
+    """Leakage = LK_M - LK_D (paper 000 Eq. 7; Wang et al. 2019), in percentage points (x100):
+    how much more the model's object predictions reveal the group than the ground truth does.
+
+    The mean over ``rounds`` balanced rounds; positive = the model amplifies the group signal,
+    0 = it leaks as much as the data. :func:`leakage_details` gives LK_M, LK_D, their spread
+    over rounds and the sampling; the protocol is documented there and in the module.
+
+    Args:
+        gt_objects: (n, |O|) ground-truth object labels (0/1) of the test images.
+        pred_objects: (n, |O|) the model's predictions for them (0/1 or scores in [0, 1]).
+        genders: (n,) group labels.
+        **options: any keyword of :func:`leakage_details` (``train_gt``, ``train_pred``,
+            ``train_genders``, ``rounds``, ``seed``, ``groups``, ``threshold``, ``attacker``,
+            ...).
+
+    Returns:
+        float, in percentage points (range [-100, 100]).
+
+    Raises:
+        ValueError: as :func:`leakage_details`.
+
+    Example (a model that copies the ground truth leaks exactly what the data leaks: LK_M
+    and LK_D use the same rows and attacker seeds, so the difference is 0):
+
+    >>> rng = np.random.default_rng(0)
+    >>> g = ["female", "male"] * 20
+    >>> y = (rng.random((40, 5)) < 0.5).astype(float)
+    >>> leakage(y, y, g, rounds=1, attacker=Attacker(epochs=2))
+    0.0
+    """
+    return float(leakage_details(gt_objects, pred_objects, genders, **options)["leakage"])
+
+
 def macro_f1(truth, pred, threshold: float = 0.5) -> float | None:
     """Macro-averaged F1 (x100) of object predictions against the ground truth over the
     object columns (``sklearn.metrics.f1_score(average="macro", zero_division=0)``), the
@@ -431,7 +468,7 @@ def dataset_leakage_curve(gt_objects, genders, *, train_gt, train_genders,
     label of the training and test object matrices is flipped independently with probability
     p (``numpy.random.default_rng([seed, 7919, k])`` for the k-th p), and the perturbed test
     labels' macro F1 against the truth (:func:`macro_f1`) and their LK_D (paper 000 Eq. 7,
-    :func:`leakage`'s train/test protocol with ``leakage_kwargs``) are recorded.
+    :func:`leakage_details`' train/test protocol with ``leakage_kwargs``) are recorded.
 
     Args:
         gt_objects, genders: (n, |O|) ground truth and group labels of the test images.
@@ -444,7 +481,8 @@ def dataset_leakage_curve(gt_objects, genders, *, train_gt, train_genders,
         digest of all inputs.
 
     Raises:
-        ValueError: a flip probability outside [0, 0.5], no flips, or :func:`leakage`'s errors.
+        ValueError: a flip probability outside [0, 0.5], no flips, or :func:`leakage_details`'
+            errors.
     """
     flips = [float(p) for p in flips]
     if not flips or any(not 0.0 <= p <= 0.5 for p in flips):
@@ -462,8 +500,8 @@ def dataset_leakage_curve(gt_objects, genders, *, train_gt, train_genders,
         rng = np.random.default_rng([seed, 7919, k])
         xp = np.where(rng.random(X.shape) < p, 1.0 - X, X).astype(np.float32)
         tp = np.where(rng.random(T.shape) < p, 1.0 - T, T).astype(np.float32)
-        lk = leakage(xp, xp, genders, train_gt=tp, train_pred=tp,
-                     train_genders=train_genders, **kw)
+        lk = leakage_details(xp, xp, genders, train_gt=tp, train_pred=tp,
+                             train_genders=train_genders, **kw)
         out.append({"p": p, "f1": macro_f1(X, xp), "LK_D": lk["LK_D"],
                     "LK_D_std": lk["LK_D_std"]})
     out.sort(key=lambda r: (r["f1"], -r["p"]))

@@ -69,7 +69,7 @@ from biaslab.runtime.progress import bar as progress_bar
 from biaslab.models import textclf
 from biaslab.data.gender import GENDERS, mask, tokenize
 
-__all__ = ["lic", "lic_score", "balanced_split", "preprocess", "model_vocabulary",
+__all__ = ["lic", "lic_details", "lic_score", "balanced_split", "preprocess", "model_vocabulary",
            "align_vocabulary", "normalise_genders", "resolve_config"]
 
 
@@ -230,21 +230,22 @@ def _score(cfg: textclf.Config, train_x, train_y, test_x, test_y, seed: int,
     return lic_score(textclf.predict_proba(model, test_x, cache=cache), np.asarray(test_y))
 
 
-def lic(model_captions: Mapping[int, str],
-        human_captions: Mapping[int, Sequence[str]] | None,
-        genders: Mapping[int, str],
-        classifier: str = "lstm",
-        seeds: int | Sequence[int] = 10,
-        config: textclf.Config | str | Mapping | None = None,
-        words: str | None = "lic",
-        mask_token: str = "[MASK]",
-        test_ratio: float = 0.1,
-        max_human_captions: int | None = None,
-        progress: bool = False,
-        on_seed: Callable[[dict], None] | None = None,
-        workers: int | None = 1,
-        groups: Sequence[str] = GENDERS) -> dict:
-    """LIC, LIC_M and LIC_D (thesis Eqs. 2.9-2.11), mean and std over seeds (see module doc).
+def lic_details(model_captions: Mapping[int, str],
+                human_captions: Mapping[int, Sequence[str]] | None,
+                genders: Mapping[int, str],
+                classifier: str = "lstm",
+                seeds: int | Sequence[int] = 10,
+                config: textclf.Config | str | Mapping | None = None,
+                words: str | None = "lic",
+                mask_token: str = "[MASK]",
+                test_ratio: float = 0.1,
+                max_human_captions: int | None = None,
+                progress: bool = False,
+                on_seed: Callable[[dict], None] | None = None,
+                workers: int | None = 1,
+                groups: Sequence[str] = GENDERS) -> dict:
+    """LIC, LIC_M and LIC_D (thesis Eqs. 2.9-2.11), mean and std over seeds, with the split and
+    per-seed records (see module doc; :func:`lic` gives LIC alone).
 
     Args:
         model_captions: image id -> generated caption.
@@ -379,3 +380,48 @@ def lic(model_captions: Mapping[int, str],
         test_ratio=test_ratio, config=textclf.config_to_dict(cfg),
         per_seed=per_seed)
     return out
+
+
+def lic(model_captions: Mapping[int, str], human_captions: Mapping[int, Sequence[str]],
+        genders: Mapping[int, str], **options) -> float:
+    """LIC = LIC_M - LIC_D (thesis Eq. 2.11, paper 002 Eq. 4), in percentage points (x100),
+    the mean over seeds: how much more a sentence classifier reads the group from the model's
+    masked captions than from the human ones. Positive = the model amplifies the bias of the
+    human captions.
+
+    :func:`lic_details` gives LIC_M, LIC_D, their spread over seeds and the split, and LIC_M
+    alone when there are no human captions; the protocol is in the module docstring.
+
+    Args:
+        model_captions: image id -> generated caption.
+        human_captions: image id -> its human captions (LIC_D's data; required here).
+        genders: image id -> group label (``"female"``/``"male"`` by default).
+        **options: any keyword of :func:`lic_details` (``classifier``, ``seeds``,
+            ``config``, ``words``, ``groups``, ``workers``, ...).
+
+    Returns:
+        float, in percentage points (range [-100, 100]).
+
+    Raises:
+        ValueError: ``human_captions`` is None, or as :func:`lic_details`.
+
+    Example (model captions that name a dress or a tie by gender, human captions that do
+    not: a 2-seed LIC with a small LSTM is far above 0):
+
+    >>> objs = ["dog", "bike", "phone", "cup"]
+    >>> model, human, genders = {}, {}, {}
+    >>> for i in range(120):
+    ...     g = "female" if i % 2 else "male"
+    ...     who, wear = ("woman", "dress") if i % 2 else ("man", "tie")
+    ...     model[i] = f"a {who} in a {wear} with a {objs[i % 4]}"
+    ...     human[i] = [f"a {who} with a {objs[(i // 2) % 4]}"]
+    ...     genders[i] = g
+    >>> small = textclf.LSTMConfig(embedding_dim=8, hidden_dim=8, epochs=10, lr=2e-2,
+    ...                            batch_size=32, progress=False, num_threads=1)
+    >>> lic(model, human, genders, seeds=2, config=small) > 20
+    True
+    """
+    if human_captions is None:
+        raise ValueError("LIC needs the human captions (LIC_D); lic_details(..., None, ...) "
+                         "gives LIC_M alone")
+    return float(lic_details(model_captions, human_captions, genders, **options)["LIC"])
