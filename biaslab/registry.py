@@ -225,7 +225,9 @@ class Entry:
 def settings_of(entry: Entry, params: Mapping[str, Any]) -> Any:
     """The settings of component ``entry``: its :attr:`Entry.settings` dataclass filled from
     the mapping at the dotted path ``entry.params`` of ``params`` (the whole params.yaml;
-    absent: every default).
+    absent: every default), or, when the class has a ``from_params(params)`` classmethod,
+    what that builds from the whole params (a component whose settings live in several
+    groups, as LIBRA's row shares ``libra`` and ``eval_captioner.dcg`` with other stages).
 
     Returns:
         an instance of ``entry.settings``, or None when the entry declares none.
@@ -237,6 +239,8 @@ def settings_of(entry: Entry, params: Mapping[str, Any]) -> Any:
     cls = entry.settings_class()
     if cls is None:
         return None
+    if callable(getattr(cls, "from_params", None)):   # settings gathered from several groups
+        return cls.from_params(params)
     from biaslab.runtime.settings import from_params
     node: Any = params
     for k in str(entry.params).split("."):
@@ -414,7 +418,8 @@ for _order, (_name, _cls, _label) in enumerate((
 
 # Caption post-processors: LIBRA's DCG (paper 003 sec. 4) on the Original captioner.
 _builtin("postprocessors", "LIBRA", "biaslab.captioning.postprocess:libra", "Original + LIBRA",
-         110, params="libra", doc="LIBRA's debiasing caption generator (paper 003)")
+         110, params="libra", settings="biaslab.captioning.postprocess:LibraSettings",
+         doc="LIBRA's debiasing caption generator (paper 003)")
 
 # Counterfactual backends (paper 000 Eq. 1; biaslab/counterfactual/).
 _G = "biaslab.counterfactual.generate"

@@ -54,8 +54,8 @@ import csv
 from pathlib import Path
 
 from biaslab.captioning import evaluation as C
-from biaslab.captioning.table2 import (DEFAULTS, categories, csv_rows, evaluate_captioners,
-                                       image_objects, test_set)
+from biaslab.captioning.table2 import (Table2Settings, categories, csv_rows,
+                                       evaluate_captioners, image_objects, test_set)
 from biaslab.metrics.files import jsonable
 from biaslab.runtime import runstats
 from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage,
@@ -68,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     if skip_without_captions("eval_captioner", ["data/captions", "plots/captioning.csv",
                                                 "metrics/captioning.json"]):
         return 0
-    e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
-    labels, g_used = C.read_gender_labels(e["gender_source"])
+    settings = Table2Settings.from_params(params)
+    e = settings.eval
+    labels, g_used = C.read_gender_labels(e.gender_source)
     table, human, genders, train_caps = test_set(
-        e["test_images"], read_parquet("data/split.parquet"),
+        e.test_images, read_parquet("data/split.parquet"),
         read_parquet("data/prepared/images.parquet"),
         read_parquet("data/prepared/captions.parquet"), labels, g_used)
     ids = table["image_id"].astype(int).tolist()
@@ -79,15 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     obj_table = read_parquet(op) if op.exists() else None
     objects = image_objects(obj_table, ids)
     print(f"eval_captioner: {len(ids)} test images, gender labels from {g_used} "
-          f"(gender_source={e['gender_source']}), BiasAmp reference = {len(train_caps)} "
+          f"(gender_source={e.gender_source}), BiasAmp reference = {len(train_caps)} "
           f"training captions, object sets for {len(objects)} images")
     scorer = None
-    if Path(e["scorer"]).exists():
+    if Path(e.scorer).exists():
         from biaslab.models.clipscorer import load_scorer
-        scorer = load_scorer(e["scorer"])
+        scorer = load_scorer(e.scorer)
     else:
-        print(f"eval_captioner: no CLIP scorer at {e['scorer']}: CLIPScore skipped")
-    summary, per_model, notes = evaluate_captioners(params, table, human, genders, g_used,
+        print(f"eval_captioner: no CLIP scorer at {e.scorer}: CLIPScore skipped")
+    summary, per_model, notes = evaluate_captioners(settings, table, human, genders, g_used,
                                                     train_caps, objects, categories(obj_table),
                                                     scorer)
     # eval.json is a cached out: wall times go to benchmarks/runs/, or a re-run with the same
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      "n_test_gendered": len(genders),
                                                      "gender_source": g_used}))
     write_json("metrics/captioning.json", summary)
-    header, rows = csv_rows(summary, e["metrics"] or [])
+    header, rows = csv_rows(summary, e.metrics)
     with atomic_path("plots/captioning.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)

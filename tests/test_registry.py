@@ -209,9 +209,10 @@ def test_every_method_gives_a_finite_loss_and_its_inference_layout(name):
 
 
 def test_libra_skips_without_a_dcg(tmp_path):
-    ctx = PP.CaptionContext(table=pd.DataFrame({"image_id": [1], "path": ["a.png"]}),
-                            params={"eval_captioner": {"dcg": str(tmp_path)}}, seed=0,
-                            feature_cache=str(tmp_path))
+    settings = PP.resolve_settings(["LIBRA"], {"eval_captioner": {"dcg": str(tmp_path)}})
+    assert settings["LIBRA"] == PP.LibraSettings(dcg=str(tmp_path))
+    ctx = PP.CaptionContext(table=pd.DataFrame({"image_id": [1], "path": ["a.png"]}), seed=0,
+                            feature_cache=str(tmp_path), component_settings=settings)
     with pytest.raises(R.Skipped, match="no DCG at"):
         PP.apply("LIBRA", ["a man riding a horse"], ctx)
 
@@ -222,7 +223,7 @@ def test_a_postprocessor_must_keep_length(monkeypatch, tmp_path):
     try:
         assert R.POSTPROCESSORS.get("drop").row == "original+drop"
         ctx = PP.CaptionContext(table=pd.DataFrame({"image_id": [1, 2], "path": ["a", "b"]}),
-                                params={}, seed=0, feature_cache=str(tmp_path))
+                                seed=0, feature_cache=str(tmp_path))
         with pytest.raises(TypeError, match="'drop' \\(pkg\\) must return a list of 2 str, got "
                                             "list of 1"):
             PP.apply("drop", ["a", "b"], ctx)
@@ -335,8 +336,8 @@ meth = get_method("label_smoothing", {"eps": 0.2})
 y = torch.tensor([[1.0, 0.0]]); mask = torch.ones(1, 2)
 head = lambda x: torch.zeros(1, 2)      # logits 0: p = 1/2 for every output
 loss = float(meth.loss(head, None, y, mask, None))
-c = PP.CaptionContext(table=pd.DataFrame({"image_id": [1], "path": ["a"]}), params={},
-                      seed=0, feature_cache=".")
+c = PP.CaptionContext(table=pd.DataFrame({"image_id": [1], "path": ["a"]}), seed=0,
+                      feature_cache=".")
 print(json.dumps({"n": len(m), "n_orig": len(ctx.original), "unique": bool(m["sample_id"].is_unique),
                   "loss": loss, "caps": PP.apply("neutral", ["a man and his dog"], c)}))
 ''', plugin_site)
@@ -430,8 +431,9 @@ train = (["a woman cooking in a kitchen", "a woman at the kitchen counter",
 caps = ["a woman in a kitchen", "a woman riding a skateboard", "a dog on a couch"]
 table = pd.DataFrame({"image_id": [1, 2, 3], "path": ["a", "b", "c"]})
 def run(params, train_captions=tuple(train)):
-    c = PP.CaptionContext(table=table, params=params, seed=0, feature_cache=".",
-                          train_captions=train_captions)
+    c = PP.CaptionContext(table=table, seed=0, feature_cache=".",
+                          train_captions=train_captions,
+                          component_settings=PP.resolve_settings(["context_neutral"], params))
     try:
         return PP.apply("context_neutral", caps, c)
     except R.Skipped as why:

@@ -12,8 +12,8 @@ missing; the row is then left out and the reason written to ``data/captions/eval
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +29,23 @@ class CaptionContext:
     Attributes:
         table: the test images, columns ``image_id`` (int) and ``path`` (str), in caption
             order.
-        params: the whole params.yaml (its own group included).
         seed: the captioner seed whose captions these are (a stochastic post-processor seeds
             from it, so each seed's row is reproducible).
         feature_cache: the frozen backbone's feature cache directory.
         num_threads: torch threads for its models (None: torch's default).
         train_captions: the human captions of the training split (a learned post-processor
             trains on them; the captioners were trained on the same images).
+        words: the gender word list (``label.words``; :mod:`biaslab.data.gender`).
+        component_settings: each post-processor's settings by name, built once by the stage
+            (:func:`resolve_settings`); read through :meth:`settings`.
     """
     table: pd.DataFrame
-    params: Mapping[str, Any]
     seed: int
     feature_cache: str
     num_threads: int | None = None
     train_captions: tuple[str, ...] = ()
+    words: str = "lic"
+    component_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def image_ids(self) -> list[int]:
@@ -50,10 +53,22 @@ class CaptionContext:
         return self.table["image_id"].astype(int).tolist()
 
     def settings(self, name: str) -> Any:
-        """The settings of post-processor ``name`` (its entry's ``settings`` dataclass filled
-        from its ``params`` group, ``eval_captioner.postprocessor_params.<name>``;
-        :func:`biaslab.registry.settings_of`), None when it declares none."""
-        return registry.settings_of(registry.POSTPROCESSORS.get(name), self.params)
+        """The settings of post-processor ``name``: those the stage resolved
+        (``component_settings``), else its entry's defaults; None when it declares none."""
+        if name in self.component_settings:
+            return self.component_settings[name]
+        return registry.settings_of(registry.POSTPROCESSORS.get(name), {})
+
+
+def resolve_settings(names: Sequence[str], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{name: settings}`` of the post-processors ``names`` from the whole params.yaml
+    (:func:`biaslab.registry.settings_of`: each entry's ``settings`` filled from its
+    ``params`` group); an entry without settings maps to None.
+
+    Raises:
+        RegistryError: an unknown name. ValueError: a bad value (named by its dotted param).
+    """
+    return {n: registry.settings_of(registry.POSTPROCESSORS.get(n), params) for n in names}
 
 
 def apply(name: str, captions: list[str], ctx: CaptionContext) -> list[str]:
@@ -70,20 +85,45 @@ def apply(name: str, captions: list[str], ctx: CaptionContext) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class LibraSettings:
+    """The +LIBRA row's settings, gathered from the groups stage ``dcg_apply`` shares
+    (:meth:`from_params`).
+
+    Attributes:
+        dcg: the DCG trained by stage ``dcg_train`` (``eval_captioner.dcg``).
+        seed: the DCG's masking seed; the captioner seed is added (``libra.seed``).
+        num_beams: DCG beams (``libra.apply.num_beams``; None: the model's default).
+    """
+    dcg: str = "data/libra/dcg"
+    seed: int = 0
+    num_beams: int | None = None
+
+    def __post_init__(self):
+        if self.num_beams is not None and int(self.num_beams) < 1:
+            raise ValueError(f"libra.apply.num_beams must be >= 1, got {self.num_beams}")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "LibraSettings":
+        """From the whole params.yaml: ``eval_captioner.dcg``, ``libra.seed``,
+        ``libra.apply.num_beams`` (absent: the defaults)."""
+        lib = params.get("libra") or {}
+        dcg = (params.get("eval_captioner") or {}).get("dcg", cls.dcg)
+        return cls(dcg=str(dcg), seed=int(lib.get("seed", 0)),
+                   num_beams=(lib.get("apply") or {}).get("num_beams"))
+
+
 def libra(captions: list[str], ctx: CaptionContext) -> list[str]:
     """LIBRA's DCG (paper 003 sec. 4, Eq. 9) on the captions: the model trained by stage
-    ``dcg_train`` at ``eval_captioner.dcg`` (default ``data/libra/dcg``), seeded
-    ``libra.seed + ctx.seed``, ``libra.apply.num_beams`` beams. Raises Skipped when no DCG
-    was trained there."""
+    ``dcg_train`` (:class:`LibraSettings`), seeded ``seed + ctx.seed``. Raises Skipped when
+    no DCG was trained there."""
     from biaslab.captioning.evaluation import apply_libra
-    dcg = str((ctx.params.get("eval_captioner") or {}).get("dcg", "data/libra/dcg"))
-    if not Path(dcg, "dcg.json").is_file():
-        raise registry.Skipped(f"no DCG at {dcg}")
-    lib = ctx.params.get("libra") or {}
-    return apply_libra(dcg, captions, ctx.table, ctx.feature_cache,
-                       seed=int(lib.get("seed", 0)) + int(ctx.seed),
-                       num_threads=ctx.num_threads,
-                       num_beams=(lib.get("apply") or {}).get("num_beams"))
+    s = ctx.settings("LIBRA")
+    if not Path(s.dcg, "dcg.json").is_file():
+        raise registry.Skipped(f"no DCG at {s.dcg}")
+    return apply_libra(s.dcg, captions, ctx.table, ctx.feature_cache,
+                       seed=int(s.seed) + int(ctx.seed), num_threads=ctx.num_threads,
+                       num_beams=s.num_beams)
 
 
-__all__ = ["CaptionContext", "apply", "libra"]
+__all__ = ["CaptionContext", "LibraSettings", "apply", "libra", "resolve_settings"]

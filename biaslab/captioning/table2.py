@@ -11,7 +11,10 @@ over captioner seeds (:func:`biaslab.captioning.evaluation.seed_records`).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,9 +28,94 @@ from biaslab.runtime.io import InputError, write_json
 from biaslab.runtime.parallel import map_jobs, resolve_workers
 from biaslab.runtime.progress import bar as progress_bar
 
-DEFAULTS = {"biasamp_min_count": 5, "batch_size": 64, "scorer": "data/scorer", "workers": 1,
-            "dcg": "data/libra/dcg", "test_images": "gendered", "gender_source": "auto",
-            "postprocessors": ["LIBRA"], "dbac": None, "metrics": []}
+@dataclass(frozen=True)
+class EvalSettings:
+    """Params group ``eval_captioner`` (its defaults live here; ``stages/eval_captioner.py``
+    says what each does). ``postprocessor_params`` is read by :func:`Table2Settings.
+    from_params` into each post-processor's own settings."""
+    test_images: str = "gendered"
+    gender_source: str = "auto"
+    biasamp_min_count: int = 5
+    batch_size: int = 64
+    scorer: str = "data/scorer"
+    dcg: str = "data/libra/dcg"
+    workers: int | None = 1
+    postprocessors: tuple[str, ...] = ("LIBRA",)
+    metrics: tuple[str, ...] = ()
+    dbac: Mapping[str, Any] | None = None
+    postprocessor_params: Mapping[str, Any] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "postprocessors", tuple(self.postprocessors or ()))
+        object.__setattr__(self, "metrics", tuple(self.metrics or ()))
+        if self.test_images not in ("gendered", "all"):
+            raise ValueError(f"eval_captioner.test_images must be 'gendered' or 'all', got "
+                             f"{self.test_images!r}")
+
+
+@dataclass(frozen=True)
+class LicSettings:
+    """Params group ``lic``: the LIC classifier of every Table 2 row (thesis sec. 2.5)."""
+    classifier: str = "lstm"
+    preset: str = "ci"
+    seeds: int | tuple[int, ...] = 3
+    num_threads: int | None = 1
+    workers: int | None = 1
+    max_human_captions: int | None = None
+
+
+@dataclass(frozen=True)
+class Table2Settings:
+    """Everything :func:`evaluate_captioners` reads, built once by the stage
+    (:meth:`from_params`).
+
+    Attributes:
+        datasets, seeds, archs: the trained captioners (``captioner.datasets``,
+            ``captioner.seeds``, ``captioner.archs``).
+        beam, max_len, no_repeat_ngram: decoding (``captioner.*``; None: the model's own).
+        eval: :class:`EvalSettings`; lic: :class:`LicSettings`.
+        words: the gender word list (``label.words``).
+        feature_cache: the backbone feature cache (``features.cache_dir``).
+        postprocessors: ``{name: settings}`` of the caption post-processors
+            (:func:`biaslab.captioning.postprocess.resolve_settings`).
+    """
+    datasets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    archs: tuple[str, ...]
+    eval: EvalSettings = EvalSettings()
+    lic: LicSettings = LicSettings()
+    beam: int | None = None
+    max_len: int | None = None
+    no_repeat_ngram: int | None = None
+    words: str = "lic"
+    feature_cache: str = "data/cache/features"
+    postprocessors: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Table2Settings":
+        """From the composed params (``captioner``, ``eval_captioner``, ``lic``,
+        ``label.words``, ``features.cache_dir`` and the post-processors' groups).
+
+        Raises:
+            InputError: an unknown arch or key, or a bad value (naming params.yaml and the
+                dotted param).
+        """
+        from biaslab.runtime.settings import from_params
+        p = params.get("captioner") or {}
+        try:
+            e = from_params(EvalSettings, params.get("eval_captioner"), "eval_captioner")
+            lp = from_params(LicSettings, params.get("lic"), "lic")
+            archs = K.archs_from_params(p)
+            post = PP.resolve_settings(e.postprocessors, params)
+        except (ValueError, registry.RegistryError) as err:
+            raise InputError("params.yaml", str(err)) from err
+        return cls(datasets=tuple(p["datasets"]), seeds=tuple(int(s) for s in p["seeds"]),
+                   archs=tuple(archs), eval=e, lic=lp, beam=p.get("beam"),
+                   max_len=p.get("max_len"), no_repeat_ngram=p.get("no_repeat_ngram"),
+                   words=(params.get("label") or {}).get("words", "lic"),
+                   feature_cache=(params.get("features") or {}).get("cache_dir",
+                                                                    "data/cache/features"),
+                   postprocessors=post)
 
 
 def test_set(which: str, split: pd.DataFrame, images: pd.DataFrame, captions: pd.DataFrame,
@@ -94,14 +182,13 @@ def _write_results(path: str, ids, captions) -> None:
     write_json(path, [{"image_id": int(i), "caption": c} for i, c in zip(ids, captions)])
 
 
-def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders: dict,
-                        g_used: str, train_caps: list[str], objects: dict,
+def evaluate_captioners(settings: Table2Settings, table: pd.DataFrame, human: dict,
+                        genders: dict, g_used: str, train_caps: list[str], objects: dict,
                         cats: list[str] | None, scorer, captions_dir: str = "data/captions"):
     """Caption ``table`` with every trained captioner and score every row.
 
     Args:
-        params: the composed params (``captioner``, ``lic``, ``eval_captioner``,
-            ``label.words``, ``features.cache_dir``; the post-processors read theirs).
+        settings: :class:`Table2Settings` (the stage builds it from params.yaml).
         table, human, genders, train_caps: :func:`test_set`; g_used: the gender labels'
             source.
         objects, cats: :func:`image_objects`, :func:`categories`.
@@ -116,22 +203,20 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         (skipped rows, the human captions' CLIPScore).
 
     Raises:
-        InputError: an unknown arch, or a trained captioner missing.
+        InputError: a trained captioner missing.
     """
-    p, lp = params["captioner"], params["lic"]
-    e = {**DEFAULTS, **(params.get("eval_captioner") or {})}
-    words = params.get("label", {}).get("words", "lic")
-    cache = params.get("features", {}).get("cache_dir", "data/cache/features")
-    post = [registry.POSTPROCESSORS.get(n) for n in e["postprocessors"] or []]
+    e, lp = settings.eval, settings.lic
+    words, cache = settings.words, settings.feature_cache
+    post = [registry.POSTPROCESSORS.get(n) for n in e.postprocessors]
     ids = table["image_id"].astype(int).tolist()
     paths = dict(zip(ids, table["path"].astype(str)))
-    mkw = dict(scorer=scorer, image_paths=paths, words=words, classifier=lp["classifier"],
-               preset=lp["preset"], seeds=lp["seeds"], num_threads=lp.get("num_threads"),
-               biasamp_min_count=int(e["biasamp_min_count"]), train_captions=train_caps,
+    mkw = dict(scorer=scorer, image_paths=paths, words=words, classifier=lp.classifier,
+               preset=lp.preset, seeds=lp.seeds, num_threads=lp.num_threads,
+               biasamp_min_count=int(e.biasamp_min_count), train_captions=train_caps,
                image_objects=objects, progress=True,   # tqdm over the LIC classifiers
-               max_human_captions=lp.get("max_human_captions"),
-               dbac=(None if not e["dbac"] else {**e["dbac"], "categories": cats}),
-               extra_metrics=list(e["metrics"] or []))
+               max_human_captions=lp.max_human_captions,
+               dbac=(None if not e.dbac else {**e.dbac, "categories": cats}),
+               extra_metrics=list(e.metrics))
     feats_by_encoder: dict = {}
 
     def feats_for(arch, model):
@@ -148,15 +233,11 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         if not isinstance(cfg, dict) or "image_encoder" not in cfg:
             return None
         f = CD.image_features(table, cache, cfg["image_encoder"], cfg.get("image_size"),
-                             num_threads=lp.get("num_threads"))
+                             num_threads=lp.num_threads)
         return dict(zip(ids, f))
 
     s_feats = scorer_feats() if scorer is not None else None
-    datasets, seeds = list(p["datasets"]), [int(s) for s in p["seeds"]]
-    try:
-        archs = K.archs_from_params(p)
-    except ValueError as err:
-        raise InputError("params.yaml", str(err)) from err
+    datasets, seeds, archs = list(settings.datasets), list(settings.seeds), list(settings.archs)
     missing = [f"{K.arch_name(d, a)}-{s}" for a in archs for d in datasets for s in seeds
                if not Path(K.arch_model_dir(d, s, a), K.get_arch(a).config_file).exists()]
     if missing:
@@ -174,16 +255,16 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         name = f"{K.arch_name(d, a)}-{s}"
         t0 = time.perf_counter()
         model = arch.load(K.arch_model_dir(d, s, a))
-        preds = model.generate(feats_for(arch, model), beam=p.get("beam"),
-                               max_len=p.get("max_len"), batch_size=e["batch_size"],
-                               no_repeat_ngram=p.get("no_repeat_ngram"))
+        preds = model.generate(feats_for(arch, model), beam=settings.beam,
+                               max_len=settings.max_len, batch_size=e.batch_size,
+                               no_repeat_ngram=settings.no_repeat_ngram)
         _write_results(f"{captions_dir}/{name}.json", ids, preds)
         variants, skips = [(d, name, preds)], []
         # caption post-processors (registry; LIBRA's DCG the first) on their base row's
         # captions, seeded by the captioner seed: row <base>+<name>
-        ctx = PP.CaptionContext(table=table, params=params, seed=s, feature_cache=cache,
-                                num_threads=lp.get("num_threads"),
-                                train_captions=tuple(train_caps))
+        ctx = PP.CaptionContext(table=table, seed=s, feature_cache=cache,
+                                num_threads=lp.num_threads, train_captions=tuple(train_caps),
+                                words=words, component_settings=settings.postprocessors)
         for pe in post:
             if pe.base != d:
                 continue
@@ -208,7 +289,7 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
         return out, skips
 
     jobs = [(a, d, s) for a in archs for d in datasets for s in seeds]
-    workers = resolve_workers(e["workers"], len(jobs))
+    workers = resolve_workers(e.workers, len(jobs))
     if workers > 1:
         mkw["progress"] = False       # one bar per worker would interleave: the parent's
     bar = progress_bar(desc="eval_captioner", total=len(jobs), unit="captioner",
@@ -229,7 +310,7 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
     order = ["original"] + [pe.row for pe in post] + [d for d in datasets if d != "original"]
 
     def arch_summary(a: str) -> dict:
-        return {r: C.seed_records(rows[(a, r)], keys=C.metric_keys(e["metrics"] or []),
+        return {r: C.seed_records(rows[(a, r)], keys=C.metric_keys(list(e.metrics)),
                                   seeds=row_seeds[(a, r)]) for r in order if (a, r) in rows}
 
     # ClipCap's rows stay at the top level (the layout before captioner.archs existed)
@@ -241,14 +322,14 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
     ba0 = next(iter(per_model.values()))["details"].get("BiasAmp") or {}
     summary["test_set"] = {
         "n_images": len(ids), "n_female": n_g["female"], "n_male": n_g["male"],
-        "gender_source": g_used, "gender_source_param": e["gender_source"],
-        "test_images": e["test_images"], "biasamp_reference": ba0.get("reference"),
+        "gender_source": g_used, "gender_source_param": e.gender_source,
+        "test_images": e.test_images, "biasamp_reference": ba0.get("reference"),
         "n_reference_captions": ba0.get("n_reference_captions"),
-        "biasamp_min_count": int(e["biasamp_min_count"]),
+        "biasamp_min_count": int(e.biasamp_min_count),
         # BiasAmp of the test images' own human captions: the null a row is read against
         "biasamp_human_null": ba0.get("human_null"),
         "n_dba_images": sum(1 for i in ids if i in objects and i in genders),
-        "lic_seeds": lp["seeds"]}
+        "lic_seeds": lp.seeds}
     notes = {}
     if scorer is not None:  # reference: the first human caption of each test image
         hid = [i for i in ids if human.get(i)]
@@ -256,7 +337,7 @@ def evaluate_captioners(params: dict, table: pd.DataFrame, human: dict, genders:
             scorer, [human[i][0] for i in hid], [paths[i] for i in hid],
             None if s_feats is None else np.stack([s_feats[i] for i in hid]))
     if scorer is None:
-        notes["CLIPScore"] = f"skipped: no scorer at {e['scorer']}"
+        notes["CLIPScore"] = f"skipped: no scorer at {e.scorer}"
     for row, why in skipped.items():
         notes[row] = f"skipped: {why}"
     return summary, per_model, notes

@@ -113,7 +113,7 @@ def neutral(captions: list[str], ctx) -> list[str]:
         captions: one caption per test image.
         ctx: :class:`biaslab.captioning.postprocess.CaptionContext`.
     """
-    words = (ctx.params.get("label") or {}).get("words", "lic")
+    words = ctx.words
     return [_neutralise(c, words=words) for c in captions]
 
 

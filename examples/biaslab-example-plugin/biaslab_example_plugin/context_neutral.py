@@ -81,7 +81,7 @@ def apply(captions: list[str], ctx) -> list[str]:
         Skipped: no training captions, or too few of either gender to learn from.
     """
     s = ctx.settings("context_neutral")
-    words = (ctx.params.get("label") or {}).get("words", "lic")
+    words = ctx.words
     model = fit(list(ctx.train_captions or []), words, int(s.min_count)) \
         if ctx.train_captions else None
     if model is None:
