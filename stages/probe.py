@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.analysis import probe as P
-from biaslab.analysis.probe_eval import run_probe
+from biaslab.analysis.probe_eval import ProbeSettings, run_probe
 from biaslab.data.synthetic import read_neutral, read_probe
 from biaslab.runtime.io import (InputError, load_params, run_stage, stage_parser, write_json,
                                 write_parquet)
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         _not_available(root, backend)
         return 0
     c = params["classifier"]
-    out, rows, masked = run_probe(params, root, pairs, read_neutral(root), OUT)
+    out, rows, masked = run_probe(ProbeSettings.from_params(params), root, pairs,
+                                  read_neutral(root), OUT)
     for d, r in (out.get("mask_neutral") or {}).items():
         print(f"mask neutrality {d}: Ratio_E masked {r['ratio_expected']}, person-free "
               f"{r['ratio_expected_empty']}, mask effect {r['mask_effect']} on "
