@@ -2,8 +2,8 @@
 every cell mean ± 95 % CI and n, each bias metric's difference from Original with its CI, the
 causal probe, the validity verdicts, a headline metrics file, and charts with CI error bars.
 
-params: report.digits, report.utility_floor, report.max_gender_word_loss, filters.names, filters.weights (Table 4's current row),
-        generate.backend, data.source (named in the report)
+params: report, validity.margin_fraction, filters.names (Table 4's row order; its weights are
+        those select recorded), generate.backend, data.source (named in the report)
 in:   metrics/classification.json (eval_classifier), metrics/captioning.json (eval_captioner),
       metrics/artifact.json (artifact_test), metrics/artifact_captioner.json
       (artifact_captioner), metrics/probe.json (probe), metrics/select.json (select),
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     inputs = {k: _read(v) for k, v in document.INPUTS.items()}
-    rep = document.build(inputs, params)
+    rep = document.build(inputs, document.ReportSettings.from_params(params))
     OUT.mkdir(parents=True, exist_ok=True)
     with atomic_path(OUT / "tables.md") as tmp:
         tmp.write_text(rep["markdown"])

@@ -89,7 +89,7 @@ def test_stage_scripts_do_not_patch_sys_path():
 
 
 def test_the_report_stage_is_thin():
-    """Issue 27 item 4: the report's markdown is library code (biaslab/report/document.py);
+    """The report's markdown is library code (biaslab/report/document.py);
     the stage reads the files, calls build and writes what it returns."""
     tree = ast.parse((ROOT / "stages" / "report.py").read_text())
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]

@@ -157,8 +157,10 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"report": {"digits": 1}, "filters": {
         "names": ["prompt_adherence", "object_consistency", "color_fidelity"],
-        "weights": [1, 0, 1]}, "generate": {"backend": "render"},
+        "weights": [1, 1, 1]}, "generate": {"backend": "render"},
         "data": {"source": "synthetic"}}))
+    # Table 4's row carries the weights select used (recorded), not the params' (a skin-tone
+    # run drops colour fidelity's)
     m = tmp_path / "metrics"
     m.mkdir()
     sens = {"original": {"cast": {**_r([0.3, 0.31, 0.29]), "values": [0.3, 0.31, 0.29]}},
@@ -176,7 +178,9 @@ def test_report_stage_on_small_metrics(tmp_path, monkeypatch):
              "artifact": {"original": _row(ratio_orig=[1.0], delta=[2.0])},
              "artifact_captioner": {"synthetic": _row(ratio_inp=[1.5], delta=[4.0])},
              "probe": {"classifier": sens, "captioner": {}, "n_pairs": {"cast": 3}},
-             "select": {"object_consistency/mean_selected": 0.7},
+             "select": {"object_consistency/mean_selected": 0.7,
+                        "weights": {"color_fidelity": 1, "object_consistency": 0,
+                                    "prompt_adherence": 1}},
              "human_bias": {"Ratio": 1.03, "Error": 0.0, "LIC_D": _r([61.0, 62.0])},
              "bcs": {"total": 10, "selected": {"swap": 0, "t5": 5, "merged": 5},
                      "mix": {"swap": 0.0, "t5": 1.0, "merged": 1.0},

@@ -10,6 +10,8 @@ verdicts of ``metrics/validity.json`` (:mod:`biaslab.analysis.validity`), the he
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from biaslab import registry
@@ -174,12 +176,62 @@ def compact(full: dict, m: dict, vsum: dict, digits: int = 1) -> dict:
     return out
 
 
-def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReportSettings:
+    """What :func:`build` reads besides the metrics files, built once by stage ``report``
+    (:meth:`from_params`).
+
+    Attributes:
+        digits: decimals of every table cell (``report.digits``).
+        utility_floor: a row whose utility falls this far below Original's is marked † (not
+            working; ``report.utility_floor``).
+        max_gender_word_loss: a captioner row that names no gender on this many more images
+            than Original is marked † (``report.max_gender_word_loss``).
+        margin_fraction: each equivalence margin as a fraction of its reference effect
+            (``validity.margin_fraction``).
+        filter_names: ``filters.names``: the order of Table 4's current row (its weights are
+            the ones stage ``select`` recorded and used).
+        backend, source: ``generate.backend`` and ``data.source`` (named in the report).
+    """
+    digits: int = 1
+    utility_floor: float = 0.0
+    max_gender_word_loss: float = NOTES.MAX_GENDER_WORD_LOSS
+    margin_fraction: float = validity.MARGIN_FRACTION
+    filter_names: tuple[str, ...] = ()
+    backend: str = "?"
+    source: str = "?"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "ReportSettings":
+        """From the run's params.yaml (groups ``report``, ``validity``, ``filters``,
+        ``generate``, ``data``)."""
+        r = params.get("report") or {}
+        return cls(digits=int(r.get("digits", 1)),
+                   utility_floor=float(r.get("utility_floor", 0.0) or 0.0),
+                   max_gender_word_loss=float(r.get("max_gender_word_loss",
+                                                    NOTES.MAX_GENDER_WORD_LOSS)),
+                   margin_fraction=float((params.get("validity") or {}).get(
+                       "margin_fraction", validity.MARGIN_FRACTION)),
+                   filter_names=tuple((params.get("filters") or {}).get("names") or ()),
+                   backend=str((params.get("generate") or {}).get("backend", "?")),
+                   source=str((params.get("data") or {}).get("source", "?")))
+
+
+def selected_weights(select: Mapping[str, Any], names: Sequence[str]) -> tuple[list, list]:
+    """``(names, weights)`` of the weighted rank selection as stage ``select`` recorded it
+    (``metrics/select.json`` ``weights``: the weights it used, e.g. colour fidelity's 0 for a
+    skin-tone run), in the order of ``names`` (then any recorded name not among them)."""
+    used = dict(select.get("weights") or {})
+    order = [n for n in names if n in used] + [n for n in used if n not in names]
+    return order, [used[n] for n in order]
+
+
+def build(m: dict[str, dict], settings: ReportSettings) -> dict[str, Any]:
     """The report of one run.
 
     Args:
         m: the metrics files by :data:`INPUTS` key (parsed JSON dicts).
-        params: the run's params.yaml (groups ``report``, ``filters``, ``generate``, ``data``).
+        settings: :class:`ReportSettings` (the stage builds it from params.yaml).
 
     Returns:
         ``{"markdown": str (tables.md), "validity": dict (metrics/validity.json),
@@ -189,26 +241,22 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     Raises:
         KeyError: a metrics file of :data:`INPUTS` missing from ``m``.
     """
-    digits = int((params.get("report") or {}).get("digits", 1))
-    filt = params.get("filters") or {}
-    backend = (params.get("generate") or {}).get("backend", "?")
-    source = (params.get("data") or {}).get("source", "?")
+    digits, backend, source = settings.digits, settings.backend, settings.source
     t1, t2, t3 = R.table1(m["classification"]), R.table2(m["captioning"]), \
         R.table3(m["artifact"])
     t3c = R.table3(m["artifact_captioner"])
-    ufloor = float((params.get("report") or {}).get("utility_floor", 0.0) or 0.0)
+    ufloor = settings.utility_floor
     deg1 = NOTES.degenerate_rows(t1, NOTES.UTILITY["table1"], ufloor)
     deg2 = NOTES.degenerate_rows(t2, NOTES.UTILITY["table2"], ufloor)
     # captions that stop naming people read Ratio ≈ 1: never "best"
-    gw_loss = float((params.get("report") or {}).get("max_gender_word_loss",
-                                                     NOTES.MAX_GENDER_WORD_LOSS))
+    gw_loss = settings.max_gender_word_loss
     cdeg2 = NOTES.caption_degenerate_rows(t2, gw_loss, ufloor)
     cols2 = R.table2_columns(m["captioning"])
     d1 = R.differences(m["classification"], R.TABLE1_DIFF)
     d2 = R.differences(m["captioning"], R.TABLE2_DIFF)
     p_clf, p_cap = R.probe_table(m["probe"], "classifier"), R.probe_table(m["probe"], "captioner")
-    t4 = T4.table4_current(m["select"], m["captioning"], filt.get("names", []),
-                          filt.get("weights", []))
+    t4 = T4.table4_current(m["select"], m["captioning"],
+                          *selected_weights(m["select"], settings.filter_names))
     p_lgt = R.probe_table(m["probe"], "classifier_logit")
     p_mrg = R.probe_table(m["probe"], "captioner_margin") if m["probe"].get("captioner_margin") \
         else None
@@ -225,8 +273,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
     checks += validity.headline_checks(m["classification"], m["captioning"],
                                        skip=[c["id"] for c in checks])
     # every claim with its margin: directional, equivalence or non-inferiority verdicts
-    checks = validity.decide(checks, float((params.get("validity") or {}).get(
-        "margin_fraction", validity.MARGIN_FRACTION)))
+    checks = validity.decide(checks, settings.margin_fraction)
     # a model that does not work (†) is no evidence; an effect shown absent cannot be reduced
     checks = verdicts.apply_degenerate(checks, {"classifier": list(deg1),
                                                 "captioner": [*deg2, *cdeg2]})
@@ -430,7 +477,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         f"when its 90 % CI lies within the margin; a claim of no change (\"not below\", "
         f"\"not above\") holds by a one-sided 5 % test against the margin (two one-sided "
         f"tests: Schuirmann 1987, Lakens 2017). Each margin is "
-        f"{float((params.get('validity') or {}).get('margin_fraction', validity.MARGIN_FRACTION)):g}"
+        f"{settings.margin_fraction:g}"
         f" of a reference effect the same run measures (Original's own effect on that "
         f"quantity; a bounded quantity's full span), fixed before the run "
         f"(biaslab/analysis/validity.py; each check's margin, reason and source file in "
@@ -477,7 +524,7 @@ def build(m: dict[str, dict], params: dict[str, Any]) -> dict[str, Any]:
         "",
         "## Table 4: filter ablation",
         "",
-        "This workspace's row (filters.weights over " + ", ".join(filt.get("names", [])) + "); "
+        "This workspace's row (filters.weights over " + ", ".join(settings.filter_names) + "); "
         "Object / Color / Prompt are the selected candidates' mean filter scores (automatic "
         "stand-ins for the paper's human ratings). All combinations: "
         "`python scripts/filter_ablation.py --run --collect` (writes plots/report/table4.md).",
