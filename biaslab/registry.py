@@ -47,7 +47,8 @@ What each kind's ``target`` is (the contract its tests check, ``tests/test_regis
                    (float, one per candidate, higher = better: less biased, more faithful);
                    stage ``score`` computes the filters of ``filters.names``, stage ``select``
                    ranks them (paper 000 Eq. 2 with weights ``filters.weights``); ``label`` is
-                   its Table 4 column, ``order`` the column's place
+                   its Table 4 column, ``order`` the column's place; its settings (if any)
+                   at ``filters.filter_params.<name>``, read by ``ctx.settings(name)``
 ``backbones``      ``make(name, device=, image_size=, num_threads=) -> biaslab.models.features.
                    ImageEncoder`` (``params.yaml`` ``features.backbone`` /
                    ``classifier.backbones``; a name that is not registered is read as a Hugging
@@ -122,8 +123,9 @@ class Entry:
             (type from each field's annotation, range by the class's ``__post_init__``);
             needs ``params``. A training-set variant's params live at ``datasets.<name>``, a
             method's at ``classifier.method_params.<name>``, a caption post-processor's at
-            ``eval_captioner.postprocessor_params.<name>``: inside the group that is its
-            stage's DVC params, so a change re-runs what it affects.
+            ``eval_captioner.postprocessor_params.<name>``, a filter's at
+            ``filters.filter_params.<name>``: inside its stage's DVC params, so a change
+            re-runs what it affects.
         claims: ``{metric: expect}`` its author claims against Original (module docstring).
         base: post-processors: the captioner row it post-processes (default ``original``).
         doc: one line for listings (``biaslab components``).
@@ -446,6 +448,8 @@ _builtin("filters", "prompt_adherence", f"{_F}:score_prompt_adherence", "Prompt"
 _builtin("filters", "object_consistency", f"{_F}:score_object_consistency", "Object", 0,
          params="filters", doc="F1 of predicted object sets, candidate vs original (Eq. 5)")
 _builtin("filters", "color_fidelity", f"{_F}:score_color_fidelity", "Color", 1,
+         params="filters.filter_params.color_fidelity",
+         settings=f"{_F}:ColorFidelitySettings",
          doc="inverse Frobenius distance of 14 x 14 thumbnails (Eq. 6)")
 
 # Image backbones (biaslab/models/features.py): the offline default and paper 000 Table 1's

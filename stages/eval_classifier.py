@@ -56,8 +56,8 @@ out: data/eval_classifier/masked/ (test images with every person blacked out, fo
 import numpy as np
 import pandas as pd
 
-from biaslab.analysis.classification_eval import (SYNTHETIC, TRAIN, evaluate_classifiers,
-                                                  table1_images)
+from biaslab.analysis.classification_eval import (SYNTHETIC, TRAIN, ClassificationSettings,
+                                                  evaluate_classifiers, table1_images)
 from biaslab.classify import write_blackout_images
 from biaslab.models.features import load_features, set_threads
 from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = group_labels(attribute, dict(zip(lab["image_id"].astype(int), lab["gender"])),
                               read_parquet(PERCEIVED))
     out, rows = evaluate_classifiers(
-        params, test, masked, train, read_parquet(TRAIN), read_parquet(SYNTHETIC),
+        ClassificationSettings.from_params(params), test, masked, train, read_parquet(TRAIN), read_parquet(SYNTHETIC),
         {n: read_parquet(f"data/datasets/{n}.parquet") for n in p["datasets"]},
         *load_features(), cache, attribute=attribute, groups=groups)
     write_json("metrics/classification.json", out)

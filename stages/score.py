@@ -21,7 +21,7 @@ import numpy as np
 from biaslab.runtime import executor
 from biaslab.models.clipscorer import load_scorer
 from biaslab.models.features import encode_cached, set_threads
-from biaslab.counterfactual.filters import score_candidates
+from biaslab.counterfactual.filters import resolve_settings, score_candidates
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
                                 write_parquet)
 from biaslab.models.objects import load_object_predictor
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             encode=lambda table: encode_cached(table, **enc, executor=ex)[1],
             real_groups={int(k): v for k, v in dict(labels).items()},
             knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
-            progress=True, timings=timings, names=list(p["names"]))
+            progress=True, timings=timings, names=list(p["names"]),
+            settings=resolve_settings(list(p["names"]), params))
     write_parquet("data/score/scores.parquet", scores)
     secs = time.perf_counter() - t0
     m = {"candidates": len(scores), "knn_accept_fraction": float(scores["knn_accept"].mean())}

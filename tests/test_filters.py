@@ -211,3 +211,35 @@ def test_select_worst_is_the_largest_rank_sum():
     assert select(s, ["f1", "f2"], [1, 1]).iloc[0]["j"] == 0
     w = select(s, ["f1", "f2"], [1, 1], worst=True).iloc[0]
     assert w["j"] == 2 and w["rank_sum"] == 6.0
+
+
+def test_a_filters_settings_come_from_its_params_group(tmp_path):
+    """Colour fidelity's thumbnail side is its setting ``grid`` (paper 000 Eq. 6: 14), read
+    from ``filters.filter_params.color_fidelity`` and checked by name."""
+    from biaslab.counterfactual.filters import (ColorFidelitySettings, resolve_settings,
+                                                score_candidates)
+    from biaslab.runtime.validate import ParamError, check_params
+    assert resolve_settings(["color_fidelity", "prompt_adherence"], {}) == {
+        "color_fidelity": ColorFidelitySettings(grid=14), "prompt_adherence": None}
+    s = resolve_settings(["color_fidelity"],
+                         {"filters": {"filter_params": {"color_fidelity": {"grid": 1}}}})
+    assert s["color_fidelity"].grid == 1
+    p = _images(tmp_path)
+    cands = pd.DataFrame({"image_id": [7, 7], "group": ["female"] * 2,
+                          "path": [p["c1"], p["c2"]], "prompt": ["a woman"] * 2})
+
+    def colour(settings):
+        return score_candidates(cands, {7: p["orig"]}, _FeatScorer(), _FeatObjects(),
+                                encode=lambda t: np.zeros((len(t), 2), np.float32),
+                                names=["color_fidelity"], settings=settings)["color_fidelity"]
+    # grey 51 against black: 0.2 per value; 1 x 1 x 3 values against 14 x 14 x 3
+    assert colour(s).tolist() == pytest.approx([1 / (0.2 * math.sqrt(3)), 1 / math.sqrt(3)])
+    assert colour(None).tolist() == pytest.approx([1 / (0.2 * math.sqrt(588)),
+                                                   1 / math.sqrt(588)])
+    for bad, param in (({"color_fidelity": {"grid": 0}}, "filters.filter_params.color_fidelity"),
+                       ({"color_fidelity": {"size": 3}}, "filters.filter_params.color_fidelity"),
+                       ({"prompt_adherence": {}}, "filters.filter_params.prompt_adherence"),
+                       ([1], "filters.filter_params")):
+        with pytest.raises(ParamError) as e:
+            check_params({"filters": {"filter_params": bad}}, load_components=True)
+        assert e.value.param.startswith(param), (bad, e.value.param)

@@ -10,6 +10,9 @@ domain check (:mod:`biaslab.classify.domain`) and summarises over seeds with
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -168,24 +171,79 @@ def attribute_rows(attribute: str, group_names, names, seeds, per_job: list[dict
     return out
 
 
-def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
-                         train: pd.DataFrame, original: pd.DataFrame,
+@dataclass(frozen=True)
+class ClassificationSettings:
+    """Everything :func:`evaluate_classifiers` reads, built once by stage ``eval_classifier``
+    (:meth:`from_params`).
+
+    Attributes:
+        datasets: the training sets (``classifier.datasets``); methods: the model-level
+            methods (``classifier.methods``, trained on Original); seeds: ``classifier.seeds``.
+        backbones: Table 1's backbones, the primary first
+            (:func:`biaslab.classify.classifier_backbones`).
+        base_backbone: the backbone of the cached base features (``features.backbone``);
+            feature_batch_size: ``features.batch_size``; executor: ``executor``.
+        workers: models evaluated at once (``classifier.workers``).
+        leakage_rounds: Leakage's balanced rounds; leakage_f1_flips: the flip levels of the
+            accuracy-matched LK_D (Wang et al. 2019; () = off).
+        blackout: the person masks of Ratio's test images (``classifier.blackout``).
+        min_cooccur, cooccur_rule: the object-attribute rule of the label set (recorded).
+    """
+    datasets: tuple[str, ...]
+    seeds: tuple[int, ...]
+    backbones: tuple[str, ...]
+    methods: tuple[str, ...] = ()
+    base_backbone: str = "efficientnet_lite0"
+    feature_batch_size: int = 32
+    executor: Any = None
+    workers: int | None = 1
+    leakage_rounds: int = 5
+    leakage_f1_flips: tuple[float, ...] = ()
+    blackout: tuple[str, ...] = ("box",)
+    min_cooccur: int = 0
+    cooccur_rule: str = "each"
+
+    @property
+    def names(self) -> list[str]:
+        """The evaluated rows: the training sets, then the methods not among them."""
+        return list(self.datasets) + [m for m in self.methods if m not in self.datasets]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "ClassificationSettings":
+        """From the composed params (``classifier``, ``features``, ``executor``)."""
+        p, fp = params["classifier"], params.get("features") or {}
+        return cls(datasets=tuple(p["datasets"]), seeds=tuple(int(s) for s in p["seeds"]),
+                   backbones=tuple(classifier_backbones(params)),
+                   methods=tuple(p.get("methods") or ()),
+                   base_backbone=fp.get("backbone", "efficientnet_lite0"),
+                   # encoding batch (1: fastest on CPU, one thread)
+                   feature_batch_size=int(fp.get("batch_size") or 32),
+                   executor=params.get("executor"), workers=p.get("workers", 1),
+                   leakage_rounds=int(p.get("leakage_rounds", 5)),
+                   leakage_f1_flips=tuple(float(x) for x in (p.get("leakage_f1_flips") or ())),
+                   blackout=tuple(p.get("blackout", ["box"])),
+                   min_cooccur=int(p["min_cooccur"]),
+                   cooccur_rule=p.get("cooccur_rule", "each"))
+
+
+def evaluate_classifiers(settings: ClassificationSettings, test: pd.DataFrame,
+                         masked: pd.DataFrame, train: pd.DataFrame, original: pd.DataFrame,
                          generated: pd.DataFrame, manifests: dict, ids, base: np.ndarray,
                          cache: str, attribute: str = "gender",
                          groups: dict | None = None) -> tuple[dict, list[dict]]:
-    """Every trained classifier of ``classifier.datasets`` + ``classifier.methods`` (each
-    seed, each backbone of ``classifier.backbones``) on the test split.
+    """Every trained classifier of the settings' training sets and methods (each seed, each
+    backbone) on the test split.
 
     Args:
-        params: the composed params (``classifier``, ``features``, ``executor``).
+        settings: :class:`ClassificationSettings` (the stage builds it from params.yaml).
         test: :func:`biaslab.classify.test_table` of the test split (non-empty).
         masked: the test images with every person blacked out
             (:func:`biaslab.classify.write_blackout_images`), for Ratio.
         train: :func:`train_table`, the Leakage attackers' training images (non-empty).
         original, generated: ``data/datasets/original.parquet`` and
             ``data/datasets/synthetic.parquet``.
-        manifests: {dataset: ``data/datasets/<dataset>.parquet``} for every dataset of
-            ``classifier.datasets`` (a method trained on Original uses ``original``).
+        manifests: {dataset: ``data/datasets/<dataset>.parquet``} for every training set
+            (a method trained on Original uses ``original``).
         ids, base: :func:`biaslab.models.features.load_features` (image ids, base features).
         cache: the feature cache directory.
         attribute, groups: the run's protected attribute (param ``attribute``) and
@@ -198,16 +256,14 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
         ``(record, csv_rows)``: the record of ``metrics/classification.json`` and the rows of
         ``plots/classification.csv``.
     """
-    p = params["classifier"]
-    fp = params.get("features", {})
-    fbs = int(fp.get("batch_size") or 32)   # encoding batch (1: fastest on CPU, one thread)
-    base_backbone = fp.get("backbone", "efficientnet_lite0")
-    backbones = classifier_backbones(params)
-    lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0,
+    st = settings
+    fbs, base_backbone = st.feature_batch_size, st.base_backbone
+    backbones = list(st.backbones)
+    seeds = list(st.seeds)
+    lk = {"rounds": st.leakage_rounds, "seed": 0,
           # Wang et al. 2019's accuracy-matched LK_D; [] = off
-          "f1_flips": tuple(float(x) for x in (p.get("leakage_f1_flips") or ()))}
-    names = list(p["datasets"]) + [m for m in (p.get("methods") or [])
-                                   if m not in p["datasets"]]
+          "f1_flips": st.leakage_f1_flips}
+    names = st.names
     other = groups if attribute != "gender" and groups is not None else None
     if other is not None:
         from biaslab.analysis.attribute_eval import attribute_groups
@@ -230,7 +286,7 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
     generated = generated[[src_gender.get(int(i)) == g for i, g in
                            zip(generated["image_id"], generated[col])]] \
         .reset_index(drop=True)
-    manifests = {n: manifests[n] if n in p["datasets"] else original for n in names}
+    manifests = {n: manifests[n] if n in st.datasets else original for n in names}
     universe = original["image_id"].astype(np.int64).unique()
     # derived images encoded once per backbone, before the fork (workers then read the cache);
     # the first backbone's features of the counterfactuals also feed the domain probe
@@ -238,10 +294,10 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
     for b in backbones:
         if not len(masked) and not len(generated):
             break
-        clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], p["seeds"][0],
+        clf0 = GenderObjectClassifier.load(model_dir("classifier", names[0], seeds[0],
                                                      variant(b)))
         kw0 = dict(derived=True, batch_size=fbs, base_backbone=base_backbone,
-                   executor=params.get("executor"))
+                   executor=st.executor)
         if len(masked):
             model_features(clf0, masked, ids, base, cache, **kw0)
         if len(generated):
@@ -289,12 +345,12 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
                 "training": training_record(clf.config)}
 
     # one job per (backbone, model, seed) on classifier.workers processes; results in job order
-    jobs = [(b, d, int(s)) for b in backbones for d in names for s in p["seeds"]]
-    results = dict(zip(jobs, map_jobs(evaluate_one, jobs, p.get("workers", 1))))
-    out, rows = backbone_rows(backbones[0], names, p["seeds"], results)
+    jobs = [(b, d, int(s)) for b in backbones for d in names for s in seeds]
+    results = dict(zip(jobs, map_jobs(evaluate_one, jobs, st.workers)))
+    out, rows = backbone_rows(backbones[0], names, seeds, results)
     extra = {}
     for b in backbones[1:]:
-        extra[slug(b)], more = backbone_rows(b, names, p["seeds"], results)
+        extra[slug(b)], more = backbone_rows(b, names, seeds, results)
         rows += [{"backbone": slug(b), **r} for r in more]
     if extra:
         rows = [r if "backbone" in r else {"backbone": slug(backbones[0]), **r} for r in rows]
@@ -306,7 +362,7 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
                        "ratio_gt": round(n_m / n_f, 4) if n_f else None,
                        "mean_masked_fraction": json_number(float(masked["masked_fraction"].mean())
                                                            if len(masked) else None),
-                       "blackout": list(p.get("blackout", ["box"])),
+                       "blackout": list(st.blackout),
                        "backbone": backbones[0]}
     if len(generated):
         gen_ids = generated["image_id"].astype(np.int64).to_numpy()
@@ -317,17 +373,17 @@ def evaluate_classifiers(params: dict, test: pd.DataFrame, masked: pd.DataFrame,
                                                    gen_feats, gen_ids)),
             "n_real_images": len(real_rows), "n_generated_images": int(len(generated)),
             **{n: domain_row([results[(backbones[0], n, int(s))]["domain"] or {}
-                               for s in p["seeds"]], p["seeds"]) for n in names}}
+                               for s in seeds], seeds) for n in names}}
     if other is not None:
-        out["attribute"] = attribute_rows(attribute, group_names, names, p["seeds"],
+        out["attribute"] = attribute_rows(attribute, group_names, names, seeds,
                                           [results[(backbones[0], n, int(s))]
-                                           for n in names for s in p["seeds"]], test,
+                                           for n in names for s in seeds], test,
                                           test_g, train_g)
     # paper 000 app. B.1: the attributes (objects co-occurring with woman / man) it lists
-    first = results[(backbones[0], names[0], int(p["seeds"][0]))]
+    first = results[(backbones[0], names[0], int(seeds[0]))]
     out["attributes"] = {"model": names[0], "n": len(first["labels"]),
-                         "names": first["labels"], "min_cooccur": int(p["min_cooccur"]),
-                         "cooccur_rule": p.get("cooccur_rule", "each")}
+                         "names": first["labels"], "min_cooccur": st.min_cooccur,
+                         "cooccur_rule": st.cooccur_rule}
     out["leakage_train"] = {"n_images": int(len(train)),
                             "n_male": int((train["gender"] == "male").sum()),
                             "n_female": int((train["gender"] == "female").sum()),

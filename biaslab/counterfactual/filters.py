@@ -41,6 +41,21 @@ def color_fidelity(candidate: Image.Image | np.ndarray, original: Image.Image | 
     return _inverse_frobenius(downsample14(candidate, size) - downsample14(original, size))
 
 
+@dataclass(frozen=True)
+class ColorFidelitySettings:
+    """Color fidelity's settings (params ``filters.filter_params.color_fidelity``).
+
+    Attributes:
+        grid: side of the thumbnails compared (paper 000 Eq. 6: 14, "downsampled to 14 x
+            14"); >= 1.
+    """
+    grid: int = 14
+
+    def __post_init__(self):
+        if isinstance(self.grid, bool) or not isinstance(self.grid, int) or self.grid < 1:
+            raise ValueError(f"grid must be an integer >= 1, got {self.grid!r}")
+
+
 def _inverse_frobenius(d: np.ndarray) -> float:
     norm = float(np.sqrt((d ** 2).sum()))
     return float("inf") if norm == 0 else 1.0 / norm
@@ -194,7 +209,15 @@ class FilterContext:
     candidate_features: np.ndarray | None = None
     original_features: np.ndarray | None = None
     progress: bool = False
+    component_settings: Mapping[str, Any] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
+
+    def settings(self, name: str) -> Any:
+        """The settings of filter ``name``: those the stage resolved (``component_settings``),
+        else its entry's defaults; None when it declares none."""
+        if name in self.component_settings:
+            return self.component_settings[name]
+        return registry.settings_of(registry.FILTERS.get(name), {})
 
     def inputs(self, model, which: str = "candidates"):
         """``model``'s input for the candidates (or ``"originals"``): the backbone features
@@ -234,26 +257,39 @@ def score_object_consistency(ctx: FilterContext) -> np.ndarray:
 
 def score_color_fidelity(ctx: FilterContext) -> np.ndarray:
     """Color fidelity (paper 000 Eq. 6) of every candidate against its original, float (n,) in
-    (0, inf]."""
+    (0, inf], on ``grid`` x ``grid`` thumbnails (:class:`ColorFidelitySettings`)."""
     from tqdm import tqdm
 
     from biaslab.models.encoders import open_rgb
+    grid = ctx.settings("color_fidelity").grid
     # candidates of one image are adjacent in the generate table: keep one original decoded
     color, last = [], (None, None)
     for path, iid in tqdm(zip(ctx.candidate_paths, ctx.candidates["image_id"]),
                           total=len(ctx.candidates), disable=not ctx.progress,
                           desc="color fidelity"):
         if last[0] != iid:
-            last = (iid, downsample14(open_rgb(ctx.originals[int(iid)])))
-        color.append(_inverse_frobenius(downsample14(open_rgb(path)) - last[1]))
+            last = (iid, downsample14(open_rgb(ctx.originals[int(iid)]), grid))
+        color.append(_inverse_frobenius(downsample14(open_rgb(path), grid) - last[1]))
     return np.asarray(color, dtype=np.float64)
+
+
+def resolve_settings(names: Sequence[str], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{name: settings}`` of the filters ``names`` from the whole params.yaml (each entry's
+    ``settings`` filled from its ``params`` group, ``filters.filter_params.<name>``:
+    :func:`biaslab.registry.settings_of`); a filter without settings maps to None.
+
+    Raises:
+        RegistryError: an unknown name. ValueError: a bad value (named by its dotted param).
+    """
+    return {n: registry.settings_of(registry.FILTERS.get(n), params) for n in names}
 
 
 def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
                      object_predictor, encode: Callable[[pd.DataFrame], np.ndarray] | None = None,
                      real_groups: Mapping[int, str] | None = None, knn: Mapping | None = None,
                      progress: bool = False, timings: dict | None = None,
-                     names: Sequence[str] = FILTERS) -> pd.DataFrame:
+                     names: Sequence[str] = FILTERS,
+                     settings: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The filters ``names`` (default: every filter of paper 000 sec. 2.3, Eqs. 4-6) on every
     candidate, plus optionally the GenSynth KNN filter (paper 001 Eqs. 1-2). The ``score``
     stage and ``benchmarks/score.py`` both call this, so the benchmark measures exactly what
@@ -286,6 +322,9 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
         timings: filled with seconds per part (``features``, each filter's name, ``knn``)
             when given.
         names: the filters to compute (param ``filters.names``), registered names.
+        settings: ``{name: settings}`` of the filters that declare settings (the stage
+            resolves them from ``filters.filter_params``: :func:`resolve_settings`); absent:
+            their defaults.
 
     Returns:
         A copy of ``cands`` (same row order) plus one float column per filter, in ``names``'
@@ -330,7 +369,8 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
     ctx = FilterContext(candidates=out.copy(), candidate_paths=cpaths, image_ids=ids,
                         original_paths=opaths, originals=originals, scorer=scorer,
                         object_predictor=object_predictor, candidate_features=fc,
-                        original_features=fo, progress=progress)
+                        original_features=fo, progress=progress,
+                        component_settings=dict(settings or {}))
 
     for name, fn in funcs.items():
         t0 = clock()

@@ -106,7 +106,8 @@ def check_weights(weights: Any, names: Sequence[str] | None = None,
 def check_filters(p: Mapping) -> None:
     """Group ``filters``: ``names`` distinct registered filter names
     (:data:`biaslab.registry.FILTERS`, plug-ins included), ``weights`` (``check_weights``),
-    ``knn_k``/``grid_rows`` integers >= 1."""
+    ``knn_k``/``grid_rows`` integers >= 1, ``filter_params`` keyed by filters that have
+    settings (their values: :func:`check_component_settings`)."""
     names = p.get("names")
     if "names" in p:
         if (isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names
@@ -123,6 +124,7 @@ def check_filters(p: Mapping) -> None:
         check_weights(p["weights"], names if "names" in p else None)
     int_at_least(p, "filters", "knn_k", 1, allow_null=False)
     int_at_least(p, "filters", "grid_rows", 1, allow_null=False)
+    settings_by_name(p.get("filter_params"), "filters.filter_params", registry.FILTERS)
 
 
 def check_data(p: Mapping) -> None:
@@ -196,26 +198,32 @@ def check_synthetic(p: Mapping) -> None:
                              f"must be a positive number (men per woman; COCO 2.3), got {v!r}")
 
 
+def settings_by_name(mp: Any, group: str, reg: registry.Registry) -> None:
+    """``<group>`` (e.g. ``classifier.method_params``): None, or a mapping whose keys are
+    components of ``reg`` that declare settings and whose values are mappings (or None); the
+    values themselves are checked by :func:`check_component_settings`."""
+    if mp is None:
+        return
+    if not isinstance(mp, Mapping):
+        raise ParamError(group, f"must be a mapping of {reg.kind} names to their settings, "
+                                f"got {mp!r}")
+    for name, v in mp.items():
+        e = reg.get(name) if name in reg else None
+        if e is None or e.settings is None:
+            known = [x.name for x in reg if x.settings is not None]
+            raise ParamError(f"{group}.{name}", f"no such {reg.kind[:-1]} with settings; "
+                                                f"known: {known}")
+        if v is not None and not isinstance(v, Mapping):
+            raise ParamError(f"{group}.{name}", f"must be a mapping of settings, got {v!r}")
+
+
 def check_classifier(p: Mapping) -> None:
     """Group ``classifier``: known, distinct ``methods`` and ``datasets``; ``method_params``
     keyed by methods that have settings (their values: :func:`check_component_settings`);
     ``seeds``; ``tuning`` (:func:`check_tuning`)."""
     registered_names(p, "classifier", "methods", registry.METHODS)
     registered_names(p, "classifier", "datasets", registry.DATASETS)
-    mp = p.get("method_params")
-    if mp is not None:
-        if not isinstance(mp, Mapping):
-            raise ParamError("classifier.method_params", f"must be a mapping of method names "
-                                                         f"to their settings, got {mp!r}")
-        for name, v in mp.items():
-            e = registry.METHODS.get(name) if name in registry.METHODS else None
-            if e is None or e.settings is None:
-                known = [x.name for x in registry.METHODS if x.settings is not None]
-                raise ParamError(f"classifier.method_params.{name}",
-                                 f"no such method with settings; known: {known}")
-            if v is not None and not isinstance(v, Mapping):
-                raise ParamError(f"classifier.method_params.{name}",
-                                 f"must be a mapping of settings, got {v!r}")
+    settings_by_name(p.get("method_params"), "classifier.method_params", registry.METHODS)
     seed_list(p, "classifier", "seeds", 1)
     if "tuning" in p:
         check_tuning(p["tuning"])
@@ -629,7 +637,7 @@ def check_params(params: Mapping, load_components: bool = False) -> None:
 
 
 #: the kinds whose entries may declare ``settings`` (read from the group of their stage)
-SETTINGS_KINDS = ("datasets", "methods", "postprocessors")
+SETTINGS_KINDS = ("datasets", "methods", "postprocessors", "filters")
 
 
 def check_component_settings(params: Mapping, load: bool = False) -> None:
