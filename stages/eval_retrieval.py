@@ -55,7 +55,8 @@ from pathlib import Path
 
 from biaslab.captioning.data import image_features
 from biaslab.captioning.evaluation import read_gender_labels
-from biaslab.analysis.retrieval_eval import DEFAULTS, evaluate_retrieval, neutral_queries
+from biaslab.analysis.retrieval_eval import (RetrievalSettings, evaluate_retrieval,
+                                             neutral_queries)
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
                                 skip_without_captions, stage_parser, write_json)
 
@@ -64,14 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_eval_retrieval)
-    e = {**DEFAULTS, **(params.get("eval_retrieval") or {})}
+    try:
+        e = RetrievalSettings.from_params(params)
+    except ValueError as err:
+        raise InputError("params.yaml", str(err)) from None
     if skip_without_captions("eval_retrieval", ["metrics/retrieval.json"]):
         return 0
     words = params.get("label", {}).get("words", "lic")
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     cache = params.get("features", {}).get("cache_dir", "data/cache/features")
-    if not Path(e["scorer"]).exists():
-        raise InputError(e["scorer"],
+    if not Path(e.scorer).exists():
+        raise InputError(e.scorer,
                          "missing: no CLIP-style scorer there (run stage train_scorer)")
     labels, used = read_gender_labels(source)
     split = read_parquet("data/split.parquet")
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         set(split.loc[split["split"] == "train", "image_id"].astype(int)))][
         ["image_id", "path"]].sort_values("image_id", ignore_index=True)
     from biaslab.models.clipscorer import load_scorer
-    scorer = load_scorer(e["scorer"])
+    scorer = load_scorer(e.scorer)
     cfg = scorer.config
     threads = (params.get("lic") or {}).get("num_threads")
 

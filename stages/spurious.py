@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biaslab.analysis.spurious_eval import DEFAULTS, run_spurious
+from biaslab.analysis.spurious_eval import SpuriousSettings, run_spurious
 from biaslab.runtime.io import (InputError, atomic_path, is_skipped, load_params, read_parquet,
                                 run_stage, skip_without_captions, stage_parser, write_json,
                                 write_parquet)
@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_spurious)
-    s = {**DEFAULTS, **(params.get("spurious") or {})}
+    try:
+        s = SpuriousSettings.from_params(params)
+    except ValueError as err:
+        raise InputError("params.yaml", str(err)) from None
     if skip_without_captions("spurious", [METRICS, str(OUT), PLOT]):
         return 0
     from biaslab.captioning.evaluation import read_gender_labels
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     words = (params.get("label") or {}).get("words", "lic")
     source = (params.get("eval_captioner") or {}).get("gender_source", "auto")
     cache = fp.get("cache_dir", "data/cache/features")
-    enc = s["image_encoder"] or fp.get("backbone", "efficientnet_lite0")
+    enc = s.image_encoder or fp.get("backbone", "efficientnet_lite0")
     size = fp.get("image_size")
     labels, used = read_gender_labels(source)
     split = read_parquet("data/split.parquet")

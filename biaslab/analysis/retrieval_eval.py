@@ -11,6 +11,10 @@ balanced resamples (:func:`balanced_retrieval`) and the contrast set
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -20,8 +24,35 @@ from biaslab.metrics.retrieval import (balanced_gallery, clip_clip_keep, recall_
 from biaslab.models.clipscorer import l2  # the scorer's own re-normalisation
 from biaslab.runtime import stats
 
-DEFAULTS = {"ks": [10, 25, 50, 100], "scorer": "data/scorer", "n_boot": 2000, "seed": 0,
-            "clip_m": 50, "n_balanced": 5, "recall_ks": [1, 5, 10]}
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """Params group ``eval_retrieval`` (paper 001 sec. 3 and appendix C), its defaults here.
+
+    Attributes:
+        ks: the cut-offs K of Bias@K and MaxSkew@K.
+        scorer: the CLIP-style scorer's directory (stage ``train_scorer``).
+        n_boot, seed: bootstrap draws and seed of every interval.
+        clip_m: CLIP-clip's dropped dimensions (Wang et al. 2021).
+        n_balanced: runs of the gender-balanced gallery (paper 001 Table 1).
+        recall_ks: the cut-offs of Recall@K.
+    """
+    ks: tuple[int, ...] = (10, 25, 50, 100)
+    scorer: str = "data/scorer"
+    n_boot: int = 2000
+    seed: int = 0
+    clip_m: int = 50
+    n_balanced: int = 5
+    recall_ks: tuple[int, ...] = (1, 5, 10)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "RetrievalSettings":
+        """From the whole params.yaml (group ``eval_retrieval``; absent keys: the defaults).
+
+        Raises:
+            ValueError: an unknown key (named).
+        """
+        from biaslab.runtime.settings import from_params
+        return from_params(cls, params.get("eval_retrieval"), "eval_retrieval")
 
 
 def neutral_queries(captions: pd.DataFrame, ids: list[int],
@@ -49,15 +80,15 @@ def neutral_queries(captions: pd.DataFrame, ids: list[int],
     return queries, targets, docs
 
 
-def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.DataFrame,
-                       labels: dict, gender_source: str, queries: list[str],
+def evaluate_retrieval(e: RetrievalSettings, scorer, encode, table: pd.DataFrame,
+                       train: pd.DataFrame, labels: dict, gender_source: str, queries: list[str],
                        targets: list[int], docs: dict,
                        contrast_pairs: pd.DataFrame | None = None,
                        contrast_candidates: pd.DataFrame | None = None) -> dict:
     """The record of ``metrics/retrieval.json`` (layout: ``stages/eval_retrieval.py``).
 
     Args:
-        e: ``eval_retrieval`` params (ks, n_boot, seed, clip_m, n_balanced, recall_ks).
+        e: :class:`RetrievalSettings`.
         scorer: a :class:`biaslab.models.clipscorer` scorer (``encode_images``,
             ``encode_texts``).
         encode: ``encode(table) -> float32 (n, d)`` backbone features of a table with columns
@@ -77,10 +108,10 @@ def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.D
     # CLIP-clip: the m dimensions most informative of gender on the training images
     train_g = [labels.get(int(i), "undefined") for i in train["image_id"]]
     train_img = scorer.encode_images(np.asarray(encode(train), np.float32))
-    m = int(e["clip_m"])
-    keep, mi = clip_clip_keep(train_img, train_g, m, seed=int(e["seed"]))
-    ks = [int(k) for k in e["ks"]]
-    n_boot, seed = int(e["n_boot"]), int(e["seed"])
+    m = int(e.clip_m)
+    keep, mi = clip_clip_keep(train_img, train_g, m, seed=int(e.seed))
+    ks = [int(k) for k in e.ks]
+    n_boot, seed = int(e.n_boot), int(e.seed)
     rng = np.random.default_rng(seed)
     scores = {"scorer": txt @ img.T,
               "clip_clip": l2(txt[:, keep]) @ l2(img[:, keep]).T,
@@ -93,8 +124,8 @@ def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.D
                                                          n_boot=n_boot, seed=seed)
                           for x, y in (("tfidf", "random"), ("clip_clip", "scorer"))}
     # paper 001 Table 1, "COCO Val (Balanced)": the majority group sampled down, 5 runs
-    out["balanced"] = balanced_retrieval(scores, gallery, targets, ks, int(e["n_balanced"]), seed)
-    out["recall"] = {name: recall_at_k(scores[name], targets, e["recall_ks"], n_boot=n_boot,
+    out["balanced"] = balanced_retrieval(scores, gallery, targets, ks, int(e.n_balanced), seed)
+    out["recall"] = {name: recall_at_k(scores[name], targets, e.recall_ks, n_boot=n_boot,
                                        seed=seed) for name in ("scorer", "clip_clip", "tfidf")}
     n_f, n_m = gallery.count("female"), gallery.count("male")
     out["setup"] = {"n_queries": len(queries), "n_gallery": len(ids), "n_female": n_f,
@@ -104,7 +135,7 @@ def evaluate_retrieval(e: dict, scorer, encode, table: pd.DataFrame, train: pd.D
                     "n_boot": n_boot, "clip_m": m, "embedding_dim": int(img.shape[1]),
                     "clip_mi_images": int(sum(g in ("female", "male") for g in train_g)),
                     "clip_mi_top": [float(x) for x in np.sort(mi)[::-1][:5]],
-                    "n_balanced": int(e["n_balanced"]), "recall_ks": list(e["recall_ks"])}
+                    "n_balanced": int(e.n_balanced), "recall_ks": list(e.recall_ks)}
     # paper 001's GenSynth: the contrast set of stage contrast_set (both groups' versions of
     # each kept test image, background fixed)
     out["contrast"] = contrast_retrieval(e, scorer, encode, keep, docs, queries, targets, ids,
@@ -136,7 +167,7 @@ def balanced_retrieval(scores: dict, gallery: list, targets: list, ks: list, n: 
             for name, d in per.items()}
 
 
-def contrast_retrieval(e: dict, scorer, encode, keep, docs: dict, queries: list,
+def contrast_retrieval(e: RetrievalSettings, scorer, encode, keep, docs: dict, queries: list,
                        targets: list, ids: list, seed: int, n_boot: int,
                        stored: pd.DataFrame | None,
                        candidates: pd.DataFrame | None) -> dict:
@@ -170,7 +201,7 @@ def contrast_retrieval(e: dict, scorer, encode, keep, docs: dict, queries: list,
               "clip_clip": l2(txt[:, keep]) @ l2(img[:, keep]).T,
               "tfidf": tfidf_scores([queries[q] for q in rows], [" ".join(docs[i]) for i in src]),
               "random": rng.random((len(rows), len(src)))}
-    ks = [int(k) for k in e["ks"] if int(k) < len(src)]
+    ks = [int(k) for k in e.ks if int(k) < len(src)]
     out = {name: retrieval_bias(sc, gallery, ks, n_boot=n_boot, seed=seed)
            for name, sc in scores.items()}
     out["differences"] = {f"{x}-{y}": retrieval_difference(scores[x], scores[y], gallery, ks,

@@ -6,7 +6,10 @@ layout in ``stages/spurious.py``'s docstring.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,8 +19,36 @@ from biaslab.runtime.io import InputError, json_number
 #: fewer contrast sources than this: no bootstrap over sources, the contrast part is left out
 #: (coco-mini at 400 images kept 1; the default keeps 128)
 MIN_CONTRAST_SOURCES = 5
-DEFAULTS = {"clusters": 20, "lda_words": 10, "text_encoder": "lsa", "image_encoder": None,
-            "n_boot": 1000, "seed": 0, "workers": 2}
+
+
+@dataclass(frozen=True)
+class SpuriousSettings:
+    """Params group ``spurious`` (paper 001 appendix D), its defaults here.
+
+    Attributes:
+        clusters: caption clusters m (app. D.1); lda_words: salient words per cluster (D.3).
+        text_encoder: the captions' encoder (``lsa``: TF-IDF + SVD, offline; else a text
+            encoder name of :mod:`biaslab.models.encoders`); image_encoder: the gender
+            classifiers' backbone (None: ``features.backbone``).
+        n_boot, seed: bootstrap draws and seed; workers: classifiers fitted at once.
+    """
+    clusters: int = 20
+    lda_words: int = 10
+    text_encoder: str = "lsa"
+    image_encoder: str | None = None
+    n_boot: int = 1000
+    seed: int = 0
+    workers: int = 2
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "SpuriousSettings":
+        """From the whole params.yaml (group ``spurious``; absent keys: the defaults).
+
+        Raises:
+            ValueError: an unknown key (named).
+        """
+        from biaslab.runtime.settings import from_params
+        return from_params(cls, params.get("spurious"), "spurious")
 
 
 def num_record(rec):
@@ -32,7 +63,7 @@ def parity_record(t: dict) -> dict:
             "p": None if t["p"] is None else float(f"{t['p']:.4g}")}
 
 
-def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
+def run_spurious(s: SpuriousSettings, labels: dict, used: str, split: pd.DataFrame,
                  images: pd.DataFrame, persons: pd.DataFrame, caps: pd.DataFrame,
                  pairs: pd.DataFrame | None, *, words: str, blackout: dict, enc: str,
                  size, cache: str, text_cache: str,
@@ -41,8 +72,7 @@ def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
     D.4) on the natural test split and the contrast set.
 
     Args:
-        s: ``spurious`` params (clusters, lda_words, text_encoder, image_encoder, n_boot,
-            seed, workers).
+        s: :class:`SpuriousSettings`.
         labels, used: {image_id: gender} and its source (eval_captioner.gender_source).
         split, images, persons, caps: ``data/split.parquet``,
             ``data/prepared/{images,persons,captions}.parquet`` (captions sorted).
@@ -69,7 +99,7 @@ def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
     from biaslab.data.gender import neutralise
     from biaslab.models.features import encode_texts_cached
     bo = blackout
-    n_boot, seed = int(s["n_boot"]), int(s["seed"])
+    n_boot, seed = int(s.n_boot), int(s.seed)
     sp = split[["image_id", "split"]].assign(image_id=lambda d: d["image_id"].astype(int))
     sp["gender"] = [labels.get(int(i), "undefined") for i in sp["image_id"]]
     known = sp[sp["gender"].isin(S.GENDERS) & sp["image_id"].isin(set(caps["image_id"]))] \
@@ -82,23 +112,23 @@ def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
     # ------------------------------------------------ caption clusters (app. D.1, D.3)
     neut = caps[caps["image_id"].isin(set(known["image_id"]))]
     texts = [neutralise(c, words) for c in neut["caption"].astype(str)]
-    if s["text_encoder"] == "lsa":
+    if s.text_encoder == "lsa":
         temb = S.lsa_embeddings(texts, seed=seed)
     else:
-        temb = encode_texts_cached(texts, text_cache, s["text_encoder"], progress=True)
+        temb = encode_texts_cached(texts, text_cache, s.text_encoder, progress=True)
     ids = known["image_id"].to_numpy()
     f = S.mean_embeddings(temb, neut["image_id"].astype(int), ids)
-    m = int(s["clusters"])
+    m = int(s.clusters)
     try:
         lab, km = S.caption_clusters(f, m, seed=seed)
     except ValueError as err:
         raise InputError("data/labels/images.parquet", f"caption clusters: {err}") from None
     docs = pd.Series(texts, index=neut["image_id"].astype(int).to_numpy()).groupby(level=0) \
         .agg(" ".join).reindex(ids).tolist()
-    words_c = S.salient_words(docs, lab, m, int(s["lda_words"]), seed=seed)
+    words_c = S.salient_words(docs, lab, m, int(s.lda_words), seed=seed)
     parity = S.cluster_parity(lab, known["gender"], m)
     parity["words"] = [" ".join(w) for w in words_c]
-    clusters = {"m": m, "n": int(len(ids)), "encoder": s["text_encoder"],
+    clusters = {"m": m, "n": int(len(ids)), "encoder": s.text_encoder,
                 "overall_male_share": json_number(float((known["gender"] == "male").mean())),
                 "test": parity_record(S.parity_test(lab, known["gender"])),
                 "auc": num_record(S.cluster_auc(
@@ -166,7 +196,7 @@ def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
         """Backbone features of ``table`` (image_id, path), the images not yet in the feature
         cache encoded on ``spurious.workers`` forked processes."""
         return image_features(table, cache, enc, size, num_threads=1, progress=True,
-                              workers=int(s["workers"]))
+                              workers=int(s.workers))
 
     ntr, nte = len(train), len(test)
     xm = encode(masked)
@@ -212,7 +242,7 @@ def run_spurious(s: dict, labels: dict, used: str, split: pd.DataFrame,
                      "n_contrast_sources": int(con["image_id"].nunique()) if con is not None
                      else 0, "gender_source": used, "blackout": {**bo, "sources": list(
                          bo["sources"])}, "image_encoder": enc,
-                     "text_encoder": s["text_encoder"], "n_boot": n_boot,
+                     "text_encoder": s.text_encoder, "n_boot": n_boot,
                      "contrast_background_changed": changed,
                      "contrast_background_compared": compared,
                      "n_without_person_box": no_box}}

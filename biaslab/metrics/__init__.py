@@ -22,8 +22,9 @@ metrics keep their papers' own scales (Bias@K and MaxSkew@K, Wang et al. 2021 / 
 has no single number: its record gives each as a fraction, and Table 2 prints it x100 (the
 ``scale`` of its registry entry).
 
-Inputs are checked by :mod:`biaslab.metrics.validation` (one module: binary matrices, aligned
-rows, group labels); per-group values with bootstrap intervals come from
+Inputs are checked by :mod:`biaslab.metrics.validation` (one module: binary matrices, equal
+row counts, aligned captions and labels, object pairs, retrieval cut-offs and queries);
+per-group values with bootstrap intervals come from
 :func:`biaslab.metrics.frame.by_group`.
 
 Submodules: ``captions`` (Ratio, Error), ``biasamp`` (BiasAmp), ``dba`` (DBA_G, DBA_O),

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from biaslab.data.gender import BOTH, FEMALE, MALE, NONE, caption_gender
+from biaslab.metrics.validation import aligned_captions
 
 MAN = "man"
 WOMAN = "woman"
@@ -80,34 +81,6 @@ def _ratio_max(r: float) -> float:
     return max(r, 1.0 / r)
 
 
-def _aligned(captions, genders) -> tuple[list[str], list | None]:
-    """Captions and genders as parallel lists (sequences by position, mappings by key)."""
-    if isinstance(captions, Mapping):
-        keys = list(captions)
-        caps = [captions[k] for k in keys]
-        if genders is None:
-            return caps, None
-        if not isinstance(genders, Mapping):
-            raise TypeError("captions is a mapping, so genders must be a mapping (image id -> "
-                            "gender) or None")
-        missing = [k for k in keys if k not in genders]
-        if missing:
-            raise ValueError(f"{len(missing)} caption keys have no gender entry, e.g. "
-                             f"{missing[:3]!r}")
-        return caps, [genders[k] for k in keys]
-    if isinstance(captions, str):
-        raise TypeError("captions must be a sequence or mapping of strings, not one string")
-    caps = list(captions)
-    if genders is None:
-        return caps, None
-    if isinstance(genders, Mapping):
-        raise TypeError("captions is a sequence, so genders must be a sequence or None")
-    gens = list(genders)
-    if len(gens) != len(caps):
-        raise ValueError(f"captions and genders differ in length: {len(caps)} != {len(gens)}")
-    return caps, gens
-
-
 def ratio_details(captions: Sequence[str] | Mapping, genders: Sequence | Mapping | None = None,
                   words: str = "lic") -> dict:
     """Ratio of man to woman captions (Burns et al. 2018; thesis Table 2.1; paper 000 Table 2),
@@ -144,7 +117,7 @@ def ratio_details(captions: Sequence[str] | Mapping, genders: Sequence | Mapping
     >>> r["ratio"], r["n_man"], r["n_woman"], r["n_neutral"], r["n_both"]
     (2.0, 2, 1, 1, 1)
     """
-    caps, gens = _aligned(captions, genders)
+    caps, gens = aligned_captions(captions, genders)
     counts = {MAN: 0, WOMAN: 0, NEUTRAL: 0}
     n_both = 0
     for i, c in enumerate(caps):
@@ -217,7 +190,7 @@ def error(captions: Sequence[str] | Mapping, genders: Sequence | Mapping,
     """
     if genders is None:
         raise ValueError("error() needs the ground-truth image genders")
-    caps, gens = _aligned(captions, genders)
+    caps, gens = aligned_captions(captions, genders)
     n = wrong = 0
     for c, g in zip(caps, gens):
         if g not in (FEMALE, MALE):

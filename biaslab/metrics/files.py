@@ -233,7 +233,6 @@ def _read_intersection(path: str | Path, attribute: str) -> tuple[dict[int, str]
     out = {i: "_".join([g] + [r[i] for r in rest]) for i, g in first.items()
            if all(i in r for r in rest)}
     groups = ATTRIBUTES[attribute][1]
-    import pandas as pd
     # rows without a group (a duplicate row of a grouped image is not ignored); the parts
     # have checked every id
     df = _label_table(Path(path))

@@ -53,6 +53,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from biaslab.metrics.validation import object_pair
 from biaslab.runtime.progress import bar as progress_bar
 
 _UNDEFINED = {None, "undefined", "other", "both", "none", ""}
@@ -207,20 +208,6 @@ def _digest(*parts) -> str:
     return h.hexdigest()
 
 
-def _check_pair(gt, pred, genders, name):
-    X_d = np.asarray(gt, dtype=np.float32)
-    X_m = np.asarray(pred, dtype=np.float32)
-    if X_d.ndim != 2 or X_m.shape != X_d.shape:
-        raise ValueError(f"{name}: ground-truth and predicted objects must be 2-D of equal "
-                         f"shape, got {X_d.shape} and {X_m.shape}")
-    gen = list(genders)
-    if len(gen) != X_d.shape[0]:
-        raise ValueError(f"{name}: genders has {len(gen)} entries for {X_d.shape[0]} samples")
-    if np.isnan(X_d).any() or np.isnan(X_m).any():
-        raise ValueError(f"{name}: object arrays contain NaN")
-    return X_d, X_m, gen
-
-
 def leakage_details(gt_objects, pred_objects, genders, *, train_gt=None, train_pred=None,
                     train_genders=None, rounds: int = 5, seed: int = 0,
                     groups: Sequence | None = None, n_per_group: int | None = None,
@@ -303,7 +290,7 @@ def leakage_details(gt_objects, pred_objects, genders, *, train_gt=None, train_p
         raise ValueError(f"attacker must be a biaslab.metrics.leakage.Attacker, got "
                          f"{attacker!r}")
     num_threads = attacker.num_threads
-    X_d, X_m, gen = _check_pair(gt_objects, pred_objects, genders, "test")
+    X_d, X_m, gen = object_pair(gt_objects, pred_objects, genders, "test")
     given = [a is not None for a in (train_gt, train_pred, train_genders)]
     if any(given) and not all(given):
         raise ValueError("give all of train_gt, train_pred and train_genders, or none")
@@ -319,7 +306,7 @@ def leakage_details(gt_objects, pred_objects, genders, *, train_gt=None, train_p
     if split_mode:
         T_d, T_m, lab_tr, idx_tr = X_d, X_m, lab, idx_te
     else:
-        T_d, T_m, tgen = _check_pair(train_gt, train_pred, train_genders, "train")
+        T_d, T_m, tgen = object_pair(train_gt, train_pred, train_genders, "train")
         if T_d.shape[1] != X_d.shape[1]:
             raise ValueError(f"train objects have {T_d.shape[1]} columns, test {X_d.shape[1]}")
         if threshold is not None:

@@ -12,26 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from biaslab.data.gender import FEMALE, MALE
+from biaslab.metrics.validation import as_queries, check_k
 
 GROUPS = (FEMALE, MALE)
-
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
-
-
-def _queries(retrieved) -> list[list]:
-    if isinstance(retrieved, (str, Mapping)):
-        raise TypeError("retrieved_genders_per_query must be a sequence of per-query sequences")
-    out = []
-    for q in retrieved:
-        if isinstance(q, str):
-            raise TypeError("each query's retrieval must be a sequence of labels, not a string")
-        out.append(list(q))
-    if not out:
-        raise ValueError("no queries")
-    return out
 
 
 def delta_at_k(retrieved: Sequence, k: int) -> float:
@@ -48,7 +31,7 @@ def delta_at_k(retrieved: Sequence, k: int) -> float:
     Returns:
         value in [-1, 1] (positive: more men).
     """
-    _check_k(k)
+    check_k(k)
     top = list(retrieved)[:k]
     n_m = sum(1 for g in top if g == MALE)
     n_f = sum(1 for g in top if g == FEMALE)
@@ -68,7 +51,7 @@ def bias_at_k(retrieved_genders_per_query: Sequence[Sequence], k: int) -> float:
     Raises:
         ValueError: no queries or bad k. TypeError: a query given as a string.
     """
-    qs = _queries(retrieved_genders_per_query)
+    qs = as_queries(retrieved_genders_per_query)
     return sum(delta_at_k(q, k) for q in qs) / len(qs)
 
 
@@ -118,7 +101,7 @@ def skew_at_k(retrieved: Sequence, k: int, desired: Mapping | Sequence | None = 
         ValueError: bad k / undefined mode, desired proportions negative or not summing to 1
             (tolerance 1e-6).
     """
-    _check_k(k)
+    check_k(k)
     p_d = _desired(desired, groups)
     items = list(retrieved)
     if undefined == "drop_before_k":
@@ -179,7 +162,7 @@ def max_skew_at_k(retrieved_genders_per_query: Sequence[Sequence], k: int,
     Raises:
         ValueError / TypeError: as ``skew_at_k`` and ``bias_at_k``.
     """
-    qs = _queries(retrieved_genders_per_query)
+    qs = as_queries(retrieved_genders_per_query)
     p_d = _desired(desired, groups)
     vals = []
     for q in qs:
@@ -242,7 +225,7 @@ def retrieval_bias(scores, gallery_genders: Sequence, ks: Sequence[int] = (10, 5
     if s.shape[0] == 0:
         raise ValueError("no queries")
     for k in ks:
-        _check_k(k)
+        check_k(k)
     p_d = _desired(g if desired is None else desired, GROUPS)
     order = np.argsort(-s, axis=1, kind="stable")
     ranked = [[g[j] for j in row] for row in order]
@@ -354,7 +337,7 @@ def recall_at_k(scores, targets: Sequence[int], ks: Sequence[int] = (1, 5, 10),
     rank = np.argmax(order == t[:, None], axis=1)       # 0 = retrieved first
     out = {}
     for k in ks:
-        _check_k(k)
+        check_k(k)
         b = stats.bootstrap(np.mean, (rank < k).astype(np.float64), n_boot=n_boot, seed=seed)
         out[f"R@{k}"] = {x: b[x] for x in ("mean", "ci95", "lo", "hi", "n")}
     return out
@@ -430,7 +413,7 @@ def retrieval_difference(scores_a, scores_b, gallery_genders: Sequence,
     keys = ("mean", "ci95", "lo", "hi", "n")
     out = {}
     for k in ks:
-        _check_k(k)
+        check_k(k)
         d = [np.array([delta_at_k(r, k) for r in rs]) for rs in ranked]
         bd = stats.bootstrap(lambda x, y: float(np.mean(x - y)), d[0], d[1], n_boot=n_boot,
                              seed=seed)
