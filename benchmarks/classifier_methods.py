@@ -39,9 +39,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.classify import (DEFAULTS, METHODS, encode_files, evaluate,  # noqa: E402
+from biaslab.classify import (DEFAULTS, encode_files, evaluate,  # noqa: E402
                               manifest_features, object_matrix, select_labels, test_table,
                               train_classifier)
+from biaslab import registry  # noqa: E402
 from biaslab.models.features import load_features, set_threads  # noqa: E402
 from biaslab.runtime.io import write_json  # noqa: E402
 
@@ -51,7 +52,7 @@ def main() -> None:
     ap.add_argument("--data", default="data")
     ap.add_argument("--params", default=str(REPO / "params.yaml"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=registry.METHODS.names())
     ap.add_argument("--cache", default=None)
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/classifier_methods.json"))
     args = ap.parse_args()

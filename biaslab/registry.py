@@ -73,9 +73,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 #: the kinds and their entry point groups
 KINDS = ("datasets", "methods", "postprocessors", "backends", "archs", "filters", "backbones",
@@ -250,6 +250,22 @@ def settings_of(entry: Entry, params: Mapping[str, Any]) -> Any:
     return from_params(cls, node, str(entry.params), check_types=True)
 
 
+class SettingsLookup:
+    """What a kind's context (``CaptionContext``, ``FilterContext``) gives its components:
+    ``ctx.settings(name)``, the settings the stage resolved once into ``component_settings``
+    (:meth:`Registry.settings_for`), else the entry's defaults. A subclass names its
+    registry in ``settings_kind``."""
+    settings_kind: ClassVar[str] = ""
+    component_settings: Mapping[str, Any]
+
+    def settings(self, name: str) -> Any:
+        """The settings of component ``name`` (a dataclass instance), None when it declares
+        none. Raises RegistryError for an unknown name."""
+        if name in self.component_settings:
+            return self.component_settings[name]
+        return REGISTRIES[self.settings_kind].settings(name)
+
+
 class Registry:
     """The entries of one kind: built-ins added here, then installed packages' entry points
     (group ``biaslab.<kind>``), read on the first look-up."""
@@ -348,6 +364,23 @@ class Registry:
     def load(self, name: str) -> Any:
         """``get(name).load()``: the implementation."""
         return self.get(name).load()
+
+    def settings(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The settings of component ``name`` read from the whole params (``None``: every
+        default): :func:`settings_of` of its entry; None when it declares none.
+
+        Raises:
+            RegistryError: an unknown name. ValueError: a bad value (named by its dotted
+                param).
+        """
+        return settings_of(self.get(name), params or {})
+
+    def settings_for(self, names: Iterable[str], params: Mapping[str, Any] | None = None
+                     ) -> dict[str, Any]:
+        """``{name: settings}`` of the components ``names`` (:meth:`settings`): what a stage
+        resolves once and hands its components through their context
+        (:class:`SettingsLookup`)."""
+        return {n: self.settings(n, params) for n in names}
 
     def names(self) -> list[str]:
         """Every name, in registration order (built-ins first)."""

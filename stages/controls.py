@@ -39,7 +39,7 @@ for them (LK_M) and their true objects (LK_D), as for the trained classifiers.
 import sys
 from pathlib import Path
 
-from biaslab.analysis.controls_eval import (DEFAULTS, check_attackers, run_controls,
+from biaslab.analysis.controls_eval import (ControlsSettings, check_attackers, run_controls,
                                             with_sensitivity)
 from biaslab.runtime.io import (ParamsError, load_params, read_json, read_parquet, run_stage,
                                 stage_parser, write_json)
@@ -52,16 +52,16 @@ SENSITIVITY = "metrics/sensitivity.json"
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
-    c = {**DEFAULTS, **(params.get("controls") or {})}
     try:    # before any input is read
-        attackers = check_attackers(c.get("attackers"), str(params["lic"]["classifier"]))
+        settings = ControlsSettings.from_params(params)
+        attackers = check_attackers(list(settings.attackers), str(settings.lic.classifier))
     except ValueError as err:
         name, _, problem = str(err).partition(": ")
         print(f"controls: {ParamsError('params.yaml', name, problem)}", file=sys.stderr)
         raise SystemExit(2) from err
     per = Path(f"{PREP}/perceived_gender.parquet")
     out, clf, cap = run_controls(
-        params, read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/objects.parquet"),
+        settings, read_parquet(f"{PREP}/images.parquet"), read_parquet(f"{PREP}/objects.parquet"),
         read_parquet(f"{PREP}/persons.parquet"), read_parquet("data/labels/images.parquet"),
         read_parquet("data/split.parquet"), read_parquet(f"{PREP}/captions.parquet"),
         read_parquet(per) if per.exists() else None, attackers)

@@ -20,6 +20,7 @@ out:  metrics/controls_attribute.json:
 from pathlib import Path
 
 from biaslab.analysis.controls_attribute import run
+from biaslab.analysis.controls_eval import ControlsSettings
 from biaslab.runtime.io import load_params, read_parquet, run_stage, stage_parser, write_json
 
 PREP = "data/prepared"
@@ -28,10 +29,10 @@ OUT = "metrics/controls_attribute.json"
 
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
-    params = load_params()
+    settings = ControlsSettings.from_params(load_params())
     per = Path(f"{PREP}/perceived_gender.parquet")
     cap = Path(f"{PREP}/captions.parquet")
-    out = run(params, read_parquet(f"{PREP}/images.parquet"),
+    out = run(settings, read_parquet(f"{PREP}/images.parquet"),
               read_parquet(f"{PREP}/objects.parquet"), read_parquet(f"{PREP}/persons.parquet"),
               read_parquet("data/labels/images.parquet"), read_parquet("data/split.parquet"),
               read_parquet(cap), read_parquet(per) if per.exists() else None)

@@ -21,7 +21,8 @@ import numpy as np
 from biaslab.runtime import executor
 from biaslab.models.clipscorer import load_scorer
 from biaslab.models.features import encode_cached, set_threads
-from biaslab.counterfactual.filters import resolve_settings, score_candidates
+from biaslab import registry
+from biaslab.counterfactual.filters import score_candidates
 from biaslab.runtime.io import (load_params, read_parquet, run_stage, stage_parser, write_json,
                                 write_parquet)
 from biaslab.models.objects import load_object_predictor
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             real_groups={int(k): v for k, v in dict(labels).items()},
             knn={"k": p["knn_k"], "tau_r": p["knn_tau_r"], "tau_g": p["knn_tau_g"]},
             progress=True, timings=timings, names=list(p["names"]),
-            settings=resolve_settings(list(p["names"]), params))
+            settings=registry.FILTERS.settings_for(p["names"], params))
     write_parquet("data/score/scores.parquet", scores)
     secs = time.perf_counter() - t0
     m = {"candidates": len(scores), "knn_accept_fraction": float(scores["knn_accept"].mean())}

@@ -46,9 +46,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from biaslab.analysis.classification_eval import table1_images
+from biaslab.analysis.classification_eval import ClassificationSettings, table1_images
 from biaslab.analysis.controls_eval import read_truth, with_truth
 from biaslab.analysis.sensitivity_eval import run_sensitivity
+from biaslab.analysis.sensitivity_settings import SensitivitySettings
 from biaslab.models.features import load_features, set_threads
 from biaslab.runtime.io import (InputError, atomic_path, load_params, run_stage,
                                 stage_parser, write_json)
@@ -63,10 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params()
     c = params["classifier"]
     set_threads(c.get("threads", 1))
+    try:    # before any input is read
+        sens = SensitivitySettings.from_params(params)
+    except ValueError as e:
+        raise InputError("params.yaml", f"sensitivity: {e}") from e
     test, train, persons, objects = table1_images(PREP)
     truth, bias = read_truth(params["data"]["root"])
     try:
-        out, rows = run_sensitivity(params, with_truth(test, truth), train, persons, objects,
+        out, rows = run_sensitivity(sens, ClassificationSettings.from_params(params),
+                                    with_truth(test, truth), train, persons, objects,
                                     *load_features(),
                                     params.get("features", {}).get("cache_dir",
                                                                    "data/cache/features"),

@@ -35,7 +35,8 @@ import pandas as pd
 
 from biaslab.analysis.sensitivity_captioner import run_captioner_sensitivity
 from biaslab.captioning import evaluation as C
-from biaslab.captioning.table2 import test_set
+from biaslab.analysis.sensitivity_settings import SensitivitySettings
+from biaslab.captioning.table2 import Table2Settings, test_set
 from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
                                 skip_without_captions, stage_parser, write_json)
 
@@ -49,15 +50,19 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params()
     if skip_without_captions("sensitivity_captioner", [OUT, METRICS, CSV]):
         return 0
+    try:    # before any input is read
+        sens = SensitivitySettings.from_params(params)
+    except ValueError as err:
+        raise InputError("params.yaml", f"sensitivity: {err}") from err
+    captioners = Table2Settings.from_params(params)
     captions = read_parquet("data/prepared/captions.parquet")
-    e = params.get("eval_captioner") or {}
-    labels, used = C.read_gender_labels(e.get("gender_source", "auto"))
+    labels, used = C.read_gender_labels(captioners.eval.gender_source)
     table, human, genders, train_caps = test_set(
-        e.get("test_images", "gendered"), read_parquet("data/split.parquet"),
+        captioners.eval.test_images, read_parquet("data/split.parquet"),
         read_parquet("data/prepared/images.parquet"), captions, labels, used)
     try:
         out, rows = run_captioner_sensitivity(
-            params, table, human, genders, train_caps,
+            sens, captioners, table, human, genders, train_caps,
             read_parquet("data/sensitivity/perturbed.parquet"), OUT)
     except ValueError as err:
         raise InputError("params.yaml", f"sensitivity: {err}") from err

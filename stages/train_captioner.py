@@ -27,6 +27,7 @@ cache: <features.cache_dir>/<backbone>_<size>px_c3-<code digest>/ (pooled, clipc
 """
 import time
 
+from biaslab import registry
 from biaslab.runtime import runstats
 from biaslab import captioning as K
 from biaslab.data import datasets as D
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="worker processes (default: params captioner.workers)")
     ap.add_argument("--archs", nargs="+", default=None,
                     help=f"architectures (default: params captioner.archs; known: "
-                         f"{sorted(K.ARCHS)})")
+                         f"{sorted(registry.ARCHS.names())})")
     args = ap.parse_args(argv)
     params = load_params()
     if skip_without_captions("train_captioner", [f"data/models/captioner/{args.dataset}",

@@ -26,8 +26,9 @@ out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. 
 import time
 from pathlib import Path
 
+from biaslab import registry
 from biaslab.runtime import runstats
-from biaslab.classify import (DEFAULTS, METHODS, GenderObjectClassifier, classifier_backbones,
+from biaslab.classify import (DEFAULTS, GenderObjectClassifier, classifier_backbones,
                               manifest_features, select_labels, train_classifier, train_finetune)
 from biaslab.classify import tune
 from biaslab.models.features import load_features, set_threads
@@ -40,7 +41,7 @@ from biaslab.runtime.paths import live_dir, model_dir
 def main(argv: list[str] | None = None) -> int:
     ap = stage_parser(__doc__)
     ap.add_argument("--dataset", default="original")
-    ap.add_argument("--method", default="erm", choices=sorted(METHODS))
+    ap.add_argument("--method", default="erm", choices=sorted(registry.METHODS.names()))
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds to train (default: params classifier.seeds)")
     ap.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")

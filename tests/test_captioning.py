@@ -44,7 +44,8 @@ def toy_transformer():
 
 # ------------------------------------------------------------------------------- registry
 def test_registry_names_and_paths():
-    assert sorted(K.ARCHS) == ["blip2", "clipcap", "transformer"]
+    from biaslab import registry
+    assert sorted(registry.ARCHS.names()) == ["blip2", "clipcap", "transformer"]
     with pytest.raises(ValueError, match=r"captioner.archs.*'vit'.*known"):
         K.get_arch("vit")
     assert K.archs_from_params({}) == ["clipcap"]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from biaslab import classify as C
-from biaslab.classify.methods import METHODS, get_method
+from biaslab import registry
+from biaslab.classify.methods import get_method
 from biaslab.runtime.settings import field_names
 from biaslab.classify.methods.adversarial import grad_reverse
 from biaslab.classify.methods.focal import focal_bce
@@ -188,13 +189,13 @@ def test_domain_independent_learns_a_two_domain_toy():
 
 
 # ------------------------------------------------------------------ every method trains
-@pytest.mark.parametrize("method", sorted(set(METHODS) - {"erm"}))
+@pytest.mark.parametrize("method", sorted(set(registry.METHODS.names()) - {"erm"}))
 def test_every_method_trains_saves_and_reloads(method, tmp_path):
     x, m = _toy(n=80)
     clf, hist = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
                                    params={"epochs": 4, "lr": 1e-2})
     assert clf.config["method"] == method and len(hist) == 4
-    assert set(clf.config["method_params"]) == field_names(METHODS[method].Settings)
+    assert set(clf.config["method_params"]) == field_names(registry.METHODS.load(method).Settings)
     assert np.isfinite([h["train_loss"] for h in hist]).all()
     again, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
                                   params={"epochs": 4, "lr": 1e-2})
@@ -304,7 +305,7 @@ def test_a_methods_settings_are_its_class_settings_checked_by_name():
     from biaslab.runtime.validate import ParamError, check_params
     for e in registry.METHODS.builtins():
         if e.name != "erm":
-            assert e.settings_class() is METHODS[e.name].Settings, e.name
+            assert e.settings_class() is registry.METHODS.load(e.name).Settings, e.name
     m = get_method("focal", {"gamma": 3})
     assert (m.settings.gamma, m.settings.alpha) == (3, None)
     assert m.params == {"gamma": 3, "alpha": None}              # recorded in the model config

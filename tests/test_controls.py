@@ -422,3 +422,28 @@ def test_control_sections_take_the_newest_controls_only_run_per_bias():
     assert [p["mean"] for p in lic] == [7.0]
     runs = sweep.control_runs(show)
     assert runs[0.0]["captioner"]["amplifier@1"]["LIC"]["measured"]["mean"] == 7.0
+
+
+def test_the_controls_read_typed_settings_built_once_from_params():
+    """``ControlsSettings.from_params`` gathers what the controls read from seven groups (the
+    controls' own defaults live on the class); an unknown ``controls`` key is named."""
+    from biaslab.analysis.controls_eval import ControlsSettings
+    from biaslab.captioning.table2 import LicSettings
+    s = ControlsSettings.from_params({
+        "controls": {"q": [0.25], "seeds": [3, 4], "workers": 1},
+        "classifier": {"min_cooccur": 7, "cooccur_rule": "any", "leakage_rounds": 2},
+        "lic": {"classifier": "lstm", "preset": "ci", "seeds": 2},
+        "eval_captioner": {"biasamp_min_count": 9}, "label": {"words": "lic"},
+        "data": {"root": "somewhere"}, "validity": {"margin_fraction": 0.2},
+        "attribute": "skin"})
+    assert (s.q, s.seeds, s.workers, s.n_boot, s.attackers) == ((0.25,), (3, 4), 1, 1000, ())
+    assert (s.min_cooccur, s.cooccur_rule, s.leakage_rounds) == (7, "any", 2)
+    assert s.lic == LicSettings(seeds=2) and s.eval.biasamp_min_count == 9
+    assert (s.root, s.margin_fraction, s.attribute) == ("somewhere", 0.2, "skin")
+    bare = ControlsSettings.from_params({})
+    assert (bare.q, bare.seeds, bare.workers, bare.eval.gender_source) == (
+        (0.5, 1.0), (0, 1, 2), 2, "auto")
+    with pytest.raises(ValueError, match=r"controls: unknown key\(s\) \['sedes'\]"):
+        ControlsSettings.from_params({"controls": {"sedes": [0, 1]}})
+    with pytest.raises(ValueError, match="lic: unknown key"):
+        ControlsSettings.from_params({"lic": {"clasifier": "lstm"}})

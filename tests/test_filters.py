@@ -216,13 +216,13 @@ def test_select_worst_is_the_largest_rank_sum():
 def test_a_filters_settings_come_from_its_params_group(tmp_path):
     """Colour fidelity's thumbnail side is its setting ``grid`` (paper 000 Eq. 6: 14), read
     from ``filters.filter_params.color_fidelity`` and checked by name."""
-    from biaslab.counterfactual.filters import (ColorFidelitySettings, resolve_settings,
-                                                score_candidates)
+    from biaslab import registry
+    from biaslab.counterfactual.filters import ColorFidelitySettings, score_candidates
     from biaslab.runtime.validate import ParamError, check_params
-    assert resolve_settings(["color_fidelity", "prompt_adherence"], {}) == {
+    assert registry.FILTERS.settings_for(["color_fidelity", "prompt_adherence"], None) == {
         "color_fidelity": ColorFidelitySettings(grid=14), "prompt_adherence": None}
-    s = resolve_settings(["color_fidelity"],
-                         {"filters": {"filter_params": {"color_fidelity": {"grid": 1}}}})
+    s = registry.FILTERS.settings_for(
+        ["color_fidelity"], {"filters": {"filter_params": {"color_fidelity": {"grid": 1}}}})
     assert s["color_fidelity"].grid == 1
     p = _images(tmp_path)
     cands = pd.DataFrame({"image_id": [7, 7], "group": ["female"] * 2,

@@ -211,16 +211,16 @@ def test_committed_lock_is_the_lock_of_the_committed_code_and_params():
 
 def test_scale_profiles_choose_the_classifier_baselines(tmp_path):
     """ci: three model-level baselines (budget); full: every method of paper 000 Table 1."""
-    from biaslab.classify import METHODS
+    from biaslab import registry
     from biaslab.runtime.settings import field_names
     out = tmp_path / "p.yaml"
     compose_and_dump(str(out), str(REPO / "conf"), None, "config", str(REPO), ["scale=full"])
     full = yaml.safe_load(out.read_text())["classifier"]
-    assert sorted(full["methods"]) == sorted(set(METHODS) - {"erm"})
+    assert sorted(full["methods"]) == sorted(set(registry.METHODS.names()) - {"erm"})
     ci = yaml.safe_load((REPO / "params.yaml").read_text())["classifier"]
     assert ci["methods"] == ["group_dro", "adversarial", "domain_independent"]
     for name, params in ci["method_params"].items():       # every param is a known one
-        assert set(params) <= field_names(METHODS[name].Settings), name
+        assert set(params) <= field_names(registry.METHODS.load(name).Settings), name
 
 
 def test_overlay_plots_list_every_run_of_the_params():

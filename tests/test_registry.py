@@ -209,7 +209,8 @@ def test_every_method_gives_a_finite_loss_and_its_inference_layout(name):
 
 
 def test_libra_skips_without_a_dcg(tmp_path):
-    settings = PP.resolve_settings(["LIBRA"], {"eval_captioner": {"dcg": str(tmp_path)}})
+    settings = R.POSTPROCESSORS.settings_for(
+        ["LIBRA"], {"eval_captioner": {"dcg": str(tmp_path)}})
     assert settings["LIBRA"] == PP.LibraSettings(dcg=str(tmp_path))
     ctx = PP.CaptionContext(table=pd.DataFrame({"image_id": [1], "path": ["a.png"]}), seed=0,
                             feature_cache=str(tmp_path), component_settings=settings)
@@ -433,7 +434,8 @@ table = pd.DataFrame({"image_id": [1, 2, 3], "path": ["a", "b", "c"]})
 def run(params, train_captions=tuple(train)):
     c = PP.CaptionContext(table=table, seed=0, feature_cache=".",
                           train_captions=train_captions,
-                          component_settings=PP.resolve_settings(["context_neutral"], params))
+                          component_settings=R.POSTPROCESSORS.settings_for(
+                              ["context_neutral"], params))
     try:
         return PP.apply("context_neutral", caps, c)
     except R.Skipped as why:
@@ -450,3 +452,25 @@ print(json.dumps({"default": run({}), "again": run({}),
     assert r["strict"] == ["a woman in a kitchen", "a woman riding a skateboard",
                            "a dog on a couch"]
     assert r["none"].startswith("skipped: ")
+
+
+def test_a_kinds_context_reads_the_settings_its_stage_resolved_else_the_defaults(tmp_path):
+    """One lookup for every kind: ``Registry.settings_for`` resolves what a stage hands its
+    components, ``ctx.settings(name)`` returns it, and a name the stage did not resolve gets
+    its entry's defaults (a filter's ``grid`` 14, paper 000 Eq. 6)."""
+    from biaslab.counterfactual.filters import ColorFidelitySettings, FilterContext
+    given = R.FILTERS.settings_for(["color_fidelity"],
+                                   {"filters": {"filter_params": {"color_fidelity": {"grid": 3}}}})
+    ctx = FilterContext(candidates=pd.DataFrame(), candidate_paths=[], image_ids=[],
+                        original_paths=[], originals={}, scorer=None, object_predictor=None,
+                        component_settings=given)
+    assert ctx.settings("color_fidelity") == ColorFidelitySettings(grid=3)
+    bare = FilterContext(candidates=pd.DataFrame(), candidate_paths=[], image_ids=[],
+                         original_paths=[], originals={}, scorer=None, object_predictor=None)
+    assert bare.settings("color_fidelity") == ColorFidelitySettings(grid=14)
+    assert bare.settings("prompt_adherence") is None
+    cap = PP.CaptionContext(table=pd.DataFrame({"image_id": [1]}), seed=0,
+                            feature_cache=str(tmp_path))
+    assert cap.settings("LIBRA") == R.POSTPROCESSORS.settings("LIBRA")
+    with pytest.raises(R.RegistryError, match="unknown filter 'colour'"):
+        bare.settings("colour")

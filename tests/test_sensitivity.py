@@ -516,3 +516,17 @@ def test_captioner_report_section():
         assert (Path(d) / "n.png").is_file()
     assert "not run (no captions)" in "\n".join(RS.captioner_markdown(
         {"available": False, "reason": "no captions"}, {}))
+
+
+def test_sensitivity_settings_are_the_checked_group_as_a_typed_record():
+    """``SensitivitySettings.from_params``: the ``sensitivity`` group over its defaults,
+    checked by the same rules as every stage's params check, lists as tuples."""
+    from biaslab.analysis.sensitivity_settings import DEFAULTS, SensitivitySettings
+    s = SensitivitySettings.from_params({"sensitivity": {"perturbations": ["blur@2", "swap"],
+                                                         "captioner_perturbations": ["swap"],
+                                                         "workers": 2}})
+    assert s.perturbations == ("blur@2", "swap") and s.captioner_perturbations == ("swap",)
+    assert (s.workers, s.n_boot, s.fill) == (2, DEFAULTS["n_boot"], "mean")
+    assert SensitivitySettings.from_params({}).perturbations == tuple(DEFAULTS["perturbations"])
+    with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
+        SensitivitySettings.from_params({"sensitivity": {"n_boot": 5}})

@@ -186,7 +186,8 @@ class ClassificationSettings:
         workers: models evaluated at once (``classifier.workers``).
         leakage_rounds: Leakage's balanced rounds; leakage_f1_flips: the flip levels of the
             accuracy-matched LK_D (Wang et al. 2019; () = off).
-        blackout: the person masks of Ratio's test images (``classifier.blackout``).
+        blackout, blackout_dilate_px, blackout_fill: the person masks of Ratio's test images
+            (``classifier.blackout*``: the mask sources, their dilation in pixels, the fill).
         min_cooccur, cooccur_rule: the object-attribute rule of the label set (recorded).
     """
     datasets: tuple[str, ...]
@@ -200,6 +201,8 @@ class ClassificationSettings:
     leakage_rounds: int = 5
     leakage_f1_flips: tuple[float, ...] = ()
     blackout: tuple[str, ...] = ("box",)
+    blackout_dilate_px: int = 0
+    blackout_fill: Any = 0
     min_cooccur: int = 0
     cooccur_rule: str = "each"
 
@@ -222,6 +225,8 @@ class ClassificationSettings:
                    leakage_rounds=int(p.get("leakage_rounds", 5)),
                    leakage_f1_flips=tuple(float(x) for x in (p.get("leakage_f1_flips") or ())),
                    blackout=tuple(p.get("blackout", ["box"])),
+                   blackout_dilate_px=int(p.get("blackout_dilate_px", 0)),
+                   blackout_fill=p.get("blackout_fill", 0),
                    min_cooccur=int(p["min_cooccur"]),
                    cooccur_rule=p.get("cooccur_rule", "each"))
 

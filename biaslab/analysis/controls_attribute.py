@@ -55,9 +55,14 @@ Decisions:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:   # annotations only: controls_eval is imported where it is used
+    from biaslab.analysis.controls_eval import ControlsSettings
+    from biaslab.captioning.table2 import LicSettings
 
 CLASSIFIER_CONTROLS = ("oracle", "amplifier", "blind")
 CAPTIONER_CONTROLS = ("human", "amplifier")
@@ -263,11 +268,12 @@ def classifier_controls(test: pd.DataFrame, train: pd.DataFrame, labels: Sequenc
 
 def captioner_controls(ids: Sequence[int], groups: Mapping[int, str],
                        human: Mapping[int, Sequence[str]], stereotypes: Mapping[str, str],
-                       qs: Sequence[float], seeds: Sequence[int], attribute: str, lic: Mapping,
+                       qs: Sequence[float], seeds: Sequence[int], attribute: str, lic: LicSettings,
                        words: str, workers: int = 1) -> tuple[dict, dict]:
     """Every captioner control through :func:`biaslab.metrics.evaluate.evaluate_captions`
     (``attribute``'s LIC: skin unmasked, gender_skin with gender words masked), one job per
-    (control, seed) on ``workers`` forked processes; returns ``(judged, raw)`` as
+    (control, seed) on ``workers`` forked processes, its attacker ``lic``
+    (:class:`biaslab.captioning.table2.LicSettings`); returns ``(judged, raw)`` as
     :func:`classifier_controls`."""
     from biaslab.analysis.controls_eval import judge_control
     from biaslab.runtime.parallel import map_jobs
@@ -284,9 +290,9 @@ def captioner_controls(ids: Sequence[int], groups: Mapping[int, str],
         ref = {i: [c for c in v if c != drawn_caption(i, v, s)] or list(v)
                for i, v in human.items() if v}
         det = evaluate_captions(preds, groups, ref, metrics=("lic",), words=words,
-                                classifier=lic["classifier"], preset=lic["preset"], seeds=[s],
-                                num_threads=lic.get("num_threads"),
-                                max_human_captions=lic.get("max_human_captions"),
+                                classifier=lic.classifier, preset=lic.preset, seeds=[s],
+                                num_threads=lic.num_threads,
+                                max_human_captions=lic.max_human_captions,
                                 attribute=attribute)
         return flat_metrics(det, attribute)
 
@@ -309,15 +315,15 @@ def summary(*parts: Mapping) -> dict:
             "inconclusive": v.count("inconclusive"), "n": len(v)}
 
 
-def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: pd.DataFrame,
-        labels_df: pd.DataFrame, split: pd.DataFrame, captions: pd.DataFrame,
-        perceived: pd.DataFrame | None) -> dict:
-    """The record of ``metrics/controls_attribute.json`` for param ``attribute``.
+def run(settings: ControlsSettings, images: pd.DataFrame, objects: pd.DataFrame,
+        persons: pd.DataFrame, labels_df: pd.DataFrame, split: pd.DataFrame,
+        captions: pd.DataFrame, perceived: pd.DataFrame | None) -> dict:
+    """The record of ``metrics/controls_attribute.json`` for ``settings.attribute``.
 
     Args:
-        params: the composed params (``attribute``, ``controls.q`` / ``seeds`` / ``workers``,
-            ``classifier.min_cooccur`` / ``cooccur_rule`` / ``leakage_rounds``, ``lic``,
-            ``label.words``).
+        settings: :class:`biaslab.analysis.controls_eval.ControlsSettings` (``attribute``,
+            ``q``, ``seeds``, ``workers``, ``min_cooccur``, ``cooccur_rule``,
+            ``leakage_rounds``, ``lic``, ``words``, ``margin_fraction``).
         images, objects, persons, captions: ``data/prepared/*.parquet``; perceived:
             ``data/prepared/perceived_gender.parquet`` (its ``skin`` column) or None.
         labels_df, split: ``data/labels/images.parquet``, ``data/split.parquet``.
@@ -332,20 +338,17 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
         InputError: no skin labels, no labelled test / training image of a group, no label.
     """
     from biaslab.analysis import attribute_eval as A
-    from biaslab.analysis.controls_eval import (DEFAULTS, MARGIN_FRACTION, control_tables,
-                                                decide_equivalence)
+    from biaslab.analysis.controls_eval import control_tables, decide_equivalence
     from biaslab.runtime.io import NO_CAPTIONS, InputError
-    attribute = str(params.get("attribute", "gender"))
+    attribute = settings.attribute
     if attribute == "gender":
         return {"attribute": attribute, "skipped": "attribute gender: its controls are stage "
                                                    "controls' (metrics/controls.json)"}
     group_names = list(A.attribute_groups(attribute))
-    c = {**DEFAULTS, **(params.get("controls") or {})}
-    seeds, qs = [int(s) for s in c["seeds"]], [float(q) for q in c["q"]]
-    p = params["classifier"]
+    seeds, qs = list(settings.seeds), list(settings.q)
     genders = {int(i): str(g) for i, g in zip(labels_df["image_id"], labels_df["gender"])}
     groups = A.group_labels(attribute, genders, perceived)
-    test, train, labels = control_tables(images, labels_df, split, objects, persons, p)
+    test, train, labels = control_tables(images, labels_df, split, objects, persons, settings)
     try:
         stereo = stereotype_by_group(list(train["objects"]), _groups_of(train, groups), labels,
                                      group_names)
@@ -353,7 +356,7 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
         raise InputError("data/split.parquet", f"training split, attribute {attribute}: "
                                                f"{err}") from err
     clf, _ = classifier_controls(test, train, labels, groups, group_names, stereo, qs, seeds,
-                                 int(p.get("leakage_rounds", 5)))
+                                 settings.leakage_rounds)
     test_ids = set(split.loc[split["split"] == "test", "image_id"].astype(int))
     caps = captions.sort_values(["image_id", "caption_id"]) if len(captions) else captions
     human = {int(i): list(g["caption"].astype(str)) for i, g in
@@ -361,17 +364,15 @@ def run(params: Mapping, images: pd.DataFrame, objects: pd.DataFrame, persons: p
     cap_ids = sorted(i for i in human if i in groups)
     if cap_ids:
         cap, _ = captioner_controls(cap_ids, {i: groups[i] for i in cap_ids}, human, stereo,
-                                    qs, seeds, attribute, params["lic"],
-                                    params.get("label", {}).get("words", "lic"),
-                                    int(c.get("workers", 1)))
+                                    qs, seeds, attribute, settings.lic, settings.words,
+                                    settings.workers)
     else:
         cap = {"skipped": NO_CAPTIONS if not len(caps) else
                "no test image with a human caption and a group"}
 
-    fraction = float((params.get("validity") or {}).get("margin_fraction", MARGIN_FRACTION))
-    clf = decide_equivalence(clf, fraction)
+    clf = decide_equivalence(clf, settings.margin_fraction)
     if "skipped" not in cap:
-        cap = decide_equivalence(cap, fraction)
+        cap = decide_equivalence(cap, settings.margin_fraction)
 
     def per_group(ids):
         return {g: int(sum(groups.get(int(i)) == g for i in ids)) for g in group_names}

@@ -1,19 +1,21 @@
-"""Running the control models through the metric code (the logic of
-stage ``controls``, which now only reads its inputs and writes ``metrics/controls.json``).
+"""Running the control models through the metric code (the logic of stage ``controls``,
+which only reads its inputs and writes ``metrics/controls.json``).
 
-:func:`run_controls` takes the prepared tables and the params and returns the record the stage
-writes (its layout: ``stages/controls.py``'s docstring). The controls themselves (what each
-outputs and its expected value) are :mod:`biaslab.analysis.controls`; this module feeds them
-through the same code that evaluates the trained models:
-:func:`biaslab.classify.evaluate_outputs` (mAP, Ratio, Ratio_E, Error = 100 - gender accuracy,
-Leakage), BiasAmp / DBA_O (:mod:`biaslab.metrics.biasamp`), the captioning metrics of
-:func:`biaslab.captioning.evaluation.caption_metrics` and the causal probe's pair sensitivities
-(:mod:`biaslab.analysis.probe`).
+:func:`run_controls` takes the prepared tables and the :class:`ControlsSettings` the stage
+builds once from params.yaml, and returns the record the stage writes (its layout:
+``stages/controls.py``'s docstring). The controls themselves (what each outputs and its
+expected value) are :mod:`biaslab.analysis.controls`; this module feeds them through the
+same code that evaluates the trained models: :func:`biaslab.classify.evaluate_outputs` (mAP,
+Ratio, Ratio_E, Error = 100 - gender accuracy, Leakage), BiasAmp / DBA_O
+(:mod:`biaslab.metrics.biasamp`), the captioning metrics of
+:func:`biaslab.captioning.evaluation.caption_metrics` and the causal probe's pair
+sensitivities (:mod:`biaslab.analysis.probe`).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,8 +34,90 @@ from biaslab.runtime.parallel import map_jobs
 #: the fraction of the strongest amplifier's effect that is an "≈" control's margin (param
 #: ``validity.margin_fraction``, as the validity checks' margins)
 MARGIN_FRACTION = 0.1
-DEFAULTS = {"q": [0.5, 1.0], "seeds": [0, 1, 2], "n_boot": 1000, "seed": 0, "workers": 2,
-            "attackers": []}
+
+
+@dataclass(frozen=True)
+class ControlsSettings:
+    """Everything the controls read (:func:`run_controls`,
+    :func:`biaslab.analysis.controls_attribute.run`), built once by the stage
+    (:meth:`from_params`); the defaults of group ``controls`` live here.
+
+    Attributes:
+        q: the amplifier's stereotype rates, each in (0, 1] (``controls.q``).
+        seeds: the replicate seeds, >= 2 distinct (``controls.seeds``: a CI needs two).
+        n_boot, seed: the probe controls' bootstrap resamples and seed.
+        workers: processes for the captioner controls.
+        attackers: extra LIC / DBAC attacker encoders (``controls.attackers``; checked
+            against the installed ones by :func:`check_attackers`).
+        min_cooccur, cooccur_rule, leakage_rounds: the classifier's object labels and
+            Leakage attacker rounds, as stage ``eval_classifier`` (group ``classifier``).
+        lic: :class:`biaslab.captioning.table2.LicSettings` (group ``lic``).
+        eval: :class:`biaslab.captioning.table2.EvalSettings` (``gender_source``,
+            ``biasamp_min_count``, ``dbac``: group ``eval_captioner``).
+        words: the gender word list (``label.words``).
+        root: the dataset (``data.root``): its planted truth, when it has one.
+        margin_fraction: an equivalence margin as a fraction of the strongest amplifier's
+            effect (``validity.margin_fraction``).
+        attribute: the protected attribute (``attribute``).
+    """
+    q: tuple[float, ...] = (0.5, 1.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    n_boot: int = 1000
+    seed: int = 0
+    workers: int = 2
+    attackers: tuple[str, ...] = ()
+    min_cooccur: int = 5
+    cooccur_rule: str = "each"
+    leakage_rounds: int = 5
+    lic: Any = None
+    eval: Any = None
+    words: str = "lic"
+    root: str = "data/raw"
+    margin_fraction: float = MARGIN_FRACTION
+    attribute: str = "gender"
+
+    def __post_init__(self):
+        from biaslab.captioning.table2 import EvalSettings, LicSettings
+        for k, conv in (("q", float), ("seeds", int), ("attackers", str)):
+            object.__setattr__(self, k, tuple(conv(v) for v in getattr(self, k) or ()))
+        if self.lic is None:
+            object.__setattr__(self, "lic", LicSettings())
+        if self.eval is None:
+            object.__setattr__(self, "eval", EvalSettings())
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "ControlsSettings":
+        """From the composed params (groups ``controls``, ``classifier``, ``lic``,
+        ``eval_captioner``, ``label``, ``data``, ``validity``, ``attribute``). The ranges
+        (q in (0, 1], >= 2 seeds) are checked by every stage's params check
+        (:func:`biaslab.runtime.validate.check_controls`).
+
+        Raises:
+            ValueError: an unknown ``controls`` key or a bad value, naming the dotted param.
+        """
+        from biaslab.captioning.table2 import EvalSettings, LicSettings
+        from biaslab.runtime.settings import from_params
+        group = dict(params.get("controls") or {})
+        bad = sorted(set(group) - set(GROUP_KEYS))
+        if bad:
+            raise ValueError(f"controls: unknown key(s) {bad}; known: {sorted(GROUP_KEYS)}")
+        clf = params.get("classifier") or {}
+        return cls(**group,
+                   min_cooccur=int(clf.get("min_cooccur", 5)),
+                   cooccur_rule=str(clf.get("cooccur_rule", "each")),
+                   leakage_rounds=int(clf.get("leakage_rounds", 5)),
+                   lic=from_params(LicSettings, params.get("lic"), "lic"),
+                   eval=from_params(EvalSettings, params.get("eval_captioner"),
+                                    "eval_captioner"),
+                   words=str((params.get("label") or {}).get("words", "lic")),
+                   root=str((params.get("data") or {}).get("root", "data/raw")),
+                   margin_fraction=float((params.get("validity") or {}).get(
+                       "margin_fraction", MARGIN_FRACTION)),
+                   attribute=str(params.get("attribute", "gender")))
+
+
+#: the keys of params group ``controls`` (:class:`ControlsSettings`' first six fields)
+GROUP_KEYS = ("q", "seeds", "n_boot", "seed", "workers", "attackers")
 #: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
 #: mean probability of the true value, no prior): the dose response of the *data's* bias
 LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
@@ -87,12 +171,12 @@ def read_truth(root: str) -> tuple[dict | None, float | None]:
 
 
 def control_tables(images: pd.DataFrame, labels_df: pd.DataFrame, split: pd.DataFrame,
-                   objects: pd.DataFrame, persons: pd.DataFrame, classifier: Mapping
+                   objects: pd.DataFrame, persons: pd.DataFrame, settings: ControlsSettings
                    ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The tables every control is scored on, as ``eval_classifier`` builds them: the test
     split's images (:func:`biaslab.classify.test_table`), the labelled training images, and
-    the object labels that co-occur at least ``classifier.min_cooccur`` times with each
-    gender in training (``classifier.cooccur_rule``; :func:`biaslab.classify.select_labels`).
+    the object labels that co-occur at least ``settings.min_cooccur`` times with each
+    gender in training (``settings.cooccur_rule``; :func:`biaslab.classify.select_labels`).
     Used by :func:`run_controls` and :func:`biaslab.analysis.controls_attribute.run`.
 
     Returns:
@@ -107,8 +191,7 @@ def control_tables(images: pd.DataFrame, labels_df: pd.DataFrame, split: pd.Data
     train = train[train["labelled"]].reset_index(drop=True)
     if test.empty or train.empty:
         raise InputError("data/split.parquet", "no labelled test or training image")
-    labels = select_labels(train, int(classifier.get("min_cooccur", 5)),
-                           classifier.get("cooccur_rule", "each"))
+    labels = select_labels(train, settings.min_cooccur, settings.cooccur_rule)
     if not labels:
         raise InputError("data/split.parquet", "no object co-occurs often enough with each "
                                                "gender in the training split")
@@ -292,8 +375,9 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
                        attackers=(), biasamp_null: float | None = None) -> tuple[dict, dict]:
     """The captioner controls ``kinds`` (plus ``human``) through
     :func:`biaslab.captioning.evaluation.caption_metrics` (Ratio, Error, LIC, BiasAmp, DBA_O,
-    DBAC when ``e["dbac"]``), one job per (control, seed) on ``workers`` processes; each
-    encoder of ``attackers`` recomputes LIC and DBAC under ``<metric>@<encoder>``.
+    DBAC when ``e.dbac``), one job per (control, seed) on ``workers`` processes; each
+    encoder of ``attackers`` recomputes LIC and DBAC under ``<metric>@<encoder>``. ``lp``,
+    ``e``: the :class:`ControlsSettings`' ``lic`` and ``eval``.
     ``biasamp_null``: BiasAmp's reference (:func:`biasamp_null`; None: 0).
 
     Returns ``(judged, raw)`` as :func:`classifier_controls`."""
@@ -310,22 +394,21 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
         if kind == "human":
             ref = {i: [c for c in v if c != preds.get(i)] or list(v) for i, v in human.items()}
         # DBAC (eval_captioner.dbac): one attacker trial per replicate, seeded as LIC's
-        dbac = None if not e.get("dbac") else {**e["dbac"], "seeds": [s],
-                                                  "categories": categories}
+        dbac = None if not e.dbac else {**e.dbac, "seeds": [s], "categories": categories}
         flat, det = C.caption_metrics(preds, genders, ref, words=words,
-                                    classifier=lp["classifier"], preset=lp["preset"],
-                                    seeds=[s], num_threads=lp.get("num_threads"),
-                                    biasamp_min_count=int(e["biasamp_min_count"]),
+                                    classifier=lp.classifier, preset=lp.preset,
+                                    seeds=[s], num_threads=lp.num_threads,
+                                    biasamp_min_count=int(e.biasamp_min_count),
                                     metrics=("ratio", "error", "biasamp", "lic"),
                                     train_captions=train_caps, image_objects=objects,
-                                    max_human_captions=lp.get("max_human_captions"),
+                                    max_human_captions=lp.max_human_captions,
                                     dbac=dbac)
         flat.update(lambda_d(det))
         for enc in attackers:   # the same captions and seeds, another attacker encoder
             f2, d2 = C.caption_metrics(preds, genders, ref, words=words, classifier=enc,
-                                      preset=lp["preset"], seeds=[s],
-                                      num_threads=lp.get("num_threads"), metrics=("lic",),
-                                      max_human_captions=lp.get("max_human_captions"),
+                                      preset=lp.preset, seeds=[s],
+                                      num_threads=lp.num_threads, metrics=("lic",),
+                                      max_human_captions=lp.max_human_captions,
                                       dbac=dbac)
             f2.update(lambda_d(d2))
             flat.update({f"{m}@{enc}": f2.get(m) for m in ATTACKER_METRICS})
@@ -339,7 +422,7 @@ def captioner_controls(kinds, test, human, genders, train_caps, objects, bias, s
         rows = [r for (k, qq, rd, _), r in zip(jobs, results) if (k, qq, rd) == (kind, q, reads)]
         vals = {m: [r.get(m) for r in rows] for m in ("Ratio", "Error", "LIC", "LIC_M",
                                                      "LIC_D", "BiasAmp", "DBA_O")}
-        if e.get("dbac"):
+        if e.dbac:
             vals.update({m: [r.get(m) for r in rows] for m in DBAC_METRICS})
         for enc in attackers:
             vals.update({f"{m}@{enc}": [r.get(f"{m}@{enc}") for r in rows]
@@ -436,16 +519,15 @@ def power_table(raw: dict, metrics, rule: str) -> dict:
     return out
 
 
-def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
+def run_controls(settings: ControlsSettings, images: pd.DataFrame, objects: pd.DataFrame,
                  persons: pd.DataFrame, labels_df: pd.DataFrame, split: pd.DataFrame,
                  captions: pd.DataFrame, perceived: pd.DataFrame | None,
                  attackers: list[str]) -> tuple[dict, dict, dict]:
     """Every control through the metric code: the record of ``metrics/controls.json``.
 
     Args:
-        params: the composed params (``controls``, ``classifier``, ``lic``, ``eval_captioner``,
-            ``label.words``, ``data.root``: the planted truth and bias are read from
-            ``<data.root>/annotations`` when present).
+        settings: :class:`ControlsSettings` (the planted truth and bias are read from
+            ``<settings.root>/annotations`` when present).
         images, objects, persons, captions, perceived: ``data/prepared/*.parquet``
             (``perceived`` None where the file is absent).
         labels_df, split: ``data/labels/images.parquet``, ``data/split.parquet``.
@@ -461,18 +543,12 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
         InputError: no labelled test or training image, no object that
             co-occurs often enough with each gender, or a degenerate training split.
     """
-    c = {**DEFAULTS, **(params.get("controls") or {})}
-    # q in (0, 1] and >= 2 distinct seeds: checked by load_params (biaslab.runtime.validate)
-    seeds = [int(s) for s in c["seeds"]]
-    qs = [float(q) for q in c["q"]]
-    p = params["classifier"]
-    lp = params["lic"]
-    e = {"gender_source": "auto", "biasamp_min_count": 5, **(params.get("eval_captioner") or {})}
-    words = params.get("label", {}).get("words", "lic")
-    root = params["data"]["root"]
-    truth, bias = read_truth(root)
+    st = settings
+    seeds, qs = list(st.seeds), list(st.q)
+    e, words = st.eval, st.words
+    truth, bias = read_truth(st.root)
 
-    test, train, labels = control_tables(images, labels_df, split, objects, persons, p)
+    test, train, labels = control_tables(images, labels_df, split, objects, persons, st)
     test, train = with_truth(test, truth), with_truth(train, truth)
     try:
         stereo = K.stereotype_objects(list(train["objects"]), list(train["gender"]), labels)
@@ -483,10 +559,10 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
         kinds.append(("context_reader", None, K.ATTRIBUTES))
     kinds += [("amplifier", q, K.ATTRIBUTES) for q in qs] + [("constant_man", None, K.ATTRIBUTES)]
     clf, clf_raw = classifier_controls(kinds, test, train, labels, bias, stereo, seeds,
-                                       int(p.get("leakage_rounds", 5)))
+                                       st.leakage_rounds)
 
     # captioning: the gender-labelled test images of eval_captioner
-    genders, g_used = C.gender_labels(e["gender_source"], perceived, labels_df)
+    genders, g_used = C.gender_labels(e.gender_source, perceived, labels_df)
     caps = captions.sort_values(["image_id", "caption_id"])
     test_ids = set(split.loc[split["split"] == "test", "image_id"].astype(int))
     train_ids = set(split.loc[split["split"] == "train", "image_id"].astype(int))
@@ -507,20 +583,20 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
     cap, cap_raw, nul = {}, {}, None
     if len(caps):   # data without captions (OpenImages): no captioner controls
         nul = biasamp_null(cap_test, human, cap_genders, train_caps, words,
-                           int(e["biasamp_min_count"]))
+                           int(e.biasamp_min_count))
         cap, cap_raw = captioner_controls(cap_kinds, cap_test, human, cap_genders, train_caps,
-                                          image_objects, bias, stereo, seeds, lp, e, words,
-                                          int(c.get("workers", 1)),
+                                          image_objects, bias, stereo, seeds, st.lic, e, words,
+                                          st.workers,
                                           sorted(set(objects["category"].astype(str))) or None,
                                           attackers, (nul or {}).get("ba"))
 
     probe = {}
-    pairs = S.read_probe(root) if truth is not None else None
+    pairs = S.read_probe(st.root) if truth is not None else None
     if pairs is not None and not pairs.empty:
-        probe = probe_controls(pairs, bias, seeds, int(c["n_boot"]), int(c["seed"]))
+        probe = probe_controls(pairs, bias, seeds, st.n_boot, st.seed)
 
-    fraction = float((params.get("validity") or {}).get("margin_fraction", MARGIN_FRACTION))
-    clf, cap = decide_equivalence(clf, fraction), decide_equivalence(cap, fraction)
+    clf = decide_equivalence(clf, st.margin_fraction)
+    cap = decide_equivalence(cap, st.margin_fraction)
     verdicts = [m["verdict"] for task in (clf, cap) for ctl in task.values()
                 for m in ctl.values() if "verdict" in m]
     verdicts += [a["verdict"] for ctl in probe.values() for a in ctl.values()]
@@ -532,7 +608,7 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
                                    "dataset)", "probe (no probe pairs)"])
                       + ([] if len(caps) else [f"captioner ({NO_CAPTIONS})"])},
         "bias": bias, "stereotypes": stereo, "labels": labels, "replicates": seeds,
-        "attackers": [str(params["lic"]["classifier"])] + attackers,
+        "attackers": [str(st.lic.classifier)] + attackers,
         "test_set": {"classifier": {"n": int(len(test)), "n_female":
                                     int((test["gender"] == "female").sum()),
                                     "n_male": int((test["gender"] == "male").sum()),
@@ -546,9 +622,9 @@ def run_controls(params: dict, images: pd.DataFrame, objects: pd.DataFrame,
         "biasamp_null": nul,
         "power": {"classifier": power_table(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
                   "captioner": power_table(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
-                      m for m, _, _ in C.DBAC_KEYS if e.get("dbac")) + tuple(
+                      m for m, _, _ in C.DBAC_KEYS if e.dbac) + tuple(
                       f"{m}@{a}" for a in attackers for m in ("LIC",) + tuple(
-                          k for k, _, _ in C.DBAC_KEYS if e.get("dbac"))), note)
+                          k for k, _, _ in C.DBAC_KEYS if e.dbac)), note)
                   if cap_raw else {}},
         "summary": {"matches": verdicts.count("matches"),
                     "does_not_match": verdicts.count("does not match"),

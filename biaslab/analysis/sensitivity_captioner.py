@@ -27,11 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from biaslab.analysis import sensitivity as SE
+
+if TYPE_CHECKING:
+    from biaslab.analysis.sensitivity_settings import SensitivitySettings
+    from biaslab.captioning.table2 import Table2Settings
 
 NONE = "none"
 #: the captioning metrics whose sensitivity can be measured; the first two bootstrap per image
@@ -151,15 +156,17 @@ def aligned_sets(test: pd.DataFrame, perturbed: pd.DataFrame, names: Sequence[st
     return kept, sets
 
 
-def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
+def run_captioner_sensitivity(sens: SensitivitySettings, captioners: Table2Settings,
+                              table: pd.DataFrame,
                               human: Mapping[int, list], genders: Mapping[int, str],
                               train_caps: Sequence[str], perturbed: pd.DataFrame,
                               captions_dir: str | None = None) -> tuple[dict, list[dict]]:
     """Every trained captioner on the unperturbed and perturbed test images.
 
     Args:
-        params: the composed params (``sensitivity``, ``captioner``, ``eval_captioner``,
-            ``lic``, ``label.words``, ``features.cache_dir``).
+        sens: the perturbations and their statistics (params group ``sensitivity``).
+        captioners: the trained captioners, their decoding and Table 2's metric settings
+            (:class:`biaslab.captioning.table2.Table2Settings`).
         table, human, genders, train_caps: :func:`biaslab.captioning.table2.test_set` (the
             images of Table 2, their human captions and female/male labels, the training
             captions: BiasAmp's reference).
@@ -172,23 +179,20 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
         ``sensitivity.captioner_perturbations`` is empty.
 
     Raises:
-        ValueError: bad ``sensitivity`` params, a perturbation stage ``sensitivity`` did not
-            write, no labelled test image with a perturbed copy.
+        ValueError: a perturbation stage ``sensitivity`` did not write, no labelled test
+            image with a perturbed copy.
         InputError: a trained captioner missing.
     """
     from biaslab import captioning as K
     from biaslab.metrics.evaluate import evaluate_captions
     from biaslab.runtime.io import InputError, write_json
     from biaslab.runtime.parallel import map_jobs
-    s = SE.settings(params)
-    names = list(s["captioner_perturbations"])
-    metrics = list(s["captioner_metrics"])
+    s, t = sens, captioners
+    names = list(s.captioner_perturbations)
+    metrics = list(s.captioner_metrics)
     if not names:
         return {"available": False, "reason": "sensitivity.captioner_perturbations is empty"}, []
-    p, lp = params["captioner"], params["lic"]
-    e = params.get("eval_captioner") or {}
-    words = params.get("label", {}).get("words", "lic")
-    cache = params.get("features", {}).get("cache_dir", "data/cache/features")
+    lp, e, words, cache = t.lic, t.eval, t.words, t.feature_cache
     labelled = table[table["image_id"].astype(int).map(
         lambda i: genders.get(int(i)) in ("female", "male"))]
     kept, sets = aligned_sets(labelled, perturbed, names)
@@ -197,8 +201,7 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
     g = {i: genders[i] for i in ids}
     h = {i: list(human.get(i) or []) for i in ids}
     groups = tuple(x for x, m in (("biasamp", "BiasAmp"), ("lic", "LIC")) if m in metrics)
-    archs = K.archs_from_params(p)
-    datasets, seeds = list(p["datasets"]), [int(v) for v in p["seeds"]]
+    archs, datasets, seeds = list(t.archs), list(t.datasets), list(t.seeds)
     missing = [f"{K.arch_name(d, a)}-{sd}" for a in archs for d in datasets for sd in seeds
                if not Path(K.arch_model_dir(d, sd, a), K.get_arch(a).config_file).exists()]
     if missing:
@@ -225,10 +228,9 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
         model = arch.load(K.arch_model_dir(d, sd, a))
         res = {"labels": {}, "values": {}, "null": None}
         for key in sets:
-            preds = model.generate(feats_for(arch, model, key), beam=p.get("beam"),
-                                   max_len=p.get("max_len"),
-                                   batch_size=int(e.get("batch_size") or 64),
-                                   no_repeat_ngram=p.get("no_repeat_ngram"))
+            preds = model.generate(feats_for(arch, model, key), beam=t.beam,
+                                   max_len=t.max_len, batch_size=int(e.batch_size or 64),
+                                   no_repeat_ngram=t.no_repeat_ngram)
             if captions_dir is not None:
                 write_json(f"{captions_dir}/{key}/{K.arch_name(d, a)}-{sd}.json",
                            [{"image_id": int(i), "caption": c} for i, c in zip(ids, preds)])
@@ -236,10 +238,10 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
             vals: dict = {}
             if groups:
                 det = evaluate_captions(
-                    dict(zip(ids, preds)), g, h, groups, words, lp["classifier"],
-                    lp["preset"], lp["seeds"], lp.get("num_threads"), False,
-                    int(e.get("biasamp_min_count", 5)), None, list(train_caps),
-                    max_human_captions=lp.get("max_human_captions"))
+                    dict(zip(ids, preds)), g, h, groups, words, lp.classifier,
+                    lp.preset, lp.seeds, lp.num_threads, False,
+                    int(e.biasamp_min_count), None, list(train_caps),
+                    max_human_captions=lp.max_human_captions)
                 ba = det.get("BiasAmp") or {}
                 vals = {"BiasAmp": ba.get("ba"), "LIC": det.get("LIC")}
                 if key == NONE:
@@ -248,7 +250,7 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
         return res
 
     jobs = [(a, d, sd) for a in archs for d in datasets for sd in seeds]
-    results = dict(zip(jobs, map_jobs(one, jobs, int(s.get("workers") or 1))))
+    results = dict(zip(jobs, map_jobs(one, jobs, s.workers)))
     ba_null = next((r["null"] for r in results.values() if r["null"] is not None), None)
     nulls = {"BiasAmp": float(ba_null)} if ba_null is not None else {"BiasAmp": 0.0}
     models, rows = {}, []
@@ -256,8 +258,8 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
         for d in datasets:
             row = d if a == K.DEFAULT_ARCH else f"{a}/{d}"
             models[row] = summarize_captioner([results[(a, d, sd)] for sd in seeds], names,
-                                              male, metrics, n_boot=int(s["n_boot"]),
-                                              seed=int(s["seed"]), nulls=nulls)
+                                              male, metrics, n_boot=s.n_boot,
+                                              seed=s.seed, nulls=nulls)
             for pn, recs in models[row].items():
                 for m, r in recs.items():
                     rows.append({"model": row, "perturbation": pn, "metric": m,
@@ -269,7 +271,7 @@ def run_captioner_sensitivity(params: Mapping, table: pd.DataFrame,
         "test_set": {"n_images": len(ids), "n_male": int(male.sum()),
                      "n_female": int((~male).sum()),
                      "n_left_out": int(len(labelled) - len(ids)), "seeds": seeds},
-        "nulls": {**NULL, **nulls}, "n_boot": int(s["n_boot"]), "seed": int(s["seed"]),
+        "nulls": {**NULL, **nulls}, "n_boot": s.n_boot, "seed": s.seed,
         "not_perturbed": "caption post-processors (+LIBRA rows): they rewrite captions, "
                          "not images"}
     return record, rows

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,10 @@ from biaslab.classify import (GenderObjectClassifier, evaluate_outputs, gender_t
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.io import write_parquet
 from biaslab.runtime.paths import model_dir
+
+if TYPE_CHECKING:
+    from biaslab.analysis.classification_eval import ClassificationSettings
+    from biaslab.analysis.sensitivity_settings import SensitivitySettings
 
 NONE = "none"
 
@@ -202,7 +207,8 @@ def pixel_controls(train_feats: Mapping[str, tuple[np.ndarray, np.ndarray]],
     return out
 
 
-def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
+def run_sensitivity(sens: SensitivitySettings, clf_settings: ClassificationSettings,
+                    test: pd.DataFrame, train: pd.DataFrame,
                     persons: pd.DataFrame, objects: pd.DataFrame, ids, base: np.ndarray,
                     cache: str, out_dir: Path, truth: dict | None = None,
                     bias: float | None = None) -> tuple[dict, list[dict]]:
@@ -210,7 +216,9 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
     unperturbed and perturbed test images.
 
     Args:
-        params: the composed params (``sensitivity``, ``classifier``, ``features``).
+        sens: the perturbations and their statistics (params group ``sensitivity``).
+        clf_settings: the trained classifiers, their person masks and feature batch
+            (:class:`biaslab.analysis.classification_eval.ClassificationSettings`).
         test: :func:`biaslab.classify.test_table` of the test split with the planted
             ``scene`` / ``cast`` (:func:`biaslab.analysis.controls_eval.with_truth`).
         train: the Leakage attackers' labelled training images (``eval_classifier``'s).
@@ -224,26 +232,23 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         ``(record, csv_rows)``.
 
     Raises:
-        ValueError: bad ``sensitivity`` params.
+        ValueError: a perturbed set whose images differ from the test images.
     """
-    s = SE.settings(params)
-    c = params["classifier"]
-    fp = params.get("features", {})
-    fbs = int(fp.get("batch_size") or 32)
-    names = list(s["perturbations"])
-    test = subset(test, s["max_images"], int(s["seed"]))
+    s, c = sens, clf_settings
+    names = list(s.perturbations)
+    test = subset(test, s.max_images, s.seed)
     test = test[test["n_persons"] > 0].reset_index(drop=True)   # nothing to keep intact
     objs = PT.located(objects[objects["image_id"].astype(int).isin(
         set(test["image_id"].astype(int)))])
     chosen = PT.choose_objects(objs, [lv for n in names for k, lv in [PT.parse_name(n)]
-                                      if k == "objects"], int(s["seed"]))
+                                      if k == "objects"], s.seed)
     pert = PT.write_perturbed(test, persons, objs, names, out_dir / "images",
-                              seed=int(s["seed"]), fill=s["fill"], chosen=chosen,
+                              seed=s.seed, fill=s.fill, chosen=chosen,
                               progress=True)
     # the perturbed images' manifest: stage sensitivity_captioner captions the same files
     write_parquet(out_dir / "perturbed.parquet", pert)
-    bkw = dict(sources=tuple(c.get("blackout", ["box"])),
-               dilate_px=int(c.get("blackout_dilate_px", 0)), fill=c.get("blackout_fill", 0))
+    bkw = dict(sources=tuple(c.blackout), dilate_px=c.blackout_dilate_px,
+               fill=c.blackout_fill)
     tables = {NONE: test[["image_id", "gender", "path"]]}
     for n in names:
         tables[n] = pert[pert["perturbation"] == n][["image_id", "gender", "path"]] \
@@ -266,10 +271,9 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         if list(t["image_id"]) != list(test["image_id"]):
             raise ValueError(f"perturbation {k}: its person-only images differ from the test "
                              "images")
-    model_names = list(c["datasets"]) + [m for m in (c.get("methods") or [])
-                                         if m not in c["datasets"]]
-    seeds = [int(v) for v in c["seeds"]]
-    kw = dict(batch_size=fbs, base_backbone=fp.get("backbone"))
+    model_names = c.names
+    seeds = list(c.seeds)
+    kw = dict(batch_size=c.feature_batch_size, base_backbone=c.base_backbone)
     # derived images encoded once, one set per worker (distinct files, distinct cache
     # entries), before the model jobs (which then read the cache)
     clf0 = GenderObjectClassifier.load(model_dir("classifier", model_names[0], seeds[0]))
@@ -277,10 +281,10 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
                                              else (masked[k],))]
     sets += [(k, t) for k, t in person_only.items()] + list(train_sets.items())
     map_jobs(lambda kt: model_features(clf0, kt[1], ids, base, cache, derived=True, **kw)
-             .shape, sets, int(s.get("workers") or 1))
+             .shape, sets, s.workers)
     # the attackers re-train on every set: fewer rounds than Table 1's; the change is paired
     # (same rounds, same rows on both sides), so rounds move only its noise
-    lk = {"rounds": int(s["leakage_rounds"]), "seed": 0}
+    lk = {"rounds": s.leakage_rounds, "seed": 0}
     male = (test["gender"] == "male").to_numpy()
 
     def one(job: tuple[str, int]) -> dict:
@@ -308,11 +312,11 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         return res
 
     jobs = [(d, sd) for d in model_names for sd in seeds]
-    results = dict(zip(jobs, map_jobs(one, jobs, int(s.get("workers") or 1))))
+    results = dict(zip(jobs, map_jobs(one, jobs, s.workers)))
     models, rows = {}, []
     for d in model_names:
         models[d] = SE.summarize_model([results[(d, sd)] for sd in seeds], names, male,
-                                       n_boot=int(s["n_boot"]), seed=int(s["seed"]))
+                                       n_boot=s.n_boot, seed=s.seed)
         for pn, recs in models[d].items():
             for m, r in recs.items():
                 rows.append({"model": d, "perturbation": pn, "metric": m,
@@ -331,7 +335,7 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         "perturbed": {n: {"mean_changed_fraction": float(per_set.at[n, "changed_fraction"]),
                           "n_objects_masked": int(per_set.at[n, "n_masked"]),
                           "n_swapped": int(per_set.at[n, "n_swapped"])} for n in names},
-        "fill": s["fill"], "seed": int(s["seed"]), "n_boot": int(s["n_boot"]),
+        "fill": s.fill, "seed": s.seed, "n_boot": s.n_boot,
     }
     def feats(t):
         return model_features(clf0, t, ids, base, cache, derived=True, **kw)
@@ -341,13 +345,13 @@ def run_sensitivity(params: dict, test: pd.DataFrame, train: pd.DataFrame,
         {"person_oracle_pixels": {k: feats(t) for k, t in person_only.items()},
          "context_reader_pixels": {k: feats(t) for k, t in masked.items()}},
         male, names, truth is not None and bias is not None and float(bias) > 0,
-        int(s["n_boot"]), int(s["seed"]))
+        s.n_boot, s.seed)
     record["pixel_controls_training"] = {k: {"n_images": int(len(t)),
                                              "n_male": int((t["gender"] == "male").sum())}
                                          for k, t in train_sets.items()}
     if truth is not None and bias is not None:
         record["controls"] = control_sensitivity(test, pert, objs, chosen, names, clf0.labels,
-                                                 bias, int(s["n_boot"]), int(s["seed"]))
+                                                 bias, s.n_boot, s.seed)
     else:
         record["controls"] = {}
         record["controls_note"] = ("no planted truth: the truth-reading controls need it; the "

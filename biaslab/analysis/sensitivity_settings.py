@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 #: the perturbation kinds (:mod:`biaslab.analysis.perturb`)
 KINDS = ("objects", "blur", "swap")
@@ -118,3 +120,37 @@ def settings(params: Mapping) -> dict:
     if f != "mean" and (isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= 255):
         raise ValueError(f"fill must be 'mean' or a grey level 0-255, got {f!r}")
     return s
+
+
+@dataclass(frozen=True)
+class SensitivitySettings:
+    """Params group ``sensitivity``, checked (:func:`settings`; its defaults are
+    :data:`DEFAULTS`): what stages ``sensitivity`` and ``sensitivity_captioner`` read of it.
+
+    Attributes:
+        perturbations: perturbation names (:func:`perturbation_name`).
+        max_images: test images perturbed (None: all); seed: their draw and the objects hidden.
+        fill: ``"mean"`` or a grey level 0-255 for hidden objects.
+        n_boot: bootstrap resamples of each CI; leakage_rounds: Leakage attacker rounds.
+        workers: processes for the model jobs.
+        captioner_perturbations, captioner_metrics: the captioners' subset.
+    """
+    perturbations: tuple[str, ...]
+    max_images: int | None
+    fill: Any
+    seed: int
+    n_boot: int
+    leakage_rounds: int
+    workers: int
+    captioner_perturbations: tuple[str, ...]
+    captioner_metrics: tuple[str, ...]
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> "SensitivitySettings":
+        """From the composed params (group ``sensitivity`` over :data:`DEFAULTS`).
+
+        Raises:
+            ValueError: what :func:`settings` raises.
+        """
+        s = settings(params)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})

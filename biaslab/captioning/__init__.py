@@ -39,7 +39,7 @@ import pandas as pd
 
 from biaslab.runtime.paths import live_dir, model_dir
 
-__all__ = ["Arch", "ARCHS", "DEFAULT_ARCH", "get_arch", "archs_from_params", "arch_model_dir",
+__all__ = ["Arch", "DEFAULT_ARCH", "get_arch", "archs_from_params", "arch_model_dir",
            "arch_live_dir", "arch_name"]
 
 DEFAULT_ARCH = "clipcap"
@@ -94,38 +94,17 @@ class Arch:
         return image_features(table, cache_dir, config.image_encoder, config.image_size, **kw)
 
 
-class _Archs(Mapping):
-    """``{name: Arch}`` over :data:`biaslab.registry.ARCHS` (built-ins and installed plug-ins,
-    entry point group ``biaslab.archs``; an entry's target names the module)."""
-
-    def __getitem__(self, name: str) -> Arch:
-        from biaslab import registry
-        if name not in registry.ARCHS:
-            raise KeyError(name)
-        t = registry.ARCHS.get(name).target
-        return Arch(name, t if isinstance(t, str) else t.__name__)
-
-    def __iter__(self):
-        from biaslab import registry
-        return iter(registry.ARCHS.names())
-
-    def __len__(self) -> int:
-        from biaslab import registry
-        return len(registry.ARCHS.names())
-
-
-#: the architectures, by the name ``captioner.archs`` uses
-ARCHS: Mapping[str, Arch] = _Archs()
-
-
 def get_arch(name: str) -> Arch:
-    """The :class:`Arch` called ``name``; ``ValueError`` naming ``captioner.archs`` and the
-    known names otherwise."""
-    try:
-        return ARCHS[str(name)]
-    except KeyError:
+    """The :class:`Arch` called ``name``, an entry of :data:`biaslab.registry.ARCHS`
+    (built-ins and installed plug-ins, entry point group ``biaslab.archs``; an entry's target
+    names the module); ``ValueError`` naming ``captioner.archs`` and the known names
+    otherwise."""
+    from biaslab import registry
+    if str(name) not in registry.ARCHS:
         raise ValueError(f"captioner.archs: unknown architecture {name!r} (known: "
-                         f"{sorted(ARCHS)})") from None
+                         f"{sorted(registry.ARCHS.names())})")
+    t = registry.ARCHS.get(str(name)).target
+    return Arch(str(name), t if isinstance(t, str) else t.__name__)
 
 
 def archs_from_params(p: Mapping | None) -> list[str]:

@@ -12,10 +12,10 @@ missing; the row is then left out and the reason written to ``data/captions/eval
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -23,7 +23,7 @@ from biaslab import registry
 
 
 @dataclass(frozen=True)
-class CaptionContext:
+class CaptionContext(registry.SettingsLookup):
     """What a post-processor may read.
 
     Attributes:
@@ -37,7 +37,8 @@ class CaptionContext:
             trains on them; the captioners were trained on the same images).
         words: the gender word list (``label.words``; :mod:`biaslab.data.gender`).
         component_settings: each post-processor's settings by name, built once by the stage
-            (:func:`resolve_settings`); read through :meth:`settings`.
+            (``registry.POSTPROCESSORS.settings_for``); read through ``ctx.settings(name)``
+            (:class:`biaslab.registry.SettingsLookup`).
     """
     table: pd.DataFrame
     seed: int
@@ -52,23 +53,7 @@ class CaptionContext:
         """The test images' ids, in caption order."""
         return self.table["image_id"].astype(int).tolist()
 
-    def settings(self, name: str) -> Any:
-        """The settings of post-processor ``name``: those the stage resolved
-        (``component_settings``), else its entry's defaults; None when it declares none."""
-        if name in self.component_settings:
-            return self.component_settings[name]
-        return registry.settings_of(registry.POSTPROCESSORS.get(name), {})
-
-
-def resolve_settings(names: Sequence[str], params: Mapping[str, Any]) -> dict[str, Any]:
-    """``{name: settings}`` of the post-processors ``names`` from the whole params.yaml
-    (:func:`biaslab.registry.settings_of`: each entry's ``settings`` filled from its
-    ``params`` group); an entry without settings maps to None.
-
-    Raises:
-        RegistryError: an unknown name. ValueError: a bad value (named by its dotted param).
-    """
-    return {n: registry.settings_of(registry.POSTPROCESSORS.get(n), params) for n in names}
+    settings_kind: ClassVar[str] = "postprocessors"
 
 
 def apply(name: str, captions: list[str], ctx: CaptionContext) -> list[str]:
@@ -126,4 +111,4 @@ def libra(captions: list[str], ctx: CaptionContext) -> list[str]:
                        num_beams=s.num_beams)
 
 
-__all__ = ["CaptionContext", "LibraSettings", "apply", "libra", "resolve_settings"]
+__all__ = ["CaptionContext", "LibraSettings", "apply", "libra"]

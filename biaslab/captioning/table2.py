@@ -77,7 +77,7 @@ class Table2Settings:
         words: the gender word list (``label.words``).
         feature_cache: the backbone feature cache (``features.cache_dir``).
         postprocessors: ``{name: settings}`` of the caption post-processors
-            (:func:`biaslab.captioning.postprocess.resolve_settings`).
+            (``registry.POSTPROCESSORS.settings_for``).
     """
     datasets: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -106,7 +106,7 @@ class Table2Settings:
             e = from_params(EvalSettings, params.get("eval_captioner"), "eval_captioner")
             lp = from_params(LicSettings, params.get("lic"), "lic")
             archs = K.archs_from_params(p)
-            post = PP.resolve_settings(e.postprocessors, params)
+            post = registry.POSTPROCESSORS.settings_for(e.postprocessors, params)
         except (ValueError, registry.RegistryError) as err:
             raise InputError("params.yaml", str(err)) from err
         return cls(datasets=tuple(p["datasets"]), seeds=tuple(int(s) for s in p["seeds"]),

@@ -115,7 +115,7 @@ from biaslab.classify.evaluate import (attribute_leakage, evaluate, evaluate_out
 from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, label_targets,
                                        manifest_features, model_features, object_matrix,
                                        select_labels, test_table, validation_split)
-from biaslab.classify.methods import METHODS, get_method
+from biaslab.classify.methods import get_method
 from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, DEFAULTS, GENDER_OF,
                                     GENDER_OUTPUTS, PAPER_BACKBONES, WEIGHTS_FILE,
                                     GenderObjectClassifier, build_head, classifier_backbones)
@@ -129,4 +129,4 @@ __all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "vali
            "ratio_of", "expected_ratio", "ratio_flag", "object_predictions", "evaluate",
            "evaluate_outputs", "attribute_leakage",
            "json_record",
-           "METHODS", "get_method", "PAPER_BACKBONES", "classifier_backbones"]
+           "get_method", "PAPER_BACKBONES", "classifier_backbones"]

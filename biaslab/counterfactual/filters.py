@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -182,7 +182,7 @@ def knn_gate(scores: pd.DataFrame, accept: str = "knn_accept", image: str = "ima
 
 
 @dataclass
-class FilterContext:
+class FilterContext(registry.SettingsLookup):
     """What a filter (registry kind ``filters``) scores: the candidates, their originals, the
     scorer and object predictor, and the backbone features both already went through once.
 
@@ -212,12 +212,7 @@ class FilterContext:
     component_settings: Mapping[str, Any] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
-    def settings(self, name: str) -> Any:
-        """The settings of filter ``name``: those the stage resolved (``component_settings``),
-        else its entry's defaults; None when it declares none."""
-        if name in self.component_settings:
-            return self.component_settings[name]
-        return registry.settings_of(registry.FILTERS.get(name), {})
+    settings_kind: ClassVar[str] = "filters"
 
     def inputs(self, model, which: str = "candidates"):
         """``model``'s input for the candidates (or ``"originals"``): the backbone features
@@ -273,17 +268,6 @@ def score_color_fidelity(ctx: FilterContext) -> np.ndarray:
     return np.asarray(color, dtype=np.float64)
 
 
-def resolve_settings(names: Sequence[str], params: Mapping[str, Any]) -> dict[str, Any]:
-    """``{name: settings}`` of the filters ``names`` from the whole params.yaml (each entry's
-    ``settings`` filled from its ``params`` group, ``filters.filter_params.<name>``:
-    :func:`biaslab.registry.settings_of`); a filter without settings maps to None.
-
-    Raises:
-        RegistryError: an unknown name. ValueError: a bad value (named by its dotted param).
-    """
-    return {n: registry.settings_of(registry.FILTERS.get(n), params) for n in names}
-
-
 def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
                      object_predictor, encode: Callable[[pd.DataFrame], np.ndarray] | None = None,
                      real_groups: Mapping[int, str] | None = None, knn: Mapping | None = None,
@@ -323,7 +307,7 @@ def score_candidates(cands: pd.DataFrame, originals: Mapping[int, str], scorer,
             when given.
         names: the filters to compute (param ``filters.names``), registered names.
         settings: ``{name: settings}`` of the filters that declare settings (the stage
-            resolves them from ``filters.filter_params``: :func:`resolve_settings`); absent:
+            resolves them from ``filters.filter_params``: ``registry.FILTERS.settings_for``); absent:
             their defaults.
 
     Returns:

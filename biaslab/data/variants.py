@@ -44,7 +44,7 @@ class VariantContext:
         """The settings of variant ``name`` (its entry's ``settings`` dataclass filled from
         ``datasets.<name>``; :func:`biaslab.registry.settings_of`), None when it declares
         none."""
-        return registry.settings_of(registry.DATASETS.get(name), {"datasets": self.params})
+        return registry.DATASETS.settings(name, {"datasets": self.params})
 
     def variant(self, name: str) -> pd.DataFrame:
         """The variant ``name``, built now (through the registry) if not built yet."""

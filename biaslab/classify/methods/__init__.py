@@ -26,31 +26,13 @@ from biaslab import registry
 from biaslab.classify.methods.base import Method
 
 
-class _Methods(Mapping):
-    """``{name: Method subclass}`` over the registry (built-ins and installed plug-ins), read
-    at each look-up so a plug-in installed after import is seen."""
-
-    def __getitem__(self, name: str) -> type[Method]:
-        if name not in registry.METHODS:
-            raise KeyError(name)
-        return registry.METHODS.load(name)
-
-    def __iter__(self):
-        return iter(registry.METHODS.names())
-
-    def __len__(self) -> int:
-        return len(registry.METHODS.names())
-
-
-METHODS: Mapping[str, type[Method]] = _Methods()
-
-
 def get_method(name: str = "erm", params: Mapping | None = None) -> Method:
     """A fresh :class:`Method` instance by name with its params (defaults overridden by
     ``params``). Raises ValueError naming the unknown method or parameter, TypeError when a
     registered target is not a Method subclass named as its entry."""
     if name not in registry.METHODS:
-        raise ValueError(f"unknown classifier method {name!r}; known: {sorted(METHODS)}")
+        raise ValueError(f"unknown classifier method {name!r}; known: "
+                         f"{sorted(registry.METHODS.names())}")
     cls = registry.METHODS.load(name)
     if not (isinstance(cls, type) and issubclass(cls, Method)) or cls.name != name:
         raise TypeError(f"classifier method {name!r} ({registry.METHODS.origin(name)}): the "
@@ -59,4 +41,4 @@ def get_method(name: str = "erm", params: Mapping | None = None) -> Method:
     return cls(params)
 
 
-__all__ = ["METHODS", "Method", "get_method"]
+__all__ = ["Method", "get_method"]
