@@ -24,7 +24,7 @@ out: metrics/published.json:
           race: {LIC_M, LIC_M_per_seed, n_train_per_group, n_test_per_group, n_by_group}}}}
        with human captions also LIC_D, LIC (records) and LIC_D_per_seed per study, and
        gender.quality {BLEU-4, CIDEr, METEOR, ROUGE-L, n_images}; with `published.dbac` (null:
-       off) gender.DBAC: biaslab.metrics.dbac.dbac's dict (both directions, prior and direct,
+       off) gender.DBAC: biaslab.metrics.dbac.dbac_details' dict (both directions, prior and direct,
        lambda_D / lambda_M records over seeds) with human captions, else {"skipped": why}.
 
 Usage: python stages/published_bias.py [--params params.yaml] [--out metrics/published.json]
@@ -75,7 +75,7 @@ def read_captions_files(files: str | list[str]) -> dict[int, list[str]]:
 def _dbac(df, human: dict, words: str, lp: dict, settings: dict) -> dict:
     """DBAC of one model's gender study through :func:`biaslab.metrics.evaluate.evaluate_captions`
     (``metrics=("dbac",)``: LIC's attacker, one torch thread, LIC's seeds unless
-    ``published.dbac.seeds`` says otherwise): :func:`biaslab.metrics.dbac.dbac`'s dict, or
+    ``published.dbac.seeds`` says otherwise): :func:`biaslab.metrics.dbac.dbac_details`'s dict, or
     ``{"skipped": reason}``."""
     from biaslab.metrics.evaluate import evaluate_captions
     preds = {int(i): str(c) for i, c in zip(df["image_id"], df["caption"])}

@@ -87,7 +87,7 @@ CFG = {"preset": "ci", "epochs": 12, "progress": False}
 
 
 def _run(model, human, genders, **kw):
-    return D.dbac(model, human, genders, seeds=3, config=CFG, categories=["dog", "cup"],
+    return D.dbac_details(model, human, genders, seeds=3, config=CFG, categories=["dog", "cup"],
                   test_ratio=0.2, **kw)
 
 
@@ -120,11 +120,11 @@ def test_no_amplification_gives_zero_and_amplifier_direction_is_recovered():
 def test_bad_arguments_are_named():
     g, h, m = _toy(10, 0.5, 0.5)
     with pytest.raises(ValueError, match="direction"):
-        D.dbac(m, h, g, directions=("sideways",))
+        D.dbac_details(m, h, g, directions=("sideways",))
     with pytest.raises(ValueError, match="substitution"):
-        D.dbac(m, h, g, substitution="glove")
+        D.dbac_details(m, h, g, substitution="glove")
     with pytest.raises(ValueError, match="no image"):
-        D.dbac(m, {}, g)
+        D.dbac_details(m, {}, g)
 
 
 @pytest.mark.parametrize("settings, problem", [
@@ -172,3 +172,18 @@ def test_evaluate_captions_cli_computes_dbac_on_a_results_file(tmp_path, capsys)
     assert cli.main(["evaluate-captions", "--pred", str(tmp_path / "pred.json"), "--gender",
                      str(tmp_path / "gender.csv"), "--metrics", "dbac"]) == 2
     assert "--metrics dbac: DBAC compares" in capsys.readouterr().err
+
+
+def test_dbac_is_one_directions_number_in_points_with_its_details_beside_it():
+    """The front door is the details' mean of one direction and correction, x100; a skipped
+    direction and an unknown one are errors naming them."""
+    g, h, m = _toy(60, 0.6, 1.0)
+    det = _run(m, h, g, substitution="constant", directions=("T->A",), bayes=False)
+    one = D.dbac(m, h, g, "T->A", prior=False, seeds=3, config=CFG, categories=["dog", "cup"],
+                 test_ratio=0.2, substitution="constant")
+    assert one == pytest.approx(100 * det["T->A"]["DBAC_direct"]["mean"])
+    with pytest.raises(ValueError, match="unknown direction 'sideways'"):
+        D.dbac(m, h, g, "sideways")
+    with pytest.raises(ValueError, match="DBAC A->T: "):
+        D.dbac(m, h, g, "A->T", seeds=1, config=CFG, categories=["tennis racket"],
+               test_ratio=0.2, substitution="constant")

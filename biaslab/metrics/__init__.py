@@ -10,6 +10,9 @@ vocabulary), as scikit-learn pairs ``f1_score`` with ``classification_report``:
   percentage points.
 - DBA_G, DBA_O: :func:`.dba.dba_g` / :func:`.dba.dba_g_details`, :func:`.dba.dba_o` /
   :func:`.dba.dba_o_details`; percentage points.
+- DBAC: :func:`.dbac.dbac` (one direction, with or without the prior correction) /
+  :func:`.dbac.dbac_details` (both directions and corrections, lambda_D, lambda_M);
+  percentage points.
 - Error: :func:`.captions.error` / :func:`.captions.error_by_group`; percent of images.
 - Ratio: :func:`.captions.ratio` / :func:`.captions.ratio_details`; max(r, 1/r), >= 1.
 - Bias@K, MaxSkew@K: :func:`.retrieval.bias_at_k`, :func:`.retrieval.max_skew_at_k` /
@@ -18,9 +21,9 @@ vocabulary), as scikit-learn pairs ``f1_score`` with ``classification_report``:
 One unit: every bias score that is a difference of rates or scores is in percentage points
 (x100), as the papers' tables print them. Ratio is a ratio of counts and the retrieval
 metrics keep their papers' own scales (Bias@K and MaxSkew@K, Wang et al. 2021 / Geyik et al.
-2019). DBAC (:func:`biaslab.metrics.dbac.dbac`) has two directions and two corrections, so it
-has no single number: its record gives each as a fraction, and Table 2 prints it x100 (the
-``scale`` of its registry entry).
+2019). DBAC's front door asks which direction and correction; its record
+(:func:`biaslab.metrics.dbac.dbac_details`) keeps Zhao et al.'s fractions, which Table 2
+prints x100 (the ``scale`` of its registry entry).
 
 Inputs are checked by :mod:`biaslab.metrics.validation` (one module: binary matrices, equal
 row counts, aligned captions and labels, object pairs, retrieval cut-offs and queries);

@@ -73,6 +73,7 @@ import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -85,7 +86,7 @@ from biaslab.runtime.validate_nested import DBAC_DIRECTIONS as DIRECTIONS
 from biaslab.runtime.validate_nested import DBAC_SETTINGS as SETTINGS
 from biaslab.runtime.validate_nested import check_dbac as check_settings  # checked at every stage start
 
-__all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac",
+__all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac", "dbac_details",
            "dbac_from_probs", "caption_probs", "mask_objects", "substitute", "word_vectors",
            "prior_ratio"]
 
@@ -414,24 +415,76 @@ def _attack(direction: str, cfg, train_x, train_y, test_x, seed: int, cache) -> 
 # the metric
 
 
-def dbac(model_captions: Mapping[int, str],
-         human_captions: Mapping[int, Sequence[str]],
-         genders: Mapping[int, str],
-         directions: Sequence[str] = DIRECTIONS,
-         classifier: str = "lstm",
-         seeds: int | Sequence[int] = 10,
-         config: textclf.Config | str | Mapping | None = None,
-         categories: Sequence[str] | None = None,
-         words: str = "lic",
-         bayes: bool = True,
-         substitution: str = "contextual",
-         threshold: float = 0.5,
-         embed: Callable[[Sequence[str]], Mapping[str, np.ndarray]] | None = None,
-         test_ratio: float = 0.2,
-         max_human_captions: int | None = 1,
-         synonyms: Mapping[str, str] | None = None,
-         progress: bool = False) -> dict:
-    """DBAC in both directions (see the module docstring for every definition and decision).
+def dbac(model_captions: Mapping[int, str], human_captions: Mapping[int, Sequence[str]],
+         genders: Mapping[int, str], direction: str = "T->A", prior: bool = True,
+         **settings: Any) -> float:
+    """DBAC of one direction as one number: the mean over attacker seeds, in percentage
+    points (x100 of Zhao et al.'s fraction, the unit of every bias difference in
+    :mod:`biaslab.metrics`). :func:`dbac_details` gives both directions, both corrections,
+    lambda_D and lambda_M, each with its CI.
+
+    Args:
+        model_captions, human_captions, genders: as :func:`dbac_details`.
+        direction: ``"T->A"`` (the caption's context predicts gender) or ``"A->T"`` (gender
+            predicts the caption's objects).
+        prior: the authors' prior correction (``DBAC``); False: without it
+            (``DBAC_direct``).
+        **settings: :func:`dbac_details`' other keywords (``seeds``, ``config``,
+            ``categories``, ``substitution``, ...).
+
+    Returns:
+        float, in percentage points: > 0 the model's captions carry more of the
+        association than the human captions (amplification), < 0 less.
+
+    Raises:
+        ValueError: what :func:`dbac_details` raises, an unknown direction, or ``A->T``
+            skipped because no caption names a category of the task list (the reason).
+
+    A model whose scene word always follows the gender, beside human captions where it
+    does 60 % of the time, amplifies the context -> gender association (a planted effect, not
+    a hand-computed value: a 2-seed DBAC with a small LSTM is far above 0):
+
+    >>> from biaslab.models import textclf
+    >>> human, model, genders = {}, {}, {}
+    >>> for i in range(160):
+    ...     who, own, other = ("woman", "kitchen", "field") if i % 2 else ("man", "field", "kitchen")
+    ...     genders[i] = "female" if i % 2 else "male"
+    ...     human[i] = [f"a {who} in the {own if i % 5 < 3 else other} with a dog"]
+    ...     model[i] = f"a {who} in the {own} with a dog"
+    >>> small = textclf.LSTMConfig(embedding_dim=8, hidden_dim=8, epochs=10, lr=2e-2,
+    ...                            batch_size=32, progress=False, num_threads=1)
+    >>> dbac(model, human, genders, prior=False, seeds=2, config=small, categories=["dog"],
+    ...      substitution="constant") > 10
+    True
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown direction {direction!r}; known: {DIRECTIONS}")
+    rec = dbac_details(model_captions, human_captions, genders, directions=(direction,),
+                       bayes=prior, **settings)[direction]
+    if "skipped" in rec:
+        raise ValueError(f"DBAC {direction}: {rec['skipped']}")
+    return 100.0 * float(rec["DBAC" if prior else "DBAC_direct"]["mean"])
+
+
+def dbac_details(model_captions: Mapping[int, str],
+                 human_captions: Mapping[int, Sequence[str]],
+                 genders: Mapping[int, str],
+                 directions: Sequence[str] = DIRECTIONS,
+                 classifier: str = "lstm",
+                 seeds: int | Sequence[int] = 10,
+                 config: textclf.Config | str | Mapping | None = None,
+                 categories: Sequence[str] | None = None,
+                 words: str = "lic",
+                 bayes: bool = True,
+                 substitution: str = "contextual",
+                 threshold: float = 0.5,
+                 embed: Callable[[Sequence[str]], Mapping[str, np.ndarray]] | None = None,
+                 test_ratio: float = 0.2,
+                 max_human_captions: int | None = 1,
+                 synonyms: Mapping[str, str] | None = None,
+                 progress: bool = False) -> dict:
+    """DBAC in both directions with what it rests on (see the module docstring for every
+    definition and decision); :func:`dbac` is one direction's number.
 
     Args:
         model_captions: image id -> generated caption.

@@ -15,7 +15,7 @@ __all__ = ["METRIC_GROUPS", "DEFAULT_METRICS", "DBAC_DEFAULTS", "evaluate_captio
 METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality", "dbac")
 #: the groups computed unless asked otherwise: DBAC trains four more attackers per seed
 DEFAULT_METRICS = ("ratio", "error", "biasamp", "lic", "quality")
-#: DBAC settings (:func:`biaslab.metrics.dbac.dbac`) unless overridden: the authors' defaults
+#: DBAC settings (:func:`biaslab.metrics.dbac.dbac_details`) unless overridden: the authors' defaults
 DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "threshold": 0.5,
                  "directions": ["T->A", "A->T"], "categories": None, "test_ratio": 0.2}
 
@@ -105,7 +105,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         ``{"Ratio", "Error", "BiasAmp", "quality", "LIC_M", "LIC_D", "LIC", "LIC_*_std",
         "LIC_*_ci95" (t 95 % CI half-width over the LIC seeds, None for one seed), "LIC_*_n",
         "LIC_details", "DBAC"}`` (the requested groups; ``DBAC`` is
-        :func:`biaslab.metrics.dbac.dbac`'s dict); a metric whose inputs are missing is
+        :func:`biaslab.metrics.dbac.dbac_details`'s dict); a metric whose inputs are missing is
         reported as ``{"skipped": reason}``.
 
     Raises:
@@ -232,7 +232,7 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         if human is None:
             out["DBAC"] = {"skipped": need_h}
         else:
-            from biaslab.metrics.dbac import dbac as dbac_metric
+            from biaslab.metrics.dbac import dbac_details as dbac_metric
             o = {**DBAC_DEFAULTS, **(dbac or {})}
             cfg = _attacker_config(classifier, preset, num_threads, bert_model)
             try:

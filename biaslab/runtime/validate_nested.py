@@ -19,7 +19,7 @@ DBAC_SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions", "t
 
 
 def check_dbac(d: Any, param: str = "eval_captioner.dbac") -> None:
-    """A DBAC settings mapping (None = off; ``biaslab.metrics.dbac.dbac``'s keywords):
+    """A DBAC settings mapping (None = off; ``biaslab.metrics.dbac.dbac_details``'s keywords):
     ``seeds`` null or an integer >= 1, ``bayes`` a boolean, ``substitution`` contextual /
     constant / none, ``threshold`` a number in [0, 1], ``test_ratio`` a number in (0, 1),
     ``directions`` a non-empty list of distinct ``T->A`` / ``A->T``; no other key. Here, not in
