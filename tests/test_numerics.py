@@ -199,3 +199,34 @@ def test_pinning_sets_the_deterministic_flag_without_importing_dynamo():
             "torch.is_deterministic_algorithms_warn_only_enabled(), "
             "'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules]))")
     assert json.loads(_py(code).stdout) == [True, True, False, False]
+
+
+def test_a_stage_run_outside_its_pipeline_mode_says_which_mode_dvc_gives_it(tmp_path,
+                                                                             monkeypatch):
+    """The decoding stages run under ``numerics.decoding`` in dvc.yaml; started by hand
+    without it they compute in ``standard`` and differ in the last bits. The note names the
+    param, its value and the command that matches; in the right mode, or for a stage dvc.yaml
+    does not run, nothing is said."""
+    from biaslab.runtime.numerics import stage_mode_note
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n"
+        "  eval_captioner:\n"
+        "    cmd: BIASLAB_NUMERICS=${numerics.decoding} python stages/eval_captioner.py\n"
+        "  train:\n"
+        "    foreach: [a, b]\n"
+        "    do:\n"
+        "      cmd: BIASLAB_NUMERICS=${numerics.mode} python stages/train.py --d ${item}\n")
+    (tmp_path / "params.yaml").write_text("numerics:\n  mode: standard\n  decoding: portable\n")
+    d, p = tmp_path / "dvc.yaml", tmp_path / "params.yaml"
+    monkeypatch.delenv("BIASLAB_NUMERICS", raising=False)
+    note = stage_mode_note("eval_captioner", d, p)
+    assert note == ("eval_captioner: numeric mode 'standard', but dvc.yaml runs it under "
+                    "numerics.decoding = 'portable': its floats will differ from the "
+                    "pipeline's in the last bits (run BIASLAB_NUMERICS=portable python "
+                    "stages/eval_captioner.py, or dvc repro -s eval_captioner)")
+    assert stage_mode_note("train", d, p) is None
+    assert stage_mode_note("nowhere", d, p) is None
+    assert stage_mode_note("eval_captioner", tmp_path / "absent.yaml", p) is None
+    monkeypatch.setenv("BIASLAB_NUMERICS", "portable")
+    assert stage_mode_note("eval_captioner", d, p) is None
+    assert "numerics.mode = 'standard'" in stage_mode_note("train", d, p)

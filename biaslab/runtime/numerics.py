@@ -88,6 +88,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import os
+from pathlib import Path
 import sys
 import warnings
 
@@ -267,6 +268,53 @@ def pin() -> None:
         configure_torch(sys.modules["torch"])
     elif not any(isinstance(f, _TorchHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchHook())
+
+
+def stage_mode_note(stage: str, dvc_yaml: str | os.PathLike = "dvc.yaml",
+                    params_yaml: str | os.PathLike = "params.yaml") -> str | None:
+    """One line for a stage script run under another numeric mode than the pipeline gives
+    it, else None.
+
+    ``dvc.yaml`` runs each stage as ``BIASLAB_NUMERICS=${numerics.<group>} python
+    stages/<stage>.py`` (the decoding stages under ``numerics.decoding``, the others under
+    ``numerics.mode``); the mode is fixed when the interpreter starts, so a stage started by
+    hand without that variable computes in ``standard`` and its floats differ in the last
+    bits from what ``dvc repro`` records. Said, not raised: running by hand is legitimate.
+
+    Args:
+        stage: the stage script's name (``eval_captioner`` for ``stages/eval_captioner.py``).
+        dvc_yaml, params_yaml: the pipeline and its params (absent or unreadable: None).
+
+    Returns:
+        ``"<stage>: numeric mode 'standard', but dvc.yaml runs it under numerics.decoding =
+        'portable': ..."`` naming the command that matches, or None.
+    """
+    import re
+
+    import yaml
+    load = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml: 10 ms, not 90
+    try:
+        stages = (yaml.load(Path(dvc_yaml).read_text(), Loader=load) or {}).get("stages") or {}
+        groups = (yaml.load(Path(params_yaml).read_text(), Loader=load) or {}) \
+            .get("numerics") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    script = f"stages/{stage}.py"
+    for name, spec in stages.items():
+        spec = spec if isinstance(spec, dict) else {}
+        cmd = str(spec.get("cmd") or (spec.get("do") or {}).get("cmd") or "")
+        if script not in cmd.split():
+            continue
+        m = re.search(r"BIASLAB_NUMERICS=\$\{numerics\.(\w+)\}", cmd)
+        want = groups.get(m.group(1)) if m else None
+        have = mode()
+        if want is None or str(want) == have:
+            return None
+        return (f"{stage}: numeric mode {have!r}, but dvc.yaml runs it under numerics."
+                f"{m.group(1)} = {want!r}: its floats will differ from the pipeline's in the "
+                f"last bits (run BIASLAB_NUMERICS={want} python {script}, or "
+                f"dvc repro -s {name})")
+    return None
 
 
 def status() -> dict:
