@@ -32,20 +32,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from biaslab.counterfactual.contrast import ContrastSettings
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage,
                                 skip_without_captions, stage_parser, write_json, write_parquet)
 
 OUT = Path("data/contrast")
 METRICS = "metrics/contrast.json"
-DEFAULTS = {"splits": ["test"], "m": 1, "generate": {}, "workers": 2}
 
 
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
     # params.yaml is validated by load_params (biaslab.runtime.validate.check_contrast)
-    c = {**DEFAULTS, **(params.get("contrast") or {})}
-    c["generate"] = c["generate"] or {}
+    try:
+        c = ContrastSettings.from_params(params)
+    except ValueError as err:
+        raise InputError("params.yaml", str(err)) from err
     # the directory out holds a skipped.json (biaslab.runtime.io.is_skipped reads it)
     if skip_without_captions("contrast_set", [METRICS, str(OUT)]):
         return 0
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the editor: the training counterfactuals' backend unless contrast.generate overrides it
     # (the paper tier: GenSynth's InstructPix2Pix, paper 001 sec. 4.1)
-    mp, gp, fp = params["masks"], {**params["generate"], **c["generate"]}, params["filters"]
+    mp, gp, fp = params["masks"], {**params["generate"], **c.generate}, params["filters"]
     words = (params.get("label") or {}).get("words", "lic")
     scorer_dir = fp.get("clip") or "data/scorer"
     if not Path(scorer_dir).exists():
@@ -74,19 +76,19 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError("params.yaml", "contrast_set does not run SAM masks yet (masks.shape "
                                         "sam); use polygon or box")
     masks, mcounts = build_masks_from_params(mp, images, persons, labels, split,
-                                             str(OUT / "masks" / "png"), splits=c["splits"])
+                                             str(OUT / "masks" / "png"), splits=list(c.splits))
     if masks.empty:
-        raise InputError("data/split.parquet", f"no maskable person in the {c['splits']} "
+        raise InputError("data/split.parquet", f"no maskable person in the {list(c.splits)} "
                                                f"split(s): no contrast set")
     caps, _ = captions_or_label_texts(read_parquet("data/prepared/captions.parquet"),
                                       "data/labels/images.parquet",
                                       "data/prepared/objects.parquet")
     prompts = gen.make_prompts(caps, masks["image_id"], words=words)
     work, wcounts = gen.build_work(masks, images, persons, prompts, shards=int(gp["shards"]))
-    gp["m"] = int(c["m"])
+    gp["m"] = c.m
     backend = gen.make_backend(gp, persons=persons, images=images, labels=labels, split=split,
                                data_root=(params.get("data") or {}).get("root"))
-    cands, _ = gen.generate_candidates(work, backend, OUT, m=int(c["m"]),
+    cands, _ = gen.generate_candidates(work, backend, OUT, m=c.m,
                                        guidance_scales=gp["guidance_scales"],
                                        seed=int(gp["seed"]), shards=int(gp["shards"]))
     # the KNN filter (paper 001 Eqs. 1-2) in the scorer's space, as stage score runs it
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = scorer.config
         return scorer.encode_images(np.asarray(image_features(
             table, cache, cfg["image_encoder"], cfg.get("image_size"), num_threads=threads,
-            progress=True, workers=int(c["workers"])), np.float32))
+            progress=True, workers=c.workers), np.float32))
     ids = sorted(int(i) for i in cands["image_id"].unique())
     orig = images[images["image_id"].isin(ids)][["image_id", "path"]].sort_values(
         "image_id", ignore_index=True)
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = contrast_pairs(cands, cands["knn_accept"].to_numpy())
     write_parquet(OUT / "candidates.parquet", cands)
     write_parquet(OUT / "pairs.parquet", pairs)
-    m = {"backend": backend.name, "splits": c["splits"], "m": int(c["m"]), "masks": mcounts,
+    m = {"backend": backend.name, "splits": list(c.splits), "m": c.m, "masks": mcounts,
          "work": wcounts, "knn": knn, **contrast_counts(cands, cands["knn_accept"], pairs)}
     write_json(METRICS, m)
     print(f"contrast_set: {m['pairs']} of {m['source_images']} source images kept in both "

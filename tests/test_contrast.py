@@ -124,3 +124,18 @@ def test_contrast_set_writes_skip_records_without_captions(tmp_path, monkeypatch
     _load_stage("contrast_set").main()
     assert is_skipped(tmp_path / "metrics/contrast.json")
     assert is_skipped(tmp_path / "data/contrast")
+
+
+def test_the_contrast_stage_reads_its_group_through_typed_settings():
+    """``ContrastSettings`` holds group ``contrast``'s defaults (paper 001 sec. 4: the test
+    split, one version per group); a null ``generate`` is no override; a wrong type or an
+    unknown key is named."""
+    from biaslab.counterfactual.contrast import ContrastSettings
+    assert ContrastSettings.from_params({}) == ContrastSettings(("test",), 1, {}, 2)
+    s = ContrastSettings.from_params({"contrast": {"splits": ["val", "test"], "m": 2,
+                                                   "generate": None, "workers": 1}})
+    assert (s.splits, s.m, s.generate, s.workers) == (("val", "test"), 2, {}, 1)
+    with pytest.raises(ValueError, match="contrast.m must be int"):
+        ContrastSettings.from_params({"contrast": {"m": "two"}})
+    with pytest.raises(ValueError, match=r"contrast: unknown key\(s\) \['mm'\]"):
+        ContrastSettings.from_params({"contrast": {"mm": 2}})

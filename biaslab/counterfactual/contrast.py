@@ -10,7 +10,9 @@ exactly once per group.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,38 @@ import pandas as pd
 from biaslab.data.gender import FEMALE, MALE
 
 GROUPS = (FEMALE, MALE)
+
+
+@dataclass(frozen=True)
+class ContrastSettings:
+    """Params group ``contrast`` (stage ``contrast_set``): its defaults live here, its ranges
+    are checked at every stage's start (:func:`biaslab.runtime.validate.check_contrast`).
+
+    Attributes:
+        splits: the splits whose images are edited (paper 001 sec. 4: the test split).
+        m: versions generated per (image, group) before the KNN filter.
+        generate: params of group ``generate`` that override the training counterfactuals'
+            for the contrast set (the paper tier: InstructPix2Pix, paper 001 sec. 4.1).
+        workers: forked processes that encode the versions for the KNN filter.
+    """
+    splits: tuple[str, ...] = ("test",)
+    m: int = 1
+    generate: Mapping[str, Any] = field(default_factory=dict)
+    workers: int = 2
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "ContrastSettings":
+        """From the composed params' group ``contrast`` (absent keys: the defaults; a null
+        ``generate``: no override).
+
+        Raises:
+            ValueError: an unknown key or a value of the wrong type, naming ``contrast.<key>``.
+        """
+        from biaslab.runtime.settings import from_params
+        s = from_params(cls, params.get("contrast"), "contrast", check_types=True)
+        return cls(splits=tuple(s.splits), m=s.m, generate=dict(s.generate or {}),
+                   workers=s.workers)
+
 
 
 def contrast_pairs(cands: pd.DataFrame, accept: Sequence[bool]) -> pd.DataFrame:
