@@ -55,11 +55,11 @@ What each kind's ``target`` is (the contract its tests check, ``tests/test_regis
                    Face checkpoint or local directory); names may hold ``/`` and ``.``
 ``metrics``        ``compute(ctx: biaslab.captioning.evaluation.MetricContext) -> float | None``
                    (``task="captioning"``): one number per captioner seed, a column of Table 2
-                   (``label``, ``order``; ``scale`` multiplies it for display). The built-in
-                   entries document the columns the stages compute together (their ``target``
-                   is the defining function); a plug-in's ``compute`` runs in stage
-                   ``eval_captioner`` on every row and seed when the metric is named in
-                   ``eval_captioner.metrics`` (installed alone it adds no column)
+                   (``label``, ``order``; ``scale`` multiplies it for display). Built-ins
+                   (:mod:`biaslab.captioning.columns`) and plug-ins go through the same
+                   :func:`biaslab.captioning.evaluation.compute_metric`; the built-ins always,
+                   a plug-in when named in ``eval_captioner.metrics`` (installed alone it
+                   adds no column)
 =================  ============================================================================
 
 Claims (``Entry.claims``): ``{metric: expect}`` with ``expect`` one of ``<``, ``>``, ``≤``,
@@ -497,50 +497,47 @@ for _order, (_name, _label) in enumerate((("microsoft/resnet-50", "ResNet-50"),
     _builtin("backbones", _name, f"{_B}:HFImageEncoder", _label, 1 + _order, params="features",
              doc="Hugging Face checkpoint (paper tier, paper 000 appendix B.1)")
 
-# Captioning metrics: the columns of paper 000 Table 2 and thesis Table 2.1, computed together
-# by biaslab.captioning.evaluation.caption_metrics (targets: their defining functions). The
-# registration order is the key order of each row of metrics/captioning.json; ``order`` is the
-# column order of Table 2.
-_Q = "biaslab.metrics"
+# Captioning metrics: the columns of paper 000 Table 2 and thesis Table 2.1, each a
+# compute(ctx) of biaslab.captioning.columns (what several share, e.g. pycocoevalcap's one call
+# for METEOR, BLEU-4 and CIDEr, is computed once per results set and read from ctx.details).
+# The registration order is the key order of each row of metrics/captioning.json; ``order``
+# is the column order of Table 2.
+_Q = "biaslab.captioning.columns"
 for _name, _target, _label, _order, _better, _scale, _doc in (
-        ("METEOR", f"{_Q}.quality:coco_caption_scores", "METEOR", 0, "higher", 1,
+        ("METEOR", "meteor", "METEOR", 0, "higher", 1,
          "pycocoevalcap METEOR x100 (paper 000 Table 2)"),
-        ("BLEU-4", f"{_Q}.quality:coco_caption_scores", "BLEU-4", 13, "higher", 1,
-         "pycocoevalcap BLEU-4 x100"),
-        ("CIDEr", f"{_Q}.quality:coco_caption_scores", "CIDEr", 14, "higher", 1,
-         "pycocoevalcap CIDEr-D x100"),
-        ("CLIPScore", "biaslab.captioning.evaluation:clip_score_for", "CLIPScore", 1, "higher",
-         1, "Hessel et al. 2021 x100 (paper 000 Table 2 CS)"),
-        ("Ratio", f"{_Q}.captions:ratio", "Ratio", 2, "one", 1,
+        ("BLEU-4", "bleu4", "BLEU-4", 13, "higher", 1, "pycocoevalcap BLEU-4 x100"),
+        ("CIDEr", "cider", "CIDEr", 14, "higher", 1, "pycocoevalcap CIDEr-D x100"),
+        ("CLIPScore", "clipscore", "CLIPScore", 1, "higher", 1,
+         "Hessel et al. 2021 x100 (paper 000 Table 2 CS)"),
+        ("Ratio", "ratio", "Ratio", 2, "one", 1,
          "max(r, 1/r), r = #man / #woman captions (paper 000 Table 2)"),
-        ("Error", f"{_Q}.captions:error", "Error", 9, "lower", 1,
+        ("Error", "error", "Error", 9, "lower", 1,
          "% of gender-labelled images misgendered (paper 000 Table 2)"),
-        ("LIC", f"{_Q}.lic:lic", "LIC", 5, "lower", 1,
-         "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
-        ("LIC_M", f"{_Q}.lic:lic", "LIC_M", 16, "lower", 1,
+        ("LIC", "lic", "LIC", 5, "lower", 1, "LIC_M - LIC_D x100 (paper 002 Eq. 4)"),
+        ("LIC_M", "lic_m", "LIC_M", 16, "lower", 1,
          "the attacker's leakage on the model's captions x100 (paper 002; not a column)"),
-        ("LIC_D", f"{_Q}.lic:lic", "LIC_D", 17, "lower", 1,
+        ("LIC_D", "lic_d", "LIC_D", 17, "lower", 1,
          "the attacker's leakage on human captions x100 (paper 002; not a column)"),
-        ("BiasAmp", f"{_Q}.biasamp:bias_amplification", "BiasAmp", 10, "lower", 1,
+        ("BiasAmp", "biasamp", "BiasAmp", 10, "lower", 1,
          "bias amplification x100 (thesis Eq. 2.11)"),
-        ("DBA_G", f"{_Q}.dba:caption_dba", "DBA_G", 11, "lower", 1,
+        ("DBA_G", "dba_g", "DBA_G", 11, "lower", 1,
          "directional bias amplification, gender to objects (thesis Eq. 2.13)"),
-        ("DBA_O", f"{_Q}.dba:caption_dba", "DBA_O", 12, "lower", 1,
+        ("DBA_O", "dba_o", "DBA_O", 12, "lower", 1,
          "directional bias amplification, objects to gender (thesis Eq. 2.14)"),
-        ("no_gender_word", "biaslab.data.gender:caption_gender", "no gender word %", 3, None, 1,
+        ("no_gender_word", "no_gender_word", "no gender word %", 3, None, 1,
          "% of gender-labelled images whose caption names no gender"),
-        ("length", "biaslab.data.gender:tokenize", "words", 4, None, 1,
-         "mean tokens per caption"),
-        ("DBAC_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A", 6, "lower", 100,
+        ("length", "length", "words", 4, None, 1, "mean tokens per caption"),
+        ("DBAC_T_to_A", "dbac_t_to_a", "DBAC T→A", 6, "lower", 100,
          "DBAC, text to attribute, with the authors' prior correction"),
-        ("DBAC_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T", 7, "lower", 100,
+        ("DBAC_A_to_T", "dbac_a_to_t", "DBAC A→T", 7, "lower", 100,
          "DBAC, attribute to text, with the authors' prior correction"),
-        ("DBAC_direct_T_to_A", f"{_Q}.dbac:dbac", "DBAC T→A direct", 8, "lower", 100,
+        ("DBAC_direct_T_to_A", "dbac_direct_t_to_a", "DBAC T→A direct", 8, "lower", 100,
          "DBAC, text to attribute, without the prior correction"),
-        ("DBAC_direct_A_to_T", f"{_Q}.dbac:dbac", "DBAC A→T direct", 15, "lower", 100,
+        ("DBAC_direct_A_to_T", "dbac_direct_a_to_t", "DBAC A→T direct", 15, "lower", 100,
          "DBAC, attribute to text, without the prior correction (not a Table 2 column)")):
-    _builtin("metrics", _name, _target, _label, _order, task="captioning", better=_better,
-             scale=_scale, doc=_doc)
+    _builtin("metrics", _name, f"{_Q}:{_target}", _label, _order, task="captioning",
+             better=_better, scale=_scale, doc=_doc)
 
 
 # ------------------------------------------------------------------------- rows of the tables
@@ -575,8 +572,8 @@ def metric_entries(task: str = "captioning", builtin_only: bool = False) -> list
 
 
 def plugin_metrics(task: str = "captioning") -> list[Entry]:
-    """The metrics of ``task`` that installed packages add: the stage computes these through
-    their ``compute`` target (the built-ins are computed together by the stage's own code)."""
+    """The metrics of ``task`` that installed packages add: computed when named in
+    ``eval_captioner.metrics`` (the built-ins always are)."""
     return [e for e in metric_entries(task) if not METRICS.builtin(e.name)]
 
 
@@ -588,6 +585,6 @@ def filter_labels() -> dict[str, str]:
 __all__ = ["ARCHS", "BACKBONES", "BACKENDS", "BETTER", "DATASETS", "EXPECT", "Entry",
            "FILTERS", "KINDS", "METHODS", "METRICS", "METRIC_TASKS", "PLUGIN_ORDER",
            "POSTPROCESSORS", "REGISTRIES", "Registry", "RegistryError", "RegistryWarning",
-           "Skipped",
+           "SettingsLookup", "Skipped",
            "claimed_rows", "filter_labels", "metric_entries", "plugin_metrics", "row_entries",
            "row_names", "row_order", "settings_of"]

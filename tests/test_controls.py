@@ -445,5 +445,7 @@ def test_the_controls_read_typed_settings_built_once_from_params():
         (0.5, 1.0), (0, 1, 2), 2, "auto")
     with pytest.raises(ValueError, match=r"controls: unknown key\(s\) \['sedes'\]"):
         ControlsSettings.from_params({"controls": {"sedes": [0, 1]}})
+    with pytest.raises(ValueError, match=r"controls: unknown key\(s\) \['min_cooccur'\]"):
+        ControlsSettings.from_params({"controls": {"min_cooccur": 3}})   # group classifier's
     with pytest.raises(ValueError, match="lic: unknown key"):
         ControlsSettings.from_params({"lic": {"clasifier": "lstm"}})

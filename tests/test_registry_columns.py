@@ -265,3 +265,30 @@ def test_metric_errors_name_the_metric(plugged):
         check_params({"eval_captioner": {"metrics": ["LIC"]}})
     with pytest.raises(ParamError, match=r"eval_captioner.metrics.*unknown name\(s\) \['x'\]"):
         check_params({"eval_captioner": {"metrics": ["x"]}})
+
+
+def test_every_builtin_column_is_computed_through_its_registry_entry():
+    """The built-in captioning metrics take the plug-ins' path: each row's number is its
+    entry's ``compute(ctx)`` (biaslab.captioning.columns), read from the shared details or
+    computed from the captions; the hand-countable ones by hand."""
+    preds = {1: "a man riding a horse", 2: "a man on a bed", 3: "a woman with a cat",
+             4: "a person"}
+    genders = {1: "male", 2: "female", 3: "female", 4: "male"}
+    flat, det = C.caption_metrics(preds, genders, {}, metrics=("ratio", "error"))
+    ctx = C.MetricContext(predictions=preds, genders=genders, human={}, details=det)
+    for e in R.metric_entries("captioning", builtin_only=True):
+        assert e.target.startswith("biaslab.captioning.columns:"), e.name
+        assert C.compute_metric(e.name, ctx) == flat[e.name], e.name
+    # 1 of 4 labelled captions names no gender word; 5 + 5 + 5 + 2 tokens over 4 captions
+    assert flat["no_gender_word"] == 25.0 and flat["length"] == 17 / 4
+    # two "man", one "woman": r = 2; image 2 (female) is called a man: 1 error of 4 labelled
+    # images (the neutral caption of image 4 is no error but counts, Burns et al.)
+    assert (flat["Ratio"], flat["ratio_raw"], flat["n_images"]) == (2.0, 2.0, 4)
+    assert flat["Error"] == 25.0
+    # a group that was not computed is None, not a number read from elsewhere
+    assert flat["LIC"] is None and flat["METEOR"] is None and flat["DBAC_T_to_A"] is None
+    # the row keeps its documented key order: each count right after its metric
+    keys = list(flat)
+    assert keys[keys.index("Ratio") + 1] == "ratio_raw"
+    assert keys[keys.index("DBA_O") + 1] == "n_images"
+    assert [k for k in keys if k not in ("ratio_raw", "n_images")] == list(C.METRICS)

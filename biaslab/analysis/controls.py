@@ -72,7 +72,7 @@ CLASSIFIER_CONTROLS = ("person_oracle", "context_reader", "amplifier", "constant
 CAPTIONER_CONTROLS = CLASSIFIER_CONTROLS + ("human",)
 #: controls that need the generator's planted truth
 NEEDS_TRUTH = ("context_reader",)
-#: DBAC's flat metric names (biaslab.captioning.evaluation.DBAC_KEYS) judged on the controls
+#: DBAC's flat metric names (registry kind ``metrics``) judged on the controls
 DBAC_KEYS = ("DBAC_T_to_A", "DBAC_A_to_T", "DBAC_direct_T_to_A", "DBAC_direct_A_to_T")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ import pandas as pd
 
 from biaslab.analysis import controls as K
 from biaslab.captioning import evaluation as C
+from biaslab.captioning.table2 import EvalSettings, LicSettings
 from biaslab.classify import (evaluate_outputs, json_record, object_matrix, select_labels,
                               test_table)
 from biaslab.data import synthetic as S
@@ -37,10 +38,8 @@ MARGIN_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
-class ControlsSettings:
-    """Everything the controls read (:func:`run_controls`,
-    :func:`biaslab.analysis.controls_attribute.run`), built once by the stage
-    (:meth:`from_params`); the defaults of group ``controls`` live here.
+class ControlsGroup:
+    """Params group ``controls``, its defaults (the one place they live).
 
     Attributes:
         q: the amplifier's stereotype rates, each in (0, 1] (``controls.q``).
@@ -49,6 +48,27 @@ class ControlsSettings:
         workers: processes for the captioner controls.
         attackers: extra LIC / DBAC attacker encoders (``controls.attackers``; checked
             against the installed ones by :func:`check_attackers`).
+    """
+    q: tuple[float, ...] = (0.5, 1.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    n_boot: int = 1000
+    seed: int = 0
+    workers: int = 2
+    attackers: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for k, conv in (("q", float), ("seeds", int), ("attackers", str)):
+            object.__setattr__(self, k, tuple(conv(v) for v in getattr(self, k) or ()))
+
+
+@dataclass(frozen=True)
+class ControlsSettings(ControlsGroup):
+    """Everything the controls read (:func:`run_controls`,
+    :func:`biaslab.analysis.controls_attribute.run`), built once by the stage
+    (:meth:`from_params`): group ``controls`` (:class:`ControlsGroup`'s fields) and what the
+    controls share with six other groups.
+
+    Attributes:
         min_cooccur, cooccur_rule, leakage_rounds: the classifier's object labels and
             Leakage attacker rounds, as stage ``eval_classifier`` (group ``classifier``).
         lic: :class:`biaslab.captioning.table2.LicSettings` (group ``lic``).
@@ -60,30 +80,15 @@ class ControlsSettings:
             effect (``validity.margin_fraction``).
         attribute: the protected attribute (``attribute``).
     """
-    q: tuple[float, ...] = (0.5, 1.0)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    n_boot: int = 1000
-    seed: int = 0
-    workers: int = 2
-    attackers: tuple[str, ...] = ()
     min_cooccur: int = 5
     cooccur_rule: str = "each"
     leakage_rounds: int = 5
-    lic: Any = None
-    eval: Any = None
+    lic: LicSettings = field(default_factory=LicSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
     words: str = "lic"
     root: str = "data/raw"
     margin_fraction: float = MARGIN_FRACTION
     attribute: str = "gender"
-
-    def __post_init__(self):
-        from biaslab.captioning.table2 import EvalSettings, LicSettings
-        for k, conv in (("q", float), ("seeds", int), ("attackers", str)):
-            object.__setattr__(self, k, tuple(conv(v) for v in getattr(self, k) or ()))
-        if self.lic is None:
-            object.__setattr__(self, "lic", LicSettings())
-        if self.eval is None:
-            object.__setattr__(self, "eval", EvalSettings())
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "ControlsSettings":
@@ -95,14 +100,10 @@ class ControlsSettings:
         Raises:
             ValueError: an unknown ``controls`` key or a bad value, naming the dotted param.
         """
-        from biaslab.captioning.table2 import EvalSettings, LicSettings
         from biaslab.runtime.settings import from_params
-        group = dict(params.get("controls") or {})
-        bad = sorted(set(group) - set(GROUP_KEYS))
-        if bad:
-            raise ValueError(f"controls: unknown key(s) {bad}; known: {sorted(GROUP_KEYS)}")
+        group = from_params(ControlsGroup, params.get("controls"), "controls")
         clf = params.get("classifier") or {}
-        return cls(**group,
+        return cls(**{f.name: getattr(group, f.name) for f in fields(ControlsGroup)},
                    min_cooccur=int(clf.get("min_cooccur", 5)),
                    cooccur_rule=str(clf.get("cooccur_rule", "each")),
                    leakage_rounds=int(clf.get("leakage_rounds", 5)),
@@ -116,12 +117,10 @@ class ControlsSettings:
                    attribute=str(params.get("attribute", "gender")))
 
 
-#: the keys of params group ``controls`` (:class:`ControlsSettings`' first six fields)
-GROUP_KEYS = ("q", "seeds", "n_boot", "seed", "workers", "attackers")
 #: DBAC's dataset-side term lambda_D per direction (the attacker on the human captions, direct:
 #: mean probability of the true value, no prior): the dose response of the *data's* bias
 LAMBDA_D_KEYS = {"T->A": "DBAC_lambda_D_T_to_A", "A->T": "DBAC_lambda_D_A_to_T"}
-DBAC_METRICS = tuple(m for m, _, _ in C.DBAC_KEYS) + tuple(LAMBDA_D_KEYS.values())
+DBAC_METRICS = K.DBAC_KEYS + tuple(LAMBDA_D_KEYS.values())
 #: the captioning metrics that train an attacker (LIC and DBAC): recomputed per extra attacker
 #: encoder of ``controls.attackers`` under the key ``<metric>@<encoder>`` (the
 #: spread across encoders)
@@ -622,9 +621,9 @@ def run_controls(settings: ControlsSettings, images: pd.DataFrame, objects: pd.D
         "biasamp_null": nul,
         "power": {"classifier": power_table(clf_raw, ("Leakage", "BiasAmp", "DBA_O"), note),
                   "captioner": power_table(cap_raw, ("LIC", "BiasAmp", "DBA_O") + tuple(
-                      m for m, _, _ in C.DBAC_KEYS if e.dbac) + tuple(
+                      m for m in K.DBAC_KEYS if e.dbac) + tuple(
                       f"{m}@{a}" for a in attackers for m in ("LIC",) + tuple(
-                          k for k, _, _ in C.DBAC_KEYS if e.dbac)), note)
+                          k for k in K.DBAC_KEYS if e.dbac)), note)
                   if cap_raw else {}},
         "summary": {"matches": verdicts.count("matches"),
                     "does_not_match": verdicts.count("does not match"),

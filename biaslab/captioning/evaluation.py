@@ -4,6 +4,7 @@ source of image gender labels (:func:`gender_labels`) and LIBRA on top of any ca
 (:func:`apply_libra`). Shared by every captioner architecture."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from biaslab.captioning.data import image_features
 from biaslab.runtime.io import InputError
 
 __all__ = ["clip_score_for", "METRICS", "GENDER_SOURCES", "MetricContext", "caption_metrics",
+           "compute_metric",
            "metric_keys", "seed_records", "gender_labels", "apply_libra"]
 
 
@@ -50,10 +52,6 @@ def clip_score_for(scorer, captions: Sequence[str], image_paths: Sequence[str] |
 #: ``biaslab.registry.METRICS`` in registration order. ``Error`` is capitalised on purpose: DVC
 #: reads any metrics key named exactly ``error`` as a load error.
 METRICS = tuple(e.name for e in registry.METRICS.builtins() if e.task == "captioning")
-#: DBAC's flat keys (:mod:`biaslab.metrics.dbac`): (key, direction, variant)
-DBAC_KEYS = (("DBAC_T_to_A", "T->A", "DBAC"), ("DBAC_A_to_T", "A->T", "DBAC"),
-             ("DBAC_direct_T_to_A", "T->A", "DBAC_direct"),
-             ("DBAC_direct_A_to_T", "A->T", "DBAC_direct"))
 
 #: gender label sources of the captioning evaluation (param ``eval_captioner.gender_source``).
 GENDER_SOURCES = ("auto", "perceived", "caption")
@@ -61,8 +59,8 @@ GENDER_SOURCES = ("auto", "perceived", "caption")
 
 @dataclass(frozen=True)
 class MetricContext:
-    """What a plug-in captioning metric (registry kind ``metrics``, ``task="captioning"``) is
-    given for one results set (one row, one captioner seed).
+    """What a captioning metric (registry kind ``metrics``, ``task="captioning"``), built-in
+    or plug-in, is given for one results set (one row, one captioner seed).
 
     Attributes:
         predictions: image id -> the model's caption (every evaluated image).
@@ -70,8 +68,14 @@ class MetricContext:
             metrics use the female/male ones).
         human: image id -> its human captions (may be empty for an image).
         words: the gender word list (``label.words``, :mod:`biaslab.data.gender`).
-        flat: the built-in metrics of this results set (:data:`METRICS`, read-only).
+        flat: the built-in metrics of this results set (:data:`METRICS`, read-only), given
+            to plug-in metrics, which are computed after them; empty for the built-ins.
         image_paths: image id -> image file, when the stage has them.
+        details: what several metrics share, computed once per results set
+            (:func:`caption_metrics`): :func:`biaslab.metrics.evaluate.evaluate_captions`'
+            dict (``quality``, ``Ratio``, ``Error``, ``BiasAmp``, ``LIC*``, ``DBAC``) plus
+            ``CLIPScore`` and ``DBA``; a group that could not be computed is
+            ``{"skipped": reason}`` (read-only).
     """
     predictions: Mapping[int, str]
     genders: Mapping[int, str]
@@ -79,6 +83,7 @@ class MetricContext:
     words: str = "lic"
     flat: Mapping[str, Any] = field(default_factory=dict)
     image_paths: Mapping[int, str] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 def metric_keys(extra: Sequence[str] = ()) -> tuple[str, ...]:
@@ -87,36 +92,42 @@ def metric_keys(extra: Sequence[str] = ()) -> tuple[str, ...]:
     return METRICS + tuple(n for n in extra if n not in METRICS)
 
 
-def _extra_metrics(names: Sequence[str], ctx: MetricContext) -> dict[str, Any]:
-    """Each registered captioning metric ``name``'s ``compute(ctx)`` (a plug-in's; the
-    built-ins are computed above). Errors name the metric and the package it comes from.
+def compute_metric(name: str, ctx: MetricContext) -> float | int | None:
+    """Captioning metric ``name``'s ``compute(ctx)`` through its registry entry: the one path
+    of the built-in columns and of plug-in metrics. NaN is None (missing); ``inf`` stays (a
+    Ratio whose model never says one gender is counted, never dropped).
 
     Raises:
         biaslab.registry.RegistryError: an unknown name (listing the known ones).
-        ValueError: a built-in or non-captioning metric named, a metric that fails, or one
-            returning other than a number or None.
+        ValueError: a metric of another task, one that fails, or one returning other than a
+            number or None; each names the metric and the package it comes from.
     """
-    out = {}
+    e = registry.METRICS.get(name)
+    where = f"captioning metric {e.name!r} (from {registry.METRICS.origin(e.name)})"
+    if e.task != "captioning":
+        raise ValueError(f"{where} is a {e.task} metric")
+    try:
+        v = e.load()(ctx)
+    except registry.RegistryError:
+        raise
+    except Exception as err:
+        raise ValueError(f"{where} failed: {err}") from err
+    if v is not None and not isinstance(v, (int, float, np.integer, np.floating)) or \
+            isinstance(v, bool):
+        raise ValueError(f"{where} returned {type(v).__name__}, not a number or None")
+    return _number(v)
+
+
+def _plugin_names(names: Sequence[str]) -> list[str]:
+    """``names`` (param ``eval_captioner.metrics``), each checked to be a plug-in captioning
+    metric: the built-ins are always computed."""
     plugins = {e.name for e in registry.plugin_metrics("captioning")}
     for name in names:
-        e = registry.METRICS.get(name)
+        registry.METRICS.get(name)      # an unknown name lists the known ones
         if name not in plugins:
             raise ValueError(f"eval_captioner.metrics: {name!r} is a built-in or not a "
                              f"captioning metric; name only plug-in captioning metrics")
-        try:
-            v = e.load()(ctx)
-        except registry.RegistryError:
-            raise
-        except Exception as err:
-            raise ValueError(f"captioning metric {e.name!r} (from "
-                             f"{registry.METRICS.origin(e.name)}) failed: {err}") from err
-        if v is not None and not isinstance(v, (int, float, np.integer, np.floating)) or \
-                isinstance(v, bool):
-            raise ValueError(f"captioning metric {e.name!r} (from "
-                             f"{registry.METRICS.origin(e.name)}) returned {type(v).__name__}, "
-                             f"not a number or None")
-        out[e.name] = v
-    return out
+    return list(names)
 
 
 def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
@@ -178,13 +189,10 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
     ids = sorted(predictions)
     if scorer is None:
         det["CLIPScore_note"] = "skipped: no CLIP scorer (data/scorer missing)"
-        cs = None
     else:
         feats = np.stack([image_feats[i] for i in ids]) if image_feats is not None else None
         paths = [image_paths[i] for i in ids] if image_paths is not None else None
-        cs = clip_score_for(scorer, [predictions[i] for i in ids], paths, feats)
-        det["CLIPScore"] = cs
-    dba = {"DBA_G": None, "DBA_O": None}
+        det["CLIPScore"] = clip_score_for(scorer, [predictions[i] for i in ids], paths, feats)
     if image_objects is not None:
         from biaslab.metrics.dba import caption_dba
         gid = [i for i in ids if genders.get(i) in ("female", "male") and i in image_objects]
@@ -192,32 +200,23 @@ def caption_metrics(predictions: Mapping[int, str], genders: Mapping[int, str],
                         [image_objects.get(i, ()) for i in gid], words=words,
                         human_captions=([list(human.get(i) or []) for i in gid]
                                         if human else None))
-        dba = {"DBA_G": d["DBA_G"], "DBA_O": d["DBA_O"]}
         det["DBA"] = {k: d[k] for k in ("DBA_G", "DBA_O", "n_images", "n_objects")}
     else:
         det["DBA"] = {"skipped": "no object annotations given"}
-    from biaslab.data.gender import caption_gender, tokenize
-    gendered = [i for i in ids if genders.get(i) in ("female", "male")]
-    no_word = (100.0 * sum(caption_gender(predictions[i], words) == "none" for i in gendered)
-               / len(gendered)) if gendered else None
-    length = (float(np.mean([len(tokenize(predictions[i])) for i in ids])) if ids else None)
-    q = det.get("quality", {})
-    r = det.get("Ratio", {})
-    flat = {"METEOR": q.get("METEOR"), "BLEU-4": q.get("BLEU-4"), "CIDEr": q.get("CIDEr"),
-            "CLIPScore": cs, "Ratio": r.get("ratio_max"), "ratio_raw": r.get("ratio"),
-            "Error": det.get("Error"),
-            "LIC": det.get("LIC"), "LIC_M": det.get("LIC_M"), "LIC_D": det.get("LIC_D"),
-            "BiasAmp": (det.get("BiasAmp") or {}).get("ba"), **dba, "n_images": len(ids),
-            "no_gender_word": no_word, "length": length}
-    d = det.get("DBAC") or {}
-    for key, direction, variant in DBAC_KEYS:
-        flat[key] = ((d.get(direction) or {}).get(variant) or {}).get("mean")
-    if extra_metrics:
-        flat.update(_extra_metrics(list(extra_metrics), MetricContext(
-            predictions=dict(predictions), genders=dict(genders), human=dict(human),
-            words=words, flat=dict(flat),
-            image_paths=None if image_paths is None else dict(image_paths))))
-    return {k: _number(v) for k, v in flat.items()}, det
+    from biaslab.captioning.columns import COMPANIONS
+    ctx = MetricContext(predictions=dict(predictions), genders=dict(genders), human=dict(human),
+                        words=words, image_paths=None if image_paths is None
+                        else dict(image_paths), details=det)
+    flat: dict[str, Any] = {}
+    for name in METRICS:
+        flat[name] = compute_metric(name, ctx)
+        if name in COMPANIONS:
+            key, read = COMPANIONS[name]
+            flat[key] = _number(read(ctx))
+    plugin_ctx = dataclasses.replace(ctx, flat=dict(flat))
+    for name in _plugin_names(extra_metrics):
+        flat[name] = compute_metric(name, plugin_ctx)
+    return flat, det
 
 
 def _number(v):
