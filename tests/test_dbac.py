@@ -135,11 +135,15 @@ def test_bad_arguments_are_named():
     ("on", "must be null (off) or a mapping")])
 def test_settings_are_checked_with_the_param_named(settings, problem):
     with pytest.raises(ValueError, match="eval_captioner.dbac") as e:
-        D.check_settings(settings)
+        D.DbacSettings.from_mapping(settings)
     assert problem in str(e.value)
-    D.check_settings(None)
-    D.check_settings({"seeds": None, "bayes": False, "substitution": "none", "threshold": 0,
-                      "directions": ["A->T"]})
+    with pytest.raises(ValueError, match=r"published\.dbac\.seeds: must be"):
+        D.DbacSettings.from_mapping({"seeds": True}, "published.dbac")    # a bool is no count
+    assert D.DbacSettings.from_mapping(None) is None                      # off
+    s = D.DbacSettings.from_mapping({"seeds": None, "bayes": False, "substitution": "none",
+                                     "threshold": 0, "directions": ["A->T"]})
+    assert (s.directions, s.test_ratio, s.seeds) == (("A->T",), 0.2, None)   # the defaults
+    assert D.DbacSettings.from_mapping({}) == D.DbacSettings()
 
 
 def test_evaluate_captions_cli_computes_dbac_on_a_results_file(tmp_path, capsys):

@@ -82,11 +82,9 @@ from torch import nn
 from biaslab.models import textclf
 from biaslab.data.gender import GENDERS, mask, tokenize
 from biaslab.metrics.dba import OBJECT_SYNONYMS, plurals
-from biaslab.runtime.validate_nested import DBAC_DIRECTIONS as DIRECTIONS
-from biaslab.runtime.validate_nested import DBAC_SETTINGS as SETTINGS
-from biaslab.runtime.validate_nested import check_dbac as check_settings  # checked at every stage start
+from biaslab.metrics.settings import DIRECTIONS, DbacSettings
 
-__all__ = ["DIRECTIONS", "COCO_CATEGORIES", "SETTINGS", "check_settings", "dbac", "dbac_details",
+__all__ = ["DIRECTIONS", "COCO_CATEGORIES", "DbacSettings", "dbac", "dbac_details",
            "dbac_from_probs", "caption_probs", "mask_objects", "substitute", "word_vectors",
            "prior_ratio"]
 

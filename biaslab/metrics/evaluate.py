@@ -10,14 +10,11 @@ from typing import Any
 
 from biaslab.runtime import stats
 
-__all__ = ["METRIC_GROUPS", "DEFAULT_METRICS", "DBAC_DEFAULTS", "evaluate_captions"]
+__all__ = ["METRIC_GROUPS", "DEFAULT_METRICS", "evaluate_captions"]
 
 METRIC_GROUPS = ("ratio", "error", "biasamp", "lic", "quality", "dbac")
 #: the groups computed unless asked otherwise: DBAC trains four more attackers per seed
 DEFAULT_METRICS = ("ratio", "error", "biasamp", "lic", "quality")
-#: DBAC settings (:func:`biaslab.metrics.dbac.dbac_details`) unless overridden: the authors' defaults
-DBAC_DEFAULTS = {"seeds": None, "bayes": True, "substitution": "contextual", "threshold": 0.5,
-                 "directions": ["T->A", "A->T"], "categories": None, "test_ratio": 0.2}
 
 
 def _attacker_config(classifier: str, preset: str, num_threads: int | None,
@@ -95,8 +92,9 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
         on_partial: when given, gets a copy of the metrics computed so far just before the
             slow LIC step and again after every LIC seed (``LIC_seeds_done``); the CLI writes
             it to ``<out>.partial`` so a crash keeps them.
-        dbac: settings of the ``dbac`` group over :data:`DBAC_DEFAULTS` (``seeds``: None =
-            ``seeds``; ``categories``: the task list L, None = the 80 MSCOCO categories). The
+        dbac: DBAC's settings, a :class:`biaslab.metrics.settings.DbacSettings` or its params
+            mapping (absent keys: its defaults, the authors'; ``seeds`` None = ``seeds``),
+            plus ``categories``: the task list L (None = the 80 MSCOCO categories). The
             attacker is LIC's (``classifier``, ``preset``, ``num_threads``, ``bert_model``)
             and lambda_D reads the same human-caption indices (``max_human_captions``).
         attribute: ``gender``, ``skin`` or ``gender_skin`` (above).
@@ -233,15 +231,19 @@ def evaluate_captions(predictions: dict[int, str], genders: dict[int, str],
             out["DBAC"] = {"skipped": need_h}
         else:
             from biaslab.metrics.dbac import dbac_details as dbac_metric
-            o = {**DBAC_DEFAULTS, **(dbac or {})}
+            from biaslab.metrics.settings import DbacSettings
+            d = dict(dataclasses.asdict(dbac) if isinstance(dbac, DbacSettings)
+                     else dbac or {})
+            categories = d.pop("categories", None)
+            o = DbacSettings.from_mapping(d, "dbac")
             cfg = _attacker_config(classifier, preset, num_threads, bert_model)
             try:
                 out["DBAC"] = dbac_metric(
-                    caps, human, gen, directions=tuple(o["directions"]), classifier=classifier,
-                    seeds=seeds if o["seeds"] is None else o["seeds"], config=cfg,
-                    categories=o["categories"], words=words, bayes=bool(o["bayes"]),
-                    substitution=o["substitution"], threshold=float(o["threshold"]),
-                    test_ratio=float(o["test_ratio"]), max_human_captions=max_human_captions,
+                    caps, human, gen, directions=o.directions, classifier=classifier,
+                    seeds=seeds if o.seeds is None else o.seeds, config=cfg,
+                    categories=categories, words=words, bayes=o.bayes,
+                    substitution=o.substitution, threshold=float(o.threshold),
+                    test_ratio=float(o.test_ratio), max_human_captions=max_human_captions,
                     progress=progress)
             except ValueError as e:   # e.g. too few images per gender
                 out["DBAC"] = {"skipped": str(e)}

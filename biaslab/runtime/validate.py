@@ -61,9 +61,9 @@ from biaslab.runtime.rules import (ParamError, int_at_least, is_int, is_real,  #
                                     known_keys, literal, name_list, one_of, positive_ints,
                                     probability, real_in, registered_names, seed_list,
                                     settings_error, threads_count)
-from biaslab.runtime.validate_nested import (DBAC_DIRECTIONS, DBAC_SETTINGS,  # noqa: F401
-                                             LIBRA_APPLY_KEYS, LIBRA_KEYS, PUBLISHED_KEYS,
-                                             check_dbac, check_libra, check_published)
+from biaslab.runtime.validate_nested import (LIBRA_APPLY_KEYS, LIBRA_KEYS,  # noqa: F401
+                                             PUBLISHED_KEYS, check_dbac, check_libra,
+                                             check_published)
 
 
 def check_weights(weights: Any, names: Sequence[str] | None = None,

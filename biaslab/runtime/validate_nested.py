@@ -12,49 +12,19 @@ from biaslab.runtime.rules import (ParamError, int_at_least, is_int, is_real, kn
                                    literal, one_of, real_in, settings_error, threads_count)
 
 
-#: DBAC's directions (Nair, Tokas & Kerner 2025; biaslab.metrics.dbac)
-DBAC_DIRECTIONS = ("T->A", "A->T")
-#: the keys of a DBAC settings mapping (params ``eval_captioner.dbac``, ``published.dbac``)
-DBAC_SETTINGS = ("seeds", "bayes", "substitution", "threshold", "directions", "test_ratio")
-
-
 def check_dbac(d: Any, param: str = "eval_captioner.dbac") -> None:
-    """A DBAC settings mapping (None = off; ``biaslab.metrics.dbac.dbac_details``'s keywords):
-    ``seeds`` null or an integer >= 1, ``bayes`` a boolean, ``substitution`` contextual /
-    constant / none, ``threshold`` a number in [0, 1], ``test_ratio`` a number in (0, 1),
-    ``directions`` a non-empty list of distinct ``T->A`` / ``A->T``; no other key. Here, not in
-    the metric's module, so that every stage checks it at start without importing torch.
+    """A DBAC settings mapping (None = off): :class:`biaslab.metrics.settings.DbacSettings`,
+    whose fields are its keys, defaults and ranges. Torch-free, so every stage checks it at
+    start.
 
     Raises:
         ParamError: ``"<param>.<key>: <problem>"`` for the first bad entry.
     """
-    if d is None:
-        return
-    if not isinstance(d, Mapping):
-        raise ParamError(param, f"must be null (off) or a mapping, got {d!r}")
-    bad = sorted(set(d) - set(DBAC_SETTINGS))
-    if bad:
-        raise ParamError(f"{param}.{bad[0]}", f"unknown key (known: {list(DBAC_SETTINGS)})")
-    s = d.get("seeds")
-    if s is not None and (not is_int(s) or s < 1):
-        raise ParamError(f"{param}.seeds", f"must be null (lic.seeds) or an integer >= 1, "
-                                           f"got {s!r}")
-    if "bayes" in d and not isinstance(d["bayes"], bool):
-        raise ParamError(f"{param}.bayes", f"must be true or false, got {d['bayes']!r}")
-    if d.get("substitution", "contextual") not in ("contextual", "constant", "none"):
-        raise ParamError(f"{param}.substitution", f"must be contextual, constant or none, got "
-                                                  f"{d['substitution']!r}")
-    r = d.get("test_ratio", 0.2)
-    if not is_real(r) or not 0 < r < 1:
-        raise ParamError(f"{param}.test_ratio", f"must be a number in (0, 1), got {r!r}")
-    t = d.get("threshold", 0.5)
-    if not is_real(t) or not 0 <= t <= 1:
-        raise ParamError(f"{param}.threshold", f"must be a number in [0, 1], got {t!r}")
-    dirs = d.get("directions", list(DBAC_DIRECTIONS))
-    if (isinstance(dirs, (str, bytes)) or not isinstance(dirs, Sequence) or not dirs
-            or any(x not in DBAC_DIRECTIONS for x in dirs) or len(set(dirs)) != len(dirs)):
-        raise ParamError(f"{param}.directions", f"must be a non-empty list of distinct T->A / "
-                                                f"A->T, got {dirs!r}")
+    from biaslab.metrics.settings import DbacSettings
+    try:
+        DbacSettings.from_mapping(d, param)
+    except ValueError as e:
+        raise settings_error(e, param) from None
 
 
 #: keys of group ``libra`` besides :class:`biaslab.libra.settings.BCSSettings`' fields, each
