@@ -39,6 +39,10 @@ class ContrastSettings:
     generate: Mapping[str, Any] = field(default_factory=dict)
     workers: int = 2
 
+    def __post_init__(self):
+        object.__setattr__(self, "splits", tuple(self.splits))
+        object.__setattr__(self, "generate", dict(self.generate or {}))
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "ContrastSettings":
         """From the composed params' group ``contrast`` (absent keys: the defaults; a null
@@ -48,10 +52,7 @@ class ContrastSettings:
             ValueError: an unknown key or a value of the wrong type, naming ``contrast.<key>``.
         """
         from biaslab.runtime.settings import from_params
-        s = from_params(cls, params.get("contrast"), "contrast", check_types=True)
-        return cls(splits=tuple(s.splits), m=s.m, generate=dict(s.generate or {}),
-                   workers=s.workers)
-
+        return from_params(cls, params.get("contrast"), "contrast", check_types=True)
 
 
 def contrast_pairs(cands: pd.DataFrame, accept: Sequence[bool]) -> pd.DataFrame:

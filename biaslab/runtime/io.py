@@ -386,7 +386,8 @@ def run_stage(main, errors: tuple[type[BaseException], ...] = ()) -> None:
 
     ``main(argv) -> int`` returns the exit code (0: done). A stage started outside the numeric
     mode ``dvc.yaml`` gives it says so first (:func:`biaslab.runtime.numerics.
-    stage_mode_note`). An :class:`InputError` (a bad input
+    stage_mode_note`; not checked under DVC, which sets ``DVC_STAGE`` and runs each stage in
+    its mode). An :class:`InputError` (a bad input
     file or param: the message names the file and the problem), or one of ``errors`` (the
     stage's own expected failures, e.g. ``ValueError`` from a library check on its data),
     prints one line ``<stage>: <message>`` on stderr and exits 1, instead of a traceback; any
@@ -396,10 +397,11 @@ def run_stage(main, errors: tuple[type[BaseException], ...] = ()) -> None:
         SystemExit: a non-zero exit code of ``main``, or 1 on an expected error.
     """
     stage = _stage_name() or Path(sys.argv[0]).stem
-    from biaslab.runtime.numerics import stage_mode_note
-    note = stage_mode_note(stage)
-    if note:    # a stage run by hand outside the pipeline's numeric mode
-        print(note, file=sys.stderr)
+    if "DVC_STAGE" not in os.environ:   # DVC sets it: its stages run in their mode
+        from biaslab.runtime.numerics import stage_mode_note
+        note = stage_mode_note(stage)
+        if note:    # a stage run by hand outside the pipeline's numeric mode
+            print(note, file=sys.stderr)
     try:
         code = main(sys.argv[1:])
     except (InputError, *errors) as e:
