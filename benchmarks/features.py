@@ -32,7 +32,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.models.clipscorer import DEFAULTS, retrieval_recall, train_lit  # noqa: E402
+from biaslab.models.clipscorer import retrieval_recall, train_lit  # noqa: E402
+from biaslab.models.settings import ScorerSettings  # noqa: E402
 from biaslab.data.coco import read_coco  # noqa: E402
 from biaslab.models.features import (cache_key, encode_cached, encode_texts_cached,  # noqa: E402
                                      load_image_encoder, load_text_encoder, set_threads)
@@ -122,7 +123,7 @@ def main() -> None:
     lit = {}
     for threads in sorted({1, a.threads}):   # tiny matmuls: 1 thread often wins on shared CPUs
         t0 = time.perf_counter()
-        scorer, hist = train_lit(feats, txt, ti, tr, va, params=dict(DEFAULTS),
+        scorer, hist = train_lit(feats, txt, ti, tr, va, settings=ScorerSettings(),
                                  num_threads=threads)
         lit[threads] = (time.perf_counter() - t0, scorer, hist)
     set_threads(a.threads)
@@ -140,7 +141,7 @@ def main() -> None:
                   "seconds_per_epoch_1_thread": round(lit_s / len(hist), 2),
                   "test_t2i_R@1": round(m["t2i_R@1"], 4), "test_i2t_R@1": round(m["i2t_R@1"], 4),
                   "chance_t2i_R@1": round(m["chance_t2i_R@1"], 4),
-                  "params": dict(DEFAULTS)}
+                  "params": ScorerSettings().config()}
     print(res["lit"], flush=True)
     res["machine"]["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     write_json(a.out, res)

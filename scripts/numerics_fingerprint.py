@@ -150,11 +150,12 @@ def dcg() -> str:
 
 def scorer() -> str:
     from biaslab.models.clipscorer import train_lit
+    from biaslab.models.settings import ScorerSettings
     x, _, _, _ = _toy_features(n=64, d=32)
     rng = np.random.default_rng(1)
     t = (x @ rng.normal(0, 1, (32, 24))).astype(np.float32)
     s, hist = train_lit(x, t, np.arange(64), np.arange(48), np.arange(48, 64),
-                        params={"proj_dim": 16, "epochs": 4, "batch_size": 16, "seed": 0},
+                        settings=ScorerSettings(proj_dim=16, epochs=4, batch_size=16, seed=0),
                         num_threads=1)
     hist = [{k: v for k, v in h.items() if k != "seconds"} for h in hist]   # wall time
     return _md5(s.heads, s._project(x, "image"),

@@ -13,31 +13,35 @@ import numpy as np
 from biaslab.models.features import load_features, set_threads, split_rows
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
-from biaslab.models.objects import (DEFAULTS, frequent_categories, mean_average_precision,
-                                    object_f1, object_label_matrix, train_object_predictor)
+from biaslab.models.objects import (frequent_categories, mean_average_precision, object_f1,
+                                    object_label_matrix, train_object_predictor)
+from biaslab.models.settings import ObjectsSettings
+from biaslab.runtime.settings import from_params
 
 
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
-    p = {**DEFAULTS, **params["objects"]}
+    p = params["objects"]
+    # the group also holds threads (checked at the stage's start)
+    s = from_params(ObjectsSettings, p, "objects", unknown="ignore")
     fp = params.get("features", {})
     set_threads(p.get("threads", 1))  # tiny matmuls: 1 thread is fastest on shared CPUs
     ids, feats = load_features()
     objects = read_parquet("data/prepared/objects.parquet")
     split = read_parquet("data/split.parquet")
-    if p["labelled_only"]:  # images whose object set is known (see biaslab.models.objects)
+    if s.labelled_only:  # images whose object set is known (see biaslab.models.objects)
         keep = np.isin(ids, objects["image_id"].unique())
         ids, feats = ids[keep], feats[keep]
     train, val, test = (split_rows(split, ids, s) for s in ("train", "val", "test"))
-    cats = frequent_categories(objects, ids[train], p["min_count"])
+    cats = frequent_categories(objects, ids[train], s.min_count)
     if not cats:
         raise InputError("data/prepared/objects.parquet",
-                         f"no category has >= {p['min_count']} positive training images "
+                         f"no category has >= {s.min_count} positive training images "
                          f"(lower objects.min_count)")
     y, cats = object_label_matrix(objects, ids, cats)
     pred, hist = train_object_predictor(
-        feats, y, cats, train, val, params={k: p[k] for k in DEFAULTS},
+        feats, y, cats, train, val, settings=s,
         image_encoder=fp.get("backbone", "efficientnet_lite0"),
         image_size=fp.get("image_size", 224))
     pred.save("data/objects")

@@ -14,18 +14,22 @@ import time
 
 import numpy as np
 
-from biaslab.models.clipscorer import DEFAULTS, retrieval_recall, train_lit
+from biaslab.models.clipscorer import retrieval_recall, train_lit
+from biaslab.models.settings import ScorerSettings
 from biaslab.models.features import encode_texts_cached, load_features, split_rows
 from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage, stage_parser,
                                 write_json)
 from biaslab.data.labels import captions_or_label_texts
 from biaslab.runtime import runstats
+from biaslab.runtime.settings import from_params
 
 
 def main(argv: list[str] | None = None) -> int:
     stage_parser(__doc__).parse_args([] if argv is None else argv)   # no arguments
     params = load_params()
-    p = {**DEFAULTS, **params["scorer"]}
+    p = params["scorer"]
+    # the group also holds text_encoder, threads and cache_dir (checked at the stage's start)
+    settings = from_params(ScorerSettings, p, "scorer", unknown="ignore")
     fp = params.get("features", {})
     ids, feats = load_features()
     # data without captions (OpenImages): the scorer learns from label texts (biaslab.data.labels)
@@ -43,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                name=p.get("text_encoder", "minilm"), num_threads=p.get("threads", 1),
                progress=True)
     txt = encode_texts_cached(texts, **tkw)
-    txt_pre = encode_texts_cached([p["prefix"] + t for t in texts], **tkw) \
-        if p["prefix_prob"] > 0 else None
+    txt_pre = encode_texts_cached([settings.prefix + t for t in texts], **tkw) \
+        if settings.prefix_prob > 0 else None
     text_seconds = time.perf_counter() - t0
 
     train, val, test = (split_rows(split, ids, s) for s in ("train", "val", "test"))
@@ -63,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train_scorer epoch {epoch}: " + ", ".join(
                 f"{k}={v:.4g}" for k, v in rec.items() if isinstance(v, float)), flush=True)
 
-        train_params = {k: p[k] for k in DEFAULTS}
-        scorer, hist = train_lit(feats, txt, txt_image, train, val, params=train_params,
+        scorer, hist = train_lit(feats, txt, txt_image, train, val, settings=settings,
                                  image_encoder=fp.get("backbone", "efficientnet_lite0"),
                                  image_size=fp.get("image_size", 224),
                                  text_encoder=p.get("text_encoder", "minilm"),

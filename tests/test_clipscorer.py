@@ -4,6 +4,7 @@ import pytest
 
 from biaslab.models.clipscorer import (LiTScorer, clip_loss, is_lit_dir, load_scorer,
                                        retrieval_recall, train_lit)
+from biaslab.models.settings import ScorerSettings
 from biaslab.runtime.io import InputError
 
 
@@ -54,8 +55,8 @@ def test_lit_learns_planted_relation_and_round_trips(tmp_path):
     train, val, test = np.arange(200), np.arange(200, 240), np.arange(240, 300)
     seen = []
     scorer, hist = train_lit(x, t, ti, train, val,
-                             params={"proj_dim": 16, "epochs": 40, "lr": 1e-2,
-                                     "batch_size": 64, "dropout": 0.0, "patience": 40},
+                             settings=ScorerSettings(proj_dim=16, epochs=40, lr=1e-2,
+                                                     batch_size=64, dropout=0.0, patience=40),
                              on_epoch=lambda e, r: seen.append(e))
     assert seen == list(range(len(hist))) and len(hist) == 40
     assert hist[-1]["loss"] < hist[0]["loss"]
@@ -91,7 +92,7 @@ def test_lit_untrained_is_at_chance_and_training_helps():
     ti_shuffled = rng.permutation(ti)
     train, test = np.arange(200), np.arange(240, 300)
     scorer, _ = train_lit(x, t, ti_shuffled, train, None,
-                          params={"proj_dim": 16, "epochs": 10, "lr": 1e-2, "batch_size": 64})
+                          settings=ScorerSettings(proj_dim=16, epochs=10, lr=1e-2, batch_size=64))
     mask = np.isin(ti_shuffled, test)
     pos = {int(i): k for k, i in enumerate(test)}
     r = retrieval_recall(scorer.encode_images(x[test]), scorer.encode_texts(t[mask]),
@@ -110,7 +111,7 @@ def test_load_scorer_errors(tmp_path):
 def test_lit_satisfies_clipscorer_protocol():
     quality = pytest.importorskip("biaslab.metrics.quality")
     x, t, ti = planted(n_img=20)
-    scorer, _ = train_lit(x, t, ti, np.arange(20), None, params={"epochs": 1, "proj_dim": 8})
+    scorer, _ = train_lit(x, t, ti, np.arange(20), None, settings=ScorerSettings(epochs=1, proj_dim=8))
     assert isinstance(scorer, quality.ClipScorer)
 
 
@@ -176,7 +177,7 @@ def test_encode_texts_encodes_each_distinct_text_once_in_any_order():
     order, so the result of a text does not depend on the others or on their order."""
     x, _, ti = planted(n_img=20, d_txt=FakeTextEncoder.dim)
     t = FakeTextEncoder().encode([f"img {i} v0" for i in ti])
-    scorer, _ = train_lit(x, t, ti, np.arange(20), None, params={"epochs": 1, "proj_dim": 8})
+    scorer, _ = train_lit(x, t, ti, np.arange(20), None, settings=ScorerSettings(epochs=1, proj_dim=8))
     seen = []
 
     class Counting(FakeTextEncoder):

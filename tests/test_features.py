@@ -11,6 +11,7 @@ from biaslab.models.features import (CACHE_VERSION, ImageEncoder, cache_key, can
                                      encode_cached, encode_texts_cached,
                                      load_image_encoder, load_text_encoder)
 from biaslab.runtime.io import InputError
+from biaslab.models.settings import ObjectsSettings
 from biaslab.models.objects import (ObjectPredictor, best_f1_thresholds, frequent_categories,
                                     load_object_predictor, mean_average_precision, object_f1,
                                     object_label_matrix, train_object_predictor)
@@ -326,7 +327,7 @@ def test_object_predictor_learns_and_round_trips(tmp_path):
     y = np.c_[x[:, 0] > 0.5, x[:, 1] < -0.5, x[:, 2] + x[:, 3] > 0]
     cats = ["cat", "dog", "cup"]
     pred, hist = train_object_predictor(x, y, cats, np.arange(200), np.arange(200, 250),
-                                        params={"epochs": 200, "lr": 0.05})
+                                        settings=ObjectsSettings(epochs=200, lr=0.05))
     sets = pred.predict_sets(x[250:])
     assert len(sets) == 50 and all(isinstance(s, set) and s <= set(cats) for s in sets)
     m, _ = mean_average_precision(y[250:], pred.predict_proba(x[250:]))

@@ -37,15 +37,11 @@ import numpy as np
 
 from biaslab.models.features import (DEFAULT_IMAGE_ENCODER, DEFAULT_TEXT_ENCODER,
                                      load_image_encoder, load_text_encoder, save_safetensors)
+from biaslab.models.settings import ScorerSettings
 from biaslab.runtime.io import InputError, write_json
 
 CONFIG_FILE = "lit_config.json"
 WEIGHTS_FILE = "lit_heads.safetensors"
-
-#: Training defaults (params.yaml ``scorer``).
-DEFAULTS = {"proj_dim": 256, "epochs": 30, "lr": 1e-3, "weight_decay": 1e-4,
-            "batch_size": 256, "dropout": 0.3, "patience": 8, "init_temperature": 0.07,
-            "prefix_prob": 0.0, "prefix": "A photo depicts ", "seed": 0}
 
 
 # --------------------------------------------------------------------------- retrieval metric
@@ -280,7 +276,7 @@ def load_scorer(name_or_dir: str | os.PathLike, device: str = "cpu", **kwargs):
 # --------------------------------------------------------------------------- training
 def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarray,
               train_images: np.ndarray, val_images: np.ndarray | None = None, *,
-              params: dict | None = None, image_encoder: str = DEFAULT_IMAGE_ENCODER,
+              settings: ScorerSettings | None = None, image_encoder: str = DEFAULT_IMAGE_ENCODER,
               image_size: int | None = 224, text_encoder: str = DEFAULT_TEXT_ENCODER,
               txt_feats_prefixed: np.ndarray | None = None,
               on_epoch: Callable[[int, dict], None] | None = None,
@@ -293,8 +289,8 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
         txt_image: (n_t,) row of ``img_feats`` that caption j describes.
         train_images / val_images: rows of ``img_feats`` in the train / validation split
             (validation: early stopping on mean of i2t and t2i R@1; ``None`` -> last epoch).
-        params: overrides of :data:`DEFAULTS` (proj_dim, epochs, lr, weight_decay, batch_size,
-            dropout, patience, init_temperature, prefix_prob, seed). The batch size is capped
+        settings: :class:`biaslab.models.settings.ScorerSettings` (None: its defaults; the
+            stage's from params ``scorer``). The batch size is capped
             at ``n_train // 4`` (>= 4 steps per epoch; recorded as ``effective_batch_size``).
             AdamW with a one-cycle learning-rate schedule (10 % warm-up) over all epochs.
         txt_feats_prefixed: optional (n_t, d_txt) features of ``prefix + caption``; with
@@ -310,7 +306,7 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
     """
     import torch
     from biaslab.models.features import set_threads
-    p = {**DEFAULTS, **(params or {})}
+    st = ScorerSettings() if settings is None else settings
     set_threads(num_threads)
     img_feats = np.asarray(img_feats, np.float32)
     txt_feats = np.asarray(txt_feats, np.float32)
@@ -327,22 +323,22 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
     if len(train_images) < 2:
         raise ValueError("need at least 2 training images with captions")
 
-    torch.manual_seed(int(p["seed"]))
-    rng = np.random.default_rng(int(p["seed"]))
-    heads = _heads(img_feats.shape[1], txt_feats.shape[1], int(p["proj_dim"]),
-                   float(p["dropout"]), float(p["init_temperature"]))
+    torch.manual_seed(int(st.seed))
+    rng = np.random.default_rng(int(st.seed))
+    heads = _heads(img_feats.shape[1], txt_feats.shape[1], int(st.proj_dim),
+                   float(st.dropout), float(st.init_temperature))
     tr = img_feats[train_images]
     heads.img_mean.copy_(torch.from_numpy(tr.mean(0)))
     sd = tr.std(0)  # floor: a dimension (nearly) constant in training must not explode later
     heads.img_std.copy_(torch.from_numpy(np.maximum(sd, 0.1 * sd.mean() + 1e-6)))
-    opt = torch.optim.AdamW(heads.parameters(), lr=float(p["lr"]),
-                            weight_decay=float(p["weight_decay"]))
-    epochs = int(p["epochs"])
+    opt = torch.optim.AdamW(heads.parameters(), lr=float(st.lr),
+                            weight_decay=float(st.weight_decay))
+    epochs = int(st.epochs)
     # at least 4 steps per epoch: small datasets (ci scale) would otherwise take 1-2 steps
     # per epoch and early stopping would end training before it starts
-    bs = max(2, min(int(p["batch_size"]), len(train_images) // 4))
+    bs = max(2, min(int(st.batch_size), len(train_images) // 4))
     steps = epochs * math.ceil(len(train_images) / bs)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(p["lr"]), total_steps=steps,
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(st.lr), total_steps=steps,
                                                 pct_start=0.1) if steps > 1 else None
     X = torch.from_numpy(img_feats)
     T = torch.from_numpy(txt_feats)
@@ -350,7 +346,7 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
         if txt_feats_prefixed is not None else None
     config = {"image_encoder": image_encoder, "image_size": image_size,
               "text_encoder": text_encoder, "d_img": int(img_feats.shape[1]),
-              "d_txt": int(txt_feats.shape[1]), **{k: p[k] for k in DEFAULTS},
+              "d_txt": int(txt_feats.shape[1]), **st.config(),
               "effective_batch_size": bs, "n_train_images": int(len(train_images))}
     scorer = LiTScorer(heads, config)
 
@@ -369,8 +365,8 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
         heads.train()
         perm = rng.permutation(train_images)
         caps = np.array([rng.choice(caps_of[int(i)]) for i in perm])
-        use_prefix = (rng.random(len(caps)) < float(p["prefix_prob"])) \
-            if TP is not None and float(p["prefix_prob"]) > 0 else np.zeros(len(caps), bool)
+        use_prefix = (rng.random(len(caps)) < float(st.prefix_prob)) \
+            if TP is not None and float(st.prefix_prob) > 0 else np.zeros(len(caps), bool)
         losses = []
         for s in range(0, len(perm), bs):
             bi, bc, bp = perm[s:s + bs], caps[s:s + bs], use_prefix[s:s + bs]
@@ -403,7 +399,7 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
         history.append(rec)
         if on_epoch is not None:
             on_epoch(epoch, rec)
-        if val is not None and bad >= int(p["patience"]):
+        if val is not None and bad >= int(st.patience):
             break
     if best_state is not None:
         heads.load_state_dict(best_state)
@@ -414,4 +410,4 @@ def train_lit(img_feats: np.ndarray, txt_feats: np.ndarray, txt_image: np.ndarra
 
 
 __all__ = ["LiTScorer", "load_scorer", "train_lit", "retrieval_recall", "clip_loss",
-           "is_lit_dir", "DEFAULTS"]
+           "is_lit_dir"]

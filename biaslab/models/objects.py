@@ -36,14 +36,12 @@ import numpy as np
 import pandas as pd
 
 from biaslab.models.features import DEFAULT_IMAGE_ENCODER, load_image_encoder, save_safetensors
+from biaslab.models.settings import ObjectsSettings
 from biaslab.runtime.io import InputError, read_json, write_json
 
 CONFIG_FILE = "objects_config.json"
 WEIGHTS_FILE = "objects_head.safetensors"
 
-#: Training defaults (params.yaml ``objects``).
-DEFAULTS = {"min_count": 10, "epochs": 400, "lr": 3e-3, "weight_decay": 0.0,
-            "l2": 0.1, "threshold": "val_f1", "min_val_pos": 2, "labelled_only": True, "seed": 0}
 
 
 # --------------------------------------------------------------------------- Eq. 5
@@ -216,7 +214,7 @@ class ObjectPredictor:
 
 def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Sequence[str],
                            train_rows: np.ndarray, val_rows: np.ndarray | None = None, *,
-                           params: dict | None = None,
+                           settings: ObjectsSettings | None = None,
                            image_encoder: str = DEFAULT_IMAGE_ENCODER,
                            image_size: int | None = 224,
                            on_epoch=None) -> tuple[ObjectPredictor, list[dict]]:
@@ -228,13 +226,13 @@ def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Se
     Args:
         feats: (n, d) float image features; labels: (n, C) bool; rows indexed by
             ``train_rows`` / ``val_rows``.
-        params: overrides of :data:`DEFAULTS` (epochs, lr, weight_decay, l2, threshold
-            (``"val_f1"`` or a float), min_val_pos, seed).
+        settings: :class:`biaslab.models.settings.ObjectsSettings` (None: its defaults;
+            the stage's from params ``objects``).
     Returns ``(predictor, history)``, history = ``{epoch, loss (training objective incl.
     penalty), val_loss (BCE)}`` every 5 epochs and at the end.
     """
     import torch
-    p = {**DEFAULTS, **(params or {})}
+    s = ObjectsSettings() if settings is None else settings
     feats = np.asarray(feats, np.float32)
     labels = np.asarray(labels, bool)
     if labels.shape != (len(feats), len(categories)):
@@ -243,7 +241,7 @@ def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Se
     train_rows = np.asarray(train_rows, np.int64)
     if len(train_rows) == 0 or len(categories) == 0:
         raise ValueError("no training images or no categories (lower objects.min_count?)")
-    torch.manual_seed(int(p["seed"]))
+    torch.manual_seed(int(s.seed))
     head = _linear_head(feats.shape[1], len(categories))
     X, Y = torch.from_numpy(feats[train_rows]), torch.from_numpy(labels[train_rows]).float()
     head.mean.copy_(X.mean(0))
@@ -257,12 +255,12 @@ def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Se
     if has_val:
         Xv = torch.from_numpy(feats[val_rows])
         Yv = torch.from_numpy(labels[val_rows]).float()
-    opt = torch.optim.AdamW(head.parameters(), lr=float(p["lr"]),
-                            weight_decay=float(p["weight_decay"]))
+    opt = torch.optim.AdamW(head.parameters(), lr=float(s.lr),
+                            weight_decay=float(s.weight_decay))
     bce = torch.nn.functional.binary_cross_entropy_with_logits
-    l2 = float(p["l2"])
+    l2 = float(s.l2)
     history, best, best_state = [], float("inf"), None
-    for epoch in range(int(p["epochs"])):
+    for epoch in range(int(s.epochs)):
         head.train()
         loss = bce(head(X), Y)
         if l2 > 0:   # ridge penalty (logistic regression with C = 1 / (2 * l2 * n))
@@ -270,7 +268,7 @@ def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Se
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if epoch % 5 == 4 or epoch == int(p["epochs"]) - 1:
+        if epoch % 5 == 4 or epoch == int(s.epochs) - 1:
             rec = {"epoch": epoch, "loss": float(loss.detach())}
             if has_val:
                 head.eval()
@@ -286,14 +284,14 @@ def train_object_predictor(feats: np.ndarray, labels: np.ndarray, categories: Se
         head.load_state_dict(best_state)
     head.eval()
     config = {"image_encoder": image_encoder, "image_size": image_size,
-              "d_img": int(feats.shape[1]), **{k: p[k] for k in DEFAULTS}}
+              "d_img": int(feats.shape[1]), **s.config()}
     pred = ObjectPredictor(head, categories, np.full(len(categories), 0.5), config)
-    if p["threshold"] == "val_f1":
+    if s.threshold == "val_f1":
         if has_val:
             pred.thresholds = best_f1_thresholds(labels[val_rows], pred.predict_proba(
-                feats[val_rows]), min_pos=int(p["min_val_pos"]))
+                feats[val_rows]), min_pos=int(s.min_val_pos))
     else:
-        pred.thresholds = np.full(len(categories), float(p["threshold"]))
+        pred.thresholds = np.full(len(categories), float(s.threshold))
     return pred, history
 
 
@@ -347,4 +345,4 @@ def load_object_predictor(name_or_dir: str | os.PathLike, device: str = "cpu", *
 
 __all__ = ["object_f1", "mean_average_precision", "object_label_matrix", "frequent_categories",
            "best_f1_thresholds", "ObjectPredictor", "train_object_predictor", "HFObjectDetector",
-           "load_object_predictor", "DEFAULTS"]
+           "load_object_predictor"]

@@ -45,9 +45,10 @@ What is rejected, and why:
 * ``executor`` (``biaslab.runtime.executor.resolve``'s rules), ``probe``, ``report``,
   ``datasets``, ``audit``, ``residue``, ``masks``, ``scale`` and ``models``: counts, rates and
   names out of range, unknown keys.
-* ``lic``, ``features``, ``objects``, ``scorer``: their names and defaults live in modules that
-  import torch, so :func:`biaslab.runtime.rules.literal` reads them from the source instead of
-  importing it. ``libra``, ``published`` and DBAC's settings (nested blocks of model
+* ``lic``: its attacker names live in a module that imports torch, so
+  :func:`biaslab.runtime.rules.literal` reads them from the source instead of importing it;
+  ``objects`` and ``scorer``: their keys are the fields of the torch-free
+  :mod:`biaslab.models.settings`. ``libra``, ``published`` and DBAC's settings (nested blocks of model
   settings) have their checks in :mod:`biaslab.runtime.validate_nested`.
 """
 from __future__ import annotations
@@ -534,10 +535,13 @@ def check_features(p: Mapping) -> None:
 
 
 def check_objects(p: Mapping) -> None:
-    """Group ``objects`` (object predictor eta, paper 000 Eq. 5): the keys of
-    ``biaslab.models.objects.DEFAULTS`` plus ``threads``; counts >= 1, ``lr`` > 0, penalties
-    >= 0, ``threshold`` ``val_f1`` or a probability in (0, 1), ``labelled_only`` a bool."""
-    known_keys(p, "objects", (*literal("biaslab.models.objects", "DEFAULTS"), "threads"))
+    """Group ``objects`` (object predictor eta, paper 000 Eq. 5): the fields of
+    :class:`biaslab.models.settings.ObjectsSettings` plus ``threads``; counts >= 1, ``lr`` >
+    0, penalties >= 0, ``threshold`` ``val_f1`` or a probability in (0, 1), ``labelled_only``
+    a bool."""
+    from biaslab.models.settings import ObjectsSettings
+    from biaslab.runtime.settings import field_names
+    known_keys(p, "objects", (*sorted(field_names(ObjectsSettings)), "threads"))
     int_at_least(p, "objects", "min_count", 1, allow_null=False)
     int_at_least(p, "objects", "epochs", 1, allow_null=False)
     int_at_least(p, "objects", "min_val_pos", 0, allow_null=False)
@@ -555,12 +559,14 @@ def check_objects(p: Mapping) -> None:
 
 
 def check_scorer(p: Mapping) -> None:
-    """Group ``scorer`` (the LiT prompt-adherence scorer, paper 000 Eq. 4): the keys of
-    ``biaslab.models.clipscorer.DEFAULTS`` plus ``text_encoder``, ``threads`` and ``cache_dir``;
-    sizes and epochs >= 1, ``lr`` and ``init_temperature`` > 0, ``dropout`` and
+    """Group ``scorer`` (the LiT prompt-adherence scorer, paper 000 Eq. 4): the fields of
+    :class:`biaslab.models.settings.ScorerSettings` plus ``text_encoder``, ``threads`` and
+    ``cache_dir``; sizes and epochs >= 1, ``lr`` and ``init_temperature`` > 0, ``dropout`` and
     ``prefix_prob`` in [0, 1]."""
-    known_keys(p, "scorer", (*literal("biaslab.models.clipscorer", "DEFAULTS"),
-                              "text_encoder", "threads", "cache_dir"))
+    from biaslab.models.settings import ScorerSettings
+    from biaslab.runtime.settings import field_names
+    known_keys(p, "scorer", (*sorted(field_names(ScorerSettings)), "text_encoder", "threads",
+                             "cache_dir"))
     for k in ("proj_dim", "epochs", "batch_size", "patience"):
         int_at_least(p, "scorer", k, 1, allow_null=False)
     int_at_least(p, "scorer", "seed", 0, allow_null=False)
