@@ -39,12 +39,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from biaslab.classify import (DEFAULTS, encode_files, evaluate,  # noqa: E402
+from biaslab.classify import (TrainSettings, encode_files, evaluate,  # noqa: E402
                               manifest_features, object_matrix, select_labels, test_table,
                               train_classifier)
 from biaslab import registry  # noqa: E402
 from biaslab.models.features import load_features, set_threads  # noqa: E402
 from biaslab.runtime.io import write_json  # noqa: E402
+from biaslab.runtime.settings import from_params  # noqa: E402
 
 
 def main() -> None:
@@ -58,13 +59,14 @@ def main() -> None:
     args = ap.parse_args()
     data = Path(args.data)
     params = yaml.safe_load(Path(args.params).read_text())
-    p = {**DEFAULTS, **params["classifier"]}
+    p = params["classifier"]
+    settings = from_params(TrainSettings, p, "classifier", unknown="ignore")
     fp = params["features"]
     set_threads(1)
     load0 = os.getloadavg()[0]
 
     train = pd.read_parquet(data / "datasets/original.parquet")
-    labels = select_labels(train, p["min_cooccur"], p["cooccur_rule"])
+    labels = select_labels(train, settings.min_cooccur, settings.cooccur_rule)
     ids, base = load_features(data / "features/images")
     cache = args.cache or tempfile.mkdtemp(prefix="bench_cm_")
     feats = manifest_features(train, ids, base, cache, fp["backbone"],
@@ -84,7 +86,6 @@ def main() -> None:
                             image_size=fp["image_size"], num_threads=1)
     lab = train["objects"].apply(len).gt(0).to_numpy() & \
         train["gender"].isin(["female", "male"]).to_numpy()
-    train_params = {k: p[k] for k in DEFAULTS}
     lk = {"rounds": int(p.get("leakage_rounds", 5)), "seed": 0}
 
     results = {}
@@ -93,7 +94,7 @@ def main() -> None:
                "leakage": []}
         for seed in args.seeds:
             t = time.perf_counter()
-            clf, hist = train_classifier(feats, train, labels, seed=seed, params=train_params,
+            clf, hist = train_classifier(feats, train, labels, seed=seed, settings=settings,
                                          method=name,
                                          method_params=(p.get("method_params") or {}).get(name))
             rec["train_s"].append(time.perf_counter() - t)
@@ -128,8 +129,8 @@ def main() -> None:
         "inputs": {"data": str(data), "n_train_rows": int(len(train)),
                    "n_labels": len(labels), "n_test": int(len(test)),
                    "n_masked": int(len(masked)), "seeds": args.seeds,
-                   "classifier": {k: train_params[k] for k in ("epochs", "lr", "batch_size",
-                                                               "patience", "hidden")},
+                   "classifier": {k: settings.config()[k] for k in ("epochs", "lr", "batch_size",
+                                                                    "patience", "hidden")},
                    "leakage_rounds": lk["rounds"]},
         "note": ("seconds per model inside one process (no stage start-up: a train_classifier "
                  "stage on the ci scale spends ~8-10 s in total, mostly start-up, see "

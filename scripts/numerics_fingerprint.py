@@ -99,8 +99,8 @@ def classifier() -> str:
     df["captions"] = [[] for _ in range(len(df))]
     df["counterfactual"] = False
     m, hist = C.train_classifier(x, df[MANIFEST_COLUMNS], ["cup", "tie"], seed=1,
-                                 params={"epochs": 15, "lr": 1e-2, "patience": 5,
-                                         "hidden": [16]})
+                                 settings=C.TrainSettings(epochs=15, lr=1e-2, patience=5,
+                                         hidden=[16]))
     return _md5(m.head, m.predict_proba(x), [h["val_loss"] for h in hist])
 
 

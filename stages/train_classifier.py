@@ -23,12 +23,13 @@ out: data/models/classifier/<name>/<name>-<seed>/ (classifier_config.json incl. 
      val/gender_acc); <name> = the dataset for ERM, the method otherwise (biaslab.runtime.paths);
      backbones after the first: .../<name>-<seed>-<backbone slug>/ (biaslab.runtime.paths.slug)
 """
+import dataclasses
 import time
 from pathlib import Path
 
 from biaslab import registry
 from biaslab.runtime import runstats
-from biaslab.classify import (DEFAULTS, GenderObjectClassifier, classifier_backbones,
+from biaslab.classify import (GenderObjectClassifier, TrainSettings, classifier_backbones,
                               manifest_features, select_labels, train_classifier, train_finetune)
 from biaslab.classify import tune
 from biaslab.models.features import load_features, set_threads
@@ -36,6 +37,7 @@ from biaslab.runtime.io import (InputError, load_params, read_parquet, run_stage
                                 write_json)
 from biaslab.runtime.parallel import map_jobs
 from biaslab.runtime.paths import live_dir, model_dir
+from biaslab.runtime.settings import from_params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="worker processes (default: params classifier.workers)")
     args = ap.parse_args(argv)
     params = load_params()
-    p = {**DEFAULTS, **params.get("classifier", {})}
+    p = params.get("classifier", {})
+    # the group's other keys (datasets, seeds, methods, ...) are the stages'
+    settings = from_params(TrainSettings, p, "classifier", unknown="ignore")
     seeds = ([args.seed] if args.seed is not None else args.seeds) or \
         [int(s) for s in p.get("seeds", [0])]
     workers = args.workers if args.workers is not None else p.get("workers", 1)
@@ -59,21 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     base_backbone, size = fp.get("backbone", "efficientnet_lite0"), fp.get("image_size", 224)
     backbones = classifier_backbones(params)
     set_threads(p.get("threads", 1))
-    labels = select_labels(read_parquet("data/datasets/original.parquet"), p["min_cooccur"],
-                           p.get("cooccur_rule", "each"))
+    labels = select_labels(read_parquet("data/datasets/original.parquet"),
+                           settings.min_cooccur, settings.cooccur_rule)
     if not labels:
         raise InputError("data/datasets/original.parquet",
-                         f"no object co-occurs >= {p['min_cooccur']} times with "
-                         f"{p.get('cooccur_rule', 'each')} gender (lower "
+                         f"no object co-occurs >= {settings.min_cooccur} times with "
+                         f"{settings.cooccur_rule} gender (lower "
                          f"classifier.min_cooccur)")
     manifest = read_parquet(f"data/datasets/{args.dataset}.parquet")
     if len(manifest) < 2:
         raise InputError(f"data/datasets/{args.dataset}.parquet",
                          f"{len(manifest)} training rows: nothing to train on")
-    train_params = {k: p[k] for k in DEFAULTS}
     stats: dict = {}
     feats, feat_seconds = {}, 0.0
-    if not p["finetune"]:     # frozen features: encoded once, shared by every seed's worker
+    if not settings.finetune:     # frozen features: encoded once, shared by every seed's worker
         ids, base = load_features()
         tf = time.perf_counter()
         for b in backbones:   # data/features is features.backbone's: other backbones encode
@@ -85,27 +88,28 @@ def main(argv: list[str] | None = None) -> int:
                                          stats=stats)
         feat_seconds = time.perf_counter() - tf
 
-    def fit(backbone: str, seed: int, params: dict, on_epoch=None):
-        if p["finetune"]:
+    def fit(backbone: str, seed: int, s: TrainSettings, on_epoch=None):
+        if s.finetune:
             return train_finetune(manifest, labels, backbone=backbone, image_size=size,
-                                  seed=seed, params=params, method=args.method,
+                                  seed=seed, settings=s, method=args.method,
                                   method_params=method_params, on_epoch=on_epoch)
-        return train_classifier(feats[backbone], manifest, labels, seed=seed, params=params,
+        return train_classifier(feats[backbone], manifest, labels, seed=seed, settings=s,
                                 backbone=backbone, image_size=size, method=args.method,
                                 method_params=method_params, on_epoch=on_epoch)
 
     # the same budget for every row: trials on the same candidates, the choice for every seed
     ts = p.get("tuning") or {}
-    chosen: dict[str, dict] = {b: dict(train_params) for b in backbones}
+    chosen: dict[str, TrainSettings] = {b: settings for b in backbones}
     tuning: dict[str, dict] = {}
     if int(ts.get("trials") or 0) > 0:
         cands = tune.candidates(ts, int(ts["trials"]), int(ts.get("seed", 0)))
         for b in backbones:
             tt = time.perf_counter()
             rec = tune.select(
-                lambda c, b=b: fit(b, int(ts.get("seed", 0)), {**train_params, **c}), cands,
+                lambda c, b=b: fit(b, int(ts.get("seed", 0)),
+                                   dataclasses.replace(settings, **c)), cands,
                 lambda f, xs: map_jobs(f, xs, workers))
-            chosen[b].update(rec["chosen"])
+            chosen[b] = dataclasses.replace(settings, **rec["chosen"])
             tuning[b] = {"n_trials": len(cands), "seed": int(ts.get("seed", 0)), **rec}
             print(f"train_classifier {name} ({b}): tuned over {len(cands)} trials -> "
                   f"lr {rec['chosen']['lr']:g}, weight_decay "

@@ -158,8 +158,8 @@ def _finetune(d, seed):
     with torch_threads(1):
         return C.train_finetune(_manifest(), ["cup"], backbone=d, image_size=32, seed=seed,
                                 device="cpu",
-                                params={"epochs": 2, "lr": 1e-3, "batch_size": 4,
-                                        "val_fraction": 0.25, "patience": 5})
+                                settings=C.TrainSettings(epochs=2, lr=1e-3, batch_size=4,
+                                        val_fraction=0.25, patience=5))
 
 
 def test_finetuned_classifier_trains_saves_and_loads(backbone, tmp_path):
@@ -218,8 +218,8 @@ def test_methods_fine_tune_the_backbone(backbone, method, tmp_path):
     with torch_threads(1):
         clf, hist = C.train_finetune(_manifest(), ["cup"], backbone=d, image_size=32, seed=0,
                                      device="cpu", method=method,
-                                     params={"epochs": 2, "lr": 1e-3, "batch_size": 4,
-                                             "val_fraction": 0.25, "patience": 5})
+                                     settings=C.TrainSettings(epochs=2, lr=1e-3, batch_size=4,
+                                             val_fraction=0.25, patience=5))
         f = clf.encode(IMAGES[:3])
         frozen = load_image_encoder(d, image_size=32).encode(IMAGES[:3])
     assert len(hist) == 2 and all(np.isfinite(h["val_loss"]) for h in hist)

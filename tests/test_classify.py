@@ -89,7 +89,7 @@ def _toy(n=120, d=16, seed=0):
 
 def test_training_is_deterministic_and_learns():
     x, m = _toy()
-    kw = dict(seed=1, params={"epochs": 30, "lr": 1e-2, "patience": 5, "hidden": [8]})
+    kw = dict(seed=1, settings=C.TrainSettings(epochs=30, lr=1e-2, patience=5, hidden=[8]))
     a, hist = C.train_classifier(x, m, ["cup", "tie"], **kw)
     b, _ = C.train_classifier(x, m, ["cup", "tie"], **kw)
     c, _ = C.train_classifier(x, m, ["cup", "tie"], **{**kw, "seed": 2})
@@ -109,7 +109,7 @@ def test_training_is_deterministic_and_learns():
 def test_early_stopping_patience():
     x, m = _toy(n=60)
     _, hist = C.train_classifier(x, m, ["cup", "tie"], seed=0,
-                                 params={"epochs": 200, "lr": 0.3, "patience": 2})
+                                 settings=C.TrainSettings(epochs=200, lr=0.3, patience=2))
     best = int(np.argmin([h["val_loss"] for h in hist]))
     assert len(hist) == best + 3          # stopped 2 epochs without improvement after best
 
@@ -117,7 +117,7 @@ def test_early_stopping_patience():
 def test_save_load_roundtrip(tmp_path):
     x, m = _toy(n=60)
     clf, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, backbone="fake", image_size=32,
-                                params={"epochs": 3, "leakage_threshold": "val_f1"})
+                                settings=C.TrainSettings(epochs=3, leakage_threshold="val_f1"))
     clf.save(tmp_path / "m")
     cfg = json.loads((tmp_path / "m/classifier_config.json").read_text())
     assert cfg["labels"] == ["cup", "tie"] and cfg["outputs"][-2:] == ["woman", "man"]
@@ -542,7 +542,7 @@ def planted(tmp_path_factory):
         rows = []
         for seed in (0, 1):
             clf, _ = C.train_classifier(w["f_train"], w["train"], labels, seed=seed,
-                                        params={"epochs": 60, "lr": 1e-3})
+                                        settings=C.TrainSettings(epochs=60, lr=1e-3))
             lab = w["train"]["objects"].apply(len).gt(0).to_numpy()
             rows.append(C.evaluate(clf, w["f_test"], y, w["test"]["labelled"].to_numpy(),
                                    w["test"]["gender"].tolist(), w["f_masked"],
@@ -608,8 +608,8 @@ def test_finetune_trains_the_backbone_and_reloads(tmp_path):
                    for k in range(8)])
     m["path"] = paths
     clf, hist = C.train_finetune(m, ["cup"], backbone="efficientnet_lite0", image_size=32,
-                                 seed=0, params={"epochs": 2, "lr": 1e-4, "batch_size": 4,
-                                                 "val_fraction": 0.25})
+                                 seed=0, settings=C.TrainSettings(epochs=2, lr=1e-4, batch_size=4,
+                                                 val_fraction=0.25))
     assert len(hist) == 2 and clf.config["finetune"] and clf.config["n_val"] == 2
     from biaslab.models.features import load_image_encoder
     frozen = load_image_encoder("efficientnet_lite0", image_size=32)

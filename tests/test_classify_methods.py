@@ -182,7 +182,7 @@ def test_domain_independent_learns_a_two_domain_toy():
     m = _manifest([(i, "male" if gi else "female", ["cup"] if c else ["x"])
                    for i, (gi, c) in enumerate(zip(g, cup))])
     clf, _ = C.train_classifier(x, m, ["cup"], seed=0, method="domain_independent",
-                                params={"epochs": 80, "lr": 1e-2, "patience": 10})
+                                settings=C.TrainSettings(epochs=80, lr=1e-2, patience=10))
     p = clf.predict_proba(x)[:, 0]
     for d in (0, 1):
         assert average_precision_score(cup[g == d], p[g == d]) > 0.9
@@ -193,12 +193,12 @@ def test_domain_independent_learns_a_two_domain_toy():
 def test_every_method_trains_saves_and_reloads(method, tmp_path):
     x, m = _toy(n=80)
     clf, hist = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
-                                   params={"epochs": 4, "lr": 1e-2})
+                                   settings=C.TrainSettings(epochs=4, lr=1e-2))
     assert clf.config["method"] == method and len(hist) == 4
     assert set(clf.config["method_params"]) == field_names(registry.METHODS.load(method).Settings)
     assert np.isfinite([h["train_loss"] for h in hist]).all()
     again, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, method=method,
-                                  params={"epochs": 4, "lr": 1e-2})
+                                  settings=C.TrainSettings(epochs=4, lr=1e-2))
     for k, v in clf.head.state_dict().items():           # deterministic given the seed
         assert torch.equal(v, again.head.state_dict()[k]), k
     clf.save(tmp_path / method)
@@ -212,7 +212,7 @@ def test_every_method_trains_saves_and_reloads(method, tmp_path):
 def test_adversarial_has_no_gender_outputs_and_ratio_is_na():
     x, m = _toy(n=80)
     clf, _ = C.train_classifier(x, m, ["cup", "tie"], seed=0, method="adversarial",
-                                params={"epochs": 3})
+                                settings=C.TrainSettings(epochs=3))
     assert clf.outputs == ["cup", "tie"] and not clf.has_gender
     assert clf.config["hidden"] == [256]                 # an encoder layer to clean
     with pytest.raises(ValueError, match="no gender outputs"):
@@ -229,8 +229,9 @@ def test_adversarial_has_no_gender_outputs_and_ratio_is_na():
 
 def test_erm_is_the_default_and_unknown_methods_or_params_fail():
     x, m = _toy(n=40)
-    a, _ = C.train_classifier(x, m, ["cup"], seed=0, params={"epochs": 2})
-    b, _ = C.train_classifier(x, m, ["cup"], seed=0, params={"epochs": 2}, method="erm")
+    a, _ = C.train_classifier(x, m, ["cup"], seed=0, settings=C.TrainSettings(epochs=2))
+    b, _ = C.train_classifier(x, m, ["cup"], seed=0, settings=C.TrainSettings(epochs=2),
+                              method="erm")
     np.testing.assert_array_equal(a.predict_proba(x), b.predict_proba(x))
     assert a.config["method"] == "erm" and a.config["method_params"] == {}
     with pytest.raises(ValueError, match="unknown classifier method"):
@@ -258,7 +259,7 @@ def planted_methods(tmp_path_factory):
         rows = []
         for seed in (0, 1, 2):
             clf, _ = C.train_classifier(w["f_train"], w["train"], labels, seed=seed,
-                                        method=method, params={"epochs": 60, "lr": 1e-3})
+                                        method=method, settings=C.TrainSettings(epochs=60, lr=1e-3))
             rows.append(C.evaluate(clf, w["f_test"], y, w["test"]["labelled"].to_numpy(),
                                    w["test"]["gender"].tolist(), w["f_masked"],
                                    masked_genders=w["masked"]["gender"].tolist(),

@@ -79,10 +79,11 @@ def _direct_biaslab_modules(script):
 
 
 def test_names_re_exported_by_a_package_map_to_their_defining_module(tmp_path):
-    """``from biaslab.classify import GenderObjectClassifier, DEFAULTS`` must require
+    """``from biaslab.classify import GenderObjectClassifier, TrainSettings`` must require
     biaslab/classify/model.py, not only the exempt ``__init__``."""
     script = tmp_path / "stage.py"
-    script.write_text("from biaslab.classify import DEFAULTS, GenderObjectClassifier, evaluate\n"
+    script.write_text("from biaslab.classify import TrainSettings, GenderObjectClassifier, "
+                      "evaluate\n"
                       "from biaslab.classify import methods\n")
     mods = _direct_biaslab_modules(script)
     assert {"biaslab/classify/model.py", "biaslab/classify/evaluate.py",

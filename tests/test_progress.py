@@ -79,16 +79,16 @@ def test_leakage_bar_counts_attacker_fits_and_leaves_the_result_alone(capsys):
 
 def test_classifier_epochs_bar_shows_losses_and_keeps_history(capsys):
     import pandas as pd
-    from biaslab.classify.train import train_classifier
+    from biaslab.classify.train import TrainSettings, train_classifier
     rng = np.random.default_rng(0)
     n = 24
     man = pd.DataFrame({"image_id": np.arange(n), "gender": ["female", "male"] * (n // 2),
                         "objects": [["dog"] if i % 3 else [] for i in range(n)]})
     feats = rng.normal(size=(n, 4)).astype(np.float32)
-    params = {"epochs": 3, "patience": 10, "val_fraction": 0.25, "hidden": [], "batch_size": 8}
-    _, h0 = train_classifier(feats, man, ["dog"], params=params, progress=False)
+    settings = TrainSettings(epochs=3, patience=10, val_fraction=0.25, batch_size=8)
+    _, h0 = train_classifier(feats, man, ["dog"], settings=settings, progress=False)
     assert capsys.readouterr().err == ""
-    _, h1 = train_classifier(feats, man, ["dog"], params=params, progress=True)
+    _, h1 = train_classifier(feats, man, ["dog"], settings=settings, progress=True)
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1].startswith("train erm: 100%") and "3/3" in lines[-1]
     assert f"loss={h1[-1]['train_loss']:.4f}" in lines[-1] and "val_mAP=" in lines[-1]

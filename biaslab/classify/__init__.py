@@ -4,7 +4,7 @@ B.1, Eq. 7).
 
 Package layout (every public name is re-exported here, ``from biaslab.classify import X``):
 
-* :mod:`~biaslab.classify.model` -- output layout, ``DEFAULTS``, the head and
+* :mod:`~biaslab.classify.model` -- output layout, ``TrainSettings``, the head and
   :class:`GenderObjectClassifier` (save / load);
 * :mod:`~biaslab.classify.manifest` -- label selection, targets, validation split, the test
   table, object matrices, features of manifest rows;
@@ -116,13 +116,13 @@ from biaslab.classify.manifest import (TEST_COLUMNS, encode_files, file_id, labe
                                        manifest_features, model_features, object_matrix,
                                        select_labels, test_table, validation_split)
 from biaslab.classify.methods import get_method
-from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, DEFAULTS, GENDER_OF,
-                                    GENDER_OUTPUTS, PAPER_BACKBONES, WEIGHTS_FILE,
-                                    GenderObjectClassifier, build_head, classifier_backbones)
+from biaslab.classify.model import (BACKBONE_FILE, CONFIG_FILE, GENDER_OF, GENDER_OUTPUTS,
+                                    PAPER_BACKBONES, WEIGHTS_FILE, GenderObjectClassifier,
+                                    TrainSettings, build_head, classifier_backbones)
 from biaslab.classify.train import train_classifier, train_finetune
 from biaslab.runtime.io import InputError
 
-__all__ = ["GENDER_OUTPUTS", "DEFAULTS", "select_labels", "label_targets", "validation_split",
+__all__ = ["GENDER_OUTPUTS", "TrainSettings", "select_labels", "label_targets", "validation_split",
            "test_table", "object_matrix", "save_like", "write_blackout_images", "model_features",
            "file_id", "encode_files", "manifest_features", "GenderObjectClassifier",
            "train_classifier", "train_finetune", "blackout_persons", "gender_thresholds",

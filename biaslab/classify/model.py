@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,22 +66,44 @@ def classifier_backbones(params: dict) -> list[str]:
     return [str(b) for b in raw]
 
 
-#: Training defaults (params.yaml ``classifier``); ci values, paper values in comments.
-DEFAULTS = {
-    "min_cooccur": 5,         # paper: 100
-    "cooccur_rule": "each",   # each | any
-    "epochs": 60,             # max epochs (early stopping)
-    "lr": 1e-3,               # paper: 1e-5 (fine-tuning the whole backbone)
-    "batch_size": 32,         # paper: 32
-    "patience": 5,
-    "val_fraction": 0.2,      # paper: 0.2
-    "hidden": [],             # [] = linear head
-    "dropout": 0.0,
-    "weight_decay": 0.0,
-    "labelled_only": True,
-    "finetune": False,
-    "leakage_threshold": 0.5,
-}
+@dataclass(frozen=True)
+class TrainSettings:
+    """The classifier's training settings (params ``classifier``, whose other keys are read by
+    the stages): ci values, paper 000 appendix B.1's in comments. The one place these defaults
+    live; the field order is the key order of the saved model's config.
+
+    Attributes:
+        min_cooccur, cooccur_rule: the label set (:func:`biaslab.classify.select_labels`):
+            objects that co-occur >= ``min_cooccur`` times with ``each`` gender / ``any``.
+        epochs: the most epochs (early stopping on the validation loss, ``patience``).
+        lr, batch_size, weight_decay: the optimiser's.
+        val_fraction: the validation split, in [0, 1).
+        hidden, dropout: the head's hidden widths (() = linear) and dropout.
+        labelled_only: object targets only where the object set is annotated.
+        finetune: train the backbone end to end from the images (paper tier).
+        leakage_threshold: the object threshold of Leakage's inputs: a probability,
+            ``"val_f1"`` (per object, the best validation F1) or None (no thresholds).
+    """
+    min_cooccur: int = 5            # paper: 100
+    cooccur_rule: str = "each"      # each | any
+    epochs: int = 60
+    lr: float = 1e-3                # paper: 1e-5 (fine-tuning the whole backbone)
+    batch_size: int = 32            # paper: 32
+    patience: int = 5
+    val_fraction: float = 0.2       # paper: 0.2
+    hidden: tuple[int, ...] = ()
+    dropout: float = 0.0
+    weight_decay: float = 0.0
+    labelled_only: bool = True
+    finetune: bool = False
+    leakage_threshold: float | str | None = 0.5
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden or ()))
+
+    def config(self) -> dict[str, Any]:
+        """The fields in order (``hidden`` as a list), as the saved config records them."""
+        return {**asdict(self), "hidden": list(self.hidden)}
 
 
 # --------------------------------------------------------------------------- model

@@ -11,7 +11,7 @@ import pandas as pd
 from biaslab.classify.manifest import label_targets, validation_split
 from biaslab.classify.methods import get_method
 from biaslab.classify.methods.base import masked_bce as _masked_bce
-from biaslab.classify.model import DEFAULTS, GenderObjectClassifier, build_head, thr_list
+from biaslab.classify.model import GenderObjectClassifier, TrainSettings, build_head, thr_list
 from biaslab.runtime.progress import bar as progress_bar
 
 
@@ -39,7 +39,7 @@ def _val_map(y: np.ndarray, m: np.ndarray, p: np.ndarray, n_obj: int) -> float:
 
 
 def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence[str], *,
-                     seed: int = 0, params: dict | None = None, backbone: str = "",
+                     seed: int = 0, settings: TrainSettings | None = None, backbone: str = "",
                      image_size: int | None = None, method: str = "erm",
                      method_params: dict | None = None,
                      on_epoch: Callable[[int, dict], None] | None = None,
@@ -53,8 +53,8 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
         manifest: the training manifest (``biaslab.data.datasets``), n rows.
         labels: object labels (:func:`select_labels` on the ORIGINAL manifest).
         seed: validation split, initialisation and batch-order seed.
-        params: overrides of :data:`DEFAULTS` (epochs, lr, batch_size, patience, val_fraction,
-            hidden, dropout, weight_decay, labelled_only, leakage_threshold).
+        settings: :class:`biaslab.classify.model.TrainSettings` (None: its defaults; the
+            stage's from params ``classifier``).
         backbone, image_size: recorded in the config (what produced ``feats``).
         method, method_params: the training method (``erm`` = plain BCE, the Original row;
             ``adversarial``, ``domain_discriminative``, ``domain_independent``, ``upweight``,
@@ -79,7 +79,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             unknown method / method parameter.
     """
     import torch
-    p = {**DEFAULTS, **(params or {})}
+    st = TrainSettings() if settings is None else settings
     meth = get_method(method, method_params)
     feats = np.asarray(feats, np.float32)
     if len(feats) != len(manifest):
@@ -89,17 +89,17 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
     manifest = manifest.reset_index(drop=True)
     labels = list(labels)
     n_obj = len(labels)
-    y, m = label_targets(manifest, labels, bool(p["labelled_only"]))
+    y, m = label_targets(manifest, labels, bool(st.labelled_only))
     n_out = meth.n_out(n_obj)
     yr, mr = meth.raw_targets(y, m, n_obj)           # raw targets of the head's outputs
     n_raw = meth.n_raw(n_obj)
-    tr, va = validation_split(manifest, float(p["val_fraction"]), int(seed))
+    tr, va = validation_split(manifest, float(st.val_fraction), int(seed))
     has_val = len(va) > 0
-    p["hidden"] = meth.hidden(list(p["hidden"]))
+    hidden = meth.hidden(list(st.hidden))
     meth.setup(y[tr], m[tr], n_obj)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        head = build_head(feats.shape[1], n_raw, list(p["hidden"]), float(p["dropout"]))
+        head = build_head(feats.shape[1], n_raw, list(hidden), float(st.dropout))
         extra = meth.modules(head)
         X = torch.from_numpy(feats[tr])
         Y, M = torch.from_numpy(yr[tr]), torch.from_numpy(mr[tr])
@@ -113,15 +113,15 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             last.bias.copy_(torch.log(prior / (1 - prior)))
         opt = torch.optim.Adam([*head.parameters(), *(q for e in extra
                                                       for q in e.parameters())],
-                               lr=float(p["lr"]), weight_decay=float(p["weight_decay"]))
+                               lr=float(st.lr), weight_decay=float(st.weight_decay))
         gen = torch.Generator().manual_seed(int(seed))
-        bs = max(int(p["batch_size"]), 1)
+        bs = max(int(st.batch_size), 1)
         if has_val:
             Xv = torch.from_numpy(feats[va])
             Yv, Mv = torch.from_numpy(y[va, :n_out]), torch.from_numpy(m[va, :n_out])
         history, best, best_state, best_epoch, bad = [], math.inf, None, -1, 0
-        bar = _epoch_bar(f"train {meth.name}", p["epochs"], progress)
-        for epoch in range(int(p["epochs"])):
+        bar = _epoch_bar(f"train {meth.name}", st.epochs, progress)
+        for epoch in range(int(st.epochs)):
             head.train()
             for e in extra:
                 e.train()
@@ -154,7 +154,7 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
             _show_epoch(bar, rec)
             if on_epoch is not None:
                 on_epoch(epoch, rec)
-            if has_val and bad >= int(p["patience"]):
+            if has_val and bad >= int(st.patience):
                 break
         bar.close()
         if best_state is not None:
@@ -162,12 +162,12 @@ def train_classifier(feats: np.ndarray, manifest: pd.DataFrame, labels: Sequence
         head.eval()
     config = {"backbone": str(backbone), "image_size": image_size, "d_img": int(feats.shape[1]),
               "seed": int(seed), "finetune": False,
-              **{k: p[k] for k in DEFAULTS if k not in ("finetune",)},
+              **{k: v for k, v in st.config().items() if k != "finetune"}, "hidden": hidden,
               "method": meth.name, "method_params": dict(meth.params),
               "best_epoch": int(best_epoch if has_val else len(history) - 1),
               "epochs_run": len(history), "n_train": int(len(tr)), "n_val": int(len(va))}
     clf = GenderObjectClassifier(head, labels, config)
-    clf.thresholds = _thresholds(clf, p, feats[va] if has_val else None,
+    clf.thresholds = _thresholds(clf, st, feats[va] if has_val else None,
                                  y[va] if has_val else None, m[va] if has_val else None)
     clf.config["thresholds"] = thr_list(clf.thresholds)
     return clf, history
@@ -182,9 +182,9 @@ def _gender_acc(y: np.ndarray, m: np.ndarray, p: np.ndarray) -> float:
     return float(100.0 * np.mean(pred_man == (y[rows, -1] > 0)))
 
 
-def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
+def _thresholds(clf, st: TrainSettings, fv, yv, mv) -> np.ndarray:
     n_obj = len(clf.labels)
-    t = p.get("leakage_threshold", 0.5)
+    t = st.leakage_threshold
     if t is None:
         return np.full(n_obj, np.nan)
     if t == "val_f1":
@@ -198,7 +198,8 @@ def _thresholds(clf, p, fv, yv, mv) -> np.ndarray:
 
 # --------------------------------------------------------------------------- fine-tuning
 def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: str,
-                   image_size: int | None = None, seed: int = 0, params: dict | None = None,
+                   image_size: int | None = None, seed: int = 0,
+                   settings: TrainSettings | None = None,
                    method: str = "erm", method_params: dict | None = None,
                    on_epoch: Callable[[int, dict], None] | None = None,
                    progress: bool | None = None, device: str | None = None
@@ -218,7 +219,9 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     trained (``None``: ``cuda`` when available, else ``cpu``); bitwise reproducibility given
     ``seed`` holds on CPU with one torch thread, not on CUDA.
 
-    ``method``, ``method_params``: a training method of paper 000 Table 1 as in
+    ``settings``: :class:`biaslab.classify.model.TrainSettings` as in :func:`train_classifier`
+    (``hidden`` and ``dropout`` do not apply). ``method``, ``method_params``: a training method
+    of paper 000 Table 1 as in
     :func:`train_classifier` (:mod:`biaslab.classify.methods`): its output layout, loss and
     inference rule apply to the head on the backbone's pooled feature, and the gradient of its
     loss (e.g. the adversary's reversed gradient) reaches the backbone; its extra modules
@@ -236,16 +239,16 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
     """
     import torch
     from biaslab.models.encoders import load_image_encoder, open_rgb
-    p = {**DEFAULTS, **(params or {})}
+    st = TrainSettings() if settings is None else settings
     meth = get_method(method, method_params)
     manifest = manifest.reset_index(drop=True)
     labels = list(labels)
     n_obj = len(labels)
-    y, m = label_targets(manifest, labels, bool(p["labelled_only"]))
+    y, m = label_targets(manifest, labels, bool(st.labelled_only))
     n_out, n_raw = meth.n_out(n_obj), meth.n_raw(n_obj)
     yr, mr = meth.raw_targets(y, m, n_obj)           # raw targets of the head's outputs
     hidden = meth.hidden([])
-    tr, va = validation_split(manifest, float(p["val_fraction"]), int(seed))
+    tr, va = validation_split(manifest, float(st.val_fraction), int(seed))
     meth.setup(y[tr], m[tr], n_obj)
     paths = manifest["path"].astype(str).tolist()
     with torch.random.fork_rng(devices=[]):
@@ -263,9 +266,9 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         enc.model.train()
         params_ = list(enc.model.parameters()) + list(head.parameters()) + \
             [q for e in extra for q in e.parameters()]
-        opt = torch.optim.Adam(params_, lr=float(p["lr"]), weight_decay=float(p["weight_decay"]))
+        opt = torch.optim.Adam(params_, lr=float(st.lr), weight_decay=float(st.weight_decay))
         gen = torch.Generator().manual_seed(int(seed))
-        bs = max(int(p["batch_size"]), 1)
+        bs = max(int(st.batch_size), 1)
 
         def features(rows):
             x = enc._preprocess([open_rgb(paths[r]) for r in rows])
@@ -285,8 +288,8 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             return torch.cat(outs) if outs else torch.zeros(0, n_out)
 
         history, best, best_state, best_epoch, bad = [], math.inf, None, -1, 0
-        bar = _epoch_bar("finetune", p["epochs"], progress)
-        for epoch in range(int(p["epochs"])):
+        bar = _epoch_bar("finetune", st.epochs, progress)
+        for epoch in range(int(st.epochs)):
             perm = torch.randperm(len(tr), generator=gen).numpy()
             total, seen = 0.0, 0
             for s in range(0, len(tr), bs):
@@ -318,7 +321,7 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
             _show_epoch(bar, rec)
             if on_epoch is not None:
                 on_epoch(epoch, rec)
-            if len(va) and bad >= int(p["patience"]):
+            if len(va) and bad >= int(st.patience):
                 break
         bar.close()
         if best_state is not None:
@@ -328,13 +331,13 @@ def train_finetune(manifest: pd.DataFrame, labels: Sequence[str], *, backbone: s
         head = head.eval()
     config = {"backbone": str(backbone), "image_size": enc.image_size or image_size,
               "d_img": int(enc.dim), "seed": int(seed),
-              **{k: p[k] for k in DEFAULTS}, "hidden": hidden, "dropout": 0.0, "finetune": True,
+              **st.config(), "hidden": hidden, "dropout": 0.0, "finetune": True,
               "method": meth.name, "method_params": dict(meth.params),
               "best_epoch": int(best_epoch if len(va) else len(history) - 1),
               "epochs_run": len(history), "n_train": int(len(tr)), "n_val": int(len(va))}
     clf = GenderObjectClassifier(head, labels, config, backbone=enc)
     fv = clf.encode([paths[r] for r in va]) if len(va) else None
-    clf.thresholds = _thresholds(clf, p, fv, y[va] if len(va) else None,
+    clf.thresholds = _thresholds(clf, st, fv, y[va] if len(va) else None,
                                  m[va] if len(va) else None)
     clf.config["thresholds"] = thr_list(clf.thresholds)
     return clf, history
