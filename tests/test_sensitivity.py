@@ -1,6 +1,8 @@
 """Feature sensitivity: the perturbations (biaslab.analysis.perturb) and the change with its
 CI (biaslab.analysis.sensitivity), on hand-computed cases and on a tiny COCO-layout set the
 test writes itself (not the synthetic generator's)."""
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from biaslab.analysis import perturb as PT
 from biaslab.analysis import sensitivity as SE
-from biaslab.analysis.sensitivity import settings
+from biaslab.analysis.sensitivity_settings import SensitivitySettings
 from biaslab.analysis.sensitivity_eval import perturbed_truth, subset
 
 
@@ -29,16 +31,16 @@ def test_bad_names(bad):
 
 
 def test_settings_checks_names_and_boot():
-    assert settings({})["perturbations"][0] == "objects@0.1"
+    assert SensitivitySettings.from_params({}).perturbations[0] == "objects@0.1"
     with pytest.raises(ValueError, match="unknown perturbation"):
-        settings({"sensitivity": {"perturbations": ["rain@1"]}})
+        SensitivitySettings.from_params({"sensitivity": {"perturbations": ["rain@1"]}})
     with pytest.raises(ValueError, match="n_boot"):
-        settings({"sensitivity": {"n_boot": 10}})
+        SensitivitySettings.from_params({"sensitivity": {"n_boot": 10}})
     for bad, word in (({"fill": "median"}, "fill"), ({"max_images": 5}, "max_images"),
                       ({"perturbation": []}, "unknown key"), ({"perturbations": []}, "list"),
                       ({"workers": 0}, "workers")):
         with pytest.raises(ValueError, match=word):
-            settings({"sensitivity": bad})
+            SensitivitySettings.from_params({"sensitivity": bad})
 
 
 def test_the_params_check_applies_the_stages_rules():
@@ -46,7 +48,7 @@ def test_the_params_check_applies_the_stages_rules():
     with pytest.raises(V.ParamError) as e:
         V.check_params({"sensitivity": {"perturbations": ["rain@1"]}})
     assert e.value.param == "sensitivity" and "rain" in e.value.problem
-    V.check_params({"sensitivity": settings({})})
+    V.check_params({"sensitivity": dataclasses.asdict(SensitivitySettings())})
 
 
 # --------------------------------------------------------------------------- perturbations
@@ -488,8 +490,9 @@ def test_aligned_sets_keeps_images_with_every_copy():
     ({"captioner_perturbations": "swap"}, "must be a list")])
 def test_captioner_settings_are_checked(given, match):
     with pytest.raises(ValueError, match=match):
-        settings({"sensitivity": given})
-    assert settings({"sensitivity": {"captioner_perturbations": []}})["captioner_metrics"]
+        SensitivitySettings.from_params({"sensitivity": given})
+    assert SensitivitySettings.from_params(
+        {"sensitivity": {"captioner_perturbations": []}}).captioner_metrics
 
 
 def test_captioner_report_section():
@@ -521,12 +524,13 @@ def test_captioner_report_section():
 def test_sensitivity_settings_are_the_checked_group_as_a_typed_record():
     """``SensitivitySettings.from_params``: the ``sensitivity`` group over its defaults,
     checked by the same rules as every stage's params check, lists as tuples."""
-    from biaslab.analysis.sensitivity_settings import DEFAULTS, SensitivitySettings
+    defaults = SensitivitySettings()
     s = SensitivitySettings.from_params({"sensitivity": {"perturbations": ["blur@2", "swap"],
                                                          "captioner_perturbations": ["swap"],
                                                          "workers": 2}})
     assert s.perturbations == ("blur@2", "swap") and s.captioner_perturbations == ("swap",)
-    assert (s.workers, s.n_boot, s.fill) == (2, DEFAULTS["n_boot"], "mean")
-    assert SensitivitySettings.from_params({}).perturbations == tuple(DEFAULTS["perturbations"])
+    assert (s.workers, s.n_boot, s.fill) == (2, 1000, "mean") == (2, defaults.n_boot, "mean")
+    assert SensitivitySettings.from_params({}) == defaults
+    assert defaults.perturbations[-1] == "swap" and isinstance(s.captioner_metrics, tuple)
     with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
         SensitivitySettings.from_params({"sensitivity": {"n_boot": 5}})

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from biaslab.analysis.sensitivity_settings import DEFAULTS, settings  # noqa: F401 (re-exported)
 from biaslab.runtime import stats
 
 N_BOOT = 1000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 #: the perturbation kinds (:mod:`biaslab.analysis.perturb`)
@@ -57,100 +57,86 @@ def parse_name(name: str) -> tuple[str, float | None]:
     return kind, level
 
 
-#: the stage's params (group ``sensitivity``) with their defaults: the one place they live
-DEFAULTS = {"perturbations": ["objects@0.1", "objects@0.25", "objects@0.5", "blur@1",
-                              "blur@2", "blur@4", "swap"],
-            "max_images": None, "fill": "mean", "seed": 0, "n_boot": 1000,
-            "leakage_rounds": 1, "workers": 1,
-            # the captioners (stage sensitivity_captioner): a subset of the perturbations
-            # above (their images are stage sensitivity's) and of CAPTION_METRICS
-            "captioner_perturbations": ["objects@0.1", "blur@1", "swap"],
-            "captioner_metrics": ["Ratio", "Error", "BiasAmp"]}
 #: the captioning metrics whose sensitivity stage sensitivity_captioner measures
 CAPTION_METRICS = ("Ratio", "Error", "BiasAmp", "LIC")
 
 
-def settings(params: Mapping) -> dict:
-    """The ``sensitivity`` params over :data:`DEFAULTS`, checked (torch-free: the params check
-    at every stage's start, ``biaslab.runtime.validate``, applies the same rules).
-
-    Raises:
-        ValueError: an unknown key, a bad perturbation name
-            (:func:`parse_name`), ``max_images`` < 10, ``fill`` not
-            ``"mean"`` or a grey level 0-255, ``seed`` < 0, ``n_boot`` < 100,
-            ``leakage_rounds`` < 1, ``workers`` < 1, a ``captioner_perturbations`` name
-            not in ``perturbations``, a ``captioner_metrics`` name not in
-            :data:`CAPTION_METRICS`.
-    """
-    given = dict(params.get("sensitivity") or {})
-    unknown = sorted(set(given) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} (known: {sorted(DEFAULTS)})")
-    s = {**DEFAULTS, **given}
-    names = s["perturbations"]
-    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names:
-        raise ValueError(f"perturbations must be a non-empty list, got {names!r}")
-    for n in names:
-        parse_name(n)
-    for key, allowed, what in (("captioner_perturbations", names, "sensitivity.perturbations"),
-                               ("captioner_metrics", CAPTION_METRICS, "known")):
-        v = s[key]
-        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-            raise ValueError(f"{key} must be a list, got {v!r}")
-        bad = [x for x in v if x not in allowed]
-        if bad or len(set(v)) != len(v):
-            raise ValueError(f"{key}: {bad or 'a repeated name'} not allowed: each must be one "
-                             f"of {what} ({list(allowed)}), once")
-    if s["captioner_perturbations"] and not s["captioner_metrics"]:
-        raise ValueError("captioner_metrics is empty while captioner_perturbations is not")
-
-    def integer(key, low, null=False):
-        v = s[key]
-        if null and v is None:
-            return
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{key} must be an integer >= {low}"
-                             f"{' or null' if null else ''}, got {v!r}")
-    integer("max_images", 10, null=True)
-    integer("seed", 0)
-    integer("n_boot", 100)
-    integer("leakage_rounds", 1)
-    integer("workers", 1)
-    f = s["fill"]
-    if f != "mean" and (isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= 255):
-        raise ValueError(f"fill must be 'mean' or a grey level 0-255, got {f!r}")
-    return s
-
-
 @dataclass(frozen=True)
 class SensitivitySettings:
-    """Params group ``sensitivity``, checked (:func:`settings`; its defaults are
-    :data:`DEFAULTS`): what stages ``sensitivity`` and ``sensitivity_captioner`` read of it.
+    """Params group ``sensitivity`` (stages ``sensitivity`` and ``sensitivity_captioner``):
+    its defaults live here and its rules run on construction, torch-free, so every stage's
+    params check (``biaslab.runtime.validate``) applies the same ones.
 
     Attributes:
-        perturbations: perturbation names (:func:`perturbation_name`).
-        max_images: test images perturbed (None: all); seed: their draw and the objects hidden.
+        perturbations: perturbation names (:func:`perturbation_name`), non-empty.
+        max_images: test images perturbed (None: all; else >= 10); seed (>= 0): their draw
+            and the objects hidden.
         fill: ``"mean"`` or a grey level 0-255 for hidden objects.
-        n_boot: bootstrap resamples of each CI; leakage_rounds: Leakage attacker rounds.
-        workers: processes for the model jobs.
-        captioner_perturbations, captioner_metrics: the captioners' subset.
+        n_boot: bootstrap resamples of each CI (>= 100); leakage_rounds: Leakage attacker
+            rounds (>= 1).
+        workers: processes for the model jobs (>= 1).
+        captioner_perturbations: the captioners' subset of ``perturbations`` (their images
+            are stage sensitivity's); captioner_metrics: theirs of :data:`CAPTION_METRICS`,
+            non-empty while captioner_perturbations is not.
+
+    Raises:
+        ValueError: a bad perturbation name (:func:`parse_name`) or a value out of its
+            range, the key named.
     """
-    perturbations: tuple[str, ...]
-    max_images: int | None
-    fill: Any
-    seed: int
-    n_boot: int
-    leakage_rounds: int
-    workers: int
-    captioner_perturbations: tuple[str, ...]
-    captioner_metrics: tuple[str, ...]
+    perturbations: tuple[str, ...] = ("objects@0.1", "objects@0.25", "objects@0.5", "blur@1",
+                                      "blur@2", "blur@4", "swap")
+    max_images: int | None = None
+    fill: Any = "mean"
+    seed: int = 0
+    n_boot: int = 1000
+    leakage_rounds: int = 1
+    workers: int = 1
+    captioner_perturbations: tuple[str, ...] = ("objects@0.1", "blur@1", "swap")
+    captioner_metrics: tuple[str, ...] = ("Ratio", "Error", "BiasAmp")
+
+    def __post_init__(self):
+        names = self.perturbations
+        if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names:
+            raise ValueError(f"perturbations must be a non-empty list, got {names!r}")
+        for n in names:
+            parse_name(n)
+        for key, allowed, what in (("captioner_perturbations", names,
+                                    "sensitivity.perturbations"),
+                                   ("captioner_metrics", CAPTION_METRICS, "known")):
+            v = getattr(self, key)
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+                raise ValueError(f"{key} must be a list, got {v!r}")
+            bad = [x for x in v if x not in allowed]
+            if bad or len(set(v)) != len(v):
+                raise ValueError(f"{key}: {bad or 'a repeated name'} not allowed: each must be "
+                                 f"one of {what} ({list(allowed)}), once")
+        if self.captioner_perturbations and not self.captioner_metrics:
+            raise ValueError("captioner_metrics is empty while captioner_perturbations is not")
+        for key, low, null in (("max_images", 10, True), ("seed", 0, False),
+                               ("n_boot", 100, False), ("leakage_rounds", 1, False),
+                               ("workers", 1, False)):
+            v = getattr(self, key)
+            if null and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{key} must be an integer >= {low}"
+                                 f"{' or null' if null else ''}, got {v!r}")
+        f = self.fill
+        if f != "mean" and (isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= 255):
+            raise ValueError(f"fill must be 'mean' or a grey level 0-255, got {f!r}")
+        for key in ("perturbations", "captioner_perturbations", "captioner_metrics"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
 
     @classmethod
     def from_params(cls, params: Mapping) -> "SensitivitySettings":
-        """From the composed params (group ``sensitivity`` over :data:`DEFAULTS`).
+        """From the composed params' group ``sensitivity`` (absent keys: the defaults).
 
         Raises:
-            ValueError: what :func:`settings` raises.
+            ValueError: an unknown key, or what construction raises.
         """
-        s = settings(params)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
+        given = dict(params.get("sensitivity") or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r} (known: {sorted(known)})")
+        return cls(**given)

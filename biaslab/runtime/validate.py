@@ -422,13 +422,13 @@ def check_probe(p: Mapping) -> None:
 
 
 def check_sensitivity(p: Mapping) -> None:
-    """Group ``sensitivity``: the rules its stage applies
-    (``biaslab.analysis.sensitivity_settings.settings``, standard library only): known keys, perturbation names,
-    ``max_images`` null or >= 10, ``fill`` mean or 0-255, ``seed`` >= 0, ``n_boot`` >= 100,
-    ``leakage_rounds`` and ``workers`` >= 1."""
-    from biaslab.analysis.sensitivity_settings import settings
+    """Group ``sensitivity``: the rules its stages apply
+    (:class:`biaslab.analysis.sensitivity_settings.SensitivitySettings`, standard library
+    only): known keys, perturbation names, ``max_images`` null or >= 10, ``fill`` mean or
+    0-255, ``seed`` >= 0, ``n_boot`` >= 100, ``leakage_rounds`` and ``workers`` >= 1."""
+    from biaslab.analysis.sensitivity_settings import SensitivitySettings
     try:
-        settings({"sensitivity": p})
+        SensitivitySettings.from_params({"sensitivity": p})
     except ValueError as e:
         raise ParamError("sensitivity", str(e)) from None
 
