@@ -25,13 +25,9 @@ import pandas as pd
 
 from biaslab.analysis import attribute_eval, audit_attribute, audit_figures, audit_run
 from biaslab.models.features import load_features
-from biaslab.runtime.io import (atomic_path, load_params, read_parquet, run_stage, stage_parser,
-                                write_json)
-
-DEFAULTS = {"min_count": 5, "alpha": 0.05, "top_k": 10, "correction": "bh", "test": "fisher",
-            "area": "largest", "center_norm": "unit", "distance_person": "largest",
-            "min_person_px": 0.0, "appearance": {}}
-
+from biaslab.runtime.io import (InputError, atomic_path, load_params, read_parquet, run_stage,
+                                stage_parser, write_json)
+from biaslab.runtime.settings import from_params
 
 def _write_csv(df, path: Path) -> None:
     with atomic_path(path) as tmp:
@@ -50,14 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     params = load_params(args.params)
-    given = params.get("audit") or {}
-    unknown = sorted(set(given) - set(DEFAULTS))
-    if unknown:
-        raise SystemExit(f"{args.params}: unknown key(s) in section audit: {unknown}; "
-                         f"known: {sorted(DEFAULTS)}")
-    p = {**DEFAULTS, **given}
-    top_k = int(p.pop("top_k"))
-    appearance = dict(p.pop("appearance") or {})
+    try:
+        s = from_params(audit_run.AuditSettings, params.get("audit"), "audit")
+    except ValueError as e:
+        raise InputError(args.params, str(e)) from None
+    top_k, p = int(s.top_k), s.criteria()
 
     prep = Path(args.prepared)
     tables = {n: read_parquet(prep / f"{n}.parquet")
@@ -90,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         supercategories=audit_attribute.read_supercategories(
             (params.get("data") or {}).get("root") or "data/raw"),
         features=(feats, feat_ids),
-        appearance=appearance)
+        appearance=s.appearance)
     metrics["attribute"] = summary
     for name in ("objects", "words", "supercategories", "distance", "appearance"):
         # a section without its input (no supercategories in the data): a one-row table that

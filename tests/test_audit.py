@@ -497,7 +497,8 @@ def test_stage_script_cli_and_bad_params(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("_stage_audit2", REPO / "stages/audit.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
-    with pytest.raises(SystemExit, match="min_cnt"):
+    from biaslab.runtime.io import InputError
+    with pytest.raises(InputError, match=r"params.yaml: audit: unknown key\(s\) \['min_cnt'\]"):
         stage.main([])
     # as a script from another directory: no audit section -> defaults; a missing input gives
     # a one-line error naming the file, exit status 1

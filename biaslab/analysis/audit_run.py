@@ -5,8 +5,8 @@ JSON summary of ``metrics/audit.json``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -33,12 +33,52 @@ class AuditResult:
     config: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AuditSettings:
+    """Params group ``audit`` (stage ``audit``; REVISE, paper 004): the one place its defaults
+    live (:func:`run_audit`'s keywords default to them).
+
+    Attributes:
+        min_count, alpha, correction: the tests' minimum count, level and multiple-testing
+            correction (objects, words, distances).
+        top_k: rows of each figure and of the metrics' top lists.
+        test: objects' and words' test (``fisher`` / ``chi2``).
+        area, center_norm, min_person_px: :func:`person_prominence`'s.
+        distance_person: the ``person`` of :func:`person_object_distances`.
+        appearance: the appearance test's settings
+            (:func:`biaslab.analysis.audit_attribute.attribute_audit`).
+    """
+    min_count: int = 5
+    alpha: float = 0.05
+    top_k: int = 10
+    correction: str = "bh"
+    test: str = "fisher"
+    area: str = "largest"
+    center_norm: str = "unit"
+    distance_person: str = "largest"
+    min_person_px: float = 0.0
+    appearance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "appearance", dict(self.appearance or {}))
+
+    def criteria(self) -> dict[str, Any]:
+        """:func:`run_audit`'s keywords (every field but ``top_k`` and ``appearance``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("top_k", "appearance")}
+
+
+_A = AuditSettings
+
+
 def run_audit(images: pd.DataFrame, captions: pd.DataFrame, persons: pd.DataFrame,
-              objects: pd.DataFrame, labels: pd.DataFrame, *, min_count: int = 5,
-              alpha: float = 0.05, correction: str = "bh", test: str = "fisher",
-              area: str = "largest", center_norm: str = "unit",
-              distance_person: str = "largest", min_person_px: float = 0.0) -> AuditResult:
-    """Run metrics 1-5 (see the module docstring) on the schema.md tables.
+              objects: pd.DataFrame, labels: pd.DataFrame, *,
+              min_count: int = _A.min_count, alpha: float = _A.alpha,
+              correction: str = _A.correction, test: str = _A.test, area: str = _A.area,
+              center_norm: str = _A.center_norm, distance_person: str = _A.distance_person,
+              min_person_px: float = _A.min_person_px) -> AuditResult:
+    """Run metrics 1-5 (see the module docstring) on the schema.md tables; the keywords'
+    defaults are :class:`AuditSettings`'.
 
     ``min_count``, ``alpha``, ``correction`` apply to objects, words and distances; ``test`` to
     objects and words; ``area``, ``center_norm``, ``min_person_px`` to
