@@ -125,7 +125,10 @@ class Entry:
             method's at ``classifier.method_params.<name>``, a caption post-processor's at
             ``eval_captioner.postprocessor_params.<name>``, a filter's at
             ``filters.filter_params.<name>``: inside its stage's DVC params, so a change
-            re-runs what it affects.
+            re-runs what it affects. The built-in backends' settings read their keys of the
+            shared group ``generate`` and the archs' their config from group ``captioner``
+            (each class's ``from_params``); ``biaslab plan`` checks those, which are
+            ``"module:attribute"`` references.
         claims: ``{metric: expect}`` its author claims against Original (module docstring).
         base: post-processors: the captioner row it post-processes (default ``original``).
         doc: one line for listings (``biaslab components``).
@@ -457,21 +460,27 @@ _builtin("postprocessors", "LIBRA", "biaslab.captioning.postprocess:libra", "Ori
          doc="LIBRA's debiasing caption generator (paper 003)")
 
 # Counterfactual backends (paper 000 Eq. 1; biaslab/counterfactual/).
-_G = "biaslab.counterfactual.generate"
+# Their settings read the keys of the shared group ``generate`` that each backend uses.
+_G, _GS = "biaslab.counterfactual.generate", "biaslab.counterfactual.backend_settings"
 _builtin("backends", "copy_paste", f"{_G}:make_copy_paste", "copy-paste + OpenCV inpainting",
-         params="generate")
+         params="generate", settings=f"{_GS}:CopyPasteSettings")
 _builtin("backends", "render", f"{_G}:make_render", "the synthetic generator's re-draw",
          params="generate")
 _builtin("backends", "sd_inpaint", f"{_G}:make_sd_inpaint", "Stable Diffusion inpainting",
-         params="generate")
+         params="generate", settings=f"{_GS}:SDInpaintSettings")
 _builtin("backends", "instruct_pix2pix", f"{_G}:make_instruct_pix2pix",
-         "InstructPix2Pix on the person's box (GenSynth, paper 001)", params="generate")
+         "InstructPix2Pix on the person's box (GenSynth, paper 001)", params="generate",
+         settings=f"{_GS}:InstructPix2PixSettings")
 
-# Captioner architectures of paper 000 Table 2 (biaslab/captioning/).
-_builtin("archs", "clipcap", "biaslab.captioning.clipcap", "ClipCap", 0, params="captioner")
+# Captioner architectures of paper 000 Table 2 (biaslab/captioning/); their settings are the
+# config each builds from group ``captioner`` (config_from_params).
+_builtin("archs", "clipcap", "biaslab.captioning.clipcap", "ClipCap", 0, params="captioner",
+         settings="biaslab.captioning.clipcap:CaptionerConfig")
 _builtin("archs", "transformer", "biaslab.captioning.transformer", "Transformer", 1,
-         params="captioner.transformer")
-_builtin("archs", "blip2", "biaslab.captioning.blip2", "BLIP-2", 2, params="captioner.blip2")
+         params="captioner.transformer",
+         settings="biaslab.captioning.transformer_config:TransformerConfig")
+_builtin("archs", "blip2", "biaslab.captioning.blip2", "BLIP-2", 2, params="captioner.blip2",
+         settings="biaslab.captioning.blip2:Blip2CaptionerConfig")
 
 # Filters of weighted rank selection (paper 000 sec. 2.3, Eqs. 4-6; biaslab/counterfactual/
 # filters.py), in the order of the default filters.names; ``order`` is Table 4's column.

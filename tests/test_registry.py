@@ -474,3 +474,23 @@ def test_a_kinds_context_reads_the_settings_its_stage_resolved_else_the_defaults
     assert cap.settings("LIBRA") == R.POSTPROCESSORS.settings("LIBRA")
     with pytest.raises(R.RegistryError, match="unknown filter 'colour'"):
         bare.settings("colour")
+
+
+def test_backends_and_archs_declare_their_settings():
+    """A backend's settings are the keys of the shared group ``generate`` it reads, with its
+    own defaults (InstructPix2Pix's 500 steps, paper 001, against Stable Diffusion's 50); an
+    arch's are the config it builds from group ``captioner``, with its checks."""
+    gen = {"backend": "sd_inpaint", "m": 3, "shards": 2, "steps": 20, "extent_weight": 2.0}
+    sd = R.BACKENDS.settings("sd_inpaint", {"generate": gen})
+    assert (sd.steps, sd.resolution, sd.model) == (20, 512, None)
+    ip = R.BACKENDS.settings("instruct_pix2pix", {})
+    assert (ip.steps, ip.image_guidance_scale, ip.guidance_scales) == (500, 1.5, (1.0,))
+    cp = R.BACKENDS.settings("copy_paste", {"generate": gen})
+    assert (cp.extent_weight, cp.donor_splits, cp.inpaint_method) == (2.0, ("train",), "telea")
+    assert R.BACKENDS.settings("render", {"generate": gen}) is None
+    cfg = R.ARCHS.settings("clipcap", {"captioner": {"datasets": ["original"], "beam": 2}})
+    assert (type(cfg).__name__, cfg.beam) == ("CaptionerConfig", 2)
+    with pytest.raises(ValueError, match="captioner.beam must be >= 1"):
+        R.ARCHS.settings("clipcap", {"captioner": {"beam": 0}})
+    assert {e.name for e in R.ARCHS.builtins() if e.settings} == {"clipcap", "transformer",
+                                                                   "blip2"}

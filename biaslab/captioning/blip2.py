@@ -186,6 +186,12 @@ class Blip2CaptionerConfig:
         """BLIP-2 reads image paths (``biaslab.captioning.Arch.features``)."""
         return True
 
+    @classmethod
+    def from_params(cls, params) -> "Blip2CaptionerConfig":
+        """From the composed params' group ``captioner`` (:func:`config_from_params`): the
+        arch's settings as its registry entry declares them."""
+        return config_from_params((params or {}).get("captioner"))
+
 
 #: keys of ``captioner`` that :class:`Blip2CaptionerConfig` reads (its own come from
 #: ``captioner.blip2``; the ClipCap-sized ``lr`` / ``batch_size`` / ``beam`` / ``max_len``

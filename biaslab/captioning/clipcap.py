@@ -107,6 +107,12 @@ class CaptionerConfig:
     num_threads: int | None = 1
     local_files_only: bool = True
 
+    @classmethod
+    def from_params(cls, params) -> "CaptionerConfig":
+        """From the composed params' group ``captioner`` (:func:`config_from_params`): the
+        arch's settings as its registry entry declares them."""
+        return config_from_params((params or {}).get("captioner"))
+
 
 def config_from_params(p: Mapping | None, **overrides) -> CaptionerConfig:
     """``CaptionerConfig`` from a params dict (unknown keys such as ``datasets``/``seeds`` are

@@ -73,6 +73,12 @@ class TransformerConfig:
         paths, not grid features."""
         return str(self.encoder) != "grid"
 
+    @classmethod
+    def from_params(cls, params) -> "TransformerConfig":
+        """From the composed params' group ``captioner`` (:func:`config_from_params`): the
+        arch's settings as its registry entry declares them."""
+        return config_from_params((params or {}).get("captioner"))
+
 
 #: keys of ``captioner`` that :class:`TransformerConfig` reads (the rest of its fields come
 #: from ``captioner.transformer``)

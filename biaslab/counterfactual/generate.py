@@ -49,6 +49,8 @@ from tqdm import tqdm
 
 from biaslab.data import gender as G
 from biaslab.data.groups import generation_groups, group_parts  # noqa: F401 (re-exported)
+from biaslab.counterfactual.backend_settings import (CopyPasteSettings, InstructPix2PixSettings,
+                                                     SDInpaintSettings)
 from biaslab.counterfactual.masks import load_mask
 from biaslab.runtime.executor import run_shards
 from biaslab.runtime.io import InputError, atomic_path, load_image  # noqa: F401 (re-exported)
@@ -249,40 +251,45 @@ def make_render(p: dict, persons=None, images=None, labels=None, split=None, dat
 def make_copy_paste(p: dict, persons=None, images=None, labels=None, split=None,
                     data_root=None):
     """Backend ``copy_paste`` (registry entry): a donor person of the target group pasted into
-    the inpainted hole; its donor pool comes from the four tables."""
+    the inpainted hole; its donor pool comes from the four tables, at least ``m`` donors per
+    group, of the run's ``attribute`` (:class:`~biaslab.counterfactual.backend_settings.
+    CopyPasteSettings`)."""
     from biaslab.counterfactual.copy_paste import CopyPasteBackend, donor_pool
     if any(t is None for t in (persons, images, labels, split)):
         raise ValueError("generate.backend copy_paste needs the persons, images, labels "
                          "and split tables (its donor pool)")
-    donors = donor_pool(persons, images, labels, split, splits=p.get("donor_splits", ["train"]),
-                        single_person=bool(p.get("donor_single_person", True)),
+    s = CopyPasteSettings.from_group(p)
+    donors = donor_pool(persons, images, labels, split,
+                        splits=None if s.donor_splits is None else list(s.donor_splits),
+                        single_person=bool(s.donor_single_person),
                         min_pool=int(p.get("m", 1)), attribute=p.get("attribute", "gender"))
-    return CopyPasteBackend(donors, inpaint_radius=float(p.get("inpaint_radius", 5)),
-                            inpaint_method=p.get("inpaint_method", "telea"),
-                            feather_px=float(p.get("feather_px", 2.0)),
-                            extent_weight=float(p.get("extent_weight", 1.0)))
+    return CopyPasteBackend(donors, inpaint_radius=float(s.inpaint_radius),
+                            inpaint_method=s.inpaint_method, feather_px=float(s.feather_px),
+                            extent_weight=float(s.extent_weight))
 
 
 def make_sd_inpaint(p: dict, persons=None, images=None, labels=None, split=None,
                     data_root=None):
-    """Backend ``sd_inpaint`` (registry entry): Stable Diffusion inpainting (``p["model"]``)."""
+    """Backend ``sd_inpaint`` (registry entry): Stable Diffusion inpainting
+    (:class:`~biaslab.counterfactual.backend_settings.SDInpaintSettings`)."""
     from biaslab.counterfactual.sd_inpaint import SDInpaintBackend
-    return SDInpaintBackend(p["model"], steps=int(p.get("steps", 50)),
-                            resolution=int(p.get("resolution", 512)),
-                            batch_size=int(p.get("batch_size", 4)),
-                            feather_px=float(p.get("feather_px", 2.0)))
+    s = SDInpaintSettings.from_group(p)
+    return SDInpaintBackend(s.model, steps=int(s.steps), resolution=int(s.resolution),
+                            batch_size=int(s.batch_size), feather_px=float(s.feather_px))
 
 
 def make_instruct_pix2pix(p: dict, persons=None, images=None, labels=None, split=None,
                           data_root=None):
     """Backend ``instruct_pix2pix`` (registry entry): GenSynth's editor (paper 001 sec. 4.1),
-    InstructPix2Pix (``p["model"]``) on the person's box with paper 001 Table 6's instructions;
-    ``p["guidance_scales"]`` are the text guidance scales (paper 001: 9.5 and 15)."""
+    InstructPix2Pix on the person's box with paper 001 Table 6's instructions, one candidate
+    per text guidance scale (:class:`~biaslab.counterfactual.backend_settings.
+    InstructPix2PixSettings`)."""
     from biaslab.counterfactual.instruct_pix2pix import InstructPix2PixBackend
+    s = InstructPix2PixSettings.from_group(p)
     return InstructPix2PixBackend(
-        p["model"], steps=int(p.get("steps", 500)), resolution=int(p.get("resolution", 512)),
-        image_guidance_scale=float(p.get("image_guidance_scale", 1.5)),
-        n_scales=len(p.get("guidance_scales") or [1]), batch_size=int(p.get("batch_size", 4)))
+        s.model, steps=int(s.steps), resolution=int(s.resolution),
+        image_guidance_scale=float(s.image_guidance_scale), n_scales=len(s.guidance_scales),
+        batch_size=int(s.batch_size))
 
 
 def make_backend(p: dict, persons: pd.DataFrame | None = None,

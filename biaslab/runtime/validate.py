@@ -643,7 +643,7 @@ def check_params(params: Mapping, load_components: bool = False) -> None:
 
 
 #: the kinds whose entries may declare ``settings`` (read from the group of their stage)
-SETTINGS_KINDS = ("datasets", "methods", "postprocessors", "filters")
+SETTINGS_KINDS = ("datasets", "methods", "postprocessors", "filters", "backends", "archs")
 
 
 def check_component_settings(params: Mapping, load: bool = False) -> None:
