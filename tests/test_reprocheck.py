@@ -197,3 +197,87 @@ def test_a_verdict_near_its_equivalence_margin_is_fragile_too():
     new = {"checks": [{**c, "hi90": 0.51, "verdict": "inconclusive"}]}
     fails, drifts = RC.compare_numbers(ref, new)
     assert not fails and any(d["kind"] == "verdict" for d in drifts)
+
+
+def test_a_number_with_its_own_ci_is_judged_by_it_not_by_its_records():
+    # delta's CI [-44, -36]: half-width 4 -> tolerance 2; pct's own CI [-87000, 27000]:
+    # half-width 57000 -> tolerance 28500 (a relative change over a base near 0)
+    ref = {"r": {"delta": -40.0, "lo": -44.0, "hi": -36.0, "pct": -30000.0,
+                 "pct_lo": -87000.0, "pct_hi": 27000.0}}
+    near = {"r": {**ref["r"], "pct": -30004.0, "pct_lo": -87013.0}}
+    fails, drifts = R.compare_numbers(ref, near)
+    assert fails == []
+    tol = {d["key"]: d["tolerance"] for d in drifts}
+    assert tol["r.pct"] == pytest.approx(28500.0) and tol["r.delta"] == pytest.approx(2.0)
+    far = {"r": {**ref["r"], "pct": -60000.0}}
+    fails, _ = R.compare_numbers(ref, far)
+    assert [(f["key"], f["tolerance"]) for f in fails] == [("r.pct", pytest.approx(28500.0))]
+
+
+def _equivalence_check(mean, ci95, std, delta, verdict, sign):
+    return {"expected": {"direction": "≈", "reference": 0.0},
+            "margin": {"basis": "amplifier's effect", "delta": delta, "effect": 10 * delta,
+                       "fraction": 0.1},
+            "measured": {"ci95": ci95, "mean": mean, "n": 3, "sign": sign, "std": std},
+            "verdict": verdict}
+
+
+def test_a_nested_check_record_near_its_margin_may_flip():
+    # controls' layout: the 90 % t bound -0.0005 - 2.919986 x 0.0027 / sqrt(3) = -0.0050518
+    # lies 0.0000518 from the margin's end -0.005; a bound's tolerance is 0.5 x 0.0068 = 0.0034
+    ref = {"human": _equivalence_check(-0.0005, 0.0068, 0.0027, 0.005, "inconclusive", -1)}
+    fresh = {"human": _equivalence_check(0.0001, 0.0062, 0.0025, 0.00494, "matches", 1)}
+    fails, drifts = R.compare_numbers(ref, fresh)
+    assert fails == []
+    flips = {d["key"]: d for d in drifts if d["kind"] == "verdict"}
+    assert set(flips) == {"human.verdict", "human.measured.sign"}
+    assert flips["human.verdict"]["drift"] == pytest.approx(0.0000518, abs=1e-7)
+    # the bound's tolerance plus how far the margin moved (0.00006)
+    assert flips["human.verdict"]["tolerance"] == pytest.approx(0.0034 + 0.00006)
+    # the same flip with the mean 0.2 from the margin is a changed conclusion
+    sturdy = {"human": _equivalence_check(0.2, 0.0068, 0.0027, 0.005, "fails", 1)}
+    fails, _ = R.compare_numbers(sturdy, {"human": {**sturdy["human"], "verdict": "matches"}})
+    assert [f["why"] for f in fails] == ["verdict changed"]
+
+
+def test_a_margin_is_judged_on_the_scale_of_the_ci_it_is_compared_with():
+    # the check's CI half-width 0.2762 -> delta's tolerance 0.1381, effect's 0.1381 / 0.1
+    ref = {"c": _equivalence_check(-0.0211, 0.2762, 0.1112, 0.00191, "inconclusive", -1)}
+    fresh = {"c": _equivalence_check(-0.0206, 0.2753, 0.1108, 0.00206, "inconclusive", -1)}
+    fails, drifts = R.compare_numbers(ref, fresh)
+    assert fails == []
+    tol = {d["key"]: d["tolerance"] for d in drifts}
+    assert tol["c.margin.delta"] == pytest.approx(0.1381)
+    assert tol["c.margin.effect"] == pytest.approx(1.381)
+    moved = {"c": _equivalence_check(-0.0211, 0.2762, 0.1112, 0.2, "inconclusive", -1)}
+    fails, _ = R.compare_numbers(ref, moved)
+    assert {f["key"] for f in fails} == {"c.margin.delta", "c.margin.effect"}
+
+
+def test_a_list_of_names_may_change_only_by_the_names_of_fragile_flips():
+    lock = {"controls": _st({"stages/controls.py": "c1"},
+                            {"metrics/controls.json": "a", "metrics/validity.json": "b"})}
+    fresh_lock = json.loads(json.dumps(lock))
+    fresh_lock["controls"]["outs"][0]["md5"] = "a2"
+    ref_docs = {"metrics/controls.json": {"captioner": {"human": {"DBAC": _equivalence_check(
+                    -0.0005, 0.0068, 0.0027, 0.005, "inconclusive", -1)}}},
+                "metrics/validity.json": {"preconditions": [
+                    {"task": "captioner", "metric": "DBAC", "valid": False,
+                     "inconclusive": ["amplifier", "human"]}]}}
+
+    def run(inconclusive):
+        new = {"metrics/controls.json": {"captioner": {"human": {"DBAC": _equivalence_check(
+                   0.0001, 0.0062, 0.0025, 0.00494, "matches", 1)}}},
+               "metrics/validity.json": {"preconditions": [
+                   {**ref_docs["metrics/validity.json"]["preconditions"][0],
+                    "inconclusive": inconclusive}]}}
+        return R.check(fresh_lock, lock, lambda p: json.dumps(new[p]),
+                       lambda p: json.dumps(ref_docs[p]), same_machine=False)
+
+    res = run(["amplifier"])            # human left the list: its verdict flipped fragilely
+    assert res["ok"], R.summarize(res)
+    assert any(d["key"] == "preconditions[0].inconclusive" for d in res["fragile_flips"])
+    res = run(["human"])                # amplifier left it without a flip of its own
+    assert not res["ok"]
+    [f] = res["failures"]
+    assert (f["why"], f["items"]) == ("items changed", ["amplifier"])

@@ -17,7 +17,12 @@ runs torch at native speed, so the promise is in three parts:
    verdict (:func:`fragile_verdicts`): a check whose CI bound lay within the tolerance of its
    threshold in the record may flip when its numbers move within their tolerance; the check
    reports it (``fragile_flips``) instead of failing, since the record never decided it
-   beyond last-bit noise.
+   beyond last-bit noise. A check record is flat (``lo``, ``hi``, ``reference``;
+   ``metrics/validity.json``) or nested (``expected.reference``, ``measured`` or ``paired``
+   with ``mean``, ``ci95``, ``std``, ``n``, an equivalence ``margin``;
+   ``metrics/controls.json``, whose 90 % bounds are recomputed from ``std`` and ``n``). What
+   follows from such a flip is not a new conclusion either: a list of names (a metric's
+   inconclusive controls) may change by the names whose verdicts flipped fragilely.
 
 Which stages are compared. A stage is *comparable* when its own code deps (files no stage
 writes: ``biaslab/``, ``stages/``, ``requirements.lock``, raw data) and params equal the
@@ -29,7 +34,12 @@ The tolerance, in one place (:data:`TOLERANCE`), in units of the uncertainty eac
 carries:
 
 * a mean or bound of a record with a 95 % CI (``ci95``, or ``lo`` / ``hi``): at most
-  ``TOLERANCE["ci_fraction"]`` of the reference's CI half-width;
+  ``TOLERANCE["ci_fraction"]`` of the reference's CI half-width; a number ``X`` with its own
+  ``X_lo`` / ``X_hi`` (a relative change ``pct`` beside the absolute ``delta``) by its own
+  half-width, since its units are not the record's;
+* an equivalence margin's ``delta`` as a bound of the CI it is compared with, and its
+  ``effect`` as that divided by ``fraction``: the effect is the mean of another record,
+  checked there with its own CI, and here only sets where the verdict changes;
 * a value of one training seed (a record with a ``seed`` key): at most
   ``TOLERANCE["seed_fraction"]`` of the standard deviation of the same key over the
   reference's seeds of that list;
@@ -51,7 +61,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from biaslab.runtime import lockcheck
+from biaslab.runtime import lockcheck, stats
 
 #: Stages whose outs must be byte-identical on any x86-64 AVX2 + FMA CPU given equal inputs:
 #: they compute on NumPy, PIL and OpenCV only, whose float paths the ``standard`` mode pins.
@@ -194,23 +204,85 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _decision_distance(rec: Mapping) -> tuple[float, float] | None:
-    """``(distance, half_width)`` of a check record with ``lo``, ``hi`` and a numeric
-    ``reference``: the distance of the nearest CI bound (the 95 % ``lo``/``hi`` and, where
-    present, the 90 % ``lo90``/``hi90``) to the nearest point where its verdict changes (the
-    reference and, with an equivalence ``margin``, ``reference -+ margin.delta``;
-    ``biaslab.analysis.equivalence.decide``) and the 95 % CI's half-width; None for any
-    other record."""
-    lo, hi, ref = rec.get("lo"), rec.get("hi"), rec.get("reference")
-    if not all(_finite(v) for v in (lo, hi, ref)) or hi < lo:
+#: The level of the one-sided tests an equivalence verdict is decided by (the 90 % CI of
+#: ``biaslab.analysis.equivalence.EQUIVALENCE_LEVEL``).
+_EQUIVALENCE_LEVEL = 0.90
+
+
+def _judged(rec: Mapping) -> Mapping | None:
+    """The CI record a nested check record (``{"expected": {"reference", ...}, "measured":
+    {"mean", "ci95", "std", "n"}, "paired"?, "margin"?}``, ``metrics/controls.json``) is
+    decided on: ``paired`` where present (a control judged against its base), else
+    ``measured``; None for any other record."""
+    e = rec.get("expected")
+    if not isinstance(e, Mapping) or not _finite(e.get("reference")):
         return None
-    bounds = [lo, hi] + [rec[k] for k in ("lo90", "hi90") if _finite(rec.get(k))]
+    m = rec.get("paired") if isinstance(rec.get("paired"), Mapping) else rec.get("measured")
+    if not isinstance(m, Mapping) or not (_finite(m.get("mean")) and _finite(m.get("ci95"))):
+        return None
+    return m
+
+
+def _check_bounds(rec: Mapping) -> tuple[float, float, list[float], float] | None:
+    """``(lo, hi, 90 % bounds, reference)`` of a check record: flat (``lo``, ``hi``,
+    ``lo90``/``hi90``, ``reference``; ``metrics/validity.json``) or nested (:func:`_judged`:
+    the mean -+ ``ci95``, and the 90 % t interval from its ``std`` and ``n``, as
+    ``controls_eval`` decides it); None for any other record."""
+    lo, hi, ref = rec.get("lo"), rec.get("hi"), rec.get("reference")
+    if all(_finite(v) for v in (lo, hi, ref)):
+        return lo, hi, [rec[k] for k in ("lo90", "hi90") if _finite(rec.get(k))], ref
+    m = _judged(rec)
+    if m is None:
+        return None
+    mean, hw = float(m["mean"]), float(m["ci95"])
+    inner = []
+    if _finite(m.get("std")) and isinstance(m.get("n"), int):
+        h90 = stats.t_halfwidth(float(m["std"]), m["n"], _EQUIVALENCE_LEVEL)
+        if h90 is not None:
+            inner = [mean - h90, mean + h90]
+    return mean - hw, mean + hw, inner, float(rec["expected"]["reference"])
+
+
+def _decision_distance(rec: Mapping) -> tuple[float, float] | None:
+    """``(distance, half_width)`` of a check record (:func:`_check_bounds`): the distance of
+    the nearest CI bound (the 95 % and, where present, the 90 % one) to the nearest point
+    where its verdict changes (the reference and, with an equivalence ``margin``,
+    ``reference -+ margin.delta``; ``biaslab.analysis.equivalence.decide``) and the 95 % CI's
+    half-width; None for any other record."""
+    cb = _check_bounds(rec)
+    if cb is None or cb[1] < cb[0]:
+        return None
+    lo, hi, inner, ref = cb
+    bounds = [lo, hi] + inner
     points = [ref]
     delta = (rec.get("margin") or {}).get("delta") if isinstance(rec.get("margin"), Mapping) \
         else None
     if _finite(delta):
         points += [ref - delta, ref + delta]
     return min(abs(b - p) for b in bounds for p in points), (hi - lo) / 2
+
+
+def _own_half_widths(rec: Mapping) -> dict[str, float]:
+    """``{key: half-width}`` for the numbers of a record that carry a CI of their own: ``X``,
+    ``X_lo`` and ``X_hi`` where all three are numbers (e.g. a relative change ``pct`` beside
+    the absolute ``delta`` whose ``lo`` / ``hi`` the record's other numbers share): their
+    units are not the record's, so neither is their tolerance."""
+    out = {}
+    for k, v in rec.items():
+        if not isinstance(k, str) or not _finite(v):
+            continue
+        lo, hi = rec.get(f"{k}_lo"), rec.get(f"{k}_hi")
+        if _finite(lo) and _finite(hi) and hi >= lo:
+            out[k] = out[f"{k}_lo"] = out[f"{k}_hi"] = (hi - lo) / 2
+    return out
+
+
+def _delta_drift(a: Mapping, b: Mapping) -> float:
+    """How far a check record's equivalence ``margin.delta`` moved between the reference
+    ``a`` and the fresh ``b`` (0 without one)."""
+    da = (a.get("margin") or {}).get("delta") if isinstance(a.get("margin"), Mapping) else None
+    db = (b.get("margin") or {}).get("delta") if isinstance(b.get("margin"), Mapping) else None
+    return abs(db - da) if _finite(da) and _finite(db) else 0.0
 
 
 def _fragile_margin(rec: Mapping) -> tuple[float, float] | None:
@@ -241,6 +313,25 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
         drift."""
     fails: list[dict] = []
     drifts: list[dict] = []
+    context: dict[int, list[str]] = {}   # id(list of names) -> its record's string fields
+
+    def margin_numbers(a, b, key, check_hw):
+        # a margin copies a fraction of an effect that its own record reports with its CI
+        # (checked there); here it only sets the decision points, so a drift of ``delta``
+        # is judged as a drift of the bound it is compared with (the check's CI), and one of
+        # ``effect`` as that divided by ``fraction``
+        f = a.get("fraction")
+        for k in sorted(set(a) | set(b), key=str):
+            sub = f"{key}.{k}"
+            if k not in a or k not in b:
+                fails.append({"key": sub, "reference": a.get(k), "fresh": b.get(k),
+                              "tolerance": None, "why": "on one side only"})
+            elif k == "delta":
+                walk(a[k], b[k], sub, hw=check_hw, kind="ci")
+            elif k == "effect" and _finite(f) and f > 0:
+                walk(a[k], b[k], sub, hw=check_hw / f, kind="ci")
+            else:
+                walk(a[k], b[k], sub)
 
     def num(key, a, b, *, hw=None, sd=None, digits=None, kind="other"):
         tol = tolerance(a, half_width=hw, seed_std=sd, digits=digits)
@@ -282,6 +373,10 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             h = _half_width(a)
+            names = [v for v in a.values() if isinstance(v, str)]
+            for v in a.values():
+                if isinstance(v, list):
+                    context[id(v)] = names
             va, vb = a.get("verdict"), b.get("verdict")
             if isinstance(va, str) and isinstance(vb, str) and va != vb:
                 # a flip is forgiven only where the record's own numbers stay within their
@@ -290,6 +385,9 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
                                                    {k: v for k, v in b.items() if k != "verdict"},
                                                    key)
                 margin = _fragile_margin(a)
+                if margin is not None:
+                    # a margin that moved (within its tolerance) moves the decision points too
+                    margin = (margin[0], margin[1] + _delta_drift(a, b))
                 vkey = f"{key}.verdict" if key else "verdict"
                 if not inner_f and margin is not None and margin[0] <= margin[1]:
                     drifts.extend(inner_d)
@@ -302,13 +400,20 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
                     fails.append({"key": vkey, "reference": va, "fresh": vb,
                                   "tolerance": None, "why": "verdict changed"})
                 return
+            own = _own_half_widths(a)
+            judged = _judged(a)
             for k in sorted(set(a) | set(b), key=str):
                 sub = f"{key}.{k}" if key else str(k)
                 if k not in a or k not in b:
                     fails.append({"key": sub, "reference": a.get(k), "fresh": b.get(k),
                                   "tolerance": None, "why": "on one side only"})
                     continue
-                if h is not None and k == "sign" and a[k] != b[k]:
+                if k in own:
+                    walk(a[k], b[k], sub, hw=own[k], kind="ci")
+                elif (k == "margin" and judged is not None and isinstance(a[k], Mapping)
+                        and isinstance(b[k], Mapping)):
+                    margin_numbers(a[k], b[k], sub, float(judged["ci95"]))
+                elif h is not None and k == "sign" and a[k] != b[k]:
                     # the sign of a mean is as decided as the mean: a flip is fragile where
                     # the reference mean lay within its own tolerance of 0
                     m, tol = a.get("mean"), TOLERANCE["ci_fraction"] * h
@@ -326,6 +431,14 @@ def compare_numbers(reference, fresh, path: str = "") -> tuple[list[dict], list[
                     walk(a[k], b[k], sub)
             return
         if isinstance(a, list) and isinstance(b, list):
+            if (a != b and all(isinstance(x, str) for x in a + b)
+                    and sorted(_text_numbers(x)[0] for x in a)
+                    != sorted(_text_numbers(x)[0] for x in b)):
+                # a list of names (e.g. the inconclusive controls): judged by name in check()
+                fails.append({"key": key, "reference": a, "fresh": b, "tolerance": None,
+                              "why": "items changed", "items": sorted(set(a) ^ set(b)),
+                              "context": context.get(id(a), [])})
+                return
             if len(a) != len(b):
                 fails.append({"key": key, "reference": f"{len(a)} items",
                               "fresh": f"{len(b)} items", "tolerance": None,
@@ -451,11 +564,37 @@ def check(fresh_lock: Mapping, reference_lock: Mapping, read_fresh: Callable[[st
             fl, dr = compare_numbers(ref, new)
             failures += [{"file": f, "stage": n, **x} for x in fl]
             drifts += [{"file": f, "stage": n, **x} for x in dr]
+    failures, forgiven = _names_of_fragile_flips(failures, drifts)
+    drifts += forgiven
     return {"same_machine": same_machine, "comparable": ok_stages, "skipped": skipped,
             "bytes_compared": must, "bytes_differ": differ, "files_compared": files,
             "failures": failures, "drifts": drifts,
             "fragile_flips": [d for d in drifts if d["kind"] == "verdict"],
             "ok": not differ and not failures}
+
+
+def _names_of_fragile_flips(failures: list[dict], drifts: list[dict]
+                            ) -> tuple[list[dict], list[dict]]:
+    """A list of names that changed (``why`` "items changed", e.g. validity's inconclusive
+    controls of one metric) is a consequence, not a new conclusion, where every name that
+    came or went is one whose verdict flipped fragilely in any metrics file: a flip whose
+    key holds the name and every string field of the list's record (its task and metric).
+    Such a change becomes a drift of kind ``verdict``; the rest stay failures.
+
+    Returns:
+        ``(failures, forgiven drifts)``."""
+    flips = [set(d["key"].split(".")) for d in drifts if d["kind"] == "verdict"]
+    keep, forgiven = [], []
+    for f in failures:
+        if f.get("why") == "items changed" and all(
+                any({x, *f.get("context", [])} <= parts for parts in flips)
+                for x in f.get("items", [])):
+            forgiven.append({k: f[k] for k in ("file", "stage", "key", "reference", "fresh")}
+                            | {"drift": 0.0, "tolerance": 0.0, "kind": "verdict",
+                               "why": "the names of fragile flips"})
+        else:
+            keep.append(f)
+    return keep, forgiven
 
 
 def check_against_git(run_dir: str | Path, repo: str | Path, rev: str = "HEAD",
@@ -495,8 +634,9 @@ def summarize(res: Mapping, limit: int = 20) -> str:
              f"metrics files {len(res['files_compared'])}"]
     lines += [f"bytes differ: {d}" for d in res["bytes_differ"][:limit]]
     lines += [f"fragile verdict flipped (not a failure): {d['file']}: {d['key']}: "
-              f"{d['reference']!r} -> {d['fresh']!r}, margin {d['drift']:.4g} within the "
-              f"bound's tolerance {d['tolerance']:.4g}"
+              f"{d['reference']!r} -> {d['fresh']!r}, "
+              + (d["why"] if d.get("why") else f"margin {d['drift']:.4g} within the bound's "
+                                               f"tolerance {d['tolerance']:.4g}")
               for d in res.get("fragile_flips", [])[:limit]]
     for f in res["failures"][:limit]:
         tol = "" if f.get("tolerance") is None else f", tolerance {f['tolerance']:.4g}"
