@@ -281,3 +281,9 @@ def test_a_list_of_names_may_change_only_by_the_names_of_fragile_flips():
     assert not res["ok"]
     [f] = res["failures"]
     assert (f["why"], f["items"]) == ("items changed", ["amplifier"])
+
+
+def test_the_equivalence_level_is_the_one_the_controls_decide_by():
+    # reprocheck recomputes the controls' 90 % bounds without importing the analysis layer
+    from biaslab.analysis import equivalence
+    assert R._EQUIVALENCE_LEVEL == equivalence.EQUIVALENCE_LEVEL
